@@ -1,0 +1,117 @@
+//! Subcommands and their flags.
+
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "cachelens", version, about = "A team dashboard for Triton's GPU kernel cache")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DbArg {
+    /// SQLite database file (default: ~/.local/share/cachelens/cachelens.db).
+    #[arg(long, env = "CACHELENS_DB")]
+    pub db: Option<PathBuf>,
+}
+
+impl DbArg {
+    pub fn path(&self) -> PathBuf {
+        self.db.clone().unwrap_or_else(crate::db::default_path)
+    }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Read Triton cache dirs into the database (or upload them to a server).
+    Scan(ScanArgs),
+    /// Serve the dashboard and the JSON API.
+    Serve(ServeArgs),
+    /// Explain why two entries differ: `cachelens explain MACHINE:KEY MACHINE:KEY`.
+    Explain(ExplainArgs),
+    /// Manage upload tokens (on the server).
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct ScanArgs {
+    /// Cache dirs: a Triton cache, or an Inductor dir holding triton/<device>/
+    /// (default: $TRITON_CACHE_DIR, else ~/.triton/cache).
+    pub paths: Vec<PathBuf>,
+    /// Machine name to record (default: the hostname).
+    #[arg(long, env = "CACHELENS_MACHINE")]
+    pub machine: Option<String>,
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Upload to this server instead of writing a local database.
+    #[arg(long, env = "CACHELENS_SERVER")]
+    pub server: Option<String>,
+    /// Upload token (see `cachelens token create`).
+    #[arg(long, env = "CACHELENS_TOKEN")]
+    pub token: Option<String>,
+    /// Give up uploading after this many tries.
+    #[arg(long, default_value_t = 6)]
+    pub retries: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Address to listen on.
+    #[arg(long, env = "CACHELENS_LISTEN", default_value = "127.0.0.1:8600")]
+    pub listen: SocketAddr,
+    /// Load the bundled demo caches into a fresh database and serve them.
+    #[arg(long)]
+    pub demo: bool,
+    /// Largest accepted upload in MiB (after decompression).
+    #[arg(long, env = "CACHELENS_MAX_UPLOAD_MB", default_value_t = 256)]
+    pub max_upload_mb: usize,
+    /// Require this token to read pages and the read API (see README: Deployment).
+    #[arg(long, env = "CACHELENS_READ_TOKEN")]
+    pub read_token: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExplainArgs {
+    /// First entry, MACHINE:KEY
+    pub a: String,
+    /// Second entry, MACHINE:KEY
+    pub b: String,
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Print JSON (as /api/v1/compare).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCommand {
+    /// Create a token for a machine; prints the token alone on stdout (shown once).
+    Create {
+        #[arg(long)]
+        machine: String,
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// List tokens (never the tokens themselves).
+    List {
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Revoke a token by id.
+    Revoke {
+        id: i64,
+        #[command(flatten)]
+        db: DbArg,
+    },
+}

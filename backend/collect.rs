@@ -1,0 +1,132 @@
+//! Running a scan: into the local database (streamed, re-reading only changed entries), or into
+//! one in-memory [`ScanReport`] for an upload.
+
+use crate::db::ingest::{Begin, Finish, Ingest};
+use crate::model::{REPORT_FORMAT, ScanReport, ScanSummary};
+use crate::scan::{self, Previous};
+use anyhow::Context;
+use sqlx::SqlitePool;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Resolve a root given on the command line to its canonical absolute path.
+pub fn resolve_root(path: &Path) -> anyhow::Result<PathBuf> {
+    let md = std::fs::metadata(path).with_context(|| format!("cannot read cache dir {}", path.display()))?;
+    anyhow::ensure!(md.is_dir(), "{} is not a directory", path.display());
+    Ok(path.canonicalize()?)
+}
+
+/// Worker threads for reading entries: the machine's cores, at most 8.
+pub fn threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(8)
+}
+
+/// A random id for a scan (makes an upload idempotent across retries).
+pub fn new_client_id() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}
+
+/// The machine name: `--machine`, else the hostname.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Scan `root` into the local database.
+pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow::Result<ScanSummary> {
+    let started = Instant::now();
+    let root = resolve_root(root)?;
+    let root_s = root.display().to_string();
+    let mut ingest = match Ingest::begin(pool, machine, &new_client_id(), &root_s, crate::db::now_ms(), "local").await? {
+        Begin::Started(i) => i,
+        Begin::AlreadyStored(_) => anyhow::bail!("scan id collision"),
+    };
+    let prev = ingest.previous().await?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(512);
+    let scanner = tokio::task::spawn_blocking(move || {
+        scan::scan(&root, &prev, threads(), |e| {
+            let _ = tx.blocking_send(e);
+        })
+    });
+    let empty = BTreeMap::new();
+    let mut batch = Vec::with_capacity(256);
+    while let Some(e) = rx.recv().await {
+        batch.push(e);
+        if batch.len() == 256 {
+            ingest.entries(&batch, &empty).await?;
+            batch.clear();
+        }
+    }
+    ingest.entries(&batch, &empty).await?;
+    let tail = scanner.await?;
+    let summary = ingest
+        .finish(Finish {
+            unchanged: tail.unchanged,
+            skipped: tail.skipped,
+            best_configs: tail.best_configs,
+            events: tail.events,
+            event_files: tail.event_files,
+            duration_ms: started.elapsed().as_millis() as i64,
+        })
+        .await?;
+    Ok(summary)
+}
+
+/// Scan `root` fully into one report (for an upload). IR text goes into `blobs`.
+pub fn scan_report(root: &Path, machine: &str) -> anyhow::Result<ScanReport> {
+    let started = Instant::now();
+    let root = resolve_root(root)?;
+    let mut entries = vec![];
+    let tail = scan::scan(&root, &Previous::default(), threads(), |e| entries.push(e));
+    let mut blobs = BTreeMap::new();
+    for e in &entries {
+        for a in &e.artifacts {
+            if let Some(t) = &a.text {
+                blobs.entry(a.sha256.clone()).or_insert_with(|| t.clone());
+            }
+        }
+    }
+    entries.sort_by(|a, b| a.dir.cmp(&b.dir));
+    Ok(ScanReport {
+        format: REPORT_FORMAT,
+        client_id: new_client_id(),
+        machine: machine.to_string(),
+        root: root.display().to_string(),
+        scanned_at: crate::db::now_ms(),
+        duration_ms: started.elapsed().as_millis() as i64,
+        entries,
+        unchanged: tail.unchanged,
+        skipped: tail.skipped,
+        best_configs: tail.best_configs,
+        events: tail.events,
+        event_files: tail.event_files,
+        blobs,
+    })
+}
+
+/// Ingest a whole report (an upload) in one transaction. Returns (summary, created).
+pub async fn ingest_report(pool: &SqlitePool, r: &ScanReport, source: &str) -> anyhow::Result<(ScanSummary, bool)> {
+    let mut ingest = match Ingest::begin(pool, &r.machine, &r.client_id, &r.root, r.scanned_at, source).await? {
+        Begin::Started(i) => i,
+        Begin::AlreadyStored(id) => return Ok((ScanSummary { scan_id: id, machine: r.machine.clone(), ..Default::default() }, false)),
+    };
+    for chunk in r.entries.chunks(256) {
+        ingest.entries(chunk, &r.blobs).await?;
+    }
+    let summary = ingest
+        .finish(Finish {
+            unchanged: r.unchanged.clone(),
+            skipped: r.skipped.clone(),
+            best_configs: r.best_configs.clone(),
+            events: r.events.clone(),
+            event_files: r.event_files.clone(),
+            duration_ms: r.duration_ms,
+        })
+        .await?;
+    Ok((summary, true))
+}

@@ -1,0 +1,379 @@
+//! Ingesting a scan: one transaction per scan, so a failed or interrupted scan or upload
+//! stores nothing. A scan already stored (same machine and `client_id`) stores nothing again.
+//!
+//! Entries are upserted by (machine, key): an entry seen in several scans is one row with its
+//! first and last scan; entries of the scanned root not seen any more are marked removed, never
+//! deleted. Local scans and uploads go through the same [`Ingest`].
+
+use crate::model::{BestConfig, Entry, EventFileMark, HookEvent, ScanSummary, Skip};
+use crate::scan::Previous;
+use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// What an entry row looked like before this scan.
+struct Existing {
+    id: i64,
+    dir: String,
+    sig: String,
+    removed: bool,
+}
+
+/// An ingest in progress (holds the write transaction).
+pub struct Ingest {
+    tx: Transaction<'static, Sqlite>,
+    machine_id: i64,
+    scan_id: i64,
+    root: String,
+    now: i64,
+    existing: HashMap<String, Existing>, // by key
+    seen: HashSet<String>,               // keys seen in this scan
+    stored_blobs: HashSet<String>,
+    summary: ScanSummary,
+}
+
+/// Either a fresh ingest, or the id of the identical scan stored before.
+pub enum Begin {
+    Started(Box<Ingest>),
+    AlreadyStored(i64),
+}
+
+/// The non-entry parts of a scan, given when it finishes.
+#[derive(Default)]
+pub struct Finish {
+    pub unchanged: Vec<String>,
+    pub skipped: Vec<Skip>,
+    pub best_configs: Vec<BestConfig>,
+    pub events: Vec<HookEvent>,
+    pub event_files: Vec<EventFileMark>,
+    pub duration_ms: i64,
+}
+
+/// Find or create a machine row.
+pub async fn machine_id(tx: &mut Transaction<'static, Sqlite>, name: &str, now: i64) -> sqlx::Result<i64> {
+    sqlx::query("INSERT INTO machines(name, created_at) VALUES (?, ?) ON CONFLICT(name) DO NOTHING")
+        .bind(name)
+        .bind(now)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query_scalar("SELECT id FROM machines WHERE name = ?").bind(name).fetch_one(&mut **tx).await
+}
+
+impl Ingest {
+    /// Start ingesting a scan of `root` on `machine`.
+    pub async fn begin(
+        pool: &SqlitePool,
+        machine: &str,
+        client_id: &str,
+        root: &str,
+        scanned_at: i64,
+        source: &str,
+    ) -> sqlx::Result<Begin> {
+        let mut tx = pool.begin().await?;
+        let now = scanned_at;
+        let machine_id = machine_id(&mut tx, machine, super::now_ms()).await?;
+        let dup: Option<i64> = sqlx::query_scalar("SELECT id FROM scans WHERE machine_id = ? AND client_id = ?")
+            .bind(machine_id)
+            .bind(client_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if let Some(id) = dup {
+            return Ok(Begin::AlreadyStored(id));
+        }
+        let scan_id: i64 = sqlx::query_scalar(
+            "INSERT INTO scans(machine_id, client_id, scanned_at, root, entries, new_entries, changed_entries,
+               removed_entries, bytes, skipped, skipped_json, relocated, source)
+             VALUES (?, ?, ?, ?, 0, 0, 0, 0, 0, 0, '{}', 0, ?) RETURNING id",
+        )
+        .bind(machine_id)
+        .bind(client_id)
+        .bind(scanned_at)
+        .bind(root)
+        .bind(source)
+        .fetch_one(&mut *tx)
+        .await?;
+        let rows = sqlx::query("SELECT id, key, dir, sig, removed_at IS NOT NULL AS removed FROM entries WHERE machine_id = ? AND root = ?")
+            .bind(machine_id)
+            .bind(root)
+            .fetch_all(&mut *tx)
+            .await?;
+        let existing = rows
+            .into_iter()
+            .map(|r| {
+                let key: String = r.get("key");
+                (key, Existing { id: r.get("id"), dir: r.get("dir"), sig: r.get("sig"), removed: r.get("removed") })
+            })
+            .collect();
+        let summary = ScanSummary { scan_id, machine: machine.into(), root: root.into(), ..Default::default() };
+        Ok(Begin::Started(Box::new(Ingest {
+            tx,
+            machine_id,
+            scan_id,
+            root: root.into(),
+            now,
+            existing,
+            seen: HashSet::new(),
+            stored_blobs: HashSet::new(),
+            summary,
+        })))
+    }
+
+    /// What the scanner needs to skip unchanged entries and resume event files.
+    pub async fn previous(&mut self) -> sqlx::Result<Previous> {
+        let sigs = self.existing.values().filter(|e| !e.removed).map(|e| (e.dir.clone(), e.sig.clone())).collect();
+        let marks = sqlx::query("SELECT path, inode_sig, offset FROM event_files WHERE machine_id = ?")
+            .bind(self.machine_id)
+            .fetch_all(&mut *self.tx)
+            .await?
+            .into_iter()
+            .map(|r| (r.get::<String, _>("path"), (r.get::<String, _>("inode_sig"), r.get::<i64, _>("offset"))))
+            .collect();
+        Ok(Previous { sigs, event_marks: marks })
+    }
+
+    /// Store a batch of entries read by the scanner. `blobs` supplies IR text for uploads
+    /// (local scans carry it in `Artifact::text`).
+    pub async fn entries(&mut self, batch: &[Entry], blobs: &BTreeMap<String, String>) -> sqlx::Result<()> {
+        let mut fresh: Vec<&Entry> = Vec::with_capacity(batch.len());
+        for e in batch {
+            if !self.seen.insert(e.key.clone()) {
+                continue; // the same key twice in one report: keep the first
+            }
+            match self.existing.get(&e.key) {
+                Some(x) if !x.removed && x.sig == e.sig => self.summary.unchanged_entries += 1,
+                Some(x) if !x.removed => {
+                    self.summary.changed_entries += 1;
+                    fresh.push(e);
+                }
+                _ => {
+                    self.summary.new_entries += 1;
+                    fresh.push(e);
+                }
+            }
+        }
+        for chunk in fresh.chunks(200) {
+            self.upsert(chunk, blobs).await?;
+        }
+        Ok(())
+    }
+
+    async fn upsert(&mut self, chunk: &[&Entry], blobs: &BTreeMap<String, String>) -> sqlx::Result<()> {
+        let (scan, now, mid, root) = (self.scan_id, self.now, self.machine_id, self.root.clone());
+        let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(
+            "INSERT INTO entries(machine_id, root, dir, key, kind, kernel, backend, arch, warp_size, num_warps,
+              num_stages, num_ctas, triton_version, meta_hash, signature, shapes, created_at, bytes, registers,
+              spills, shared_bytes, resources_json, metadata_json, group_json, relocated, partial, binary_sha256,
+              sig, first_scan_id, last_scan_id, first_seen_at, last_seen_at) ",
+        );
+        qb.push_values(chunk, |mut b, e| {
+            let js = |v: &Option<serde_json::Value>| v.as_ref().map(|v| v.to_string());
+            b.push_bind(mid)
+                .push_bind(root.clone())
+                .push_bind(e.dir.clone())
+                .push_bind(e.key.clone())
+                .push_bind(e.kind.as_str())
+                .push_bind(e.kernel.clone())
+                .push_bind(e.backend.clone())
+                .push_bind(e.arch.clone())
+                .push_bind(e.warp_size)
+                .push_bind(e.num_warps)
+                .push_bind(e.num_stages)
+                .push_bind(e.num_ctas)
+                .push_bind(e.triton_version.clone())
+                .push_bind(e.meta_hash.clone())
+                .push_bind(e.signature.clone())
+                .push_bind(e.shapes.clone())
+                .push_bind(e.created_at)
+                .push_bind(e.bytes)
+                .push_bind(e.registers)
+                .push_bind(e.spills)
+                .push_bind(e.shared_bytes)
+                .push_bind(js(&e.resources))
+                .push_bind(js(&e.metadata))
+                .push_bind(e.group.as_ref().map(|g| serde_json::to_string(g).unwrap_or_default()))
+                .push_bind(e.group.as_ref().is_some_and(|g| g.relocated))
+                .push_bind(e.partial.clone())
+                .push_bind(e.binary_sha256().map(str::to_string))
+                .push_bind(e.sig.clone())
+                .push_bind(scan)
+                .push_bind(scan)
+                .push_bind(now)
+                .push_bind(now);
+        });
+        qb.push(
+            " ON CONFLICT(machine_id, key) DO UPDATE SET root=excluded.root, dir=excluded.dir, kind=excluded.kind,
+              kernel=excluded.kernel, backend=excluded.backend, arch=excluded.arch, warp_size=excluded.warp_size,
+              num_warps=excluded.num_warps, num_stages=excluded.num_stages, num_ctas=excluded.num_ctas,
+              triton_version=excluded.triton_version, meta_hash=excluded.meta_hash, signature=excluded.signature,
+              shapes=excluded.shapes, created_at=excluded.created_at, bytes=excluded.bytes,
+              registers=excluded.registers, spills=excluded.spills, shared_bytes=excluded.shared_bytes,
+              resources_json=excluded.resources_json, metadata_json=excluded.metadata_json,
+              group_json=excluded.group_json, relocated=excluded.relocated, partial=excluded.partial,
+              binary_sha256=excluded.binary_sha256, sig=excluded.sig, last_scan_id=excluded.last_scan_id,
+              last_seen_at=excluded.last_seen_at, removed_at=NULL, removed_scan_id=NULL
+             RETURNING id, key",
+        );
+        let ids: HashMap<String, i64> = qb
+            .build()
+            .fetch_all(&mut *self.tx)
+            .await?
+            .into_iter()
+            .map(|r| (r.get::<String, _>("key"), r.get::<i64, _>("id")))
+            .collect();
+        let id_list: Vec<i64> = ids.values().copied().collect();
+        for table in ["artifacts", "autotune"] {
+            let mut del = QueryBuilder::<Sqlite>::new(format!("DELETE FROM {table} WHERE entry_id IN ("));
+            let mut sep = del.separated(", ");
+            for id in &id_list {
+                sep.push_bind(*id);
+            }
+            del.push(")");
+            del.build().execute(&mut *self.tx).await?;
+        }
+        let arts: Vec<(i64, &crate::model::Artifact)> =
+            chunk.iter().flat_map(|e| e.artifacts.iter().map(|a| (ids[&e.key], a))).collect();
+        for part in arts.chunks(1000) {
+            let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO artifacts(entry_id, name, ext, bytes, sha256) ");
+            qb.push_values(part, |mut b, (id, a)| {
+                b.push_bind(*id).push_bind(a.name.clone()).push_bind(a.ext().to_string()).push_bind(a.bytes).push_bind(a.sha256.clone());
+            });
+            qb.build().execute(&mut *self.tx).await?;
+        }
+        for (_, a) in &arts {
+            let text = a.text.as_deref().or_else(|| blobs.get(&a.sha256).map(String::as_str));
+            if let Some(text) = text {
+                if self.stored_blobs.insert(a.sha256.clone()) {
+                    sqlx::query("INSERT OR IGNORE INTO blobs(sha256, bytes, content) VALUES (?, ?, ?)")
+                        .bind(&a.sha256)
+                        .bind(text.len() as i64)
+                        .bind(text)
+                        .execute(&mut *self.tx)
+                        .await?;
+                }
+            }
+        }
+        for e in chunk {
+            let Some(at) = &e.autotune else { continue };
+            for (i, c) in at.configs.iter().enumerate() {
+                sqlx::query(
+                    "INSERT INTO autotune(entry_id, idx, config_json, num_warps, num_stages, timings_json, best_ms, winner)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                )
+                .bind(ids[&e.key])
+                .bind(i as i64)
+                .bind(c.config.to_string())
+                .bind(c.num_warps)
+                .bind(c.num_stages)
+                .bind(serde_json::to_string(&c.timings_ms).unwrap_or_default())
+                .bind(c.timings_ms.first().copied())
+                .bind(c.winner)
+                .execute(&mut *self.tx)
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Mark unchanged and removed entries, store events and best configs, record the scan's
+    /// counts and commit.
+    pub async fn finish(mut self, f: Finish) -> sqlx::Result<ScanSummary> {
+        let by_dir: HashMap<&str, &str> = self.existing.iter().map(|(k, x)| (x.dir.as_str(), k.as_str())).collect();
+        for dir in &f.unchanged {
+            if let Some(k) = by_dir.get(dir.as_str()) {
+                if self.seen.insert(k.to_string()) {
+                    self.summary.unchanged_entries += 1;
+                }
+            }
+        }
+        let (mid, scan, now) = (self.machine_id, self.scan_id, self.now);
+        let gone: Vec<i64> =
+            self.existing.iter().filter(|(k, x)| !x.removed && !self.seen.contains(*k)).map(|(_, x)| x.id).collect();
+        for id in &gone {
+            sqlx::query("UPDATE entries SET removed_at = ?, removed_scan_id = ? WHERE id = ?")
+                .bind(now)
+                .bind(scan)
+                .bind(id)
+                .execute(&mut *self.tx)
+                .await?;
+        }
+        self.summary.removed_entries = gone.len() as i64;
+        sqlx::query(
+            "UPDATE entries SET last_scan_id = ?, last_seen_at = ?
+             WHERE machine_id = ? AND root = ? AND removed_at IS NULL AND last_scan_id != ?",
+        )
+        .bind(scan)
+        .bind(now)
+        .bind(mid)
+        .bind(&self.root)
+        .bind(scan)
+        .execute(&mut *self.tx)
+        .await?;
+        self.summary.events = super::read::insert_events(&mut self.tx, mid, &f.events).await?;
+        for m in &f.event_files {
+            sqlx::query(
+                "INSERT INTO event_files(machine_id, path, inode_sig, offset) VALUES (?, ?, ?, ?)
+                 ON CONFLICT(machine_id, path) DO UPDATE SET inode_sig = excluded.inode_sig, offset = excluded.offset",
+            )
+            .bind(mid)
+            .bind(&m.path)
+            .bind(&m.inode_sig)
+            .bind(m.offset)
+            .execute(&mut *self.tx)
+            .await?;
+        }
+        for b in &f.best_configs {
+            sqlx::query(
+                "INSERT INTO best_configs(machine_id, path, triton_cache_hash, num_warps, num_stages, config_json, last_seen_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT(machine_id, path) DO UPDATE SET triton_cache_hash = excluded.triton_cache_hash,
+                   num_warps = excluded.num_warps, num_stages = excluded.num_stages,
+                   config_json = excluded.config_json, last_seen_at = excluded.last_seen_at",
+            )
+            .bind(mid)
+            .bind(format!("{}/{}", self.root, b.path))
+            .bind(&b.triton_cache_hash)
+            .bind(b.num_warps)
+            .bind(b.num_stages)
+            .bind(b.config.to_string())
+            .bind(now)
+            .execute(&mut *self.tx)
+            .await?;
+        }
+        self.summary.best_configs = f.best_configs.len() as i64;
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS bytes, COALESCE(SUM(relocated), 0) AS relocated,
+                    COALESCE(SUM(kind = 'partial'), 0) AS partial
+             FROM entries WHERE machine_id = ? AND root = ? AND removed_at IS NULL",
+        )
+        .bind(mid)
+        .bind(&self.root)
+        .fetch_one(&mut *self.tx)
+        .await?;
+        let s = &mut self.summary;
+        s.entries = row.get("n");
+        s.bytes = row.get("bytes");
+        s.relocated = row.get("relocated");
+        s.partial = row.get("partial");
+        s.duration_ms = f.duration_ms;
+        for sk in &f.skipped {
+            *s.skipped.entry(sk.reason.clone()).or_default() += 1;
+        }
+        sqlx::query(
+            "UPDATE scans SET entries = ?, new_entries = ?, changed_entries = ?, removed_entries = ?, bytes = ?,
+               skipped = ?, skipped_json = ?, relocated = ?, duration_ms = ? WHERE id = ?",
+        )
+        .bind(s.entries)
+        .bind(s.new_entries)
+        .bind(s.changed_entries)
+        .bind(s.removed_entries)
+        .bind(s.bytes)
+        .bind(f.skipped.len() as i64)
+        .bind(serde_json::to_string(&s.skipped).unwrap_or_default())
+        .bind(s.relocated)
+        .bind(s.duration_ms)
+        .bind(scan)
+        .execute(&mut *self.tx)
+        .await?;
+        self.tx.commit().await?;
+        Ok(self.summary)
+    }
+}

@@ -1,0 +1,54 @@
+//! All SQL lives here: pool setup (WAL, busy timeout, foreign keys), the migrator, ingestion of
+//! scan reports, and the read queries behind the pages and the JSON API.
+
+pub mod ingest;
+pub mod read;
+pub mod tokens;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The migrations in `migrations/`, embedded in the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// The embedded default database: `$XDG_DATA_HOME/cachelens/cachelens.db`, else
+/// `~/.local/share/cachelens/cachelens.db`.
+pub fn default_path() -> PathBuf {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("cachelens").join("cachelens.db")
+}
+
+/// Open (creating if needed) and migrate the database at `path`.
+///
+/// WAL lets readers go on while one writer ingests; the busy timeout makes a second writer wait
+/// instead of failing.
+pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(30))
+        .foreign_keys(true)
+        .pragma("cache_size", "-65536")
+        .pragma("temp_store", "memory");
+    let pool = SqlitePoolOptions::new().max_connections(8).connect_with(opts).await?;
+    MIGRATOR.run(&pool).await?;
+    Ok(pool)
+}
+
+/// Unix milliseconds now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,272 @@
+//! Metadata fields (`<name>.json`): which component each belongs to, and whether a
+//! difference in it is a cause of a different key or only a consequence of another one.
+
+use super::{Cause, Row};
+use serde_json::{Map, Value};
+
+/// A row plus whether it counts as a cause (a differing key input) rather than a consequence.
+#[derive(Debug, Clone)]
+pub(crate) struct Finding {
+    pub row: Row,
+    pub cause: bool,
+}
+
+impl Finding {
+    pub fn new(component: Cause, field: &str, a: Value, b: Value) -> Finding {
+        let differs = a != b;
+        Finding {
+            row: Row {
+                component,
+                field: field.to_string(),
+                a,
+                b,
+                differs,
+                note: None,
+            },
+            cause: differs,
+        }
+    }
+    /// Marks a difference as a consequence of something else (shown, not a cause).
+    pub fn consequence(mut self, note: impl Into<String>) -> Finding {
+        if self.row.differs {
+            self.cause = false;
+            self.row.note = Some(note.into());
+        }
+        self
+    }
+    pub fn note(mut self, note: impl Into<String>) -> Finding {
+        self.row.note = Some(note.into());
+        self
+    }
+}
+
+/// Compile outputs written into the metadata after compiling: never key inputs.
+const OUTPUTS: &[&str] = &[
+    "shared",
+    "tmem_size",
+    "global_scratch_size",
+    "global_scratch_align",
+    "profile_scratch_size",
+    "profile_scratch_align",
+    "tensordesc_meta",
+];
+
+/// Options whose defaults Triton derives from the target (`parse_options` per arch).
+const ARCH_DEFAULTS: &[&str] = &[
+    "supported_fp8_dtypes",
+    "deprecated_fp8_dot_operand_dtypes",
+    "default_dot_input_precision",
+    "allowed_dot_input_precisions",
+    "max_num_imprecise_acc_default",
+    "enable_reflect_ftz",
+];
+
+/// Options users set per kernel or launch (or through `TRITON_DEBUG`): a difference in one is
+/// a cause even across Triton versions. Other options differing across versions are taken
+/// for changed defaults.
+const USER_OPTIONS: &[&str] = &[
+    "num_warps",
+    "num_stages",
+    "num_ctas",
+    "maxnreg",
+    "debug",
+    "enable_fp_fusion",
+    "launch_cooperative_grid",
+    "launch_pdl",
+    "waves_per_eu",
+    "matrix_instr_nonkdim",
+    "kpack",
+    "sanitize_overflow",
+    "ir_override",
+];
+
+/// Fields that repeat the target (`target.backend`, `target.arch`, `target.warp_size`).
+const TARGET_DUPLICATES: &[&str] = &["backend_name", "arch", "warp_size", "base_arch"];
+
+/// Environment variables that set an option's default: (env var, option).
+const ENV_OPTIONS: &[(&str, &str)] = &[
+    ("TRITON_DEFAULT_FP_FUSION", "enable_fp_fusion"),
+    ("TRITON_F32_DEFAULT", "default_dot_input_precision"),
+];
+
+/// What both sides' metadata say about the context of a comparison.
+pub(crate) struct Context<'a> {
+    pub a: &'a Map<String, Value>,
+    pub b: &'a Map<String, Value>,
+    pub version_a: Option<String>,
+    pub version_b: Option<String>,
+    pub backend: Option<String>,
+    pub target_differs: bool,
+}
+
+impl Context<'_> {
+    pub fn versions_differ(&self) -> bool {
+        self.version_a != self.version_b
+    }
+}
+
+/// `(major, minor)` of a version string such as `3.9.0` or `3.6.0+git1234`.
+pub(crate) fn version_tuple(v: &str) -> Option<(u32, u32)> {
+    let mut it = v.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+fn is_env_field(k: &str) -> bool {
+    k.chars().any(|c| c.is_ascii_uppercase()) && !k.chars().any(|c| c.is_ascii_lowercase())
+}
+
+/// The `target` object's field, or the top-level duplicate.
+pub(crate) fn target_field(m: &Map<String, Value>, f: &str) -> Value {
+    m.get("target")
+        .and_then(|t| t.get(f))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Rows for every metadata field of either side (except `hash`, which is the key itself).
+pub(crate) fn metadata_findings(cx: &Context) -> Vec<Finding> {
+    let mut keys: Vec<&String> = cx.a.keys().collect();
+    keys.extend(cx.b.keys().filter(|k| !cx.a.contains_key(*k)));
+    let mut out = Vec::new();
+    for k in keys {
+        let (va, vb) = (cx.a.get(k.as_str()), cx.b.get(k.as_str()));
+        let f = |c| {
+            Finding::new(
+                c,
+                k,
+                va.cloned().unwrap_or(Value::Null),
+                vb.cloned().unwrap_or(Value::Null),
+            )
+        };
+        match k.as_str() {
+            "hash" => {}
+            "target" => {
+                for t in ["backend", "arch", "warp_size"] {
+                    out.push(Finding::new(
+                        Cause::Backend,
+                        &format!("target.{t}"),
+                        target_field(cx.a, t),
+                        target_field(cx.b, t),
+                    ));
+                }
+            }
+            "triton_version" => out.push(f(Cause::Compiler)),
+            "name" => out.push(f(Cause::Source).note("the kernel's name")),
+            _ if va.is_none() || vb.is_none() => out.push(one_sided(cx, k, f)),
+            _ if OUTPUTS.contains(&k.as_str()) => {
+                out.push(f(Cause::None).consequence("output of the compile, not a key input"))
+            }
+            _ if TARGET_DUPLICATES.contains(&k.as_str()) => {
+                let fi = f(Cause::Backend);
+                out.push(if cx.a.contains_key("target") {
+                    fi.consequence("repeats the target")
+                } else {
+                    fi
+                });
+            }
+            _ if is_env_field(k) => out.push(f(Cause::Env)),
+            "extern_libs" => out.push(extern_libs(cx, f(Cause::Options))),
+            _ => out.push(option(cx, k, f)),
+        }
+    }
+    out
+}
+
+/// A field present on one side only.
+fn one_sided(cx: &Context, k: &str, f: impl Fn(Cause) -> Finding) -> Finding {
+    let side = if cx.a.contains_key(k) { "A" } else { "B" };
+    if is_env_field(k) {
+        return f(Cause::Env).note(format!("set only on {side}"));
+    }
+    let comp = if TARGET_DUPLICATES.contains(&k) {
+        Cause::Backend
+    } else if OUTPUTS.contains(&k) {
+        Cause::None
+    } else {
+        Cause::Options
+    };
+    if cx.versions_differ() {
+        let v = if side == "A" {
+            &cx.version_a
+        } else {
+            &cx.version_b
+        };
+        let v = v.as_deref().unwrap_or("unknown");
+        f(comp).consequence(format!(
+            "only in Triton {v}: consequence of the version change"
+        ))
+    } else if cx.target_differs {
+        f(comp).consequence(format!(
+            "only on {side}'s backend: consequence of the target change"
+        ))
+    } else if comp == Cause::None {
+        f(comp).consequence("output of the compile, not a key input")
+    } else {
+        f(comp).note(format!("only on {side}"))
+    }
+}
+
+/// A compile option present on both sides.
+fn option(cx: &Context, k: &str, f: impl Fn(Cause) -> Finding) -> Finding {
+    if let Some((env, _)) = ENV_OPTIONS.iter().find(|(_, o)| *o == k)
+        && (cx.a.contains_key(*env) || cx.b.contains_key(*env))
+    {
+        return f(Cause::Env).consequence(format!("set by {env}"));
+    }
+    let fi = f(Cause::Options);
+    if k == "debug" {
+        return fi.note("TRITON_DEBUG=1 sets this option");
+    }
+    if ARCH_DEFAULTS.contains(&k) && cx.target_differs {
+        return fi.consequence("per-target default: consequence of the target change");
+    }
+    if cx.versions_differ() && !USER_OPTIONS.contains(&k) {
+        return fi.consequence(
+            "not an option users usually set: a default that changed with the Triton version",
+        );
+    }
+    fi
+}
+
+/// `extern_libs`: `[[name, path], ...]`. CUDA (and AMD from 3.9) key the libraries by
+/// content, so a different install path alone is no cause there; AMD before 3.9 keys the path.
+fn extern_libs(cx: &Context, fi: Finding) -> Finding {
+    if !fi.row.differs {
+        return fi;
+    }
+    let names = |v: &Value| -> Vec<(String, String)> {
+        v.as_array()
+            .map(|libs| {
+                libs.iter()
+                    .filter_map(|l| {
+                        let name = l.get(0)?.as_str()?.to_string();
+                        let file = l.get(1)?.as_str()?.rsplit(['/', '\\']).next()?.to_string();
+                        Some((name, file))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if names(&fi.row.a) != names(&fi.row.b) {
+        return fi.note("different libraries");
+    }
+    // Each key was computed by its own Triton: the path is a cause only if both keyed it.
+    let path_keyed = cx.backend.as_deref() == Some("hip")
+        && [&cx.version_a, &cx.version_b].iter().all(|v| {
+            v.as_deref()
+                .and_then(version_tuple)
+                .is_some_and(|t| t < (3, 9))
+        });
+    if path_keyed {
+        fi.note("path differs: AMD before Triton 3.9 keys these libraries by path: a cause")
+    } else {
+        let who = if cx.backend.as_deref() == Some("hip") {
+            "AMD from 3.9"
+        } else {
+            "CUDA"
+        };
+        fi.consequence(format!(
+            "path differs but {who} keys these libraries by content: not a cause"
+        ))
+    }
+}

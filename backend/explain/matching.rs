@@ -1,0 +1,246 @@
+//! Matching entries: [`nearest`] neighbours of one entry, and [`invalidations`] between an
+//! old and a new set (two scans of one machine, or two machines).
+
+use super::compare::{Analysis, Prep, analyse, build};
+use super::source::is_variant_field;
+use super::{Cause, Side};
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+
+/// A new entry that replaced (recompiled) an old one.
+#[derive(Debug, Clone, Serialize)]
+pub struct Invalidated {
+    /// Kernel name.
+    pub kernel: String,
+    /// Key of the old entry (its predecessor).
+    pub old_key: String,
+    /// Key of the new entry.
+    pub new_key: String,
+    /// Headline cause (see [`super::Comparison::cause`]).
+    pub cause: Cause,
+    /// The comparison's summary.
+    pub summary: String,
+    /// Same binary under the new key: pure key churn.
+    pub identical_binary: bool,
+}
+
+/// An old set of entries against a new one.
+#[derive(Debug, Clone, Serialize)]
+pub struct Invalidations {
+    /// Keys in both sets.
+    pub kept: Vec<String>,
+    /// New entries matched to the old entry they replace.
+    pub invalidated: Vec<Invalidated>,
+    /// New entries that replace nothing (new kernels or new variants): (kernel, key).
+    pub new: Vec<(String, String)>,
+    /// Old entries that are gone and were not replaced: (kernel, key).
+    pub removed: Vec<(String, String)>,
+    /// Invalidated entries per headline cause, upstream first.
+    pub by_cause: Vec<(Cause, usize)>,
+    /// One sentence, e.g. "45 of 45 kernels recompiled after Triton 3.4.0 → 3.5.1; 0 had
+    /// identical binaries".
+    pub summary: String,
+}
+
+/// Sort key of a candidate: differing key inputs first, then all differing rows.
+fn distance(an: &Analysis) -> (usize, usize) {
+    (an.causes().count(), an.differing())
+}
+
+/// Nearest neighbours: ranks `candidates` (normally the same kernel) by how few key inputs
+/// differ from `of`. Returns (index into candidates, differing fields, headline cause), best
+/// first, at most `limit`. Ties go to fewer differing rows overall, then to the lower index.
+pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<(usize, usize, Cause)> {
+    let p = Prep::new(of);
+    let mut ranked: Vec<((usize, usize), usize, Cause)> = candidates
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let an = analyse(of, &p, c, &Prep::new(c), false);
+            (distance(&an), i, an.headline().unwrap_or(Cause::None))
+        })
+        .collect();
+    ranked.sort_by_key(|r| (r.0, r.1));
+    ranked
+        .into_iter()
+        .take(limit)
+        .map(|(d, i, c)| (i, d.0, c))
+        .collect()
+}
+
+fn kernel(s: &Side) -> String {
+    s.kernel_name().unwrap_or("?").to_string()
+}
+
+/// Which new entries replaced which old ones.
+///
+/// Keys in both sets are kept. Every other new entry is matched, one to one and most similar
+/// first, to an old entry of the same kernel (an old entry that is still present counts: an
+/// in-place upgrade keeps the old generation on disk). A match whose differences include the
+/// variant's identity (signature, block sizes/shapes, num_warps, num_stages, ...) is a new
+/// variant, not a recompile: it is listed as new.
+pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
+    let dedup = |v: &[Side]| -> Vec<Side> {
+        let mut seen = HashSet::new();
+        v.iter()
+            .filter(|s| seen.insert(s.key.clone()))
+            .cloned()
+            .collect()
+    };
+    let (old, new) = (dedup(old), dedup(new));
+    let old_keys: HashSet<&str> = old.iter().map(|s| s.key.as_str()).collect();
+    let new_keys: HashSet<&str> = new.iter().map(|s| s.key.as_str()).collect();
+    let kept: Vec<String> = new
+        .iter()
+        .filter(|s| old_keys.contains(s.key.as_str()))
+        .map(|s| s.key.clone())
+        .collect();
+    let fresh: Vec<usize> = (0..new.len())
+        .filter(|&i| !old_keys.contains(new[i].key.as_str()))
+        .collect();
+
+    let mut by_kernel: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, s) in old.iter().enumerate() {
+        if s.kernel_name().is_some() {
+            by_kernel.entry(kernel(s)).or_default().push(i);
+        }
+    }
+    let old_prep: Vec<Prep> = old.iter().map(Prep::new).collect();
+    let new_prep: HashMap<usize, Prep> = fresh.iter().map(|&i| (i, Prep::new(&new[i]))).collect();
+    // Every candidate pair, most similar first; assign greedily one to one.
+    let mut pairs: Vec<((usize, usize), usize, usize, bool)> = Vec::new();
+    for &n in &fresh {
+        let Some(name) = new[n].kernel_name() else {
+            continue;
+        };
+        for &o in by_kernel.get(name).map(Vec::as_slice).unwrap_or(&[]) {
+            let an = analyse(&old[o], &old_prep[o], &new[n], &new_prep[&n], false);
+            let variant = an
+                .causes()
+                .any(|f| is_variant_field(&f.row.field) || is_config_option(&f.row.field));
+            pairs.push((distance(&an), n, o, variant));
+        }
+    }
+    pairs.sort_by_key(|p| (p.3, p.0, p.1, p.2));
+    let (mut used_new, mut used_old) = (HashSet::new(), HashSet::new());
+    let mut matched: Vec<(usize, usize)> = Vec::new();
+    for (_, n, o, variant) in pairs {
+        if variant || used_new.contains(&n) || used_old.contains(&o) {
+            continue;
+        }
+        used_new.insert(n);
+        used_old.insert(o);
+        matched.push((n, o));
+    }
+    matched.sort();
+    let mut phrases: Vec<String> = Vec::new();
+    let invalidated: Vec<Invalidated> = matched
+        .iter()
+        .map(|&(n, o)| {
+            let (cmp, head) = build(&old[o], &old_prep[o], &new[n], &new_prep[&n]);
+            phrases.push(head);
+            Invalidated {
+                kernel: kernel(&new[n]),
+                old_key: old[o].key.clone(),
+                new_key: new[n].key.clone(),
+                cause: cmp.cause,
+                summary: cmp.summary,
+                identical_binary: cmp.identical_binary,
+            }
+        })
+        .collect();
+    let new_list: Vec<(String, String)> = fresh
+        .iter()
+        .filter(|n| !used_new.contains(*n))
+        .map(|&n| (kernel(&new[n]), new[n].key.clone()))
+        .collect();
+    let removed: Vec<(String, String)> = old
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| !new_keys.contains(s.key.as_str()) && !used_old.contains(i))
+        .map(|(_, s)| (kernel(s), s.key.clone()))
+        .collect();
+    let by_cause: Vec<(Cause, usize)> = Cause::ORDER
+        .iter()
+        .map(|c| (*c, invalidated.iter().filter(|i| i.cause == *c).count()))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let summary = summarize(
+        old.len(),
+        &invalidated,
+        &phrases,
+        &by_cause,
+        kept.len(),
+        new_list.len(),
+        removed.len(),
+    );
+    Invalidations {
+        kept,
+        invalidated,
+        new: new_list,
+        removed,
+        by_cause,
+        summary,
+    }
+}
+
+/// Options that pick a launch configuration (autotuner configs differ in these): a
+/// different value means another variant, not a recompile of the same one.
+fn is_config_option(field: &str) -> bool {
+    matches!(
+        field,
+        "num_warps"
+            | "num_stages"
+            | "num_ctas"
+            | "maxnreg"
+            | "cluster_dims"
+            | "waves_per_eu"
+            | "matrix_instr_nonkdim"
+            | "kpack"
+    )
+}
+
+fn summarize(
+    old: usize,
+    inv: &[Invalidated],
+    phrases: &[String],
+    by_cause: &[(Cause, usize)],
+    kept: usize,
+    new: usize,
+    removed: usize,
+) -> String {
+    let mut s = if inv.is_empty() {
+        format!("nothing recompiled; {kept} kept")
+    } else {
+        let first = &phrases[0];
+        let why = if phrases.iter().all(|p| p == first) {
+            // "X=1 on B" reads as "X=1 set" in a report about the new set.
+            let p = first.replace(" on B", " set").replace(" on A", " unset");
+            format!("after {p}")
+        } else if let [(c, _)] = by_cause {
+            let mut kernels: Vec<&str> = inv.iter().map(|i| i.kernel.as_str()).collect();
+            kernels.dedup();
+            let more = if kernels.len() > 3 { ", ..." } else { "" };
+            format!(
+                "after {} changes ({}{more})",
+                c.as_str(),
+                kernels[..kernels.len().min(3)].join(", ")
+            )
+        } else {
+            let c: Vec<String> = by_cause
+                .iter()
+                .map(|(c, n)| format!("{} {n}", c.as_str()))
+                .collect();
+            format!("by cause: {}", c.join(", "))
+        };
+        let same = inv.iter().filter(|i| i.identical_binary).count();
+        format!(
+            "{} of {old} kernels recompiled {why}; {same} had identical binaries",
+            inv.len()
+        )
+    };
+    if new > 0 || removed > 0 {
+        s.push_str(&format!("; {new} new, {removed} removed"));
+    }
+    s
+}

@@ -1,0 +1,15 @@
+//! cachelens: a team dashboard for Triton's GPU kernel cache.
+//!
+//! `scan` reads cache dirs (pure, no I/O beyond reading), `db` owns all SQL, `explain` the key
+//! components and causes, `web` the server; `run` wires them to the command line.
+#![forbid(unsafe_code)]
+
+pub mod cli;
+pub mod collect;
+pub mod db;
+pub mod demo;
+pub mod explain;
+pub mod model;
+pub mod run;
+pub mod scan;
+pub mod web;

@@ -1,0 +1,255 @@
+//! Serde types shared by the scanner, the uploader and the server.
+//!
+//! A [`ScanReport`] is what one scan of one cache root produces. A local scan writes it into
+//! SQLite through `db::ingest`; a remote scan sends the very same value as the body of
+//! `POST /api/v1/scans`, and the server ingests it with the same function.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the [`ScanReport`] wire format.
+pub const REPORT_FORMAT: u32 = 1;
+
+/// Everything one scan of one cache root found.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct ScanReport {
+    pub format: u32,
+    /// Chosen by the scanner (random); the server stores a scan once per (machine, client_id).
+    pub client_id: String,
+    pub machine: String,
+    /// Absolute, canonical path of the scanned root.
+    pub root: String,
+    /// Unix milliseconds.
+    pub scanned_at: i64,
+    pub duration_ms: i64,
+    /// Entries read (new or changed since the previous scan, or all of them for an upload).
+    pub entries: Vec<Entry>,
+    /// Entry dirs (relative to root) seen unchanged since the previous scan: not re-read.
+    #[serde(default)]
+    pub unchanged: Vec<String>,
+    /// Everything that was skipped, with a reason.
+    #[serde(default)]
+    pub skipped: Vec<Skip>,
+    /// Inductor `.best_config` files.
+    #[serde(default)]
+    pub best_configs: Vec<BestConfig>,
+    /// Hook events read from the cache's `.cachelens/` event files.
+    #[serde(default)]
+    pub events: Vec<HookEvent>,
+    /// Where each event file was read up to (so the next scan resumes there).
+    #[serde(default)]
+    pub event_files: Vec<EventFileMark>,
+    /// IR text by sha256 (uploads carry only the blobs the server lacks).
+    #[serde(default)]
+    pub blobs: BTreeMap<String, String>,
+}
+
+/// What kind of directory an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    /// A compiled kernel with metadata, IR and binary.
+    Kernel,
+    /// A kernel stored with `TRITON_STORE_BINARY_ONLY=1`: metadata and binary only.
+    BinaryOnly,
+    /// A launcher or utility shared object (`*.so`, no group file).
+    Launcher,
+    /// `<fn>.autotune.json` results.
+    Autotune,
+    /// A kernel entry missing files its group names (crash mid-write), or with no metadata.
+    Partial,
+    /// Anything else Triton put in a key dir.
+    Other,
+}
+
+impl EntryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::Kernel => "kernel",
+            EntryKind::BinaryOnly => "binary_only",
+            EntryKind::Launcher => "launcher",
+            EntryKind::Autotune => "autotune",
+            EntryKind::Partial => "partial",
+            EntryKind::Other => "other",
+        }
+    }
+}
+
+/// One cache entry (one `<cache>/<KEY>/` directory).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Entry {
+    pub key: String,
+    /// Path of the entry dir relative to the scanned root (e.g. `KEY` or `triton/0/KEY`).
+    pub dir: String,
+    pub kind: EntryKind,
+    pub kernel: Option<String>,
+    pub backend: Option<String>,
+    /// `sm_90`, `gfx942`, ...
+    pub arch: Option<String>,
+    pub warp_size: Option<i64>,
+    pub num_warps: Option<i64>,
+    pub num_stages: Option<i64>,
+    pub num_ctas: Option<i64>,
+    pub triton_version: Option<String>,
+    /// The metadata's `hash` field (hex of the cache key).
+    pub meta_hash: Option<String>,
+    /// Argument types from the TTIR signature, e.g. `ptr<f16>:16,ptr<f16>:16,i32:16`.
+    pub signature: Option<String>,
+    /// Tensor shapes in the TTIR, e.g. `1024` or `128x64,64x128`.
+    pub shapes: Option<String>,
+    /// Metadata mtime (unix ms): when Triton wrote the entry.
+    pub created_at: Option<i64>,
+    pub bytes: i64,
+    pub registers: Option<i64>,
+    pub spills: Option<i64>,
+    pub shared_bytes: Option<i64>,
+    /// Backend-specific resource figures (AMD: vgprs, sgprs, occupancy, scratch...).
+    pub resources: Option<serde_json::Value>,
+    /// The metadata JSON as Triton wrote it.
+    pub metadata: Option<serde_json::Value>,
+    pub group: Option<GroupInfo>,
+    /// Why the entry is partial, if it is.
+    pub partial: Option<String>,
+    pub artifacts: Vec<Artifact>,
+    pub autotune: Option<Autotune>,
+    /// Names, sizes and mtimes of the files: a re-scan re-reads the entry only when this changes.
+    pub sig: String,
+}
+
+/// A `__grp__<name>.json` file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GroupInfo {
+    /// file name -> absolute path as written by the machine that wrote the entry (or none when
+    /// the group is a plain list, as Triton's RemoteCacheManager writes it).
+    pub children: BTreeMap<String, Option<String>>,
+    /// True when some child path does not point into the directory where the entry sits now:
+    /// Triton will miss on this entry (≤3.7 drops such children, 3.8+ rejects the group).
+    pub relocated: bool,
+    /// The directory the children point to (the writer's path), when they agree.
+    pub written_at: Option<String>,
+    /// Children named by the group that are not on disk.
+    pub missing: Vec<String>,
+}
+
+/// One file of an entry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Artifact {
+    pub name: String,
+    pub bytes: i64,
+    pub sha256: String,
+    /// The text of IR files (not serialised: uploads carry it in `ScanReport::blobs`).
+    #[serde(skip)]
+    pub text: Option<String>,
+}
+
+impl Artifact {
+    /// The artifact type: the file extension (`ttir`, `cubin`, ...), `autotune.json`, `json`,
+    /// `grp` for group files, `so` for launchers.
+    pub fn ext(&self) -> &str {
+        artifact_ext(&self.name)
+    }
+}
+
+/// Artifact type of a file name (see [`Artifact::ext`]).
+pub fn artifact_ext(name: &str) -> &str {
+    if name.starts_with("__grp__") {
+        "grp"
+    } else if name.ends_with(".autotune.json") {
+        "autotune.json"
+    } else if name.ends_with(".so") {
+        "so"
+    } else {
+        name.rsplit_once('.').map(|(_, e)| e).unwrap_or("")
+    }
+}
+
+/// Autotuner results (`<fn>.autotune.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Autotune {
+    /// The autotune key (problem sizes and dtypes).
+    pub key: serde_json::Value,
+    pub configs: Vec<AutotuneConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AutotuneConfig {
+    pub config: serde_json::Value,
+    pub num_warps: Option<i64>,
+    pub num_stages: Option<i64>,
+    /// The benchmark figures in ms (Triton's do_bench quantiles: median, p20, p80).
+    pub timings_ms: Vec<f64>,
+    /// True for the config Triton picked (smallest timings, compared as Triton does).
+    pub winner: bool,
+}
+
+/// An entry directory (or file) that was not read, and why.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Skip {
+    pub path: String,
+    pub reason: String,
+}
+
+/// Inductor's `<hash>.best_config`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BestConfig {
+    /// Path relative to the scanned root.
+    pub path: String,
+    /// The key of the Triton cache entry it selected.
+    pub triton_cache_hash: Option<String>,
+    pub num_warps: Option<i64>,
+    pub num_stages: Option<i64>,
+    pub config: serde_json::Value,
+}
+
+/// One line of the hook's event file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HookEvent {
+    /// Unix milliseconds.
+    pub ts: i64,
+    pub host: String,
+    pub pid: i64,
+    pub key: String,
+    pub kernel: Option<String>,
+    /// `hit`, `miss` or `compile`.
+    pub event: String,
+    pub compile_ms: Option<f64>,
+    pub stages_ms: Option<serde_json::Value>,
+}
+
+/// How far one event file was read.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EventFileMark {
+    pub path: String,
+    /// Device/inode/creation identity: when it changes the file was rotated and is read anew.
+    pub inode_sig: String,
+    pub offset: i64,
+}
+
+/// The summary printed by `cachelens scan` (and returned by the upload).
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct ScanSummary {
+    pub scan_id: i64,
+    pub machine: String,
+    pub root: String,
+    pub entries: i64,
+    pub new_entries: i64,
+    pub changed_entries: i64,
+    pub unchanged_entries: i64,
+    pub removed_entries: i64,
+    pub bytes: i64,
+    pub relocated: i64,
+    pub partial: i64,
+    pub skipped: BTreeMap<String, i64>,
+    pub events: i64,
+    pub best_configs: i64,
+    pub duration_ms: i64,
+}
+
+/// Machine names become URL parts and file-ish labels: letters, digits, `.`, `_`, `-`, 1–64
+/// chars, not starting with `.` (no path-like names).
+pub fn valid_machine_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}

@@ -1,0 +1,124 @@
+//! What each subcommand does.
+
+use crate::cli::{Cli, Command, ScanArgs, ServeArgs, TokenCommand};
+use crate::collect;
+use crate::db;
+use crate::model::ScanSummary;
+use crate::web::{self, AppState, Config};
+use std::path::PathBuf;
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Scan(a) => scan(a).await,
+        Command::Serve(a) => serve(a).await,
+        Command::Explain(_a) => anyhow::bail!("explain is not available yet"),
+        Command::Token { command } => token(command).await,
+    }
+}
+
+async fn scan(a: ScanArgs) -> anyhow::Result<()> {
+    let machine = a.machine.clone().unwrap_or_else(collect::hostname);
+    let paths = if a.paths.is_empty() { vec![crate::scan::default_root()] } else { a.paths.clone() };
+    if a.server.is_some() {
+        anyhow::bail!("uploading is not available yet");
+    }
+    let pool = db::open(&a.db.path()).await?;
+    let mut summaries = vec![];
+    for p in &paths {
+        summaries.push(collect::scan_local(&pool, p, &machine).await?);
+    }
+    print_summaries(&summaries, a.json, &a.db.path());
+    Ok(())
+}
+
+fn print_summaries(summaries: &[ScanSummary], json: bool, db: &std::path::Path) {
+    if json {
+        let out = if summaries.len() == 1 { serde_json::to_string_pretty(&summaries[0]) } else { serde_json::to_string_pretty(summaries) };
+        println!("{}", out.unwrap_or_default());
+        return;
+    }
+    for s in summaries {
+        println!(
+            "scan {} of {} on {}: {} entries ({:.1} MiB) — {} new, {} changed, {} unchanged, {} removed; {} partial, {} relocated; {} hook events, {} best configs; {} ms",
+            s.scan_id,
+            s.root,
+            s.machine,
+            s.entries,
+            s.bytes as f64 / 1048576.0,
+            s.new_entries,
+            s.changed_entries,
+            s.unchanged_entries,
+            s.removed_entries,
+            s.partial,
+            s.relocated,
+            s.events,
+            s.best_configs,
+            s.duration_ms
+        );
+        for (reason, n) in &s.skipped {
+            println!("  skipped {n}: {reason}");
+        }
+        if s.relocated > 0 {
+            println!("  note: {} entries have group files pointing to another path: Triton will miss on them here", s.relocated);
+        }
+    }
+    println!("database: {}", db.display());
+}
+
+async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    let (db_path, _tmp) = if a.demo && a.db.db.is_none() {
+        let dir = tempfile_dir()?;
+        (dir.join("demo.db"), Some(dir))
+    } else {
+        (a.db.path(), None)
+    };
+    let pool = db::open(&db_path).await?;
+    if a.demo {
+        let work = db_path.with_extension("demo-caches");
+        let n = crate::demo::load(&pool, &work).await?;
+        eprintln!("demo: loaded {n} scans of real Triton caches into {}", db_path.display());
+    }
+    let config = Config { max_upload_bytes: a.max_upload_mb << 20, read_token: a.read_token.clone() };
+    let app = web::app(AppState::new(pool, config));
+    let listener = tokio::net::TcpListener::bind(a.listen).await?;
+    eprintln!("cachelens: serving {} on http://{}", db_path.display(), listener.local_addr()?);
+    axum::serve(listener, app).with_graceful_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await?;
+    Ok(())
+}
+
+/// A fresh private directory for the demo database.
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("cachelens-demo-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+async fn token(c: TokenCommand) -> anyhow::Result<()> {
+    match c {
+        TokenCommand::Create { machine, db } => {
+            anyhow::ensure!(crate::model::valid_machine_name(&machine), "invalid machine name {machine:?}");
+            let pool = db::open(&db.path()).await?;
+            println!("{}", db::tokens::create(&pool, &machine).await?);
+        }
+        TokenCommand::List { db } => {
+            let pool = db::open(&db.path()).await?;
+            println!("{:>4}  {:<24} {:<8} created", "id", "machine", "state");
+            for t in db::tokens::list(&pool).await? {
+                let state = if t.revoked_at.is_some() { "revoked" } else { "active" };
+                println!("{:>4}  {:<24} {:<8} {}", t.id, t.machine, state, fmt_time(t.created_at));
+            }
+        }
+        TokenCommand::Revoke { id, db } => {
+            let pool = db::open(&db.path()).await?;
+            anyhow::ensure!(db::tokens::revoke(&pool, id).await?, "no active token with id {id}");
+            println!("revoked token {id}");
+        }
+    }
+    Ok(())
+}
+
+/// Unix ms as `YYYY-MM-DD HH:MM` UTC.
+pub fn fmt_time(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map(|t| t.format("%Y-%m-%d %H:%M").to_string()).unwrap_or_default()
+}

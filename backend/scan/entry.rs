@@ -1,0 +1,360 @@
+//! Reading one entry directory: its files, their sha256, the metadata, the group file,
+//! autotune results, resource usage and TTIR facts.
+//!
+//! Parsing is lenient: whatever Triton version wrote the entry, every field that can be read is
+//! kept and the raw metadata JSON is stored as-is. An entry that cannot be fully read is kept and
+//! flagged partial with the reason, never dropped silently.
+
+use super::{resources, ttir};
+use crate::model::{Artifact, Autotune, AutotuneConfig, Entry, EntryKind, GroupInfo};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Read};
+use std::path::Path;
+
+/// IR file types whose text is stored (content-addressed) for the IR viewer and the explainer.
+pub const TEXT_EXTS: &[&str] = &["source", "ttir", "ttgir", "llir", "ptx", "amdgcn", "json", "grp", "autotune.json"];
+/// Text artifacts larger than this are hashed but not stored.
+pub const MAX_TEXT_BYTES: usize = 16 << 20;
+
+/// One file of an entry dir, as listed before reading.
+#[derive(Debug, Clone)]
+pub struct FileStat {
+    pub name: String,
+    pub size: u64,
+    pub mtime_ms: i64,
+}
+
+/// List the plain files of an entry dir (following symlinks) with size and mtime.
+pub fn list_files(dir: &Path) -> io::Result<Vec<FileStat>> {
+    let mut files = vec![];
+    for de in fs::read_dir(dir)? {
+        let de = de?;
+        let md = fs::metadata(de.path())?;
+        if !md.is_file() {
+            continue;
+        }
+        let mtime_ms = md
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        files.push(FileStat { name: de.file_name().to_string_lossy().into_owned(), size: md.len(), mtime_ms });
+    }
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(files)
+}
+
+/// The change signature of an entry: its file names, sizes and mtimes.
+pub fn signature(files: &[FileStat]) -> String {
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(f.name.as_bytes());
+        h.update([0]);
+        h.update(f.size.to_le_bytes());
+        h.update(f.mtime_ms.to_le_bytes());
+    }
+    hex::encode(&h.finalize()[..12])
+}
+
+/// Read a whole file into `buf`, hashing it; the size must match what was listed.
+fn read_hashed(path: &Path, expect: u64, buf: &mut Vec<u8>) -> io::Result<String> {
+    buf.clear();
+    let mut f = fs::File::open(path)?;
+    f.read_to_end(buf)?;
+    if buf.len() as u64 != expect {
+        return Err(io::Error::other("file changed during scan"));
+    }
+    Ok(hex::encode(Sha256::digest(&buf[..])))
+}
+
+/// Read and parse one entry dir. `dir` is relative to `root`. `Err` means the entry was not read
+/// at all (the reason goes to the scan's skip list).
+pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], sig: String) -> Result<Entry, String> {
+    let abs = root.join(dir);
+    let key = dir.rsplit('/').next().unwrap_or(dir).to_string();
+    if files.is_empty() {
+        return Err("empty entry dir (Triton creates one on every lookup)".into());
+    }
+    let mut e = Entry {
+        key,
+        dir: dir.to_string(),
+        kind: EntryKind::Other,
+        kernel: None,
+        backend: None,
+        arch: None,
+        warp_size: None,
+        num_warps: None,
+        num_stages: None,
+        num_ctas: None,
+        triton_version: None,
+        meta_hash: None,
+        signature: None,
+        shapes: None,
+        created_at: None,
+        bytes: files.iter().map(|f| f.size as i64).sum(),
+        registers: None,
+        spills: None,
+        shared_bytes: None,
+        resources: None,
+        metadata: None,
+        group: None,
+        partial: None,
+        artifacts: Vec::with_capacity(files.len()),
+        autotune: None,
+        sig,
+    };
+    let mut problems: Vec<String> = vec![];
+    let mut buf = Vec::new();
+    let mut meta_text: Option<(String, String)> = None; // (file name, text)
+    let mut group_text: Option<String> = None;
+    let mut autotune_text: Option<(String, String)> = None;
+    let mut cubin: Option<Vec<u8>> = None;
+    let mut amdgcn: Option<String> = None;
+    let mut ir_for_sig: Option<String> = None;
+    for f in files {
+        let sha = match read_hashed(&abs.join(&f.name), f.size, &mut buf) {
+            Ok(s) => s,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Err("vanished during scan".into()),
+            Err(err) if err.to_string() == "file changed during scan" => return Err(err.to_string()),
+            Err(err) => {
+                problems.push(format!("unreadable {}: {}", f.name, super::walk::reason(&err)));
+                continue;
+            }
+        };
+        let ext = crate::model::artifact_ext(&f.name).to_string();
+        let text = if TEXT_EXTS.contains(&ext.as_str()) && buf.len() <= MAX_TEXT_BYTES {
+            String::from_utf8(buf.clone()).ok()
+        } else {
+            None
+        };
+        match ext.as_str() {
+            "grp" => group_text = text.clone(),
+            "autotune.json" => autotune_text = text.clone().map(|t| (f.name.clone(), t)),
+            "json" => {
+                meta_text = text.clone().map(|t| (f.name.clone(), t));
+                e.created_at = Some(f.mtime_ms);
+            }
+            "cubin" => cubin = Some(buf.clone()),
+            "amdgcn" => amdgcn = text.clone(),
+            "source" => ir_for_sig = text.clone(),
+            "ttir" if ir_for_sig.is_none() => ir_for_sig = text.clone(),
+            _ => {}
+        }
+        e.artifacts.push(Artifact { name: f.name.clone(), bytes: f.size as i64, sha256: sha, text });
+    }
+
+    if let Some((name, text)) = &meta_text {
+        match parse_py_json(text) {
+            Ok(v) => apply_metadata(&mut e, &v, name),
+            Err(err) => problems.push(format!("corrupt metadata JSON: {err}")),
+        }
+    }
+    if let Some(text) = &group_text {
+        match parse_group(text, &abs) {
+            Ok(mut g) => {
+                g.missing = g.children.keys().filter(|c| !files.iter().any(|f| &f.name == *c)).cloned().collect();
+                if !g.missing.is_empty() {
+                    problems.push(format!("missing children: {}", g.missing.join(", ")));
+                }
+                e.group = Some(g);
+            }
+            Err(err) => problems.push(format!("corrupt group file: {err}")),
+        }
+    }
+    if let Some((name, text)) = &autotune_text {
+        e.kernel.get_or_insert_with(|| name.trim_end_matches(".autotune.json").to_string());
+        match parse_autotune(text) {
+            Ok(a) => e.autotune = Some(a),
+            Err(err) => problems.push(format!("corrupt autotune JSON: {err}")),
+        }
+    }
+    if let Some(bytes) = &cubin {
+        let r = resources::from_cubin(bytes, e.kernel.as_deref());
+        match r {
+            Ok(r) => apply_resources(&mut e, r),
+            Err(err) => problems.push(format!("unreadable cubin: {err}")),
+        }
+    } else if let Some(text) = &amdgcn {
+        let r = resources::from_amdgcn(text, e.kernel.as_deref());
+        apply_resources(&mut e, r);
+    }
+    if let Some(ir) = &ir_for_sig {
+        let facts = ttir::facts(ir, e.kernel.as_deref());
+        e.signature = facts.signature;
+        e.shapes = facts.shapes;
+    }
+    e.kind = classify(&e, files, meta_text.is_some(), autotune_text.is_some());
+    if meta_text.is_none() && e.kind == EntryKind::Other && files.iter().any(|f| f.name.starts_with("__grp__")) {
+        problems.push("no metadata file".into());
+    }
+    if !problems.is_empty() {
+        e.kind = EntryKind::Partial;
+        e.partial = Some(problems.join("; "));
+    }
+    Ok(e)
+}
+
+impl Entry {
+    /// The sha256 of the kernel binary (`.cubin` or `.hsaco`), if the entry has one.
+    pub fn binary_sha256(&self) -> Option<&str> {
+        self.artifacts.iter().find(|a| matches!(a.ext(), "cubin" | "hsaco")).map(|a| a.sha256.as_str())
+    }
+}
+
+fn classify(e: &Entry, files: &[FileStat], has_meta: bool, has_autotune: bool) -> EntryKind {
+    let exts: Vec<&str> = files.iter().map(|f| crate::model::artifact_ext(&f.name)).collect();
+    let has = |x: &str| exts.contains(&x);
+    if has_autotune {
+        EntryKind::Autotune
+    } else if has_meta && (has("cubin") || has("hsaco")) {
+        if ["ttir", "ttgir", "llir", "ptx", "amdgcn", "source"].iter().any(|x| has(x)) {
+            EntryKind::Kernel
+        } else {
+            EntryKind::BinaryOnly
+        }
+    } else if !exts.is_empty() && exts.iter().all(|x| *x == "so") {
+        EntryKind::Launcher
+    } else if has_meta && e.metadata.is_some() {
+        // metadata but no binary: interrupted mid-write
+        EntryKind::Partial
+    } else {
+        EntryKind::Other
+    }
+}
+
+fn as_i64(v: Option<&Value>) -> Option<i64> {
+    v.and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|f| f as i64)))
+}
+
+/// Copy the fields the dashboard filters on out of the metadata JSON (any Triton 3.x version).
+fn apply_metadata(e: &mut Entry, v: &Value, file_name: &str) {
+    let target = v.get("target");
+    let backend = target.and_then(|t| t.get("backend")).or_else(|| v.get("backend_name")).and_then(Value::as_str);
+    e.backend = backend.map(str::to_string);
+    let arch = target.and_then(|t| t.get("arch")).or_else(|| v.get("arch"));
+    e.arch = arch.map(|a| match a {
+        Value::Number(n) => format!("sm_{n}"),
+        Value::String(s) if s.starts_with("sm") && !s.contains('_') => format!("sm_{}", &s[2..]),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    });
+    e.warp_size = as_i64(target.and_then(|t| t.get("warp_size")).or_else(|| v.get("warp_size")));
+    e.num_warps = as_i64(v.get("num_warps"));
+    e.num_stages = as_i64(v.get("num_stages"));
+    e.num_ctas = as_i64(v.get("num_ctas"));
+    e.triton_version = v.get("triton_version").and_then(Value::as_str).map(str::to_string);
+    e.meta_hash = v.get("hash").and_then(Value::as_str).map(str::to_string);
+    e.shared_bytes = as_i64(v.get("shared"));
+    let name = v.get("name").and_then(Value::as_str).map(str::to_string);
+    e.kernel = name.or_else(|| Some(file_name.trim_end_matches(".json").to_string()));
+    e.metadata = Some(v.clone());
+}
+
+fn apply_resources(e: &mut Entry, r: resources::Resources) {
+    e.registers = r.registers;
+    e.spills = r.spills;
+    // Triton allocates shared memory dynamically: the metadata's `shared` is the real figure;
+    // the ELF's static size is kept beside the other resource facts.
+    let mut extra = r.extra;
+    if let Some(s) = r.shared_bytes {
+        extra.insert("static_shared_bytes".into(), s.into());
+    }
+    if e.shared_bytes.is_none() {
+        e.shared_bytes = r.shared_bytes;
+    }
+    if !extra.is_empty() {
+        e.resources = Some(Value::Object(extra));
+    }
+}
+
+/// Parse a group file; `entry_dir` is where the entry sits now (to detect relocated caches).
+pub fn parse_group(text: &str, entry_dir: &Path) -> Result<GroupInfo, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let mut children = BTreeMap::new();
+    match v.get("child_paths") {
+        Some(Value::Object(m)) => {
+            for (k, p) in m {
+                children.insert(k.clone(), p.as_str().map(str::to_string));
+            }
+        }
+        Some(Value::Array(a)) => {
+            for k in a.iter().filter_map(Value::as_str) {
+                children.insert(k.to_string(), None);
+            }
+        }
+        _ => return Err("no child_paths".into()),
+    }
+    let here = entry_dir.canonicalize().unwrap_or_else(|_| entry_dir.to_path_buf());
+    let parents: Vec<&Path> = children.values().flatten().filter_map(|p| Path::new(p).parent()).collect();
+    let written_at = parents.first().filter(|p| parents.iter().all(|q| q == *p)).map(|p| p.display().to_string());
+    let relocated = parents.iter().any(|p| *p != here);
+    Ok(GroupInfo { children, relocated, written_at, missing: vec![] })
+}
+
+/// Parse JSON as Python's `json` module writes it: bare `NaN`, `Infinity` and `-Infinity`
+/// (a failed autotune config is timed as `inf`) become `null`.
+pub fn parse_py_json(text: &str) -> Result<Value, String> {
+    match serde_json::from_str(text) {
+        Ok(v) => Ok(v),
+        Err(first) => {
+            let mut out = String::with_capacity(text.len());
+            let (mut in_str, mut escaped) = (false, false);
+            let mut rest = text;
+            while let Some(c) = rest.chars().next() {
+                if in_str {
+                    in_str = escaped || c != '"';
+                    escaped = !escaped && c == '\\';
+                } else if c == '"' {
+                    in_str = true;
+                } else if let Some(tok) = ["-Infinity", "Infinity", "NaN"].iter().find(|t| rest.starts_with(**t)) {
+                    out.push_str("null");
+                    rest = &rest[tok.len()..];
+                    continue;
+                }
+                out.push(c);
+                rest = &rest[c.len_utf8()..];
+            }
+            serde_json::from_str(&out).map_err(|_| first.to_string())
+        }
+    }
+}
+
+/// Parse `<fn>.autotune.json` and mark the config Triton picked: the smallest timings, compared
+/// as Python compares lists (the median first), as `builtins.min(timings, key=timings.get)` does.
+pub fn parse_autotune(text: &str) -> Result<Autotune, String> {
+    let v = parse_py_json(text)?;
+    let list = v.get("configs_timings").and_then(Value::as_array).ok_or("no configs_timings")?;
+    let mut configs: Vec<AutotuneConfig> = list
+        .iter()
+        .filter_map(|pair| {
+            let pair = pair.as_array()?;
+            let config = pair.first()?.clone();
+            let timings_ms = match pair.get(1)? {
+                Value::Array(a) => a.iter().map(|t| t.as_f64().unwrap_or(f64::INFINITY)).collect(),
+                Value::Number(n) => n.as_f64().into_iter().collect(),
+                _ => vec![],
+            };
+            Some(AutotuneConfig {
+                num_warps: as_i64(config.get("num_warps")),
+                num_stages: as_i64(config.get("num_stages")),
+                config,
+                timings_ms,
+                winner: false,
+            })
+        })
+        .collect();
+    let best = configs
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !c.timings_ms.is_empty())
+        .min_by(|(_, a), (_, b)| a.timings_ms.partial_cmp(&b.timings_ms).unwrap_or(std::cmp::Ordering::Equal))
+        .map(|(i, _)| i);
+    if let Some(i) = best {
+        configs[i].winner = true;
+    }
+    Ok(Autotune { key: v.get("key").cloned().unwrap_or(Value::Null), configs })
+}

@@ -1,0 +1,120 @@
+//! The scanner: reads a Triton cache directory (or an Inductor dir) into [`ScanReport`] values.
+//!
+//! It only ever opens files for reading. Entries are read on a small pool of threads and
+//! handed to a sink one by one, so a 100,000-entry cache never sits in memory at once. Entries
+//! whose files (names, sizes, mtimes) are unchanged since the previous scan are not re-read.
+
+pub mod entry;
+pub mod events;
+pub mod resources;
+pub mod ttir;
+pub mod walk;
+
+use crate::model::{BestConfig, Entry, EventFileMark, HookEvent, Skip};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// What the previous scan of this root left behind.
+#[derive(Debug, Default)]
+pub struct Previous {
+    /// entry dir (relative) -> change signature
+    pub sigs: HashMap<String, String>,
+    /// event file path -> (inode signature, offset read up to)
+    pub event_marks: HashMap<String, (String, i64)>,
+}
+
+/// Everything but the entries (which go to the sink as they are read).
+#[derive(Debug, Default)]
+pub struct Tail {
+    pub unchanged: Vec<String>,
+    pub skipped: Vec<Skip>,
+    pub best_configs: Vec<BestConfig>,
+    pub events: Vec<HookEvent>,
+    pub event_files: Vec<EventFileMark>,
+}
+
+/// The default cache dir: `$TRITON_CACHE_DIR`, else `~/.triton/cache`.
+pub fn default_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("TRITON_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/"));
+    home.join(".triton").join("cache")
+}
+
+/// Scan `root`, calling `sink` for every entry read (from several threads, one at a time).
+pub fn scan<F>(root: &Path, prev: &Previous, threads: usize, sink: F) -> Tail
+where
+    F: FnMut(Entry) + Send,
+{
+    let layout = walk::walk(root);
+    let tail = Mutex::new(Tail { skipped: layout.skipped, ..Tail::default() });
+    let sink = Mutex::new(sink);
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(dir) = layout.entries.get(i) else { break };
+                    match read_one(root, dir, prev) {
+                        Ok(Some(e)) => (sink.lock().unwrap())(e),
+                        Ok(None) => tail.lock().unwrap().unchanged.push(dir.clone()),
+                        Err(reason) => tail.lock().unwrap().skipped.push(Skip { path: dir.clone(), reason }),
+                    }
+                }
+            });
+        }
+    });
+    let mut tail = tail.into_inner().unwrap();
+    for rel in &layout.best_configs {
+        match read_best_config(root, rel) {
+            Ok(b) => tail.best_configs.push(b),
+            Err(reason) => tail.skipped.push(Skip { path: rel.clone(), reason }),
+        }
+    }
+    for path in &layout.event_files {
+        let key = path.display().to_string();
+        if let Some(mark) = events::read_events(path, prev.event_marks.get(&key), &mut tail.events, &mut tail.skipped)
+        {
+            tail.event_files.push(mark);
+        }
+    }
+    tail
+}
+
+/// Read one entry dir, or `Ok(None)` when it is unchanged since the previous scan.
+fn read_one(root: &Path, dir: &str, prev: &Previous) -> Result<Option<Entry>, String> {
+    let abs = root.join(dir);
+    let mut last = String::new();
+    // A cache being written during the scan: a file can vanish or change under us. Try twice.
+    for _ in 0..2 {
+        let files = entry::list_files(&abs).map_err(|e| walk::reason(&e))?;
+        let sig = entry::signature(&files);
+        if prev.sigs.get(dir) == Some(&sig) {
+            return Ok(None);
+        }
+        match entry::read_entry(root, dir, &files, sig) {
+            Ok(e) => return Ok(Some(e)),
+            Err(r) if r.contains("during scan") => last = r,
+            Err(r) => return Err(r),
+        }
+    }
+    Err(last)
+}
+
+fn read_best_config(root: &Path, rel: &str) -> Result<BestConfig, String> {
+    let text = std::fs::read_to_string(root.join(rel)).map_err(|e| walk::reason(&e))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("corrupt best_config JSON: {e}"))?;
+    let int = |k: &str| v.get(k).and_then(Value::as_i64);
+    Ok(BestConfig {
+        path: rel.to_string(),
+        triton_cache_hash: v.get("triton_cache_hash").and_then(Value::as_str).map(str::to_string),
+        num_warps: int("num_warps"),
+        num_stages: int("num_stages"),
+        config: v,
+    })
+}

@@ -1,0 +1,70 @@
+//! One error type for every handler: 4xx carry a clear message, 5xx log the cause and return
+//! a generic text. API routes answer JSON `{error}`; pages answer HTML.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    TooLarge(String),
+    #[error("{0}")]
+    Unprocessable(String),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl From<sqlx::Error> for AppError {
+    fn from(e: sqlx::Error) -> Self {
+        AppError::Internal(e.into())
+    }
+}
+
+impl AppError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            AppError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            AppError::Forbidden(_) => StatusCode::FORBIDDEN,
+            AppError::NotFound(_) => StatusCode::NOT_FOUND,
+            AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The message a client may see (never the internals of a 5xx).
+    pub fn public_message(&self) -> String {
+        match self {
+            AppError::Internal(e) => {
+                tracing::error!(error = ?e, "internal error");
+                "internal error".into()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// JSON error for /api routes.
+pub struct ApiError(pub AppError);
+
+impl<E: Into<AppError>> From<E> for ApiError {
+    fn from(e: E) -> Self {
+        ApiError(e.into())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.0.status();
+        (status, axum::Json(serde_json::json!({ "error": self.0.public_message() }))).into_response()
+    }
+}

@@ -1,0 +1,47 @@
+//! The HTTP server: `app(state)` builds the router used by `cachelens serve` and by tests.
+
+pub mod api;
+pub mod error;
+
+use axum::Router;
+use sqlx::SqlitePool;
+use std::sync::Arc;
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Largest accepted upload, after decompression.
+    pub max_upload_bytes: usize,
+    /// When set, reading pages and the read API needs `Authorization: Bearer <this>` (or the
+    /// basic-auth password / `?token=` cookie flow documented in README.md).
+    pub read_token: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { max_upload_bytes: 256 << 20, read_token: None }
+    }
+}
+
+/// Shared state of every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: SqlitePool,
+    pub config: Arc<Config>,
+    /// One writer at a time: uploads are ingested one after the other while pages keep reading.
+    pub write_lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl AppState {
+    pub fn new(pool: SqlitePool, config: Config) -> Self {
+        AppState { pool, config: Arc::new(config), write_lock: Arc::new(tokio::sync::Mutex::new(())) }
+    }
+}
+
+/// The whole application.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .nest("/api/v1", api::router())
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .with_state(state)
+}

@@ -1,0 +1,157 @@
+"""Appending event lines to `<dir>/events-<host>.jsonl`, safely from many processes.
+
+No Triton import here. Every public function swallows its own errors; after MAX_FAILURES
+consecutive failures the writer switches itself off for the rest of the process.
+"""
+import json
+import logging
+import os
+import re
+import socket
+import time
+
+MAX_FAILURES = 3
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+# One write() per line, kept below PIPE_BUF so that even where appends are only atomic up to
+# that size, lines from concurrent writers never interleave.
+MAX_LINE = 4000
+
+_log = logging.getLogger("cachelens_hook")
+
+_failures = 0
+_disabled = os.environ.get("CACHELENS_HOOK_DISABLE", "").strip().lower() in ("1", "true", "yes", "on")
+_host = None
+_host_file = None
+_dirs_made = set()
+
+_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+
+
+def disabled():
+    return _disabled
+
+
+def note_failure(exc=None):
+    """Count one failure of ours; switch off after MAX_FAILURES in a row. Never raises."""
+    global _failures, _disabled
+    try:
+        _failures += 1
+        if _failures >= MAX_FAILURES and not _disabled:
+            _disabled = True
+            _log.warning("cachelens_hook: disabled for this process after %d failures (last: %r)", _failures, exc)
+    except Exception:
+        _disabled = True
+
+
+def _hostname():
+    global _host, _host_file
+    if _host is None:
+        try:
+            h = socket.gethostname() or "unknown"
+        except Exception:
+            h = "unknown"
+        _host = h
+        _host_file = re.sub(r"[^A-Za-z0-9._-]", "_", h)[:128] or "unknown"
+    return _host
+
+
+def event_dir(cache_root):
+    return os.environ.get("CACHELENS_HOOK_DIR") or os.path.join(cache_root, ".cachelens")
+
+
+def _max_bytes():
+    try:
+        return int(os.environ.get("CACHELENS_HOOK_MAX_BYTES", "")) or DEFAULT_MAX_BYTES
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+def format_line(key, kernel, event, compile_ms=None, stages_ms=None, ts=None):
+    rec = {
+        "v": 1,
+        "ts": round(time.time() if ts is None else ts, 6),
+        "host": _hostname(),
+        "pid": os.getpid(),
+        "key": key,
+        "kernel": kernel,
+        "event": event,
+        "compile_ms": None if compile_ms is None else round(float(compile_ms), 3),
+        "stages_ms": stages_ms or None,
+    }
+    line = json.dumps(rec, separators=(",", ":"))
+    if len(line.encode("utf-8")) > MAX_LINE:
+        rec["stages_ms"] = None
+        if isinstance(kernel, str):
+            rec["kernel"] = kernel[:200]
+        line = json.dumps(rec, separators=(",", ":"))
+        if len(line.encode("utf-8")) > MAX_LINE:
+            return None
+    return line + "\n"
+
+
+def _rotate(path, fd, limit):
+    """The file at `path` (open as `fd`) reached the cap: rename it to `.1` under a lock, so that
+    of several processes noticing at once only one renames. Lines appended meanwhile by others
+    land in the `.1` file, whole."""
+    import fcntl
+    d, base = os.path.split(path)
+    lock_path = os.path.join(d, "." + base[:-len(".jsonl")] + ".lock")
+    lfd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        fcntl.flock(lfd, fcntl.LOCK_EX)
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return
+        if st.st_size >= limit:
+            os.replace(path, path[:-len(".jsonl")] + ".1.jsonl")
+    finally:
+        os.close(lfd)  # releases the lock
+
+
+def write_line(directory, line):
+    """Append one whole line to `<directory>/events-<host>.jsonl`. Returns True on success."""
+    global _failures
+    if _disabled:
+        return False
+    try:
+        _hostname()
+        if directory not in _dirs_made:
+            os.makedirs(directory, exist_ok=True)
+            _dirs_made.add(directory)
+        path = os.path.join(directory, "events-" + _host_file + ".jsonl")
+        data = line.encode("utf-8")
+        limit = _max_bytes()
+        fd = os.open(path, _OPEN_FLAGS, 0o666)
+        try:
+            if os.fstat(fd).st_size >= limit:
+                _rotate(path, fd, limit)
+                os.close(fd)
+                fd = -1
+                fd = os.open(path, _OPEN_FLAGS, 0o666)
+            n = os.write(fd, data)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        if n != len(data):
+            raise OSError("short write (%d of %d bytes)" % (n, len(data)))
+        _failures = 0
+        return True
+    except Exception as e:  # never into the job
+        _dirs_made.discard(directory)
+        note_failure(e)
+        return False
+
+
+def emit(cache_root, key, kernel, event, compile_ms=None, stages_ms=None):
+    """Format and append one event. Never raises."""
+    if _disabled:
+        return False
+    try:
+        line = format_line(key, kernel, event, compile_ms, stages_ms)
+        if line is None:
+            return False
+        return write_line(event_dir(cache_root), line)
+    except Exception as e:
+        note_failure(e)
+        return False
