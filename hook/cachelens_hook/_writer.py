@@ -24,6 +24,9 @@ _host = None
 _host_file = None
 _dirs_made = set()
 
+# json.dumps(..., separators=...) builds a new encoder per call; reuse one.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -78,12 +81,12 @@ def format_line(key, kernel, event, compile_ms=None, stages_ms=None, ts=None):
         "compile_ms": None if compile_ms is None else round(float(compile_ms), 3),
         "stages_ms": stages_ms or None,
     }
-    line = json.dumps(rec, separators=(",", ":"))
+    line = _encode(rec)
     if len(line.encode("utf-8")) > MAX_LINE:
         rec["stages_ms"] = None
         if isinstance(kernel, str):
             rec["kernel"] = kernel[:200]
-        line = json.dumps(rec, separators=(",", ":"))
+        line = _encode(rec)
         if len(line.encode("utf-8")) > MAX_LINE:
             return None
     return line + "\n"

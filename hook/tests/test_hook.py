@@ -151,8 +151,9 @@ def test_existing_listener_is_chained(tmp_path):
     res = json.loads(p.stdout.strip().splitlines()[-1])
     b = by_event(read_events(cache / ".cachelens"))
     assert len(b["compile"]) == 3 and len(b["hit"]) == 3
-    assert all(e["stages_ms"] and "ir_init" in e["stages_ms"] for e in b["compile"])
+    assert all(e["stages_ms"] and "ttir" in e["stages_ms"] for e in b["compile"])
     if hasattr(triton, "knobs") and hasattr(triton.knobs.compilation, "listener"):  # 3.4+
+        assert all("ir_init" in e["stages_ms"] for e in b["compile"])
         assert res["ours"] and res["prev_is_user"]
         assert res["calls"] == [False, False, False, True, True, True]
 
