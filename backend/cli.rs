@@ -26,6 +26,9 @@ impl DbArg {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// Scan this machine's Triton cache into the default database and serve the dashboard
+    /// (with no cache on this machine: load the bundled demo caches instead).
+    Up(UpArgs),
     /// Read Triton cache dirs into the database (or upload them to a server).
     Scan(ScanArgs),
     /// Serve the dashboard and the JSON API.
@@ -61,6 +64,17 @@ pub struct ScanArgs {
     /// Give up uploading after this many tries.
     #[arg(long, default_value_t = 6)]
     pub retries: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Cache dirs to scan (default: $TRITON_CACHE_DIR, else ~/.triton/cache).
+    pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Address to listen on.
+    #[arg(long, env = "CACHELENS_LISTEN", default_value = "127.0.0.1:8600")]
+    pub listen: SocketAddr,
 }
 
 #[derive(Args, Debug)]

@@ -1,6 +1,6 @@
 //! What each subcommand does.
 
-use crate::cli::{Cli, Command, ScanArgs, ServeArgs, TokenCommand};
+use crate::cli::{Cli, Command, DbArg, ScanArgs, ServeArgs, TokenCommand, UpArgs};
 use crate::collect;
 use crate::db;
 use crate::model::ScanSummary;
@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Up(a) => up(a).await,
         Command::Scan(a) => scan(a).await,
         Command::Serve(a) => serve(a).await,
         Command::Explain(_a) => anyhow::bail!("explain is not available yet"),
@@ -65,13 +66,34 @@ fn print_summaries(summaries: &[ScanSummary], json: bool, db: &std::path::Path) 
     println!("database: {}", db.display());
 }
 
-async fn serve(a: ServeArgs) -> anyhow::Result<()> {
-    let (db_path, _tmp) = if a.demo && a.db.db.is_none() {
-        let dir = tempfile_dir()?;
-        (dir.join("demo.db"), Some(dir))
+/// The README's first command: scan what this machine has, or show the demo, then serve.
+async fn up(a: UpArgs) -> anyhow::Result<()> {
+    let paths = if a.paths.is_empty() { vec![crate::scan::default_root()] } else { a.paths.clone() };
+    let present: Vec<_> = paths.iter().filter(|p| std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_some())).collect();
+    let demo = present.is_empty();
+    let db = if demo {
+        // keep the demo apart from the real default database
+        DbArg { db: Some(a.db.db.clone().unwrap_or_else(|| crate::db::default_path().with_file_name("demo.db"))) }
     } else {
-        (a.db.path(), None)
+        a.db.clone()
     };
+    if demo {
+        eprintln!("no Triton cache at {}: loading the bundled demo caches", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        let _ = std::fs::remove_file(db.path());
+    } else {
+        let pool = db::open(&db.path()).await?;
+        let machine = collect::hostname();
+        let mut summaries = vec![];
+        for p in present {
+            summaries.push(collect::scan_local(&pool, p, &machine).await?);
+        }
+        print_summaries(&summaries, false, &db.path());
+    }
+    serve(ServeArgs { db, listen: a.listen, demo, max_upload_mb: 256, read_token: None }).await
+}
+
+async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    let db_path = if a.demo && a.db.db.is_none() { tempfile_dir()?.join("demo.db") } else { a.db.path() };
     let pool = db::open(&db_path).await?;
     if a.demo {
         let work = db_path.with_extension("demo-caches");

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The one command that runs every test: Rust unit + integration tests (real corpus caches,
+# real SQLite files, real servers on loopback), the Python hook's tests against a real
+# `pip install triton`, the hook → scan → history API round trip, and the browser tests in
+# headless Chromium. Sets up what it can without root (venv, npm packages) on first use.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+passed=0; failed=0; failures=()
+suite() { # name, command...
+  local name=$1; shift
+  echo; echo "=== $name"
+  if "$@"; then passed=$((passed+1)); echo "=== $name: ok"
+  else failed=$((failed+1)); failures+=("$name"); echo "=== $name: FAILED"; fi
+}
+
+# A Python with triton (compiles for named GPU targets on this CPU machine).
+if [ -z "${CACHELENS_PYTHON:-}" ]; then
+  CACHELENS_PYTHON=$(bash scripts/triton-venv.sh "$root/.venv-triton" | tail -n 1) || CACHELENS_PYTHON=""
+fi
+export CACHELENS_PYTHON
+if [ -n "$CACHELENS_PYTHON" ]; then
+  tdir=$("$CACHELENS_PYTHON" -c 'import triton, os; print(os.path.dirname(triton.__file__))' 2>/dev/null || true)
+  if [ -z "${CUOBJDUMP:-}" ] && [ -x "$tdir/backends/nvidia/bin/cuobjdump" ]; then
+    export CUOBJDUMP="$tdir/backends/nvidia/bin/cuobjdump"
+  fi
+fi
+echo "python with triton: ${CACHELENS_PYTHON:-none}; cuobjdump: ${CUOBJDUMP:-none}"
+
+suite "cargo build" cargo build --release --locked
+suite "rust tests" cargo test --locked -- --test-threads 2
+for t in scripts/test-*.sh; do
+  [ -e "$t" ] && suite "$(basename "$t" .sh)" bash "$t"
+done
+
+echo
+echo "suites: ${passed} passed, ${failed} failed"
+[ "$failed" -eq 0 ] || { echo "failed: ${failures[*]}"; exit 1; }
