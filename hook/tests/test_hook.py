@@ -134,15 +134,18 @@ def test_existing_listener_is_chained(tmp_path):
         import sys, json
         sys.path.insert(0, {os.path.dirname(WORKLOAD)!r})
         import workload
-        from triton import knobs
+        try:
+            from triton import knobs
+        except ImportError:  # Triton < 3.4: no knobs, no listener
+            knobs = None
         calls = []
         def user_listener(**kw):
             calls.append(kw["cache_hit"])
-        if hasattr(knobs, "compilation") and hasattr(knobs.compilation, "listener"):
+        if knobs is not None and hasattr(knobs.compilation, "listener"):
             knobs.compilation.listener = user_listener
         workload.main(["--kernels", "add", "--limit", "3"])
         workload.main(["--kernels", "add", "--limit", "3"])
-        l = getattr(knobs, "compilation", None) and knobs.compilation.listener
+        l = knobs.compilation.listener if knobs is not None else None
         print(json.dumps({{"calls": calls, "ours": bool(getattr(l, "_cachelens", False)),
                           "prev_is_user": getattr(l, "_cachelens_prev", None) is user_listener}}))
     """)
