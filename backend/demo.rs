@@ -22,6 +22,9 @@ const PLAN: &[(&str, &[&str], &str)] = &[
     ("h100-c", &["h100-fpfusion-off-triton-3.6.0"], "triton-cache"),
     ("a100-1", &["a100-upgrade-1-triton-3.4.0", "a100-upgrade-2-triton-3.5.1"], "triton-cache"),
     ("mi300-1", &["mi300-upgrade-1-triton-3.6.0", "mi300-upgrade-2-triton-3.9.0"], "triton-cache"),
+    // recorded by cachelens' own hook under real JIT launches on an H100 (two runs: 16 misses
+    // with compile times, then 16 hits); see scripts/gpu-hook-check.sh
+    ("h100-hook", &["h100-hook-3.6.0"], "triton-cache"),
 ];
 
 /// Unpack one embedded archive into `dest` (which then holds `<archive name>/...`).
