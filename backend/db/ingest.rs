@@ -284,6 +284,15 @@ impl Ingest {
                 }
             }
         }
+        // An entry that is still there but could not be read this time (permission denied, a
+        // symlink loop...) is not gone: keep its row as it was. One that vanished or was
+        // emptied is gone.
+        for sk in &f.skipped {
+            let present = !(sk.reason.contains("vanished") || sk.reason.starts_with("empty entry dir"));
+            if let (true, Some(k)) = (present, by_dir.get(sk.path.as_str())) {
+                self.seen.insert(k.to_string());
+            }
+        }
         let (mid, scan, now) = (self.machine_id, self.scan_id, self.now);
         let gone: Vec<i64> =
             self.existing.iter().filter(|(k, x)| !x.removed && !self.seen.contains(*k)).map(|(_, x)| x.id).collect();

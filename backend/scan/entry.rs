@@ -28,11 +28,39 @@ pub struct FileStat {
 }
 
 /// List the plain files of an entry dir (following symlinks) with size and mtime.
-pub fn list_files(dir: &Path) -> io::Result<Vec<FileStat>> {
+///
+/// A child that cannot be stat'ed (a symlink loop, a dangling link, no permission) does not
+/// make the whole entry unreadable: it is returned in the second list with its reason, and
+/// the entry is kept and flagged partial. A plain file that vanished between the listing and
+/// the stat is an error (the entry is being written or deleted: the caller retries).
+pub fn list_files(dir: &Path) -> io::Result<(Vec<FileStat>, Vec<String>)> {
     let mut files = vec![];
+    let mut bad = vec![];
     for de in fs::read_dir(dir)? {
         let de = de?;
-        let md = fs::metadata(de.path())?;
+        let path = de.path();
+        let md = match fs::metadata(&path) {
+            Ok(md) => md,
+            Err(err) => {
+                let name = de.file_name().to_string_lossy().into_owned();
+                match fs::symlink_metadata(&path) {
+                    Ok(l) if l.file_type().is_symlink() => {
+                        let why = if err.kind() == io::ErrorKind::NotFound {
+                            "dangling symlink".to_string()
+                        } else {
+                            super::walk::reason(&err)
+                        };
+                        bad.push(format!("{name}: {why}"));
+                        continue;
+                    }
+                    Err(e2) if e2.kind() == io::ErrorKind::NotFound => return Err(e2),
+                    _ => {
+                        bad.push(format!("{name}: {}", super::walk::reason(&err)));
+                        continue;
+                    }
+                }
+            }
+        };
         if !md.is_file() {
             continue;
         }
@@ -45,12 +73,17 @@ pub fn list_files(dir: &Path) -> io::Result<Vec<FileStat>> {
         files.push(FileStat { name: de.file_name().to_string_lossy().into_owned(), size: md.len(), mtime_ms });
     }
     files.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(files)
+    bad.sort();
+    Ok((files, bad))
 }
 
 /// The change signature of an entry: its file names, sizes and mtimes.
-pub fn signature(files: &[FileStat]) -> String {
+pub fn signature(files: &[FileStat], bad: &[String]) -> String {
     let mut h = Sha256::new();
+    for b in bad {
+        h.update(b.as_bytes());
+        h.update([1]);
+    }
     for f in files {
         h.update(f.name.as_bytes());
         h.update([0]);
@@ -73,10 +106,10 @@ fn read_hashed(path: &Path, expect: u64, buf: &mut Vec<u8>) -> io::Result<String
 
 /// Read and parse one entry dir. `dir` is relative to `root`. `Err` means the entry was not read
 /// at all (the reason goes to the scan's skip list).
-pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], sig: String) -> Result<Entry, String> {
+pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], bad: &[String], sig: String) -> Result<Entry, String> {
     let abs = root.join(dir);
     let key = dir.rsplit('/').next().unwrap_or(dir).to_string();
-    if files.is_empty() {
+    if files.is_empty() && bad.is_empty() {
         return Err("empty entry dir (Triton creates one on every lookup)".into());
     }
     let mut e = Entry {
@@ -107,7 +140,7 @@ pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], sig: String) -> Re
         autotune: None,
         sig,
     };
-    let mut problems: Vec<String> = vec![];
+    let mut problems: Vec<String> = bad.iter().map(|b| format!("unreadable {b}")).collect();
     let mut buf = Vec::new();
     let mut meta_text: Option<(String, String)> = None; // (file name, text)
     let mut group_text: Option<String> = None;
