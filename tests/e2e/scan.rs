@@ -686,7 +686,8 @@ async fn rescan_rereads_only_changed_entries() {
         "nothing re-read"
     );
     assert_eq!(count(&pool, "SELECT COUNT(*) FROM scans").await, 2);
-    assert_eq!(count(&pool, &format!("SELECT COUNT(*) FROM entries WHERE last_scan_id = {}", s2.scan_id)).await, 122);
+    // unchanged rows are not rewritten (a live row's last sighting is its root's latest scan)
+    assert_eq!(count(&pool, &format!("SELECT COUNT(*) FROM entries WHERE last_scan_id = {}", s1.scan_id)).await, 122);
 
     let dirs = entry_dirs(&cache);
     let touched = &dirs[3];
@@ -716,6 +717,10 @@ async fn rescan_rereads_only_changed_entries() {
     assert_eq!((s4.entries, s4.removed_entries, s4.unchanged_entries), (121, 1, 121));
     let r = &rows(&pool, "m").await[&gone_key];
     assert!(r.removed_at.is_some(), "removed, never deleted");
+    assert_eq!(r.last_scan_id, s3b.scan_id, "a removed row's last scan is the last one that saw it");
+    let last_seen: i64 = sqlx::query_scalar("SELECT last_seen_at FROM entries WHERE id = ?").bind(r.id).fetch_one(&pool).await.unwrap();
+    let s3b_at: i64 = sqlx::query_scalar("SELECT scanned_at FROM scans WHERE id = ?").bind(s3b.scan_id).fetch_one(&pool).await.unwrap();
+    assert_eq!(last_seen, s3b_at);
     assert_eq!(count(&pool, &format!("SELECT COUNT(*) FROM artifacts WHERE entry_id = {}", r.id)).await as usize, file_names(&saved).len());
     let s5 = scan(&pool, &cache, "m").await;
     assert_eq!((s5.entries, s5.removed_entries), (121, 0), "removed once");
