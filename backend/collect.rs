@@ -47,19 +47,24 @@ pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow
         Begin::AlreadyStored(_) => anyhow::bail!("scan id collision"),
     };
     let prev = ingest.previous().await?;
-    let (tx, mut rx) = tokio::sync::mpsc::channel(512);
+    // Entries carry their IR text (~300 KB each in the corpus): keep few in flight and flush
+    // batches by size as well as by count, so peak memory stays flat on 100,000-entry caches.
+    let (tx, mut rx) = tokio::sync::mpsc::channel(32);
     let scanner = tokio::task::spawn_blocking(move || {
         scan::scan(&root, &prev, threads(), |e| {
             let _ = tx.blocking_send(e);
         })
     });
     let empty = BTreeMap::new();
-    let mut batch = Vec::with_capacity(256);
+    let mut batch: Vec<crate::model::Entry> = Vec::with_capacity(256);
+    let mut batch_bytes = 0usize;
     while let Some(e) = rx.recv().await {
+        batch_bytes += e.artifacts.iter().filter_map(|a| a.text.as_ref().map(String::len)).sum::<usize>();
         batch.push(e);
-        if batch.len() == 256 {
+        if batch.len() == 256 || batch_bytes > 24 << 20 {
             ingest.entries(&batch, &empty).await?;
             batch.clear();
+            batch_bytes = 0;
         }
     }
     ingest.entries(&batch, &empty).await?;
@@ -74,6 +79,11 @@ pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow
             duration_ms: started.elapsed().as_millis() as i64,
         })
         .await?;
+    // Fold the WAL back into the database file now and truncate it: a cold scan of a big cache
+    // leaves a WAL as large as the database, which every later process would otherwise recover
+    // and copy into the database again on its first commit (a no-change re-scan of 100,000
+    // entries spent 10 s writing 680 MB that way). Best effort: a busy reader just defers it.
+    let _ = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(pool).await;
     Ok(summary)
 }
 

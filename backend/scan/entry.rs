@@ -28,11 +28,45 @@ pub struct FileStat {
 }
 
 /// List the plain files of an entry dir (following symlinks) with size and mtime.
-pub fn list_files(dir: &Path) -> io::Result<Vec<FileStat>> {
+///
+/// A child that cannot be stat'ed (a symlink loop, a dangling link, no permission) does not
+/// make the whole entry unreadable: it is returned in the second list with its reason, and
+/// the entry is kept and flagged partial. A plain file that vanished between the listing and
+/// the stat is an error (the entry is being written or deleted: the caller retries).
+pub fn list_files(dir: &Path) -> io::Result<(Vec<FileStat>, Vec<String>)> {
     let mut files = vec![];
+    let mut bad = vec![];
     for de in fs::read_dir(dir)? {
         let de = de?;
-        let md = fs::metadata(de.path())?;
+        let path = de.path();
+        // fstatat on the open dir (no path walk, no second stat) unless it is a symlink
+        let md = match de.metadata() {
+            Ok(md) if !md.file_type().is_symlink() => Ok(md),
+            Ok(_) => fs::metadata(&path),
+            Err(e) => Err(e),
+        };
+        let md = match md {
+            Ok(md) => md,
+            Err(err) => {
+                let name = de.file_name().to_string_lossy().into_owned();
+                match fs::symlink_metadata(&path) {
+                    Ok(l) if l.file_type().is_symlink() => {
+                        let why = if err.kind() == io::ErrorKind::NotFound {
+                            "dangling symlink".to_string()
+                        } else {
+                            super::walk::reason(&err)
+                        };
+                        bad.push(format!("{name}: {why}"));
+                        continue;
+                    }
+                    Err(e2) if e2.kind() == io::ErrorKind::NotFound => return Err(e2),
+                    _ => {
+                        bad.push(format!("{name}: {}", super::walk::reason(&err)));
+                        continue;
+                    }
+                }
+            }
+        };
         if !md.is_file() {
             continue;
         }
@@ -45,12 +79,17 @@ pub fn list_files(dir: &Path) -> io::Result<Vec<FileStat>> {
         files.push(FileStat { name: de.file_name().to_string_lossy().into_owned(), size: md.len(), mtime_ms });
     }
     files.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(files)
+    bad.sort();
+    Ok((files, bad))
 }
 
 /// The change signature of an entry: its file names, sizes and mtimes.
-pub fn signature(files: &[FileStat]) -> String {
+pub fn signature(files: &[FileStat], bad: &[String]) -> String {
     let mut h = Sha256::new();
+    for b in bad {
+        h.update(b.as_bytes());
+        h.update([1]);
+    }
     for f in files {
         h.update(f.name.as_bytes());
         h.update([0]);
@@ -73,10 +112,10 @@ fn read_hashed(path: &Path, expect: u64, buf: &mut Vec<u8>) -> io::Result<String
 
 /// Read and parse one entry dir. `dir` is relative to `root`. `Err` means the entry was not read
 /// at all (the reason goes to the scan's skip list).
-pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], sig: String) -> Result<Entry, String> {
+pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], bad: &[String], sig: String) -> Result<Entry, String> {
     let abs = root.join(dir);
     let key = dir.rsplit('/').next().unwrap_or(dir).to_string();
-    if files.is_empty() {
+    if files.is_empty() && bad.is_empty() {
         return Err("empty entry dir (Triton creates one on every lookup)".into());
     }
     let mut e = Entry {
@@ -107,14 +146,11 @@ pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], sig: String) -> Re
         autotune: None,
         sig,
     };
-    let mut problems: Vec<String> = vec![];
+    let mut problems: Vec<String> = bad.iter().map(|b| format!("unreadable {b}")).collect();
     let mut buf = Vec::new();
-    let mut meta_text: Option<(String, String)> = None; // (file name, text)
-    let mut group_text: Option<String> = None;
-    let mut autotune_text: Option<(String, String)> = None;
+    // Indices into `e.artifacts` (whose `text` holds the file's text): no copies of file contents.
+    let (mut meta_i, mut group_i, mut autotune_i, mut amdgcn_i, mut ir_i) = (None, None, None, None, None);
     let mut cubin: Option<Vec<u8>> = None;
-    let mut amdgcn: Option<String> = None;
-    let mut ir_for_sig: Option<String> = None;
     for f in files {
         let sha = match read_hashed(&abs.join(&f.name), f.size, &mut buf) {
             Ok(s) => s,
@@ -125,35 +161,40 @@ pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], sig: String) -> Re
                 continue;
             }
         };
-        let ext = crate::model::artifact_ext(&f.name).to_string();
-        let text = if TEXT_EXTS.contains(&ext.as_str()) && buf.len() <= MAX_TEXT_BYTES {
-            String::from_utf8(buf.clone()).ok()
+        let ext = crate::model::artifact_ext(&f.name);
+        let text = if TEXT_EXTS.contains(&ext) && buf.len() <= MAX_TEXT_BYTES {
+            std::str::from_utf8(&buf).ok().map(str::to_string)
         } else {
             None
         };
-        match ext.as_str() {
-            "grp" => group_text = text.clone(),
-            "autotune.json" => autotune_text = text.clone().map(|t| (f.name.clone(), t)),
+        let i = e.artifacts.len();
+        let has_text = text.is_some();
+        match ext {
+            "grp" if has_text => group_i = Some(i),
+            "autotune.json" if has_text => autotune_i = Some(i),
             "json" => {
-                meta_text = text.clone().map(|t| (f.name.clone(), t));
+                if has_text {
+                    meta_i = Some(i);
+                }
                 e.created_at = Some(f.mtime_ms);
             }
-            "cubin" => cubin = Some(buf.clone()),
-            "amdgcn" => amdgcn = text.clone(),
-            "source" => ir_for_sig = text.clone(),
-            "ttir" if ir_for_sig.is_none() => ir_for_sig = text.clone(),
+            "cubin" => cubin = Some(std::mem::take(&mut buf)),
+            "amdgcn" if has_text => amdgcn_i = Some(i),
+            "source" if has_text => ir_i = Some(i),
+            "ttir" if has_text && ir_i.is_none() => ir_i = Some(i),
             _ => {}
         }
         e.artifacts.push(Artifact { name: f.name.clone(), bytes: f.size as i64, sha256: sha, text });
     }
-
-    if let Some((name, text)) = &meta_text {
-        match parse_py_json(text) {
-            Ok(v) => apply_metadata(&mut e, &v, name),
+    if let Some(i) = meta_i {
+        let parsed = parse_py_json(e.artifacts[i].text.as_deref().unwrap_or_default());
+        let name = e.artifacts[i].name.clone();
+        match parsed {
+            Ok(v) => apply_metadata(&mut e, v, &name),
             Err(err) => problems.push(format!("corrupt metadata JSON: {err}")),
         }
     }
-    if let Some(text) = &group_text {
+    if let Some(text) = group_i.and_then(|i| e.artifacts[i].text.as_deref()) {
         match parse_group(text, &abs) {
             Ok(mut g) => {
                 g.missing = g.children.keys().filter(|c| !files.iter().any(|f| &f.name == *c)).cloned().collect();
@@ -165,9 +206,11 @@ pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], sig: String) -> Re
             Err(err) => problems.push(format!("corrupt group file: {err}")),
         }
     }
-    if let Some((name, text)) = &autotune_text {
-        e.kernel.get_or_insert_with(|| name.trim_end_matches(".autotune.json").to_string());
-        match parse_autotune(text) {
+    if let Some(i) = autotune_i {
+        let name = e.artifacts[i].name.trim_end_matches(".autotune.json").to_string();
+        let parsed = parse_autotune(e.artifacts[i].text.as_deref().unwrap_or_default());
+        e.kernel.get_or_insert(name);
+        match parsed {
             Ok(a) => e.autotune = Some(a),
             Err(err) => problems.push(format!("corrupt autotune JSON: {err}")),
         }
@@ -178,17 +221,17 @@ pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], sig: String) -> Re
             Ok(r) => apply_resources(&mut e, r),
             Err(err) => problems.push(format!("unreadable cubin: {err}")),
         }
-    } else if let Some(text) = &amdgcn {
+    } else if let Some(text) = amdgcn_i.and_then(|i| e.artifacts[i].text.as_deref()) {
         let r = resources::from_amdgcn(text, e.kernel.as_deref());
         apply_resources(&mut e, r);
     }
-    if let Some(ir) = &ir_for_sig {
+    if let Some(ir) = ir_i.and_then(|i| e.artifacts[i].text.as_deref()) {
         let facts = ttir::facts(ir, e.kernel.as_deref());
         e.signature = facts.signature;
         e.shapes = facts.shapes;
     }
-    e.kind = classify(&e, files, meta_text.is_some(), autotune_text.is_some());
-    if meta_text.is_none() && e.kind == EntryKind::Other && files.iter().any(|f| f.name.starts_with("__grp__")) {
+    e.kind = classify(&e, files, meta_i.is_some(), autotune_i.is_some());
+    if meta_i.is_none() && e.kind == EntryKind::Other && files.iter().any(|f| f.name.starts_with("__grp__")) {
         problems.push("no metadata file".into());
     }
     if !problems.is_empty() {
@@ -231,7 +274,7 @@ fn as_i64(v: Option<&Value>) -> Option<i64> {
 }
 
 /// Copy the fields the dashboard filters on out of the metadata JSON (any Triton 3.x version).
-fn apply_metadata(e: &mut Entry, v: &Value, file_name: &str) {
+fn apply_metadata(e: &mut Entry, v: Value, file_name: &str) {
     let target = v.get("target");
     let backend = target.and_then(|t| t.get("backend")).or_else(|| v.get("backend_name")).and_then(Value::as_str);
     e.backend = backend.map(str::to_string);
@@ -251,7 +294,7 @@ fn apply_metadata(e: &mut Entry, v: &Value, file_name: &str) {
     e.shared_bytes = as_i64(v.get("shared"));
     let name = v.get("name").and_then(Value::as_str).map(str::to_string);
     e.kernel = name.or_else(|| Some(file_name.trim_end_matches(".json").to_string()));
-    e.metadata = Some(v.clone());
+    e.metadata = Some(v);
 }
 
 fn apply_resources(e: &mut Entry, r: resources::Resources) {

@@ -92,12 +92,12 @@ fn read_one(root: &Path, dir: &str, prev: &Previous) -> Result<Option<Entry>, St
     let mut last = String::new();
     // A cache being written during the scan: a file can vanish or change under us. Try twice.
     for _ in 0..2 {
-        let files = entry::list_files(&abs).map_err(|e| walk::reason(&e))?;
-        let sig = entry::signature(&files);
+        let (files, bad) = entry::list_files(&abs).map_err(|e| walk::reason(&e))?;
+        let sig = entry::signature(&files, &bad);
         if prev.sigs.get(dir) == Some(&sig) {
             return Ok(None);
         }
-        match entry::read_entry(root, dir, &files, sig) {
+        match entry::read_entry(root, dir, &files, &bad, sig) {
             Ok(e) => return Ok(Some(e)),
             Err(r) if r.contains("during scan") => last = r,
             Err(r) => return Err(r),

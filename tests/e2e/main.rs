@@ -1,3 +1,5 @@
 //! The one integration test binary: real corpus caches, real SQLite files, real servers.
 mod common;
 mod api_read;
+mod scan;
+mod damaged;
