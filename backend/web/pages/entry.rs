@@ -1,0 +1,3 @@
+//! stub
+pub async fn page() -> &'static str { "" }
+pub async fn raw() -> &'static str { "" }

@@ -1,0 +1,2 @@
+//! stub
+pub async fn page() -> &'static str { "" }
