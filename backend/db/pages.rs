@@ -19,7 +19,9 @@ async fn data_version(pool: &SqlitePool) -> sqlx::Result<(i64, i64)> {
 }
 
 async fn built_version(pool: &SqlitePool) -> sqlx::Result<Option<(i64, i64)>> {
-    sqlx::query_as("SELECT max_scan_id, max_entry_id FROM page_stats_version WHERE id = 1").fetch_optional(pool).await
+    sqlx::query_as("SELECT max_scan_id, max_entry_id FROM page_stats_version WHERE id = 1")
+        .fetch_optional(pool)
+        .await
 }
 
 /// Rebuild the summary tables if the data changed since they were built. Cheap when nothing
@@ -90,12 +92,24 @@ const MACHINE_SUMMARY: &str = "SELECT m.id, m.name, COALESCE(s.entries, 0) AS en
 
 /// Every machine with its live totals (from the summary tables).
 pub async fn machine_summaries(pool: &SqlitePool) -> sqlx::Result<Vec<MachineSummary>> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!("{MACHINE_SUMMARY} ORDER BY m.name"))).fetch_all(pool).await
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{MACHINE_SUMMARY} ORDER BY m.name"
+    )))
+    .fetch_all(pool)
+    .await
 }
 
 /// One machine by name.
-pub async fn machine_summary(pool: &SqlitePool, name: &str) -> sqlx::Result<Option<MachineSummary>> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!("{MACHINE_SUMMARY} WHERE m.name = ?"))).bind(name).fetch_optional(pool).await
+pub async fn machine_summary(
+    pool: &SqlitePool,
+    name: &str,
+) -> sqlx::Result<Option<MachineSummary>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{MACHINE_SUMMARY} WHERE m.name = ?"
+    )))
+    .bind(name)
+    .fetch_optional(pool)
+    .await
 }
 
 /// Fleet-wide bytes of one artifact type.
@@ -107,11 +121,16 @@ pub struct ExtStat {
 }
 
 pub async fn ext_stats(pool: &SqlitePool) -> sqlx::Result<Vec<ExtStat>> {
-    sqlx::query_as("SELECT ext, files, bytes FROM page_ext_stats ORDER BY bytes DESC").fetch_all(pool).await
+    sqlx::query_as("SELECT ext, files, bytes FROM page_ext_stats ORDER BY bytes DESC")
+        .fetch_all(pool)
+        .await
 }
 
 /// (version, entries, bytes) of one machine's live entries.
-pub async fn machine_versions(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Vec<(Option<String>, i64, i64)>> {
+pub async fn machine_versions(
+    pool: &SqlitePool,
+    machine_id: i64,
+) -> sqlx::Result<Vec<(Option<String>, i64, i64)>> {
     sqlx::query_as(
         "SELECT triton_version, SUM(entries), SUM(bytes) FROM page_kernel_stats WHERE machine_id = ?
          GROUP BY triton_version ORDER BY triton_version",
@@ -132,7 +151,11 @@ pub struct KernelStat {
 }
 
 /// The biggest kernels of one machine by bytes.
-pub async fn biggest_kernels(pool: &SqlitePool, machine_id: i64, limit: i64) -> sqlx::Result<Vec<KernelStat>> {
+pub async fn biggest_kernels(
+    pool: &SqlitePool,
+    machine_id: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<KernelStat>> {
     sqlx::query_as(
         "SELECT kernel AS name, SUM(entries) AS entries, 1 AS machines, SUM(bytes) AS bytes, MAX(last_compiled) AS last_compiled
          FROM page_kernel_stats WHERE machine_id = ? GROUP BY kernel ORDER BY bytes DESC, kernel LIMIT ?",
@@ -156,7 +179,10 @@ pub async fn compiled_per_day(pool: &SqlitePool, machine_id: i64) -> sqlx::Resul
 }
 
 /// One live relocated entry of a machine: (root it sits in, its dir, group_json).
-pub async fn relocated_example(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Option<(String, String, Option<String>)>> {
+pub async fn relocated_example(
+    pool: &SqlitePool,
+    machine_id: i64,
+) -> sqlx::Result<Option<(String, String, Option<String>)>> {
     sqlx::query_as(
         "SELECT root, dir, group_json FROM entries WHERE machine_id = ? AND relocated = 1 AND removed_at IS NULL LIMIT 1",
     )
@@ -191,15 +217,29 @@ fn opt(s: &str) -> Option<&str> {
 
 /// One page of the kernel list; returns `limit + 1` rows at most so the caller knows whether a
 /// next page exists.
-pub async fn search_kernels(pool: &SqlitePool, f: &KernelQuery, limit: i64, offset: i64) -> sqlx::Result<Vec<KernelStat>> {
+pub async fn search_kernels(
+    pool: &SqlitePool,
+    f: &KernelQuery,
+    limit: i64,
+    offset: i64,
+) -> sqlx::Result<Vec<KernelStat>> {
     let order = match f.sort.as_str() {
         "size" => "bytes DESC",
         "last" => "last_compiled DESC",
         "name" => "name ASC",
         _ => "entries DESC",
     };
-    let like = opt(&f.q).map(|q| format!("%{}%", q.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
-    let filtered = [&f.machine, &f.backend, &f.arch, &f.triton_version].iter().any(|s| opt(s).is_some());
+    let like = opt(&f.q).map(|q| {
+        format!(
+            "%{}%",
+            q.replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        )
+    });
+    let filtered = [&f.machine, &f.backend, &f.arch, &f.triton_version]
+        .iter()
+        .any(|s| opt(s).is_some());
     let sql = if filtered {
         format!(
             "SELECT k.kernel AS name, SUM(k.entries) AS entries, COUNT(DISTINCT k.machine_id) AS machines,
@@ -238,17 +278,31 @@ pub struct FilterChoices {
 }
 
 pub async fn filter_choices(pool: &SqlitePool) -> sqlx::Result<FilterChoices> {
-    let col = |c: &str| format!("SELECT DISTINCT {c} FROM page_kernel_stats WHERE {c} IS NOT NULL ORDER BY {c}");
+    let col = |c: &str| {
+        format!("SELECT DISTINCT {c} FROM page_kernel_stats WHERE {c} IS NOT NULL ORDER BY {c}")
+    };
     Ok(FilterChoices {
-        machines: sqlx::query_scalar("SELECT name FROM machines ORDER BY name").fetch_all(pool).await?,
-        backends: sqlx::query_scalar(sqlx::AssertSqlSafe(col("backend"))).fetch_all(pool).await?,
-        arches: sqlx::query_scalar(sqlx::AssertSqlSafe(col("arch"))).fetch_all(pool).await?,
-        versions: sqlx::query_scalar(sqlx::AssertSqlSafe(col("triton_version"))).fetch_all(pool).await?,
+        machines: sqlx::query_scalar("SELECT name FROM machines ORDER BY name")
+            .fetch_all(pool)
+            .await?,
+        backends: sqlx::query_scalar(sqlx::AssertSqlSafe(col("backend")))
+            .fetch_all(pool)
+            .await?,
+        arches: sqlx::query_scalar(sqlx::AssertSqlSafe(col("arch")))
+            .fetch_all(pool)
+            .await?,
+        versions: sqlx::query_scalar(sqlx::AssertSqlSafe(col("triton_version")))
+            .fetch_all(pool)
+            .await?,
     })
 }
 
 /// Live entries of one kernel (every kind), capped at `limit`.
-pub async fn kernel_entries(pool: &SqlitePool, kernel: &str, limit: i64) -> sqlx::Result<Vec<EntryRow>> {
+pub async fn kernel_entries(
+    pool: &SqlitePool,
+    kernel: &str,
+    limit: i64,
+) -> sqlx::Result<Vec<EntryRow>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {ENTRY_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
          WHERE e.kernel = ? AND e.removed_at IS NULL
@@ -307,10 +361,12 @@ pub struct EntryDetail {
 }
 
 pub async fn entry_detail(pool: &SqlitePool, id: i64) -> sqlx::Result<EntryDetail> {
-    sqlx::query_as("SELECT root, dir, metadata_json, group_json, resources_json FROM entries WHERE id = ?")
-        .bind(id)
-        .fetch_one(pool)
-        .await
+    sqlx::query_as(
+        "SELECT root, dir, metadata_json, group_json, resources_json FROM entries WHERE id = ?",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await
 }
 
 /// Does an Inductor `.best_config` name this entry?
@@ -326,7 +382,11 @@ pub async fn is_best_config(pool: &SqlitePool, machine: &str, key: &str) -> sqlx
 }
 
 /// An artifact with the sha256 of its text (IR is stored in `blobs`; binaries are not).
-pub async fn artifact(pool: &SqlitePool, entry_id: i64, name: &str) -> sqlx::Result<Option<ArtifactRow>> {
+pub async fn artifact(
+    pool: &SqlitePool,
+    entry_id: i64,
+    name: &str,
+) -> sqlx::Result<Option<ArtifactRow>> {
     sqlx::query_as("SELECT name, ext, bytes, sha256 FROM artifacts WHERE entry_id = ? AND name = ?")
         .bind(entry_id)
         .bind(name)
@@ -335,7 +395,12 @@ pub async fn artifact(pool: &SqlitePool, entry_id: i64, name: &str) -> sqlx::Res
 }
 
 /// Other entries with the same binary sha256 (machine, key), this one excluded.
-pub async fn same_binary(pool: &SqlitePool, sha: &str, id: i64, limit: i64) -> sqlx::Result<Vec<(String, String)>> {
+pub async fn same_binary(
+    pool: &SqlitePool,
+    sha: &str,
+    id: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<(String, String)>> {
     sqlx::query_as(
         "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
          WHERE e.binary_sha256 = ? AND e.id <> ? ORDER BY m.name, e.key LIMIT ?",

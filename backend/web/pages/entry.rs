@@ -79,63 +79,143 @@ fn compact(v: &Value) -> String {
 }
 
 fn object_rows(json: Option<&str>) -> Vec<(String, String)> {
-    let v: Value = json.and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default();
-    v.as_object().map(|o| o.iter().map(|(k, v)| (k.clone(), compact(v))).collect()).unwrap_or_default()
+    let v: Value = json
+        .and_then(|j| serde_json::from_str(j).ok())
+        .unwrap_or_default();
+    v.as_object()
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), compact(v))).collect())
+        .unwrap_or_default()
 }
 
-pub async fn page(State(s): State<AppState>, Path((machine, key)): Path<(String, String)>, Query(q): Query<EntryQuery>, headers: HeaderMap) -> PageResult {
-    let e = read::entry(&s.pool, &machine, &key).await?.ok_or_else(|| not_found(format!("no entry {key:?} on machine {machine:?}")))?;
+pub async fn page(
+    State(s): State<AppState>,
+    Path((machine, key)): Path<(String, String)>,
+    Query(q): Query<EntryQuery>,
+    headers: HeaderMap,
+) -> PageResult {
+    let e = read::entry(&s.pool, &machine, &key)
+        .await?
+        .ok_or_else(|| not_found(format!("no entry {key:?} on machine {machine:?}")))?;
     let ir = ir(&s, &e, q.ir.as_deref()).await?;
     if is_htmx(&headers) {
         return Ok(HtmlTemplate(IrPartial { ir }).into_response());
     }
     let det = pages::entry_detail(&s.pool, e.id).await?;
-    let group: Value = det.group_json.as_deref().and_then(|g| serde_json::from_str(g).ok()).unwrap_or_default();
+    let group: Value = det
+        .group_json
+        .as_deref()
+        .and_then(|g| serde_json::from_str(g).ok())
+        .unwrap_or_default();
     let mut variants = match &e.kernel {
         Some(k) => pages::kernel_entries(&s.pool, k, 51).await?,
         None => vec![],
     };
     variants.retain(|v| v.id != e.id);
     let d = Entry {
-        kernel_href: e.kernel.as_ref().map(|k| format!("/kernels/{}", fmt::enc(k))),
+        kernel_href: e
+            .kernel
+            .as_ref()
+            .map(|k| format!("/kernels/{}", fmt::enc(k))),
         nearest_href: format!("{}/nearest", href(&e.machine, &e.key)),
         created: fmt::time(e.created_at),
         size: fmt::bytes(e.bytes),
         sits_in: format!("{}/{}", det.root, det.dir),
         meta: object_rows(det.metadata_json.as_deref()),
-        artifacts: e.artifacts.iter().map(|a| {
-            let raw = IR_EXTS.contains(&a.ext.as_str()).then(|| format!("{}/raw/{}", href(&e.machine, &e.key), fmt::enc(&a.name)));
-            (a.name.clone(), fmt::bytes(a.bytes), a.sha256.clone(), raw)
-        }).collect(),
+        artifacts: e
+            .artifacts
+            .iter()
+            .map(|a| {
+                let raw = IR_EXTS
+                    .contains(&a.ext.as_str())
+                    .then(|| format!("{}/raw/{}", href(&e.machine, &e.key), fmt::enc(&a.name)));
+                (a.name.clone(), fmt::bytes(a.bytes), a.sha256.clone(), raw)
+            })
+            .collect(),
         resources: object_rows(det.resources_json.as_deref()),
-        group: group.get("children").and_then(|c| c.as_object()).map(|o| o.iter().map(|(k, v)| (k.clone(), compact(v))).collect()).unwrap_or_default(),
-        group_missing: group.get("missing").and_then(|m| m.as_array()).map(|a| a.iter().map(compact).collect()).unwrap_or_default(),
-        written_at: group.get("written_at").and_then(|w| w.as_str()).map(str::to_string),
+        group: group
+            .get("children")
+            .and_then(|c| c.as_object())
+            .map(|o| o.iter().map(|(k, v)| (k.clone(), compact(v))).collect())
+            .unwrap_or_default(),
+        group_missing: group
+            .get("missing")
+            .and_then(|m| m.as_array())
+            .map(|a| a.iter().map(compact).collect())
+            .unwrap_or_default(),
+        written_at: group
+            .get("written_at")
+            .and_then(|w| w.as_str())
+            .map(str::to_string),
         best_config: pages::is_best_config(&s.pool, &e.machine, &e.key).await?,
         same_binary: match &e.binary_sha256 {
-            Some(h) => pages::same_binary(&s.pool, h, e.id, 20).await?.into_iter().map(|(m, k)| (format!("{m}:{k}"), href(&m, &k))).collect(),
+            Some(h) => pages::same_binary(&s.pool, h, e.id, 20)
+                .await?
+                .into_iter()
+                .map(|(m, k)| (format!("{m}:{k}"), href(&m, &k)))
+                .collect(),
             None => vec![],
         },
-        variants: variants.iter().take(50).map(|v| (format!("{} · w{} s{} · {}:{}", v.triton_version.as_deref().unwrap_or("?"), fmt::num(v.num_warps), fmt::num(v.num_stages), v.machine, v.key.get(..10).unwrap_or(&v.key)), href(&v.machine, &v.key))).collect(),
+        variants: variants
+            .iter()
+            .take(50)
+            .map(|v| {
+                (
+                    format!(
+                        "{} · w{} s{} · {}:{}",
+                        v.triton_version.as_deref().unwrap_or("?"),
+                        fmt::num(v.num_warps),
+                        fmt::num(v.num_stages),
+                        v.machine,
+                        v.key.get(..10).unwrap_or(&v.key)
+                    ),
+                    href(&v.machine, &v.key),
+                )
+            })
+            .collect(),
         ir,
         e,
     };
-    let title = format!("{} {}", d.e.kernel.as_deref().unwrap_or("entry"), d.e.key.get(..10).unwrap_or(&d.e.key));
+    let title = format!(
+        "{} {}",
+        d.e.kernel.as_deref().unwrap_or("entry"),
+        d.e.key.get(..10).unwrap_or(&d.e.key)
+    );
     Ok(HtmlTemplate(Page { title, d }).into_response())
 }
 
 /// The IR viewer for the tab `want` (default: ttgir, else the first IR present).
 async fn ir(s: &AppState, e: &read::EntryRow, want: Option<&str>) -> Result<Ir, super::PageError> {
-    let present: Vec<&read::ArtifactRow> = IR_EXTS.iter().filter_map(|x| e.artifacts.iter().find(|a| a.ext == *x)).collect();
+    let present: Vec<&read::ArtifactRow> = IR_EXTS
+        .iter()
+        .filter_map(|x| e.artifacts.iter().find(|a| a.ext == *x))
+        .collect();
     let chosen = want
         .and_then(|w| present.iter().find(|a| a.ext == w))
         .or_else(|| present.iter().find(|a| a.ext == "ttgir"))
         .or(present.first())
         .copied();
     let base = href(&e.machine, &e.key);
-    let tabs = present.iter().map(|a| (a.ext.clone(), format!("{base}?ir={}", a.ext), chosen.is_some_and(|c| c.name == a.name))).collect();
+    let tabs = present
+        .iter()
+        .map(|a| {
+            (
+                a.ext.clone(),
+                format!("{base}?ir={}", a.ext),
+                chosen.is_some_and(|c| c.name == a.name),
+            )
+        })
+        .collect();
     let Some(a) = chosen else {
-        return Ok(Ir { tabs, name: String::new(), raw_href: String::new(), gutter: String::new(), code: String::new(), total_lines: 0, shown_lines: 0, missing: true });
+        return Ok(Ir {
+            tabs,
+            name: String::new(),
+            raw_href: String::new(),
+            gutter: String::new(),
+            code: String::new(),
+            total_lines: 0,
+            shown_lines: 0,
+            missing: true,
+        });
     };
     let content = read::blob(&s.pool, &a.sha256).await?;
     let text = content.as_deref().unwrap_or("");
@@ -150,14 +230,37 @@ async fn ir(s: &AppState, e: &read::EntryRow, want: Option<&str>) -> Result<Ir, 
         code.push('\n');
         shown_lines += 1;
     }
-    let gutter = (1..=shown_lines).map(|i| i.to_string()).collect::<Vec<_>>().join("\n");
-    Ok(Ir { tabs, raw_href: format!("{base}/raw/{}", fmt::enc(&a.name)), name: a.name.clone(), gutter, code, total_lines, shown_lines, missing: content.is_none() })
+    let gutter = (1..=shown_lines)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok(Ir {
+        tabs,
+        raw_href: format!("{base}/raw/{}", fmt::enc(&a.name)),
+        name: a.name.clone(),
+        gutter,
+        code,
+        total_lines,
+        shown_lines,
+        missing: content.is_none(),
+    })
 }
 
 /// `GET /entries/{machine}/{key}/raw/{artifact}`: an IR file as plain text.
-pub async fn raw(State(s): State<AppState>, Path((machine, key, name)): Path<(String, String, String)>) -> PageResult {
-    let e = read::entry(&s.pool, &machine, &key).await?.ok_or_else(|| not_found(format!("no entry {key:?} on machine {machine:?}")))?;
-    let a = pages::artifact(&s.pool, e.id, &name).await?.ok_or_else(|| not_found(format!("entry has no artifact {name:?}")))?;
-    let body = read::blob(&s.pool, &a.sha256).await?.ok_or_else(|| not_found(format!("{name} is a binary or was not stored: only IR text is kept")))?;
+pub async fn raw(
+    State(s): State<AppState>,
+    Path((machine, key, name)): Path<(String, String, String)>,
+) -> PageResult {
+    let e = read::entry(&s.pool, &machine, &key)
+        .await?
+        .ok_or_else(|| not_found(format!("no entry {key:?} on machine {machine:?}")))?;
+    let a = pages::artifact(&s.pool, e.id, &name)
+        .await?
+        .ok_or_else(|| not_found(format!("entry has no artifact {name:?}")))?;
+    let body = read::blob(&s.pool, &a.sha256).await?.ok_or_else(|| {
+        not_found(format!(
+            "{name} is a binary or was not stored: only IR text is kept"
+        ))
+    })?;
     Ok(text(StatusCode::OK, "text/plain; charset=utf-8", body))
 }

@@ -74,20 +74,42 @@ struct Partial {
     d: Kernel,
 }
 
-pub async fn page(State(s): State<AppState>, Path(name): Path<String>, headers: HeaderMap) -> PageResult {
+pub async fn page(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> PageResult {
     let entries = pages::kernel_entries(&s.pool, &name, MAX_ENTRIES + 1).await?;
     if entries.is_empty() {
-        return Err(not_found(format!("no live entries of a kernel named {name:?}")));
+        return Err(not_found(format!(
+            "no live entries of a kernel named {name:?}"
+        )));
     }
     let autotune = pages::kernel_autotune(&s.pool, &name).await?;
-    let best: BTreeSet<i64> = pages::kernel_best_config_ids(&s.pool, &name).await?.into_iter().collect();
+    let best: BTreeSet<i64> = pages::kernel_best_config_ids(&s.pool, &name)
+        .await?
+        .into_iter()
+        .collect();
     let d = build(name, entries, &autotune, &best);
-    Ok(if is_htmx(&headers) { HtmlTemplate(Partial { d }).into_response() } else { HtmlTemplate(Page { title: d.name.clone(), d }).into_response() })
+    Ok(if is_htmx(&headers) {
+        HtmlTemplate(Partial { d }).into_response()
+    } else {
+        HtmlTemplate(Page {
+            title: d.name.clone(),
+            d,
+        })
+        .into_response()
+    })
 }
 
 fn kwargs(config_json: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(config_json).unwrap_or_default();
-    let kw = v.get("kwargs").and_then(|k| k.as_object()).map(|o| o.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "));
+    let kw = v.get("kwargs").and_then(|k| k.as_object()).map(|o| {
+        o.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
     let mut s = kw.unwrap_or_default();
     for k in ["num_warps", "num_stages", "num_ctas", "maxnreg"] {
         if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
@@ -98,13 +120,25 @@ fn kwargs(config_json: &str) -> String {
 }
 
 fn timing(a: &AutotuneRow) -> Timing {
-    Timing { machine: a.machine.clone(), kwargs: kwargs(&a.config_json), ms: a.best_ms.map(|m| format!("{m:.4} ms")).unwrap_or_else(|| "failed".into()), winner: a.winner }
+    Timing {
+        machine: a.machine.clone(),
+        kwargs: kwargs(&a.config_json),
+        ms: a
+            .best_ms
+            .map(|m| format!("{m:.4} ms"))
+            .unwrap_or_else(|| "failed".into()),
+        winner: a.winner,
+    }
 }
 
 fn range(vals: impl Iterator<Item = Option<i64>>) -> Option<String> {
     let v: Vec<i64> = vals.flatten().collect();
     let (lo, hi) = (v.iter().min()?, v.iter().max()?);
-    Some(if lo == hi { lo.to_string() } else { format!("{lo}–{hi}") })
+    Some(if lo == hi {
+        lo.to_string()
+    } else {
+        format!("{lo}–{hi}")
+    })
 }
 
 fn link(e: &EntryRow, best: &BTreeSet<i64>, dups: &HashMap<&str, usize>) -> EntryLink {
@@ -112,11 +146,20 @@ fn link(e: &EntryRow, best: &BTreeSet<i64>, dups: &HashMap<&str, usize>) -> Entr
         label: format!("{}:{}", e.machine, e.key.get(..10).unwrap_or(&e.key)),
         href: format!("/entries/{}/{}", fmt::enc(&e.machine), fmt::enc(&e.key)),
         best_config: best.contains(&e.id),
-        same_binary: e.binary_sha256.as_deref().and_then(|h| dups.get(h)).map_or(0, |n| n - 1),
+        same_binary: e
+            .binary_sha256
+            .as_deref()
+            .and_then(|h| dups.get(h))
+            .map_or(0, |n| n - 1),
     }
 }
 
-fn cell(es: &[&EntryRow], timings: &[&AutotuneRow], best: &BTreeSet<i64>, dups: &HashMap<&str, usize>) -> Cell {
+fn cell(
+    es: &[&EntryRow],
+    timings: &[&AutotuneRow],
+    best: &BTreeSet<i64>,
+    dups: &HashMap<&str, usize>,
+) -> Cell {
     let machines: BTreeSet<&str> = es.iter().map(|e| e.machine.as_str()).collect();
     let mut resources = vec![];
     for (label, r) in [
@@ -128,7 +171,11 @@ fn cell(es: &[&EntryRow], timings: &[&AutotuneRow], best: &BTreeSet<i64>, dups: 
             resources.push(format!("{label} {r}"));
         }
     }
-    let timings: Vec<Timing> = timings.iter().filter(|a| machines.contains(a.machine.as_str())).map(|a| timing(a)).collect();
+    let timings: Vec<Timing> = timings
+        .iter()
+        .filter(|a| machines.contains(a.machine.as_str()))
+        .map(|a| timing(a))
+        .collect();
     Cell {
         winner: timings.iter().any(|t| t.winner),
         best: es.iter().any(|e| best.contains(&e.id)),
@@ -139,7 +186,12 @@ fn cell(es: &[&EntryRow], timings: &[&AutotuneRow], best: &BTreeSet<i64>, dups: 
     }
 }
 
-fn build(name: String, mut entries: Vec<EntryRow>, autotune: &[AutotuneRow], best: &BTreeSet<i64>) -> Kernel {
+fn build(
+    name: String,
+    mut entries: Vec<EntryRow>,
+    autotune: &[AutotuneRow],
+    best: &BTreeSet<i64>,
+) -> Kernel {
     let capped = entries.len() as i64 > MAX_ENTRIES;
     entries.truncate(MAX_ENTRIES as usize);
     let mut dups: HashMap<&str, usize> = HashMap::new();
@@ -153,12 +205,23 @@ fn build(name: String, mut entries: Vec<EntryRow>, autotune: &[AutotuneRow], bes
     let mut others: BTreeMap<String, Vec<EntryLink>> = BTreeMap::new();
     for e in &entries {
         if e.num_warps.is_none() && e.num_stages.is_none() {
-            others.entry(e.kind.clone()).or_default().push(link(e, best, &dups));
+            others
+                .entry(e.kind.clone())
+                .or_default()
+                .push(link(e, best, &dups));
             continue;
         }
         let title = format!("{} / {}", o(&e.backend), o(&e.arch));
         let version = e.triton_version.clone().unwrap_or_else(|| "unknown".into());
-        groups.entry((title, version, o(&e.signature), e.shapes.clone().unwrap_or_default())).or_default().push(e);
+        groups
+            .entry((
+                title,
+                version,
+                o(&e.signature),
+                e.shapes.clone().unwrap_or_default(),
+            ))
+            .or_default()
+            .push(e);
     }
     let grids = groups
         .into_iter()
@@ -171,18 +234,34 @@ fn build(name: String, mut entries: Vec<EntryRow>, autotune: &[AutotuneRow], bes
                     let cells = warps
                         .iter()
                         .map(|w| {
-                            let here: Vec<&EntryRow> = es.iter().copied().filter(|e| e.num_warps == *w && e.num_stages == *st).collect();
+                            let here: Vec<&EntryRow> = es
+                                .iter()
+                                .copied()
+                                .filter(|e| e.num_warps == *w && e.num_stages == *st)
+                                .collect();
                             if here.is_empty() {
                                 return Cell::default();
                             }
-                            let t: Vec<&AutotuneRow> = autotune.iter().filter(|a| a.num_warps == *w && a.num_stages == *st).collect();
+                            let t: Vec<&AutotuneRow> = autotune
+                                .iter()
+                                .filter(|a| a.num_warps == *w && a.num_stages == *st)
+                                .collect();
                             cell(&here, &t, best, &dups)
                         })
                         .collect();
                     (format!("num_stages={}", fmt::num(*st)), cells)
                 })
                 .collect();
-            Grid { title: format!("{title} · Triton {version}"), signature, shapes, warps: warps.iter().map(|w| format!("num_warps={}", fmt::num(*w))).collect(), rows }
+            Grid {
+                title: format!("{title} · Triton {version}"),
+                signature,
+                shapes,
+                warps: warps
+                    .iter()
+                    .map(|w| format!("num_warps={}", fmt::num(*w)))
+                    .collect(),
+                rows,
+            }
         })
         .collect();
     Kernel {

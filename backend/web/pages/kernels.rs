@@ -51,7 +51,14 @@ struct Partial {
 /// The query string of `f` on another page.
 fn href(f: &KernelQuery, page: i64) -> String {
     let mut parts = vec![];
-    for (k, v) in [("q", &f.q), ("machine", &f.machine), ("backend", &f.backend), ("arch", &f.arch), ("triton_version", &f.triton_version), ("sort", &f.sort)] {
+    for (k, v) in [
+        ("q", &f.q),
+        ("machine", &f.machine),
+        ("backend", &f.backend),
+        ("arch", &f.arch),
+        ("triton_version", &f.triton_version),
+        ("sort", &f.sort),
+    ] {
         if !v.is_empty() {
             parts.push(format!("{k}={}", fmt::enc(v)));
         }
@@ -59,16 +66,26 @@ fn href(f: &KernelQuery, page: i64) -> String {
     if page > 1 {
         parts.push(format!("page={page}"));
     }
-    if parts.is_empty() { "/kernels".into() } else { format!("/kernels?{}", parts.join("&")) }
+    if parts.is_empty() {
+        "/kernels".into()
+    } else {
+        format!("/kernels?{}", parts.join("&"))
+    }
 }
 
-pub async fn page(State(s): State<AppState>, Query(f): Query<KernelQuery>, headers: HeaderMap) -> PageResult {
+pub async fn page(
+    State(s): State<AppState>,
+    Query(f): Query<KernelQuery>,
+    headers: HeaderMap,
+) -> PageResult {
     pages::refresh_stats(&s.pool).await?;
     let page = f.page.unwrap_or(1).max(1);
     let mut rows = pages::search_kernels(&s.pool, &f, PAGE_SIZE, (page - 1) * PAGE_SIZE).await?;
     let more = rows.len() as i64 > PAGE_SIZE;
     rows.truncate(PAGE_SIZE as usize);
-    let filtered = [&f.q, &f.machine, &f.backend, &f.arch, &f.triton_version].iter().any(|v| !v.trim().is_empty());
+    let filtered = [&f.q, &f.machine, &f.backend, &f.arch, &f.triton_version]
+        .iter()
+        .any(|v| !v.trim().is_empty());
     let empty_db = rows.is_empty() && !filtered && page == 1;
     let first = (page - 1) * PAGE_SIZE + 1;
     let d = Results {
@@ -78,7 +95,14 @@ pub async fn page(State(s): State<AppState>, Query(f): Query<KernelQuery>, heade
         next: more.then(|| href(&f, page + 1)),
         rows: rows
             .into_iter()
-            .map(|k| Row { href: format!("/kernels/{}", fmt::enc(&k.name)), entries: k.entries, machines: k.machines, size: fmt::bytes(k.bytes), last: fmt::time(k.last_compiled), name: k.name })
+            .map(|k| Row {
+                href: format!("/kernels/{}", fmt::enc(&k.name)),
+                entries: k.entries,
+                machines: k.machines,
+                size: fmt::bytes(k.bytes),
+                last: fmt::time(k.last_compiled),
+                name: k.name,
+            })
             .collect(),
         filtered,
         empty_db,
@@ -87,6 +111,18 @@ pub async fn page(State(s): State<AppState>, Query(f): Query<KernelQuery>, heade
         return Ok(HtmlTemplate(Partial { d }).into_response());
     }
     let choices = pages::filter_choices(&s.pool).await?;
-    let sorts = vec![("variants", "most variants"), ("size", "largest"), ("last", "last compiled"), ("name", "name")];
-    Ok(HtmlTemplate(Page { title: "Kernels".into(), f, choices, sorts, d }).into_response())
+    let sorts = vec![
+        ("variants", "most variants"),
+        ("size", "largest"),
+        ("last", "last compiled"),
+        ("name", "name"),
+    ];
+    Ok(HtmlTemplate(Page {
+        title: "Kernels".into(),
+        f,
+        choices,
+        sorts,
+        d,
+    })
+    .into_response())
 }

@@ -17,10 +17,10 @@ pub mod svg;
 use super::AppState;
 use super::error::AppError;
 use askama::Template;
+use axum::Router;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
 
 /// Routes of the HTML pages and their static files.
 pub fn router() -> Router<AppState> {
@@ -42,7 +42,9 @@ impl<T: Template> IntoResponse for HtmlTemplate<T> {
     fn into_response(self) -> Response {
         match self.0.render() {
             Ok(html) => Html(html).into_response(),
-            Err(e) => PageError(AppError::Internal(anyhow::anyhow!("template: {e}"))).into_response(),
+            Err(e) => {
+                PageError(AppError::Internal(anyhow::anyhow!("template: {e}"))).into_response()
+            }
         }
     }
 }
@@ -83,7 +85,12 @@ impl IntoResponse for PageError {
             message: self.0.public_message(),
         };
         let body = page.render().unwrap_or_else(|_| "error".into());
-        (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+        (
+            status,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            body,
+        )
+            .into_response()
     }
 }
 

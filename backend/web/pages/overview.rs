@@ -2,12 +2,12 @@
 //! `TRITON_STORE_BINARY_ONLY=1` would save.
 
 use super::{HtmlTemplate, PageResult, fmt, is_htmx};
-use axum::response::IntoResponse;
 use crate::db::{pages, read};
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::State;
 use axum::http::HeaderMap;
+use axum::response::IntoResponse;
 
 /// Artifact types that `TRITON_STORE_BINARY_ONLY=1` still writes (metadata, group file, the
 /// binary), or that it does not concern (launchers, autotune results).
@@ -71,11 +71,23 @@ struct Partial {
 
 pub async fn page(State(s): State<AppState>, headers: HeaderMap) -> PageResult {
     let d = load(&s).await?;
-    Ok(if is_htmx(&headers) { HtmlTemplate(Partial { d }).into_response() } else { HtmlTemplate(Page { title: "Overview".into(), d }).into_response() })
+    Ok(if is_htmx(&headers) {
+        HtmlTemplate(Partial { d }).into_response()
+    } else {
+        HtmlTemplate(Page {
+            title: "Overview".into(),
+            d,
+        })
+        .into_response()
+    })
 }
 
 fn pct(part: i64, whole: i64) -> String {
-    if whole == 0 { "0%".into() } else { format!("{:.0}%", 100.0 * part as f64 / whole as f64) }
+    if whole == 0 {
+        "0%".into()
+    } else {
+        format!("{:.0}%", 100.0 * part as f64 / whole as f64)
+    }
 }
 
 async fn load(s: &AppState) -> Result<Overview, super::PageError> {
@@ -84,7 +96,11 @@ async fn load(s: &AppState) -> Result<Overview, super::PageError> {
     let scans = read::scans(&s.pool, None, read::Page::new(Some(10), None)).await?;
     let exts = pages::ext_stats(&s.pool).await?;
     let total: i64 = exts.iter().map(|e| e.bytes).sum();
-    let saving: i64 = exts.iter().filter(|e| !KEPT_BINARY_ONLY.contains(&e.ext.as_str())).map(|e| e.bytes).sum();
+    let saving: i64 = exts
+        .iter()
+        .filter(|e| !KEPT_BINARY_ONLY.contains(&e.ext.as_str()))
+        .map(|e| e.bytes)
+        .sum();
     Ok(Overview {
         machines: machines
             .into_iter()

@@ -12,7 +12,10 @@ const PAD_B: f64 = 28.0;
 
 /// Escape text for SVG/XML.
 pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn frame(title: &str, max_label: &str, first: &str, last: &str) -> String {
@@ -44,14 +47,30 @@ pub fn line_chart(title: &str, points: &[(String, f64)], fmt: impl Fn(f64) -> St
     let n = points.len();
     let mut s = frame(title, &fmt(max), &points[0].0, &points[n - 1].0);
     let xy = |i: usize, v: f64| {
-        let x = if n == 1 { (PAD_L + W - PAD_R) / 2.0 } else { PAD_L + (W - PAD_L - PAD_R) * i as f64 / (n - 1) as f64 };
+        let x = if n == 1 {
+            (PAD_L + W - PAD_R) / 2.0
+        } else {
+            PAD_L + (W - PAD_L - PAD_R) * i as f64 / (n - 1) as f64
+        };
         (x, H - PAD_B - (H - PAD_T - PAD_B) * v / max)
     };
-    let path: Vec<String> = points.iter().enumerate().map(|(i, p)| { let (x, y) = xy(i, p.1); format!("{x:.1},{y:.1}") }).collect();
+    let path: Vec<String> = points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let (x, y) = xy(i, p.1);
+            format!("{x:.1},{y:.1}")
+        })
+        .collect();
     let _ = write!(s, r#"<polyline class="line" points="{}"/>"#, path.join(" "));
     for (i, p) in points.iter().enumerate() {
         let (x, y) = xy(i, p.1);
-        let _ = write!(s, r#"<circle class="dot" cx="{x:.1}" cy="{y:.1}" r="3"><title>{}: {}</title></circle>"#, esc(&p.0), esc(&fmt(p.1)));
+        let _ = write!(
+            s,
+            r#"<circle class="dot" cx="{x:.1}" cy="{y:.1}" r="3"><title>{}: {}</title></circle>"#,
+            esc(&p.0),
+            esc(&fmt(p.1))
+        );
     }
     s.push_str("</svg>");
     s
