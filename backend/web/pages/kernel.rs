@@ -26,6 +26,9 @@ pub struct EntryLink {
 
 pub struct Timing {
     pub machine: String,
+    /// The autotune result entry (one tuning run) this timing comes from.
+    pub run: String,
+    pub run_href: String,
     pub kwargs: String,
     pub ms: String,
     pub winner: bool,
@@ -39,6 +42,14 @@ pub struct Cell {
     pub timings: Vec<Timing>,
     pub winner: bool,
     pub best: bool,
+}
+
+pub struct Run {
+    pub machine: String,
+    pub run: String,
+    pub href: String,
+    pub winner: String,
+    pub timings: Vec<Timing>,
 }
 
 pub struct Grid {
@@ -57,7 +68,8 @@ pub struct Kernel {
     pub capped: bool,
     pub grids: Vec<Grid>,
     pub others: Vec<(String, Vec<EntryLink>)>,
-    pub autotune: Vec<Timing>,
+    /// One autotune run (a `<fn>.autotune.json` entry) per item, its timings in config order.
+    pub runs: Vec<Run>,
     pub identical: usize,
 }
 
@@ -122,6 +134,8 @@ fn kwargs(config_json: &str) -> String {
 fn timing(a: &AutotuneRow) -> Timing {
     Timing {
         machine: a.machine.clone(),
+        run: a.entry_key.get(..10).unwrap_or(&a.entry_key).to_string(),
+        run_href: format!("/entries/{}/{}", fmt::enc(&a.machine), fmt::enc(&a.entry_key)),
         kwargs: kwargs(&a.config_json),
         ms: a
             .best_ms
@@ -129,6 +143,35 @@ fn timing(a: &AutotuneRow) -> Timing {
             .unwrap_or_else(|| "failed".into()),
         winner: a.winner,
     }
+}
+
+/// Whether an autotune config could have produced entries with these TTIR shapes: its block
+/// sizes (integer kwargs ≥ 16) are exactly the dimensions seen in the shapes. Constexprs are not
+/// in the metadata, so this is the evidence there is; without shapes every config fits.
+fn fits_shapes(config_json: &str, shapes: &str) -> bool {
+    let dims: BTreeSet<i64> = shapes.split([',', 'x']).filter_map(|t| t.trim().parse().ok()).collect();
+    let v: serde_json::Value = serde_json::from_str(config_json).unwrap_or_default();
+    let blocks: BTreeSet<i64> = v
+        .get("kwargs")
+        .and_then(|k| k.as_object())
+        .map(|o| o.values().filter_map(|x| x.as_i64()).filter(|x| *x >= 16).collect())
+        .unwrap_or_default();
+    dims.is_empty() || blocks.is_empty() || blocks == dims
+}
+
+fn runs(autotune: &[AutotuneRow]) -> Vec<Run> {
+    let mut runs: Vec<Run> = vec![];
+    for t in autotune.iter().map(timing) {
+        if runs.last().is_none_or(|r| r.href != t.run_href) {
+            runs.push(Run { machine: t.machine.clone(), run: t.run.clone(), href: t.run_href.clone(), winner: String::new(), timings: vec![] });
+        }
+        let r = runs.last_mut().expect("pushed above");
+        if t.winner {
+            r.winner = format!("{} ({})", t.kwargs, t.ms);
+        }
+        r.timings.push(t);
+    }
+    runs
 }
 
 fn range(vals: impl Iterator<Item = Option<i64>>) -> Option<String> {
@@ -245,6 +288,7 @@ fn build(
                             let t: Vec<&AutotuneRow> = autotune
                                 .iter()
                                 .filter(|a| a.num_warps == *w && a.num_stages == *st)
+                                .filter(|a| fits_shapes(&a.config_json, &shapes))
                                 .collect();
                             cell(&here, &t, best, &dups)
                         })
@@ -270,7 +314,7 @@ fn build(
         capped,
         grids,
         others: others.into_iter().collect(),
-        autotune: autotune.iter().map(timing).collect(),
+        runs: runs(autotune),
         identical: dups.values().filter(|n| **n > 1).map(|n| n - 1).sum(),
         name,
     }

@@ -85,7 +85,7 @@ pub fn bar_chart(title: &str, bars: &[(String, f64)], fmt: impl Fn(f64) -> Strin
     let n = bars.len();
     let mut s = frame(title, &fmt(max), &bars[0].0, &bars[n - 1].0);
     let slot = (W - PAD_L - PAD_R) / n as f64;
-    let bw = (slot * 0.8).max(1.0);
+    let bw = (slot * 0.8).clamp(1.0, 48.0);
     for (i, b) in bars.iter().enumerate() {
         let h = (H - PAD_T - PAD_B) * b.1 / max;
         let _ = write!(
