@@ -100,23 +100,68 @@ pub async fn page(
     if is_htmx(&headers) {
         return Ok(HtmlTemplate(IrPartial { ir }).into_response());
     }
-    let det = pages::entry_detail(&s.pool, e.id).await?;
-    let group: Value = det
-        .group_json
-        .as_deref()
+    let d = load(&s, e, ir).await?;
+    let title = format!(
+        "{} {}",
+        d.e.kernel.as_deref().unwrap_or("entry"),
+        d.e.key.get(..10).unwrap_or(&d.e.key)
+    );
+    Ok(HtmlTemplate(Page { title, d }).into_response())
+}
+
+/// The group file's children, the ones missing on disk, and where the writer put them.
+type Group = (Vec<(String, String)>, Vec<String>, Option<String>);
+
+fn group(json: Option<&str>) -> Group {
+    let g: Value = json
         .and_then(|g| serde_json::from_str(g).ok())
         .unwrap_or_default();
+    let children = g.get("children").and_then(|c| c.as_object());
+    let missing = g.get("missing").and_then(|m| m.as_array());
+    (
+        children
+            .map(|o| o.iter().map(|(k, v)| (k.clone(), compact(v))).collect())
+            .unwrap_or_default(),
+        missing
+            .map(|a| a.iter().map(compact).collect())
+            .unwrap_or_default(),
+        g.get("written_at")
+            .and_then(|w| w.as_str())
+            .map(str::to_string),
+    )
+}
+
+fn variant_link(v: &read::EntryRow) -> (String, String) {
+    let label = format!(
+        "{} · w{} s{} · {}:{}",
+        v.triton_version.as_deref().unwrap_or("?"),
+        fmt::num(v.num_warps),
+        fmt::num(v.num_stages),
+        v.machine,
+        v.key.get(..10).unwrap_or(&v.key)
+    );
+    (label, href(&v.machine, &v.key))
+}
+
+async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::PageError> {
+    let det = pages::entry_detail(&s.pool, e.id).await?;
+    let (group, group_missing, written_at) = group(det.group_json.as_deref());
     let mut variants = match &e.kernel {
         Some(k) => pages::kernel_entries(&s.pool, k, 51).await?,
         None => vec![],
     };
     variants.retain(|v| v.id != e.id);
-    let d = Entry {
+    let same_binary = match &e.binary_sha256 {
+        Some(h) => pages::same_binary(&s.pool, h, e.id, 20).await?,
+        None => vec![],
+    };
+    let base = href(&e.machine, &e.key);
+    Ok(Entry {
         kernel_href: e
             .kernel
             .as_ref()
             .map(|k| format!("/kernels/{}", fmt::enc(k))),
-        nearest_href: format!("{}/nearest", href(&e.machine, &e.key)),
+        nearest_href: format!("{base}/nearest"),
         created: fmt::time(e.created_at),
         size: fmt::bytes(e.bytes),
         sits_in: format!("{}/{}", det.root, det.dir),
@@ -127,60 +172,23 @@ pub async fn page(
             .map(|a| {
                 let raw = IR_EXTS
                     .contains(&a.ext.as_str())
-                    .then(|| format!("{}/raw/{}", href(&e.machine, &e.key), fmt::enc(&a.name)));
+                    .then(|| format!("{base}/raw/{}", fmt::enc(&a.name)));
                 (a.name.clone(), fmt::bytes(a.bytes), a.sha256.clone(), raw)
             })
             .collect(),
         resources: object_rows(det.resources_json.as_deref()),
-        group: group
-            .get("children")
-            .and_then(|c| c.as_object())
-            .map(|o| o.iter().map(|(k, v)| (k.clone(), compact(v))).collect())
-            .unwrap_or_default(),
-        group_missing: group
-            .get("missing")
-            .and_then(|m| m.as_array())
-            .map(|a| a.iter().map(compact).collect())
-            .unwrap_or_default(),
-        written_at: group
-            .get("written_at")
-            .and_then(|w| w.as_str())
-            .map(str::to_string),
+        group,
+        group_missing,
+        written_at,
         best_config: pages::is_best_config(&s.pool, &e.machine, &e.key).await?,
-        same_binary: match &e.binary_sha256 {
-            Some(h) => pages::same_binary(&s.pool, h, e.id, 20)
-                .await?
-                .into_iter()
-                .map(|(m, k)| (format!("{m}:{k}"), href(&m, &k)))
-                .collect(),
-            None => vec![],
-        },
-        variants: variants
-            .iter()
-            .take(50)
-            .map(|v| {
-                (
-                    format!(
-                        "{} · w{} s{} · {}:{}",
-                        v.triton_version.as_deref().unwrap_or("?"),
-                        fmt::num(v.num_warps),
-                        fmt::num(v.num_stages),
-                        v.machine,
-                        v.key.get(..10).unwrap_or(&v.key)
-                    ),
-                    href(&v.machine, &v.key),
-                )
-            })
+        same_binary: same_binary
+            .into_iter()
+            .map(|(m, k)| (format!("{m}:{k}"), href(&m, &k)))
             .collect(),
+        variants: variants.iter().take(50).map(variant_link).collect(),
         ir,
         e,
-    };
-    let title = format!(
-        "{} {}",
-        d.e.kernel.as_deref().unwrap_or("entry"),
-        d.e.key.get(..10).unwrap_or(&d.e.key)
-    );
-    Ok(HtmlTemplate(Page { title, d }).into_response())
+    })
 }
 
 /// The IR viewer for the tab `want` (default: ttgir, else the first IR present).

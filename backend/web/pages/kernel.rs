@@ -135,7 +135,11 @@ fn timing(a: &AutotuneRow) -> Timing {
     Timing {
         machine: a.machine.clone(),
         run: a.entry_key.get(..10).unwrap_or(&a.entry_key).to_string(),
-        run_href: format!("/entries/{}/{}", fmt::enc(&a.machine), fmt::enc(&a.entry_key)),
+        run_href: format!(
+            "/entries/{}/{}",
+            fmt::enc(&a.machine),
+            fmt::enc(&a.entry_key)
+        ),
         kwargs: kwargs(&a.config_json),
         ms: a
             .best_ms
@@ -149,12 +153,20 @@ fn timing(a: &AutotuneRow) -> Timing {
 /// sizes (integer kwargs ≥ 16) are exactly the dimensions seen in the shapes. Constexprs are not
 /// in the metadata, so this is the evidence there is; without shapes every config fits.
 fn fits_shapes(config_json: &str, shapes: &str) -> bool {
-    let dims: BTreeSet<i64> = shapes.split([',', 'x']).filter_map(|t| t.trim().parse().ok()).collect();
+    let dims: BTreeSet<i64> = shapes
+        .split([',', 'x'])
+        .filter_map(|t| t.trim().parse().ok())
+        .collect();
     let v: serde_json::Value = serde_json::from_str(config_json).unwrap_or_default();
     let blocks: BTreeSet<i64> = v
         .get("kwargs")
         .and_then(|k| k.as_object())
-        .map(|o| o.values().filter_map(|x| x.as_i64()).filter(|x| *x >= 16).collect())
+        .map(|o| {
+            o.values()
+                .filter_map(|x| x.as_i64())
+                .filter(|x| *x >= 16)
+                .collect()
+        })
         .unwrap_or_default();
     dims.is_empty() || blocks.is_empty() || blocks == dims
 }
@@ -163,7 +175,13 @@ fn runs(autotune: &[AutotuneRow]) -> Vec<Run> {
     let mut runs: Vec<Run> = vec![];
     for t in autotune.iter().map(timing) {
         if runs.last().is_none_or(|r| r.href != t.run_href) {
-            runs.push(Run { machine: t.machine.clone(), run: t.run.clone(), href: t.run_href.clone(), winner: String::new(), timings: vec![] });
+            runs.push(Run {
+                machine: t.machine.clone(),
+                run: t.run.clone(),
+                href: t.run_href.clone(),
+                winner: String::new(),
+                timings: vec![],
+            });
         }
         let r = runs.last_mut().expect("pushed above");
         if t.winner {

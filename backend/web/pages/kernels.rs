@@ -78,9 +78,32 @@ pub async fn page(
     Query(f): Query<KernelQuery>,
     headers: HeaderMap,
 ) -> PageResult {
+    let d = load(&s, &f).await?;
+    if is_htmx(&headers) {
+        return Ok(HtmlTemplate(Partial { d }).into_response());
+    }
+    let choices = pages::filter_choices(&s.pool).await?;
+    let sorts = vec![
+        ("variants", "most variants"),
+        ("size", "largest"),
+        ("last", "last compiled"),
+        ("name", "name"),
+    ];
+    let title = "Kernels".into();
+    Ok(HtmlTemplate(Page {
+        title,
+        f,
+        choices,
+        sorts,
+        d,
+    })
+    .into_response())
+}
+
+async fn load(s: &AppState, f: &KernelQuery) -> Result<Results, super::PageError> {
     pages::refresh_stats(&s.pool).await?;
     let page = f.page.unwrap_or(1).max(1);
-    let mut rows = pages::search_kernels(&s.pool, &f, PAGE_SIZE, (page - 1) * PAGE_SIZE).await?;
+    let mut rows = pages::search_kernels(&s.pool, f, PAGE_SIZE, (page - 1) * PAGE_SIZE).await?;
     let more = rows.len() as i64 > PAGE_SIZE;
     rows.truncate(PAGE_SIZE as usize);
     let filtered = [&f.q, &f.machine, &f.backend, &f.arch, &f.triton_version]
@@ -88,11 +111,11 @@ pub async fn page(
         .any(|v| !v.trim().is_empty());
     let empty_db = rows.is_empty() && !filtered && page == 1;
     let first = (page - 1) * PAGE_SIZE + 1;
-    let d = Results {
+    Ok(Results {
         last: first + rows.len() as i64 - 1,
         first,
-        prev: (page > 1).then(|| href(&f, page - 1)),
-        next: more.then(|| href(&f, page + 1)),
+        prev: (page > 1).then(|| href(f, page - 1)),
+        next: more.then(|| href(f, page + 1)),
         rows: rows
             .into_iter()
             .map(|k| Row {
@@ -106,23 +129,5 @@ pub async fn page(
             .collect(),
         filtered,
         empty_db,
-    };
-    if is_htmx(&headers) {
-        return Ok(HtmlTemplate(Partial { d }).into_response());
-    }
-    let choices = pages::filter_choices(&s.pool).await?;
-    let sorts = vec![
-        ("variants", "most variants"),
-        ("size", "largest"),
-        ("last", "last compiled"),
-        ("name", "name"),
-    ];
-    Ok(HtmlTemplate(Page {
-        title: "Kernels".into(),
-        f,
-        choices,
-        sorts,
-        d,
     })
-    .into_response())
 }

@@ -54,11 +54,24 @@ pub async fn page(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> PageResult {
+    let d = load(&s, &name).await?;
+    Ok(if is_htmx(&headers) {
+        HtmlTemplate(Partial { d }).into_response()
+    } else {
+        HtmlTemplate(Page {
+            title: d.name.clone(),
+            d,
+        })
+        .into_response()
+    })
+}
+
+async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
     pages::refresh_stats(&s.pool).await?;
-    let m = pages::machine_summary(&s.pool, &name)
+    let m = pages::machine_summary(&s.pool, name)
         .await?
         .ok_or_else(|| not_found(format!("no machine named {name:?}")))?;
-    let mut scans = read::scans(&s.pool, Some(&name), read::Page::new(Some(200), None)).await?;
+    let mut scans = read::scans(&s.pool, Some(name), read::Page::new(Some(200), None)).await?;
     scans.reverse(); // oldest first for the charts
     let point = |r: &read::ScanRow, v: f64| (fmt::time(Some(r.scanned_at)), v);
     let e_pts: Vec<_> = scans.iter().map(|r| point(r, r.entries as f64)).collect();
@@ -76,7 +89,7 @@ pub async fn page(
     };
     let versions = pages::machine_versions(&s.pool, m.id).await?;
     let biggest = pages::biggest_kernels(&s.pool, m.id, 10).await?;
-    let d = Machine {
+    Ok(Machine {
         enc: fmt::enc(&m.name),
         entries: m.entries,
         kernels: m.kernels,
@@ -110,15 +123,6 @@ pub async fn page(
         relocated: m.relocated,
         relocated_paths,
         name: m.name,
-    };
-    Ok(if is_htmx(&headers) {
-        HtmlTemplate(Partial { d }).into_response()
-    } else {
-        HtmlTemplate(Page {
-            title: d.name.clone(),
-            d,
-        })
-        .into_response()
     })
 }
 
