@@ -31,13 +31,14 @@ CREATE TABLE page_kernel_totals (
     last_compiled   INTEGER
 );
 
--- Per machine: live entries, bytes, relocated entries.
+-- Per machine: live entries, bytes, relocated entries, Triton versions (comma-separated).
 CREATE TABLE page_machine_stats (
     machine_id      INTEGER PRIMARY KEY,
     entries         INTEGER NOT NULL,
     kernels         INTEGER NOT NULL,
     bytes           INTEGER NOT NULL,
-    relocated       INTEGER NOT NULL
+    relocated       INTEGER NOT NULL,
+    versions        TEXT
 );
 
 -- Fleet-wide bytes by artifact type (live entries only).

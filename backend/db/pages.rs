@@ -47,9 +47,11 @@ pub async fn refresh_stats(pool: &SqlitePool) -> sqlx::Result<()> {
          SELECT kernel, SUM(entries), COUNT(DISTINCT machine_id), SUM(bytes), MAX(last_compiled)
          FROM page_kernel_stats GROUP BY kernel",
         "DELETE FROM page_machine_stats",
-        "INSERT INTO page_machine_stats(machine_id, entries, kernels, bytes, relocated)
-         SELECT machine_id, COUNT(*), COUNT(DISTINCT kernel), SUM(bytes), SUM(relocated)
-         FROM entries WHERE removed_at IS NULL GROUP BY machine_id",
+        "INSERT INTO page_machine_stats(machine_id, entries, kernels, bytes, relocated, versions)
+         SELECT e.machine_id, COUNT(*), COUNT(DISTINCT e.kernel), SUM(e.bytes), SUM(e.relocated),
+                (SELECT GROUP_CONCAT(v, ',') FROM (SELECT DISTINCT triton_version AS v FROM page_kernel_stats k
+                                                  WHERE k.machine_id = e.machine_id AND v IS NOT NULL ORDER BY v))
+         FROM entries e WHERE e.removed_at IS NULL GROUP BY e.machine_id",
         "DELETE FROM page_ext_stats",
         "INSERT INTO page_ext_stats(ext, files, bytes)
          SELECT a.ext, COUNT(*), SUM(a.bytes) FROM artifacts a JOIN entries e ON e.id = a.entry_id
@@ -85,9 +87,7 @@ pub struct MachineSummary {
 
 const MACHINE_SUMMARY: &str = "SELECT m.id, m.name, COALESCE(s.entries, 0) AS entries, COALESCE(s.kernels, 0) AS kernels,
         COALESCE(s.bytes, 0) AS bytes, COALESCE(s.relocated, 0) AS relocated,
-        (SELECT MAX(scanned_at) FROM scans WHERE machine_id = m.id) AS last_scan_at,
-        (SELECT GROUP_CONCAT(v, ',') FROM (SELECT DISTINCT triton_version AS v FROM page_kernel_stats k
-                                          WHERE k.machine_id = m.id AND v IS NOT NULL ORDER BY v)) AS versions_csv
+        (SELECT MAX(scanned_at) FROM scans WHERE machine_id = m.id) AS last_scan_at, s.versions AS versions_csv
      FROM machines m LEFT JOIN page_machine_stats s ON s.machine_id = m.id";
 
 /// Every machine with its live totals (from the summary tables).
