@@ -108,7 +108,7 @@ async fn build_db(a: &Args) -> anyhow::Result<SqlitePool> {
         eprintln!("reusing {} ({have} synthetic machines)", a.db.display());
         return Ok(pool);
     }
-    anyhow::ensure!(have == 0, "{} holds another bench setup: delete it", a.db.display());
+    anyhow::ensure!(have == 0, "{} holds another bench setup ({have} machines): delete it or pass --machines {have}", a.db.display());
     let t = Instant::now();
     let work = a.db.with_extension("corpus");
     let scans = cachelens::demo::load(&pool, &work).await?;
@@ -183,10 +183,10 @@ async fn main() -> anyhow::Result<()> {
     let scenarios: Vec<(&str, Vec<String>, bool)> = vec![
         ("overview  GET /", vec!["/".into()], false),
         ("search    GET /kernels?q=… (htmx partial)", terms.iter().map(|t| format!("/kernels?q={t}")).collect(), true),
-        ("search    GET /kernels?q=…&machine=… (full page)", terms.iter().enumerate().map(|(i, t)| format!("/kernels?q={t}&machine=bench-{:02}&sort=size", i % 20 + 1)).collect(), false),
+        ("search    GET /kernels?q=…&machine=… (full page)", terms.iter().enumerate().map(|(i, t)| format!("/kernels?q={t}&machine=bench-{:02}&sort=size", i as i64 % a.machines + 1)).collect(), false),
         ("kernel    GET /kernels/{name}", kernels.iter().map(|k| format!("/kernels/{}", enc(k))).collect(), false),
         ("entry     GET /entries/{m}/{key}", picks.iter().map(|(m, k)| format!("/entries/{}/{}", enc(m), enc(k))).collect(), false),
-        ("machine   GET /machines/{name}", (1..=20).map(|i| format!("/machines/bench-{i:02}")).collect(), false),
+        ("machine   GET /machines/{name}", (1..=a.machines).map(|i| format!("/machines/bench-{i:02}")).collect(), false),
     ];
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
