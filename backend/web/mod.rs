@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod error;
+pub mod pages;
 
 use axum::Router;
 use sqlx::SqlitePool;
@@ -42,6 +43,7 @@ impl AppState {
 pub fn app(state: AppState) -> Router {
     Router::new()
         .nest("/api/v1", api::router())
+        .merge(pages::router())
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -3,3 +3,4 @@ mod common;
 mod api_read;
 mod scan;
 mod damaged;
+mod pages;

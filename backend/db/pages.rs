@@ -1,0 +1,413 @@
+//! SQL behind the HTML dashboard (`web::pages`): the summary tables of migration 0002 and the
+//! queries of the overview, machine, kernel list, kernel and entry pages.
+//!
+//! The summary tables (`page_*`) are derived data: [`refresh_stats`] rebuilds them when a scan
+//! or an entry has been added since the last rebuild, so pages read a few thousand rows instead
+//! of aggregating every entry of the fleet on each request.
+
+use super::read::{ArtifactRow, ENTRY_COLUMNS, EntryRow};
+use serde::Serialize;
+use sqlx::{FromRow, SqlitePool};
+
+/// One rebuild at a time within this process; readers go on reading the previous tables.
+static REFRESH: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn data_version(pool: &SqlitePool) -> sqlx::Result<(i64, i64)> {
+    sqlx::query_as("SELECT COALESCE((SELECT MAX(id) FROM scans), 0), COALESCE((SELECT MAX(id) FROM entries), 0)")
+        .fetch_one(pool)
+        .await
+}
+
+async fn built_version(pool: &SqlitePool) -> sqlx::Result<Option<(i64, i64)>> {
+    sqlx::query_as("SELECT max_scan_id, max_entry_id FROM page_stats_version WHERE id = 1")
+        .fetch_optional(pool)
+        .await
+}
+
+/// Rebuild the summary tables if the data changed since they were built. Cheap when nothing
+/// changed (two index look-ups). Every scan adds a scan row, so a new scan id marks new data.
+pub async fn refresh_stats(pool: &SqlitePool) -> sqlx::Result<()> {
+    let now = data_version(pool).await?;
+    if built_version(pool).await? == Some(now) {
+        return Ok(());
+    }
+    let _guard = REFRESH.lock().await;
+    if built_version(pool).await? == Some(now) {
+        return Ok(());
+    }
+    let mut tx = pool.begin().await?;
+    for sql in [
+        "DELETE FROM page_kernel_stats",
+        "INSERT INTO page_kernel_stats(kernel, machine_id, backend, arch, triton_version, entries, bytes, last_compiled)
+         SELECT kernel, machine_id, backend, arch, triton_version, COUNT(*), SUM(bytes), MAX(created_at)
+         FROM entries WHERE removed_at IS NULL AND kernel IS NOT NULL
+         GROUP BY kernel, machine_id, backend, arch, triton_version",
+        "DELETE FROM page_kernel_totals",
+        "INSERT INTO page_kernel_totals(kernel, entries, machines, bytes, last_compiled)
+         SELECT kernel, SUM(entries), COUNT(DISTINCT machine_id), SUM(bytes), MAX(last_compiled)
+         FROM page_kernel_stats GROUP BY kernel",
+        "DELETE FROM page_machine_stats",
+        "INSERT INTO page_machine_stats(machine_id, entries, kernels, bytes, relocated, versions)
+         SELECT e.machine_id, COUNT(*), COUNT(DISTINCT e.kernel), SUM(e.bytes), SUM(e.relocated),
+                (SELECT GROUP_CONCAT(v, ',') FROM (SELECT DISTINCT triton_version AS v FROM page_kernel_stats k
+                                                  WHERE k.machine_id = e.machine_id AND v IS NOT NULL ORDER BY v))
+         FROM entries e WHERE e.removed_at IS NULL GROUP BY e.machine_id",
+        "DELETE FROM page_ext_stats",
+        "INSERT INTO page_ext_stats(ext, files, bytes)
+         SELECT a.ext, COUNT(*), SUM(a.bytes) FROM artifacts a JOIN entries e ON e.id = a.entry_id
+         WHERE e.removed_at IS NULL GROUP BY a.ext",
+    ] {
+        sqlx::query(sql).execute(&mut *tx).await?;
+    }
+    sqlx::query(
+        "INSERT INTO page_stats_version(id, max_scan_id, max_entry_id, built_at) VALUES (1, ?, ?, ?)
+         ON CONFLICT(id) DO UPDATE SET max_scan_id = excluded.max_scan_id, max_entry_id = excluded.max_entry_id,
+                                       built_at = excluded.built_at",
+    )
+    .bind(now.0)
+    .bind(now.1)
+    .bind(super::now_ms())
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await
+}
+
+/// A machine as the overview lists it.
+#[derive(Debug, Serialize, FromRow)]
+pub struct MachineSummary {
+    pub id: i64,
+    pub name: String,
+    pub entries: i64,
+    pub kernels: i64,
+    pub bytes: i64,
+    pub relocated: i64,
+    pub last_scan_at: Option<i64>,
+    pub versions_csv: Option<String>,
+}
+
+const MACHINE_SUMMARY: &str = "SELECT m.id, m.name, COALESCE(s.entries, 0) AS entries, COALESCE(s.kernels, 0) AS kernels,
+        COALESCE(s.bytes, 0) AS bytes, COALESCE(s.relocated, 0) AS relocated,
+        (SELECT MAX(scanned_at) FROM scans WHERE machine_id = m.id) AS last_scan_at, s.versions AS versions_csv
+     FROM machines m LEFT JOIN page_machine_stats s ON s.machine_id = m.id";
+
+/// Every machine with its live totals (from the summary tables).
+pub async fn machine_summaries(pool: &SqlitePool) -> sqlx::Result<Vec<MachineSummary>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{MACHINE_SUMMARY} ORDER BY m.name"
+    )))
+    .fetch_all(pool)
+    .await
+}
+
+/// One machine by name.
+pub async fn machine_summary(
+    pool: &SqlitePool,
+    name: &str,
+) -> sqlx::Result<Option<MachineSummary>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "{MACHINE_SUMMARY} WHERE m.name = ?"
+    )))
+    .bind(name)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Fleet-wide bytes of one artifact type.
+#[derive(Debug, Serialize, FromRow)]
+pub struct ExtStat {
+    pub ext: String,
+    pub files: i64,
+    pub bytes: i64,
+}
+
+pub async fn ext_stats(pool: &SqlitePool) -> sqlx::Result<Vec<ExtStat>> {
+    sqlx::query_as("SELECT ext, files, bytes FROM page_ext_stats ORDER BY bytes DESC")
+        .fetch_all(pool)
+        .await
+}
+
+/// (version, entries, bytes) of one machine's live entries.
+pub async fn machine_versions(
+    pool: &SqlitePool,
+    machine_id: i64,
+) -> sqlx::Result<Vec<(Option<String>, i64, i64)>> {
+    sqlx::query_as(
+        "SELECT triton_version, SUM(entries), SUM(bytes) FROM page_kernel_stats WHERE machine_id = ?
+         GROUP BY triton_version ORDER BY triton_version",
+    )
+    .bind(machine_id)
+    .fetch_all(pool)
+    .await
+}
+
+/// A kernel's live totals, on one machine or across the fleet.
+#[derive(Debug, Serialize, FromRow)]
+pub struct KernelStat {
+    pub name: String,
+    pub entries: i64,
+    pub machines: i64,
+    pub bytes: i64,
+    pub last_compiled: Option<i64>,
+}
+
+/// The biggest kernels of one machine by bytes.
+pub async fn biggest_kernels(
+    pool: &SqlitePool,
+    machine_id: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<KernelStat>> {
+    sqlx::query_as(
+        "SELECT kernel AS name, SUM(entries) AS entries, 1 AS machines, SUM(bytes) AS bytes, MAX(last_compiled) AS last_compiled
+         FROM page_kernel_stats WHERE machine_id = ? GROUP BY kernel ORDER BY bytes DESC, kernel LIMIT ?",
+    )
+    .bind(machine_id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// (UTC day as unix days, entries compiled that day) for one machine, removed entries included:
+/// they were compiled all the same.
+pub async fn compiled_per_day(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Vec<(i64, i64)>> {
+    sqlx::query_as(
+        "SELECT created_at / 86400000 AS day, COUNT(*) FROM entries
+         WHERE machine_id = ? AND created_at IS NOT NULL GROUP BY day ORDER BY day",
+    )
+    .bind(machine_id)
+    .fetch_all(pool)
+    .await
+}
+
+/// One live relocated entry of a machine: (root it sits in, its dir, group_json).
+pub async fn relocated_example(
+    pool: &SqlitePool,
+    machine_id: i64,
+) -> sqlx::Result<Option<(String, String, Option<String>)>> {
+    sqlx::query_as(
+        "SELECT root, dir, group_json FROM entries WHERE machine_id = ? AND relocated = 1 AND removed_at IS NULL LIMIT 1",
+    )
+    .bind(machine_id)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Filters of the kernel list page (the query string of `/kernels`).
+#[derive(Debug, Default, Clone, serde::Deserialize, Serialize)]
+pub struct KernelQuery {
+    #[serde(default)]
+    pub q: String,
+    #[serde(default)]
+    pub machine: String,
+    #[serde(default)]
+    pub backend: String,
+    #[serde(default)]
+    pub arch: String,
+    #[serde(default)]
+    pub triton_version: String,
+    /// `variants` (default), `size`, `last` or `name`.
+    #[serde(default)]
+    pub sort: String,
+    #[serde(default)]
+    pub page: Option<i64>,
+}
+
+fn opt(s: &str) -> Option<&str> {
+    Some(s.trim()).filter(|s| !s.is_empty())
+}
+
+/// One page of the kernel list; returns `limit + 1` rows at most so the caller knows whether a
+/// next page exists.
+pub async fn search_kernels(
+    pool: &SqlitePool,
+    f: &KernelQuery,
+    limit: i64,
+    offset: i64,
+) -> sqlx::Result<Vec<KernelStat>> {
+    let order = match f.sort.as_str() {
+        "size" => "bytes DESC",
+        "last" => "last_compiled DESC",
+        "name" => "name ASC",
+        _ => "entries DESC",
+    };
+    let like = opt(&f.q).map(|q| {
+        format!(
+            "%{}%",
+            q.replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_")
+        )
+    });
+    let filtered = [&f.machine, &f.backend, &f.arch, &f.triton_version]
+        .iter()
+        .any(|s| opt(s).is_some());
+    let sql = if filtered {
+        format!(
+            "SELECT k.kernel AS name, SUM(k.entries) AS entries, COUNT(DISTINCT k.machine_id) AS machines,
+                    SUM(k.bytes) AS bytes, MAX(k.last_compiled) AS last_compiled
+             FROM page_kernel_stats k JOIN machines m ON m.id = k.machine_id
+             WHERE (?1 IS NULL OR k.kernel LIKE ?1 ESCAPE '\\') AND (?2 IS NULL OR m.name = ?2)
+               AND (?3 IS NULL OR k.backend = ?3) AND (?4 IS NULL OR k.arch = ?4) AND (?5 IS NULL OR k.triton_version = ?5)
+             GROUP BY k.kernel ORDER BY {order}, name LIMIT ?6 OFFSET ?7"
+        )
+    } else {
+        format!(
+            "SELECT kernel AS name, entries, machines, bytes, last_compiled FROM page_kernel_totals
+             WHERE (?1 IS NULL OR kernel LIKE ?1 ESCAPE '\\') AND ?2 IS NULL AND ?3 IS NULL AND ?4 IS NULL AND ?5 IS NULL
+             ORDER BY {order}, name LIMIT ?6 OFFSET ?7"
+        )
+    };
+    sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(like)
+        .bind(opt(&f.machine))
+        .bind(opt(&f.backend))
+        .bind(opt(&f.arch))
+        .bind(opt(&f.triton_version))
+        .bind(limit + 1)
+        .bind(offset)
+        .fetch_all(pool)
+        .await
+}
+
+/// The values offered by the kernel list's selects.
+#[derive(Debug, Default, Serialize)]
+pub struct FilterChoices {
+    pub machines: Vec<String>,
+    pub backends: Vec<String>,
+    pub arches: Vec<String>,
+    pub versions: Vec<String>,
+}
+
+pub async fn filter_choices(pool: &SqlitePool) -> sqlx::Result<FilterChoices> {
+    let col = |c: &str| {
+        format!("SELECT DISTINCT {c} FROM page_kernel_stats WHERE {c} IS NOT NULL ORDER BY {c}")
+    };
+    Ok(FilterChoices {
+        machines: sqlx::query_scalar("SELECT name FROM machines ORDER BY name")
+            .fetch_all(pool)
+            .await?,
+        backends: sqlx::query_scalar(sqlx::AssertSqlSafe(col("backend")))
+            .fetch_all(pool)
+            .await?,
+        arches: sqlx::query_scalar(sqlx::AssertSqlSafe(col("arch")))
+            .fetch_all(pool)
+            .await?,
+        versions: sqlx::query_scalar(sqlx::AssertSqlSafe(col("triton_version")))
+            .fetch_all(pool)
+            .await?,
+    })
+}
+
+/// Live entries of one kernel (every kind), capped at `limit`.
+pub async fn kernel_entries(
+    pool: &SqlitePool,
+    kernel: &str,
+    limit: i64,
+) -> sqlx::Result<Vec<EntryRow>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {ENTRY_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE e.kernel = ? AND e.removed_at IS NULL
+         ORDER BY e.backend, e.arch, e.triton_version, e.num_warps, e.num_stages, m.name, e.key LIMIT ?"
+    )))
+    .bind(kernel)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// One measured autotune config of a kernel.
+#[derive(Debug, Serialize, FromRow)]
+pub struct AutotuneRow {
+    pub machine: String,
+    pub entry_key: String,
+    pub config_json: String,
+    pub num_warps: Option<i64>,
+    pub num_stages: Option<i64>,
+    pub best_ms: Option<f64>,
+    pub winner: bool,
+}
+
+/// The autotune results (`<fn>.autotune.json` entries) recorded for a kernel.
+pub async fn kernel_autotune(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<AutotuneRow>> {
+    sqlx::query_as(
+        "SELECT m.name AS machine, e.key AS entry_key, a.config_json, a.num_warps, a.num_stages, a.best_ms, a.winner
+         FROM autotune a JOIN entries e ON e.id = a.entry_id JOIN machines m ON m.id = e.machine_id
+         WHERE e.kernel = ? AND e.removed_at IS NULL ORDER BY m.name, e.key, a.idx",
+    )
+    .bind(kernel)
+    .fetch_all(pool)
+    .await
+}
+
+/// Ids of a kernel's entries that an Inductor `.best_config` on the same machine names.
+pub async fn kernel_best_config_ids(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<i64>> {
+    sqlx::query_scalar(
+        "SELECT DISTINCT e.id FROM entries e JOIN best_configs b
+           ON b.triton_cache_hash = e.key AND b.machine_id = e.machine_id
+         WHERE e.kernel = ? AND e.removed_at IS NULL",
+    )
+    .bind(kernel)
+    .fetch_all(pool)
+    .await
+}
+
+/// Where an entry sits and its raw JSON columns.
+#[derive(Debug, FromRow)]
+pub struct EntryDetail {
+    pub root: String,
+    pub dir: String,
+    pub metadata_json: Option<String>,
+    pub group_json: Option<String>,
+    pub resources_json: Option<String>,
+}
+
+pub async fn entry_detail(pool: &SqlitePool, id: i64) -> sqlx::Result<EntryDetail> {
+    sqlx::query_as(
+        "SELECT root, dir, metadata_json, group_json, resources_json FROM entries WHERE id = ?",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await
+}
+
+/// Does an Inductor `.best_config` name this entry?
+pub async fn is_best_config(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<bool> {
+    sqlx::query_scalar(
+        "SELECT EXISTS(SELECT 1 FROM best_configs b JOIN machines m ON m.id = b.machine_id
+                       WHERE m.name = ? AND b.triton_cache_hash = ?)",
+    )
+    .bind(machine)
+    .bind(key)
+    .fetch_one(pool)
+    .await
+}
+
+/// An artifact with the sha256 of its text (IR is stored in `blobs`; binaries are not).
+pub async fn artifact(
+    pool: &SqlitePool,
+    entry_id: i64,
+    name: &str,
+) -> sqlx::Result<Option<ArtifactRow>> {
+    sqlx::query_as("SELECT name, ext, bytes, sha256 FROM artifacts WHERE entry_id = ? AND name = ?")
+        .bind(entry_id)
+        .bind(name)
+        .fetch_optional(pool)
+        .await
+}
+
+/// Other entries with the same binary sha256 (machine, key), this one excluded.
+pub async fn same_binary(
+    pool: &SqlitePool,
+    sha: &str,
+    id: i64,
+    limit: i64,
+) -> sqlx::Result<Vec<(String, String)>> {
+    sqlx::query_as(
+        "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE e.binary_sha256 = ? AND e.id <> ? ORDER BY m.name, e.key LIMIT ?",
+    )
+    .bind(sha)
+    .bind(id)
+    .bind(limit)
+    .fetch_all(pool)
+    .await
+}

@@ -1,0 +1,274 @@
+//! `/entries/{machine}/{key}` — one cache entry: metadata, artifacts, resources, group file, an
+//! IR viewer (`?ir=ttgir`, swapped by htmx as `entry_ir_partial.html`) and its kernel's other
+//! variants; `/entries/{machine}/{key}/raw/{artifact}` serves an IR file as plain text.
+
+use super::{HtmlTemplate, PageResult, fmt, is_htmx, not_found, text};
+use crate::db::{pages, read};
+use crate::web::AppState;
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use serde_json::Value;
+
+/// IR tabs, in pipeline order.
+pub const IR_EXTS: &[&str] = &["source", "ttir", "ttgir", "llir", "ptx", "amdgcn"];
+/// The viewer shows at most this many lines...
+pub const MAX_LINES: usize = 20_000;
+/// ...and at most this many bytes of one IR file.
+pub const MAX_BYTES: usize = 2 << 20;
+
+pub struct Ir {
+    /// (ext, href, active)
+    pub tabs: Vec<(String, String, bool)>,
+    pub name: String,
+    pub raw_href: String,
+    pub gutter: String,
+    pub code: String,
+    pub total_lines: usize,
+    pub shown_lines: usize,
+    pub missing: bool,
+}
+
+pub struct Entry {
+    pub e: read::EntryRow,
+    pub kernel_href: Option<String>,
+    pub nearest_href: String,
+    pub created: String,
+    pub size: String,
+    pub sits_in: String,
+    pub meta: Vec<(String, String)>,
+    pub artifacts: Vec<(String, String, String, Option<String>)>,
+    pub resources: Vec<(String, String)>,
+    pub group: Vec<(String, String)>,
+    pub group_missing: Vec<String>,
+    pub written_at: Option<String>,
+    pub best_config: bool,
+    pub same_binary: Vec<(String, String)>,
+    pub variants: Vec<(String, String)>,
+    pub ir: Ir,
+}
+
+#[derive(Template)]
+#[template(path = "entry.html")]
+struct Page {
+    title: String,
+    d: Entry,
+}
+
+#[derive(Template)]
+#[template(path = "entry_ir_partial.html")]
+struct IrPartial {
+    ir: Ir,
+}
+
+#[derive(serde::Deserialize)]
+pub struct EntryQuery {
+    ir: Option<String>,
+}
+
+fn href(machine: &str, key: &str) -> String {
+    format!("/entries/{}/{}", fmt::enc(machine), fmt::enc(key))
+}
+
+fn compact(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn object_rows(json: Option<&str>) -> Vec<(String, String)> {
+    let v: Value = json
+        .and_then(|j| serde_json::from_str(j).ok())
+        .unwrap_or_default();
+    v.as_object()
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), compact(v))).collect())
+        .unwrap_or_default()
+}
+
+pub async fn page(
+    State(s): State<AppState>,
+    Path((machine, key)): Path<(String, String)>,
+    Query(q): Query<EntryQuery>,
+    headers: HeaderMap,
+) -> PageResult {
+    let e = read::entry(&s.pool, &machine, &key)
+        .await?
+        .ok_or_else(|| not_found(format!("no entry {key:?} on machine {machine:?}")))?;
+    let ir = ir(&s, &e, q.ir.as_deref()).await?;
+    if is_htmx(&headers) {
+        return Ok(HtmlTemplate(IrPartial { ir }).into_response());
+    }
+    let d = load(&s, e, ir).await?;
+    let title = format!(
+        "{} {}",
+        d.e.kernel.as_deref().unwrap_or("entry"),
+        d.e.key.get(..10).unwrap_or(&d.e.key)
+    );
+    Ok(HtmlTemplate(Page { title, d }).into_response())
+}
+
+/// The group file's children, the ones missing on disk, and where the writer put them.
+type Group = (Vec<(String, String)>, Vec<String>, Option<String>);
+
+fn group(json: Option<&str>) -> Group {
+    let g: Value = json
+        .and_then(|g| serde_json::from_str(g).ok())
+        .unwrap_or_default();
+    let children = g.get("children").and_then(|c| c.as_object());
+    let missing = g.get("missing").and_then(|m| m.as_array());
+    (
+        children
+            .map(|o| o.iter().map(|(k, v)| (k.clone(), compact(v))).collect())
+            .unwrap_or_default(),
+        missing
+            .map(|a| a.iter().map(compact).collect())
+            .unwrap_or_default(),
+        g.get("written_at")
+            .and_then(|w| w.as_str())
+            .map(str::to_string),
+    )
+}
+
+fn variant_link(v: &read::EntryRow) -> (String, String) {
+    let label = format!(
+        "{} · w{} s{} · {}:{}",
+        v.triton_version.as_deref().unwrap_or("?"),
+        fmt::num(v.num_warps),
+        fmt::num(v.num_stages),
+        v.machine,
+        v.key.get(..10).unwrap_or(&v.key)
+    );
+    (label, href(&v.machine, &v.key))
+}
+
+async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::PageError> {
+    let det = pages::entry_detail(&s.pool, e.id).await?;
+    let (group, group_missing, written_at) = group(det.group_json.as_deref());
+    let mut variants = match &e.kernel {
+        Some(k) => pages::kernel_entries(&s.pool, k, 51).await?,
+        None => vec![],
+    };
+    variants.retain(|v| v.id != e.id);
+    let same_binary = match &e.binary_sha256 {
+        Some(h) => pages::same_binary(&s.pool, h, e.id, 20).await?,
+        None => vec![],
+    };
+    let base = href(&e.machine, &e.key);
+    Ok(Entry {
+        kernel_href: e
+            .kernel
+            .as_ref()
+            .map(|k| format!("/kernels/{}", fmt::enc(k))),
+        nearest_href: format!("{base}/nearest"),
+        created: fmt::time(e.created_at),
+        size: fmt::bytes(e.bytes),
+        sits_in: format!("{}/{}", det.root, det.dir),
+        meta: object_rows(det.metadata_json.as_deref()),
+        artifacts: e
+            .artifacts
+            .iter()
+            .map(|a| {
+                let raw = IR_EXTS
+                    .contains(&a.ext.as_str())
+                    .then(|| format!("{base}/raw/{}", fmt::enc(&a.name)));
+                (a.name.clone(), fmt::bytes(a.bytes), a.sha256.clone(), raw)
+            })
+            .collect(),
+        resources: object_rows(det.resources_json.as_deref()),
+        group,
+        group_missing,
+        written_at,
+        best_config: pages::is_best_config(&s.pool, &e.machine, &e.key).await?,
+        same_binary: same_binary
+            .into_iter()
+            .map(|(m, k)| (format!("{m}:{k}"), href(&m, &k)))
+            .collect(),
+        variants: variants.iter().take(50).map(variant_link).collect(),
+        ir,
+        e,
+    })
+}
+
+/// The IR viewer for the tab `want` (default: ttgir, else the first IR present).
+async fn ir(s: &AppState, e: &read::EntryRow, want: Option<&str>) -> Result<Ir, super::PageError> {
+    let present: Vec<&read::ArtifactRow> = IR_EXTS
+        .iter()
+        .filter_map(|x| e.artifacts.iter().find(|a| a.ext == *x))
+        .collect();
+    let chosen = want
+        .and_then(|w| present.iter().find(|a| a.ext == w))
+        .or_else(|| present.iter().find(|a| a.ext == "ttgir"))
+        .or(present.first())
+        .copied();
+    let base = href(&e.machine, &e.key);
+    let tabs = present
+        .iter()
+        .map(|a| {
+            (
+                a.ext.clone(),
+                format!("{base}?ir={}", a.ext),
+                chosen.is_some_and(|c| c.name == a.name),
+            )
+        })
+        .collect();
+    let Some(a) = chosen else {
+        return Ok(Ir {
+            tabs,
+            name: String::new(),
+            raw_href: String::new(),
+            gutter: String::new(),
+            code: String::new(),
+            total_lines: 0,
+            shown_lines: 0,
+            missing: true,
+        });
+    };
+    let content = read::blob(&s.pool, &a.sha256).await?;
+    let text = content.as_deref().unwrap_or("");
+    let total_lines = text.lines().count();
+    let mut code = String::new();
+    let mut shown_lines = 0;
+    for line in text.lines().take(MAX_LINES) {
+        if code.len() + line.len() + 1 > MAX_BYTES {
+            break;
+        }
+        code.push_str(line);
+        code.push('\n');
+        shown_lines += 1;
+    }
+    let gutter = (1..=shown_lines)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok(Ir {
+        tabs,
+        raw_href: format!("{base}/raw/{}", fmt::enc(&a.name)),
+        name: a.name.clone(),
+        gutter,
+        code,
+        total_lines,
+        shown_lines,
+        missing: content.is_none(),
+    })
+}
+
+/// `GET /entries/{machine}/{key}/raw/{artifact}`: an IR file as plain text.
+pub async fn raw(
+    State(s): State<AppState>,
+    Path((machine, key, name)): Path<(String, String, String)>,
+) -> PageResult {
+    let e = read::entry(&s.pool, &machine, &key)
+        .await?
+        .ok_or_else(|| not_found(format!("no entry {key:?} on machine {machine:?}")))?;
+    let a = pages::artifact(&s.pool, e.id, &name)
+        .await?
+        .ok_or_else(|| not_found(format!("entry has no artifact {name:?}")))?;
+    let body = read::blob(&s.pool, &a.sha256).await?.ok_or_else(|| {
+        not_found(format!(
+            "{name} is a binary or was not stored: only IR text is kept"
+        ))
+    })?;
+    Ok(text(StatusCode::OK, "text/plain; charset=utf-8", body))
+}

@@ -1,0 +1,144 @@
+//! `/machines/{name}` — one machine: scans over time (server-side SVG), Triton versions, biggest
+//! kernels, entries compiled per day, and the relocated-cache warning.
+
+use super::overview::ScanView;
+use super::{HtmlTemplate, PageResult, fmt, is_htmx, not_found, svg};
+use crate::db::{pages, read};
+use crate::web::AppState;
+use askama::Template;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::IntoResponse;
+
+pub struct KernelLink {
+    pub name: String,
+    pub href: String,
+    pub entries: i64,
+    pub size: String,
+}
+
+pub struct Machine {
+    pub name: String,
+    pub enc: String,
+    pub entries: i64,
+    pub kernels: i64,
+    pub size: String,
+    pub last_scan: String,
+    pub versions: Vec<(String, i64, String)>,
+    pub biggest: Vec<KernelLink>,
+    pub scans: Vec<ScanView>,
+    pub scan_entries_svg: String,
+    pub scan_bytes_svg: String,
+    pub per_day_svg: String,
+    pub days: usize,
+    pub relocated: i64,
+    /// (where the group files point, where the entries sit)
+    pub relocated_paths: Option<(String, String)>,
+}
+
+#[derive(Template)]
+#[template(path = "machine.html")]
+struct Page {
+    title: String,
+    d: Machine,
+}
+
+#[derive(Template)]
+#[template(path = "machine_partial.html")]
+struct Partial {
+    d: Machine,
+}
+
+pub async fn page(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> PageResult {
+    let d = load(&s, &name).await?;
+    Ok(if is_htmx(&headers) {
+        HtmlTemplate(Partial { d }).into_response()
+    } else {
+        HtmlTemplate(Page {
+            title: d.name.clone(),
+            d,
+        })
+        .into_response()
+    })
+}
+
+async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
+    pages::refresh_stats(&s.pool).await?;
+    let m = pages::machine_summary(&s.pool, name)
+        .await?
+        .ok_or_else(|| not_found(format!("no machine named {name:?}")))?;
+    let mut scans = read::scans(&s.pool, Some(name), read::Page::new(Some(200), None)).await?;
+    scans.reverse(); // oldest first for the charts
+    let point = |r: &read::ScanRow, v: f64| (fmt::time(Some(r.scanned_at)), v);
+    let e_pts: Vec<_> = scans.iter().map(|r| point(r, r.entries as f64)).collect();
+    let b_pts: Vec<_> = scans.iter().map(|r| point(r, r.bytes as f64)).collect();
+    let per_day = pages::compiled_per_day(&s.pool, m.id).await?;
+    let bars: Vec<_> = per_day
+        .iter()
+        .map(|(d, n)| (fmt::day(*d), *n as f64))
+        .collect();
+    let relocated_paths = match pages::relocated_example(&s.pool, m.id).await? {
+        Some((root, dir, group)) if m.relocated > 0 => {
+            Some((written_root(group.as_deref(), &dir), root))
+        }
+        _ => None,
+    };
+    let versions = pages::machine_versions(&s.pool, m.id).await?;
+    let biggest = pages::biggest_kernels(&s.pool, m.id, 10).await?;
+    Ok(Machine {
+        enc: fmt::enc(&m.name),
+        entries: m.entries,
+        kernels: m.kernels,
+        size: fmt::bytes(m.bytes),
+        last_scan: fmt::age(m.last_scan_at),
+        versions: versions
+            .into_iter()
+            .map(|(v, n, b)| (v.unwrap_or_else(|| "unknown".into()), n, fmt::bytes(b)))
+            .collect(),
+        biggest: biggest
+            .into_iter()
+            .map(|k| KernelLink {
+                href: format!("/kernels/{}", fmt::enc(&k.name)),
+                entries: k.entries,
+                size: fmt::bytes(k.bytes),
+                name: k.name,
+            })
+            .collect(),
+        scan_entries_svg: svg::line_chart("Entries per scan", &e_pts, |v| format!("{v:.0}")),
+        scan_bytes_svg: svg::line_chart("Cache size per scan", &b_pts, |v| fmt::bytes(v as i64)),
+        per_day_svg: svg::bar_chart("Entries compiled per day (UTC)", &bars, |v| {
+            format!("{v:.0}")
+        }),
+        days: per_day.len(),
+        scans: scans
+            .into_iter()
+            .rev()
+            .take(20)
+            .map(super::overview::scan_view)
+            .collect(),
+        relocated: m.relocated,
+        relocated_paths,
+        name: m.name,
+    })
+}
+
+/// The directory the group file's children point into, minus the entry's own dir: the cache
+/// root of the machine (or path) that wrote the entry.
+fn written_root(group_json: Option<&str>, dir: &str) -> String {
+    let written = group_json
+        .and_then(|g| serde_json::from_str::<serde_json::Value>(g).ok())
+        .and_then(|g| {
+            g.get("written_at")
+                .and_then(|w| w.as_str())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "another path".into());
+    written
+        .strip_suffix(&format!("/{dir}"))
+        .map(str::to_string)
+        .unwrap_or(written)
+}

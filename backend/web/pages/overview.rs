@@ -1,0 +1,151 @@
+//! `/` — the fleet at a glance: machines, recent scans, bytes by artifact type and what
+//! `TRITON_STORE_BINARY_ONLY=1` would save.
+
+use super::{HtmlTemplate, PageResult, fmt, is_htmx};
+use crate::db::{pages, read};
+use crate::web::AppState;
+use askama::Template;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::IntoResponse;
+
+/// Artifact types that `TRITON_STORE_BINARY_ONLY=1` still writes (metadata, group file, the
+/// binary), or that it does not concern (launchers, autotune results).
+const KEPT_BINARY_ONLY: &[&str] = &["json", "grp", "cubin", "hsaco", "so", "autotune.json"];
+
+pub struct MachineView {
+    pub name: String,
+    pub href: String,
+    pub entries: i64,
+    pub kernels: i64,
+    pub size: String,
+    pub versions: String,
+    pub last_scan: String,
+    pub last_scan_at: String,
+    pub relocated: i64,
+}
+
+pub struct ScanView {
+    pub machine: String,
+    pub href: String,
+    pub at: String,
+    pub age: String,
+    pub root: String,
+    pub entries: i64,
+    pub new_entries: i64,
+    pub removed_entries: i64,
+    pub skipped: i64,
+    pub relocated: i64,
+    pub size: String,
+}
+
+pub struct ExtView {
+    pub ext: String,
+    pub files: i64,
+    pub size: String,
+    pub pct: String,
+    pub kept: bool,
+}
+
+pub struct Overview {
+    pub machines: Vec<MachineView>,
+    pub scans: Vec<ScanView>,
+    pub exts: Vec<ExtView>,
+    pub total: String,
+    pub saving: String,
+    pub saving_pct: String,
+}
+
+#[derive(Template)]
+#[template(path = "overview.html")]
+struct Page {
+    title: String,
+    d: Overview,
+}
+
+#[derive(Template)]
+#[template(path = "overview_partial.html")]
+struct Partial {
+    d: Overview,
+}
+
+pub async fn page(State(s): State<AppState>, headers: HeaderMap) -> PageResult {
+    let d = load(&s).await?;
+    Ok(if is_htmx(&headers) {
+        HtmlTemplate(Partial { d }).into_response()
+    } else {
+        HtmlTemplate(Page {
+            title: "Overview".into(),
+            d,
+        })
+        .into_response()
+    })
+}
+
+fn pct(part: i64, whole: i64) -> String {
+    if whole == 0 {
+        "0%".into()
+    } else {
+        format!("{:.0}%", 100.0 * part as f64 / whole as f64)
+    }
+}
+
+async fn load(s: &AppState) -> Result<Overview, super::PageError> {
+    pages::refresh_stats(&s.pool).await?;
+    let machines = pages::machine_summaries(&s.pool).await?;
+    let scans = read::scans(&s.pool, None, read::Page::new(Some(10), None)).await?;
+    let exts = pages::ext_stats(&s.pool).await?;
+    let total: i64 = exts.iter().map(|e| e.bytes).sum();
+    let saving: i64 = exts
+        .iter()
+        .filter(|e| !KEPT_BINARY_ONLY.contains(&e.ext.as_str()))
+        .map(|e| e.bytes)
+        .sum();
+    Ok(Overview {
+        machines: machines
+            .into_iter()
+            .map(|m| MachineView {
+                href: format!("/machines/{}", fmt::enc(&m.name)),
+                entries: m.entries,
+                kernels: m.kernels,
+                size: fmt::bytes(m.bytes),
+                versions: m.versions_csv.unwrap_or_default().replace(',', ", "),
+                last_scan: fmt::age(m.last_scan_at),
+                last_scan_at: fmt::time(m.last_scan_at),
+                relocated: m.relocated,
+                name: m.name,
+            })
+            .collect(),
+        scans: scans.into_iter().map(scan_view).collect(),
+        exts: exts
+            .into_iter()
+            .map(|e| ExtView {
+                kept: KEPT_BINARY_ONLY.contains(&e.ext.as_str()),
+                files: e.files,
+                size: fmt::bytes(e.bytes),
+                pct: pct(e.bytes, total),
+                ext: e.ext,
+            })
+            .collect(),
+        total: fmt::bytes(total),
+        saving: fmt::bytes(saving),
+        saving_pct: pct(saving, total),
+    })
+}
+
+/// A scan row as the overview and machine pages show it.
+pub fn scan_view(r: read::ScanRow) -> ScanView {
+    ScanView {
+        href: format!("/machines/{}", fmt::enc(&r.machine)),
+        at: fmt::time(Some(r.scanned_at)),
+        age: fmt::age(Some(r.scanned_at)),
+        root: r.root,
+        entries: r.entries,
+        new_entries: r.new_entries,
+        removed_entries: r.removed_entries,
+        skipped: r.skipped,
+        relocated: r.relocated,
+        size: fmt::bytes(r.bytes),
+        machine: r.machine,
+    }
+}

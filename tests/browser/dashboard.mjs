@@ -1,0 +1,113 @@
+// Headless Chromium walk through the dashboard, as a person would use it:
+// overview → kernel search (htmx narrows the list as you type) → a kernel → one of its entries
+// → another IR tab. Fails on any console error, page error or failed request; saves screenshots.
+//
+// Usage: BASE_URL=http://127.0.0.1:PORT SCREENSHOTS=dir node dashboard.mjs
+import { chromium } from 'playwright-core';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const base = process.env.BASE_URL ?? 'http://127.0.0.1:8600';
+const shots = process.env.SCREENSHOTS ?? 'target/screenshots';
+mkdirSync(shots, { recursive: true });
+const profile = mkdtempSync(join(tmpdir(), 'cachelens-chromium-'));
+
+const problems = [];
+let expect404 = false; // set while visiting a page that must answer 404
+function check(cond, msg) {
+  if (!cond) throw new Error(`check failed: ${msg}`);
+  console.log(`ok - ${msg}`);
+}
+
+const ctx = await chromium.launchPersistentContext(profile, {
+  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 1360, height: 900 },
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+         '--disable-component-update', '--disable-sync'],
+});
+try {
+  const page = ctx.pages()[0] ?? await ctx.newPage();
+  page.on('console', m => {
+    if (m.type() === 'error' && !(expect404 && m.text().includes('404'))) problems.push(`console error: ${m.text()} at ${m.location().url} (${page.url()})`);
+  });
+  page.on('pageerror', e => problems.push(`page error: ${e.message}`));
+  page.on('requestfailed', r => problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+  page.on('response', r => { if (r.status() >= 400 && !(expect404 && r.status() === 404)) problems.push(`HTTP ${r.status()}: ${r.url()}`); });
+
+  // 1. overview
+  await page.goto(`${base}/`);
+  check(await page.locator('h1').innerText() === 'Overview', 'overview renders');
+  check(await page.locator('a[href="/machines/a100-1"]').count() > 0, 'overview lists machine a100-1');
+  check(await page.evaluate(() => typeof window.htmx === 'object'), 'vendored htmx loaded');
+  await page.screenshot({ path: `${shots}/1-overview.png`, fullPage: true });
+
+  // 2. machine page
+  await page.click('a[href="/machines/a100-1"] >> nth=0');
+  await page.waitForURL('**/machines/a100-1');
+  check(await page.locator('svg.chart').count() >= 2, 'machine page draws SVG charts');
+  await page.screenshot({ path: `${shots}/2-machine-a100-1.png`, fullPage: true });
+
+  // 3. kernel search as you type
+  await page.click('header nav a[href="/kernels"]');
+  await page.waitForURL('**/kernels');
+  const before = await page.locator('#kernel-list a.kernel-link').count();
+  await page.evaluate(() => { window.__sameDocument = true; });
+  await page.locator('input[name=q]').pressSequentially('softm', { delay: 60 });
+  await page.waitForURL(/q=softm/);
+  await page.waitForFunction(() => [...document.querySelectorAll('#kernel-list a.kernel-link')]
+    .every(a => a.textContent.includes('softm')));
+  const names = await page.locator('#kernel-list a.kernel-link').allInnerTexts();
+  check(names.length > 0 && names.length < before, `search narrows ${before} kernels to ${names.length}: ${names.join(', ')}`);
+  check(await page.evaluate(() => window.__sameDocument === true), 'the list was swapped by htmx, not a page load');
+  await page.screenshot({ path: `${shots}/3-kernels-search.png`, fullPage: true });
+  await page.selectOption('select[name=backend]', 'hip');
+  await page.waitForURL(/backend=hip/);
+  await page.waitForLoadState('networkidle');
+  await page.screenshot({ path: `${shots}/3b-kernels-hip.png`, fullPage: true });
+  // a reload of the pushed URL renders the same list
+  const swapped = await page.locator('#kernel-list a.kernel-link').allInnerTexts();
+  await page.reload();
+  check(JSON.stringify(await page.locator('#kernel-list a.kernel-link').allInnerTexts()) === JSON.stringify(swapped), 'a full load of the pushed URL shows the same list');
+
+  // 4. a kernel: the variants grid with the autotune winner
+  await page.goto(`${base}/kernels?q=matmul`);
+  await page.click('a.kernel-link:text-is("matmul_kernel")');
+  await page.waitForURL('**/kernels/matmul_kernel');
+  check(await page.locator('table.variants').count() > 0, 'variants grid');
+  check(await page.locator('table.variants .badge.win').count() > 0, 'autotune winner marked');
+  await page.screenshot({ path: `${shots}/4-kernel-matmul.png`, fullPage: true });
+
+  // 5. an entry, then another IR tab through htmx
+  await page.locator('table.variants td a.mono').first().click();
+  await page.waitForURL('**/entries/**');
+  check(await page.locator('.ir pre.code').count() === 1, 'IR viewer shows');
+  await page.screenshot({ path: `${shots}/5-entry.png`, fullPage: false });
+  await page.click('a.ir-tab:text-is("ttir")');
+  await page.waitForURL(/ir=ttir/);
+  await page.waitForSelector('a.ir-tab.active:text-is("ttir")');
+  check((await page.locator('.ir pre.code').innerText()).includes('tt.func'), 'the ttir tab shows TTIR');
+  await page.screenshot({ path: `${shots}/6-entry-ttir.png`, fullPage: false });
+
+  // 6. an AMD entry and the 404 page (expected 404 not counted as a problem)
+  await page.goto(`${base}/kernels?backend=hip&q=softmax`);
+  await page.click('a.kernel-link:text-is("softmax_kernel")');
+  await page.locator('table.variants td a.mono', { hasText: 'mi300-1:' }).first().click();
+  await page.waitForURL('**/entries/mi300-1/**');
+  check((await page.locator('#resources').innerText()).includes('VGPRs'), 'AMD entry shows VGPRs');
+  await page.screenshot({ path: `${shots}/7-entry-mi300.png`, fullPage: true });
+  expect404 = true;
+  await page.goto(`${base}/machines/no-such-machine`);
+  check((await page.locator('h1').innerText()).startsWith('404'), '404 page for an unknown machine');
+  await page.screenshot({ path: `${shots}/8-not-found.png` });
+
+} finally {
+  await ctx.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+if (problems.length) {
+  console.error(problems.join('\n'));
+  process.exit(1);
+}
+console.log(`all browser checks passed; screenshots in ${shots}/`);
