@@ -16,6 +16,7 @@ mod compare;
 mod fields;
 mod ir;
 mod matching;
+pub mod report;
 mod source;
 #[cfg(test)]
 mod tests;

@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod error;
+pub mod explain;
 
 use axum::Router;
 use sqlx::SqlitePool;
@@ -41,6 +42,7 @@ impl AppState {
 /// The whole application.
 pub fn app(state: AppState) -> Router {
     Router::new()
+        .merge(explain::router())
         .nest("/api/v1", api::router())
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
