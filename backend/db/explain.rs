@@ -21,12 +21,16 @@ const KERNEL_KINDS: &str = "('kernel', 'binary_only', 'partial')";
 
 /// One entry as a [`Side`], by machine and key (removed entries included).
 pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Option<Loaded>> {
-    let Some(row) = read::entry(pool, machine, key).await? else { return Ok(None) };
+    let Some(row) = read::entry(pool, machine, key).await? else {
+        return Ok(None);
+    };
     let (meta, group, _) = read::entry_json(pool, row.id).await?;
     let mut ir = ir_texts(pool, &[row.id]).await?;
     let (source, ttir) = ir.remove(&row.id).unwrap_or_default();
     let group: Option<serde_json::Value> = group.and_then(|g| serde_json::from_str(&g).ok());
-    let group_at = group.as_ref().and_then(|g| g.get("written_at")?.as_str().map(str::to_string));
+    let group_at = group
+        .as_ref()
+        .and_then(|g| g.get("written_at")?.as_str().map(str::to_string));
     let side = Side {
         machine: row.machine.clone(),
         key: row.key.clone(),
@@ -37,7 +41,11 @@ pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<O
         binary_sha256: row.binary_sha256.clone(),
         relocated: row.relocated,
     };
-    Ok(Some(Loaded { side, row, group_at }))
+    Ok(Some(Loaded {
+        side,
+        row,
+        group_at,
+    }))
 }
 
 /// Text of one entry's IR artifact of the given extension (`source`, `ttir`, `ttgir`, `llir`,
@@ -54,7 +62,10 @@ pub async fn ir_of(pool: &SqlitePool, entry_id: i64, ext: &str) -> sqlx::Result<
 }
 
 /// `.source` and `.ttir` texts of many entries: id → (source, ttir).
-async fn ir_texts(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, (Option<String>, Option<String>)>> {
+async fn ir_texts(
+    pool: &SqlitePool,
+    ids: &[i64],
+) -> sqlx::Result<HashMap<i64, (Option<String>, Option<String>)>> {
     let mut out: HashMap<i64, (Option<String>, Option<String>)> = HashMap::new();
     for part in ids.chunks(500) {
         let mut qb = QueryBuilder::<Sqlite>::new(
@@ -184,7 +195,10 @@ pub async fn kernel_sides(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<S
 
 /// Whether a machine exists.
 pub async fn machine_exists(pool: &SqlitePool, machine: &str) -> sqlx::Result<bool> {
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM machines WHERE name = ?").bind(machine).fetch_one(pool).await?;
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM machines WHERE name = ?")
+        .bind(machine)
+        .fetch_one(pool)
+        .await?;
     Ok(n > 0)
 }
 
@@ -210,7 +224,10 @@ pub enum ExplainError {
 pub fn parse_id(id: &str) -> Result<(&str, &str), ExplainError> {
     let bad = || ExplainError::Bad(format!("malformed entry id {id:?}: expected MACHINE:KEY"));
     let (m, k) = id.rsplit_once(':').ok_or_else(bad)?;
-    let key_ok = !k.is_empty() && k.len() <= 128 && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let key_ok = !k.is_empty()
+        && k.len() <= 128
+        && k.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if !crate::model::valid_machine_name(m) || !key_ok {
         return Err(bad());
     }
@@ -220,17 +237,32 @@ pub fn parse_id(id: &str) -> Result<(&str, &str), ExplainError> {
 /// Loads an entry by `MACHINE:KEY`, 404 when unknown.
 pub async fn load_id(pool: &SqlitePool, id: &str) -> Result<Loaded, ExplainError> {
     let (m, k) = parse_id(id)?;
-    load(pool, m, k).await?.ok_or_else(|| ExplainError::NotFound(format!("no entry {m}:{k}")))
+    load(pool, m, k)
+        .await?
+        .ok_or_else(|| ExplainError::NotFound(format!("no entry {m}:{k}")))
 }
 
 /// The comparison of two entries, with the IR diff of `ir` (default: `.source` when both have
 /// one, else `.ttir`).
-pub async fn compare_ids(pool: &SqlitePool, a: &str, b: &str, ir: Option<&str>, strip: bool) -> Result<CompareReport, ExplainError> {
+pub async fn compare_ids(
+    pool: &SqlitePool,
+    a: &str,
+    b: &str,
+    ir: Option<&str>,
+    strip: bool,
+) -> Result<CompareReport, ExplainError> {
     if let Some(k) = ir.filter(|k| !report::IR_KINDS.contains(k)) {
-        return Err(ExplainError::Bad(format!("unknown IR {k:?}: one of {}", report::IR_KINDS.join(", "))));
+        return Err(ExplainError::Bad(format!(
+            "unknown IR {k:?}: one of {}",
+            report::IR_KINDS.join(", ")
+        )));
     }
     let (la, lb) = (load_id(pool, a).await?, load_id(pool, b).await?);
-    let kind = ir.unwrap_or(if la.side.source.is_some() && lb.side.source.is_some() { "source" } else { "ttir" });
+    let kind = ir.unwrap_or(if la.side.source.is_some() && lb.side.source.is_some() {
+        "source"
+    } else {
+        "ttir"
+    });
     let text = |l: &Loaded| -> Option<String> {
         match kind {
             "source" => l.side.source.clone(),
@@ -240,13 +272,22 @@ pub async fn compare_ids(pool: &SqlitePool, a: &str, b: &str, ir: Option<&str>, 
     };
     let (ta, tb) = match kind {
         "source" | "ttir" => (text(&la), text(&lb)),
-        _ => (ir_of(pool, la.row.id, kind).await?, ir_of(pool, lb.row.id, kind).await?),
+        _ => (
+            ir_of(pool, la.row.id, kind).await?,
+            ir_of(pool, lb.row.id, kind).await?,
+        ),
     };
     let (ir_stats, ir_rows) = report::ir_report(kind, ta.as_deref(), tb.as_deref(), strip, 3);
     let relocated = [("a", &la), ("b", &lb)]
         .into_iter()
         .filter(|(_, l)| l.side.relocated)
-        .map(|(s, l)| report::Relocated::new(s, format!("{}:{}", l.row.machine, l.row.key), l.group_at.clone()))
+        .map(|(s, l)| {
+            report::Relocated::new(
+                s,
+                format!("{}:{}", l.row.machine, l.row.key),
+                l.group_at.clone(),
+            )
+        })
         .collect();
     Ok(CompareReport {
         cmp: compare(&la.side, &lb.side),
@@ -273,7 +314,11 @@ pub struct Neighbour {
 }
 
 /// The closest entries of the same kernel on any machine, fewest differing key inputs first.
-pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
+pub async fn nearest_of(
+    pool: &SqlitePool,
+    id: &str,
+    limit: usize,
+) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
     let of = load_id(pool, id).await?;
     let kernel = of.side.kernel_name().map(str::to_string);
     let mut cands = match &kernel {
@@ -302,13 +347,23 @@ pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Lo
 
 /// Which scans to compare: `to` defaults to the machine's latest scan, `from` to the scan of
 /// the same root before `to` (none when `to` is the first).
-pub async fn pick_scans(pool: &SqlitePool, machine: &str, from: Option<i64>, to: Option<i64>) -> Result<(Option<ScanRef>, ScanRef, Vec<ScanRef>), ExplainError> {
+pub async fn pick_scans(
+    pool: &SqlitePool,
+    machine: &str,
+    from: Option<i64>,
+    to: Option<i64>,
+) -> Result<(Option<ScanRef>, ScanRef, Vec<ScanRef>), ExplainError> {
     let all = scans_of(pool, machine).await?;
     if all.is_empty() {
-        return Err(ExplainError::NotFound(format!("no scans of machine {machine:?}")));
+        return Err(ExplainError::NotFound(format!(
+            "no scans of machine {machine:?}"
+        )));
     }
     let find = |id: i64| {
-        all.iter().find(|s| s.id == id).cloned().ok_or_else(|| ExplainError::NotFound(format!("no scan {id} of machine {machine}")))
+        all.iter()
+            .find(|s| s.id == id)
+            .cloned()
+            .ok_or_else(|| ExplainError::NotFound(format!("no scan {id} of machine {machine}")))
     };
     let to = match to {
         Some(id) => find(id)?,
@@ -316,24 +371,49 @@ pub async fn pick_scans(pool: &SqlitePool, machine: &str, from: Option<i64>, to:
     };
     let from = match from {
         Some(id) => Some(find(id)?),
-        None => all.iter().rev().find(|s| s.root == to.root && (s.scanned_at, s.id) < (to.scanned_at, to.id)).cloned(),
+        None => all
+            .iter()
+            .rev()
+            .find(|s| s.root == to.root && (s.scanned_at, s.id) < (to.scanned_at, to.id))
+            .cloned(),
     };
     if let Some(f) = &from
         && f.root != to.root
     {
-        return Err(ExplainError::Bad(format!("scans {} and {} are of different cache dirs ({} vs {})", f.id, to.id, f.root, to.root)));
+        return Err(ExplainError::Bad(format!(
+            "scans {} and {} are of different cache dirs ({} vs {})",
+            f.id, to.id, f.root, to.root
+        )));
     }
     Ok((from, to, all))
 }
 
-fn inv_report(old: &[crate::explain::Side], new: &[crate::explain::Side], machines: (&str, &str)) -> InvalidationsReport {
-    let moved: std::collections::HashSet<&str> = new.iter().filter(|s| s.relocated).map(|s| s.key.as_str()).collect();
+fn inv_report(
+    old: &[crate::explain::Side],
+    new: &[crate::explain::Side],
+    machines: (&str, &str),
+) -> InvalidationsReport {
+    let moved: std::collections::HashSet<&str> = new
+        .iter()
+        .filter(|s| s.relocated)
+        .map(|s| s.key.as_str())
+        .collect();
     let inv = invalidations(old, new);
-    report::invalidations_report(inv, machines, (old.len(), new.len()), |k| moved.contains(k), moved.len())
+    report::invalidations_report(
+        inv,
+        machines,
+        (old.len(), new.len()),
+        |k| moved.contains(k),
+        moved.len(),
+    )
 }
 
 /// Invalidations on one machine between two scans.
-pub async fn invalidations_scans(pool: &SqlitePool, from: Option<&ScanRef>, to: &ScanRef) -> Result<InvalidationsReport, ExplainError> {
+pub async fn invalidations_scans(
+    pool: &SqlitePool,
+    from: Option<&ScanRef>,
+    to: &ScanRef,
+) -> Result<InvalidationsReport, ExplainError> {
     let old = match from {
         Some(f) => sides_at(pool, f).await?,
         None => vec![],
@@ -346,7 +426,11 @@ pub async fn invalidations_scans(pool: &SqlitePool, from: Option<&ScanRef>, to: 
 }
 
 /// Invalidations from machine `a` to machine `b`, as they are now.
-pub async fn invalidations_machines(pool: &SqlitePool, a: &str, b: &str) -> Result<InvalidationsReport, ExplainError> {
+pub async fn invalidations_machines(
+    pool: &SqlitePool,
+    a: &str,
+    b: &str,
+) -> Result<InvalidationsReport, ExplainError> {
     for m in [a, b] {
         if !machine_exists(pool, m).await? {
             return Err(ExplainError::NotFound(format!("no machine {m:?}")));

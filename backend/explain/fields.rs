@@ -233,7 +233,8 @@ fn option(cx: &Context, k: &str, f: impl Fn(Cause) -> Finding) -> Finding {
 
 /// Default `num_stages` of each backend (CUDA 3, HIP 2): a difference that is exactly the two
 /// backends' defaults follows from the target change.
-const BACKEND_DEFAULTS: &[(&str, &str, i64)] = &[("num_stages", "cuda", 3), ("num_stages", "hip", 2)];
+const BACKEND_DEFAULTS: &[(&str, &str, i64)] =
+    &[("num_stages", "cuda", 3), ("num_stages", "hip", 2)];
 
 fn backends_differ(cx: &Context) -> bool {
     target_field(cx.a, "backend") != target_field(cx.b, "backend")
@@ -245,7 +246,9 @@ fn backend_default(cx: &Context, k: &str, fi: &Finding) -> Option<&'static str> 
     }
     let is_default = |m: &Map<String, Value>, v: &Value| {
         let b = target_field(m, "backend");
-        BACKEND_DEFAULTS.iter().any(|(o, be, d)| *o == k && b.as_str() == Some(*be) && v.as_i64() == Some(*d))
+        BACKEND_DEFAULTS
+            .iter()
+            .any(|(o, be, d)| *o == k && b.as_str() == Some(*be) && v.as_i64() == Some(*d))
     };
     (is_default(cx.a, &fi.row.a) && is_default(cx.b, &fi.row.b))
         .then_some("each backend's default: consequence of the target change")
@@ -272,7 +275,9 @@ fn extern_libs(cx: &Context, fi: Finding) -> Finding {
     };
     if names(&fi.row.a) != names(&fi.row.b) {
         if backends_differ(cx) {
-            return fi.consequence("each backend links its own libraries: consequence of the target change");
+            return fi.consequence(
+                "each backend links its own libraries: consequence of the target change",
+            );
         }
         return fi.note("different libraries");
     }

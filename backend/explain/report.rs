@@ -10,7 +10,9 @@ pub const IR_KINDS: &[&str] = &["source", "ttir", "ttgir", "llir", "ptx", "amdgc
 
 /// The consequence of an entry whose group file points elsewhere.
 pub fn relocation_consequence(group_at: Option<&str>) -> String {
-    let to = group_at.map(str::to_string).unwrap_or_else(|| "another path".into());
+    let to = group_at
+        .map(str::to_string)
+        .unwrap_or_else(|| "another path".into());
     format!("its group file points to {to}: Triton will miss on this entry where it sits now")
 }
 
@@ -30,7 +32,12 @@ pub struct Relocated {
 impl Relocated {
     pub fn new(side: &'static str, entry: String, group_at: Option<String>) -> Relocated {
         let consequence = relocation_consequence(group_at.as_deref());
-        Relocated { side, entry, group_at, consequence }
+        Relocated {
+            side,
+            entry,
+            group_at,
+            consequence,
+        }
     }
 }
 
@@ -86,14 +93,38 @@ impl CompareReport {
 
 /// Diffs two IR texts into stats and side-by-side rows (equal runs longer than 2×`context`
 /// collapsed).
-pub fn ir_report(kind: &str, a: Option<&str>, b: Option<&str>, strip: bool, context: usize) -> (IrStats, Vec<SbsRow>) {
-    let mut st = IrStats { kind: kind.into(), strip, a_available: a.is_some(), b_available: b.is_some(), ..Default::default() };
-    let (Some(a), Some(b)) = (a, b) else { return (st, vec![]) };
+pub fn ir_report(
+    kind: &str,
+    a: Option<&str>,
+    b: Option<&str>,
+    strip: bool,
+    context: usize,
+) -> (IrStats, Vec<SbsRow>) {
+    let mut st = IrStats {
+        kind: kind.into(),
+        strip,
+        a_available: a.is_some(),
+        b_available: b.is_some(),
+        ..Default::default()
+    };
+    let (Some(a), Some(b)) = (a, b) else {
+        return (st, vec![]);
+    };
+    let (a, b) = if strip {
+        (debug_info_blanked(kind, a), debug_info_blanked(kind, b))
+    } else {
+        (a.to_string(), b.to_string())
+    };
+    let (a, b) = (a.as_str(), b.as_str());
     let lines = ir_diff(a, b, strip);
     let b_lines: Vec<&str> = b.lines().collect();
     let b_text = |n: usize| {
         let l = b_lines.get(n - 1).copied().unwrap_or("");
-        if strip { strip_locations(l).trim_end().to_string() } else { l.to_string() }
+        if strip {
+            strip_locations(l).trim_end().to_string()
+        } else {
+            l.to_string()
+        }
     };
     let mut rows = Vec::new();
     let mut i = 0;
@@ -101,12 +132,24 @@ pub fn ir_report(kind: &str, a: Option<&str>, b: Option<&str>, strip: bool, cont
         let l = &lines[i];
         if l.tag == "equal" {
             st.equal += 1;
-            rows.push(SbsRow { tag: "equal", a_no: l.a_no, a: Some(l.text.clone()), b_no: l.b_no, b: l.b_no.map(b_text) });
+            rows.push(SbsRow {
+                tag: "equal",
+                a_no: l.a_no,
+                a: Some(l.text.clone()),
+                b_no: l.b_no,
+                b: l.b_no.map(b_text),
+            });
             i += 1;
             continue;
         }
-        let dels: Vec<&DiffLine> = lines[i..].iter().take_while(|x| x.tag == "delete").collect();
-        let ins: Vec<&DiffLine> = lines[i + dels.len()..].iter().take_while(|x| x.tag == "insert").collect();
+        let dels: Vec<&DiffLine> = lines[i..]
+            .iter()
+            .take_while(|x| x.tag == "delete")
+            .collect();
+        let ins: Vec<&DiffLine> = lines[i + dels.len()..]
+            .iter()
+            .take_while(|x| x.tag == "insert")
+            .collect();
         st.deleted += dels.len();
         st.inserted += ins.len();
         for k in 0..dels.len().max(ins.len()) {
@@ -129,6 +172,43 @@ pub fn ir_report(kind: &str, a: Option<&str>, b: Option<&str>, strip: bool, cont
     (st, collapse(rows, context))
 }
 
+/// Location noise of the lowered IRs, which [`strip_locations`] (MLIR `loc(...)`) does not know:
+/// PTX/AMDGCN `.loc`/`.file` directives and `// file:line` comments, LLVM `!dbg` attachments and
+/// debug metadata. Such lines become `#loc` (dropped by the diff, line numbers kept).
+fn debug_info_blanked(kind: &str, text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let t = line.trim_start();
+        let l = match kind {
+            "ptx" | "amdgcn" if t.starts_with(".loc") || t.starts_with(".file") => {
+                "#loc".to_string()
+            }
+            "ptx" => line
+                .split_once("//")
+                .map(|(code, _)| code.trim_end())
+                .unwrap_or(line)
+                .to_string(),
+            "llir" if t.starts_with('!') && t.contains("= !DI") || t.starts_with("#dbg_") => {
+                "#loc".to_string()
+            }
+            "llir" => match line.find(", !dbg !") {
+                Some(i) => {
+                    let rest = &line[i + 8..];
+                    let end = rest
+                        .find(|c: char| !c.is_ascii_digit())
+                        .unwrap_or(rest.len());
+                    format!("{}{}", &line[..i], &rest[end..])
+                }
+                None => line.to_string(),
+            },
+            _ => line.to_string(),
+        };
+        out.push_str(&l);
+        out.push('\n');
+    }
+    out
+}
+
 /// Replaces runs of equal rows longer than `2 * context + 1` by a `skip` row.
 fn collapse(rows: Vec<SbsRow>, context: usize) -> Vec<SbsRow> {
     let mut out = Vec::with_capacity(rows.len());
@@ -140,7 +220,13 @@ fn collapse(rows: Vec<SbsRow>, context: usize) -> Vec<SbsRow> {
             let skipped = run.len() - head - tail;
             let rest = run.split_off(head);
             out.append(run);
-            out.push(SbsRow { tag: "skip", a_no: None, a: Some(format!("{skipped} equal lines")), b_no: None, b: None });
+            out.push(SbsRow {
+                tag: "skip",
+                a_no: None,
+                a: Some(format!("{skipped} equal lines")),
+                b_no: None,
+                b: None,
+            });
             out.extend(rest.into_iter().skip(skipped));
         } else {
             out.append(run);
@@ -223,7 +309,11 @@ pub fn invalidations_report(
     relocated: impl Fn(&str) -> bool,
     relocated_total: usize,
 ) -> InvalidationsReport {
-    let kk = |v: Vec<(String, String)>| v.into_iter().map(|(kernel, key)| KernelKey { kernel, key }).collect();
+    let kk = |v: Vec<(String, String)>| {
+        v.into_iter()
+            .map(|(kernel, key)| KernelKey { kernel, key })
+            .collect()
+    };
     let invalidated = inv
         .invalidated
         .into_iter()
@@ -274,28 +364,62 @@ pub fn render_text(r: &CompareReport) -> String {
     let show = |v: &serde_json::Value| match v {
         serde_json::Value::Null => "-".to_string(),
         serde_json::Value::String(s) if s.is_empty() => "\"\"".into(),
-            serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::String(s) => s.clone(),
         o => o.to_string(),
     };
-    let clip = |s: String| if s.chars().count() > 60 { format!("{}…", s.chars().take(59).collect::<String>()) } else { s };
+    let clip = |s: String| {
+        if s.chars().count() > 60 {
+            format!("{}…", s.chars().take(59).collect::<String>())
+        } else {
+            s
+        }
+    };
     let mut o = String::new();
     let k = |k: &Option<String>| k.as_deref().map(|k| format!(" ({k})")).unwrap_or_default();
-    let _ = writeln!(o, "A: {}{}\nB: {}{}", c.a, k(&r.kernel_a), c.b, k(&r.kernel_b));
+    let _ = writeln!(
+        o,
+        "A: {}{}\nB: {}{}",
+        c.a,
+        k(&r.kernel_a),
+        c.b,
+        k(&r.kernel_b)
+    );
     let _ = writeln!(o, "\ncause: {}\n{}", c.cause.as_str(), c.summary);
     if c.identical_binary {
-        let _ = writeln!(o, "identical binary: the same bytes under both keys, pure key churn");
+        let _ = writeln!(
+            o,
+            "identical binary: the same bytes under both keys, pure key churn"
+        );
     }
     for x in &r.relocated {
         let _ = writeln!(o, "relocated {}: {}", x.side.to_uppercase(), x.consequence);
     }
     let differing: Vec<_> = c.components.iter().filter(|r| r.differs).collect();
     let _ = writeln!(o, "\ndiffering ({}):", differing.len());
-    let w = differing.iter().map(|r| r.field.len()).max().unwrap_or(5).min(32);
+    let w = differing
+        .iter()
+        .map(|r| r.field.len())
+        .max()
+        .unwrap_or(5)
+        .min(32);
     for row in &differing {
-        let tag = if row.note.is_none() && row.component != Cause::None { "*" } else { " " };
-        let _ = write!(o, " {tag} {:<9} {:<w$}  {}  →  {}", row.component.as_str(), row.field, clip(show(&row.a)), clip(show(&row.b)));
+        let tag = if row.note.is_none() && row.component != Cause::None {
+            "*"
+        } else {
+            " "
+        };
+        let _ = write!(
+            o,
+            " {tag} {:<9} {:<w$}  {}  →  {}",
+            row.component.as_str(),
+            row.field,
+            clip(show(&row.a)),
+            clip(show(&row.b))
+        );
         match &row.note {
-            Some(n) => { let _ = writeln!(o, "   ({n})"); }
+            Some(n) => {
+                let _ = writeln!(o, "   ({n})");
+            }
             None => o.push('\n'),
         }
     }
@@ -308,7 +432,10 @@ pub fn render_text(r: &CompareReport) -> String {
         }
     }
     by.sort_by_key(|(c, _)| c.rank());
-    let parts: Vec<String> = by.iter().map(|(c, n)| format!("{} {n}", c.as_str())).collect();
+    let parts: Vec<String> = by
+        .iter()
+        .map(|(c, n)| format!("{} {n}", c.as_str()))
+        .collect();
     let _ = writeln!(o, "equal ({}): {}", equal.len(), parts.join(", "));
     let ir = &r.ir;
     if ir.a_available && ir.b_available {
@@ -316,7 +443,11 @@ pub fn render_text(r: &CompareReport) -> String {
             o,
             "\nIR .{}{}: {} lines only in A, {} only in B, {} equal",
             ir.kind,
-            if ir.strip { " (locations stripped)" } else { "" },
+            if ir.strip {
+                " (locations stripped)"
+            } else {
+                ""
+            },
             ir.deleted,
             ir.inserted,
             ir.equal

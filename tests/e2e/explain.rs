@@ -26,10 +26,19 @@ async fn upgrades() -> (Vec<tempfile::TempDir>, AppState) {
 /// GET with `HX-Request: true`; returns (status, body).
 async fn get_htmx(state: &AppState, uri: &str) -> (u16, String) {
     use tower::ServiceExt;
-    let req = axum::http::Request::builder().uri(uri).header("HX-Request", "true").body(axum::body::Body::empty()).unwrap();
-    let resp = cachelens::web::app(state.clone()).oneshot(req).await.unwrap();
+    let req = axum::http::Request::builder()
+        .uri(uri)
+        .header("HX-Request", "true")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = cachelens::web::app(state.clone())
+        .oneshot(req)
+        .await
+        .unwrap();
     let status = resp.status().as_u16();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -41,40 +50,105 @@ fn arr(v: &Value) -> &Vec<Value> {
 /// predecessor (same kernel, nothing but the compiler differs), through DB and API.
 async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str, n: usize) {
     let scans = get_json(state, &format!("/api/v1/scans?machine={machine}")).await;
-    let (first, second) = (scans[1]["id"].as_i64().unwrap(), scans[0]["id"].as_i64().unwrap());
+    let (first, second) = (
+        scans[1]["id"].as_i64().unwrap(),
+        scans[0]["id"].as_i64().unwrap(),
+    );
     // Through the DB.
-    let (from, to, _) = dbx::pick_scans(&state.pool, machine, None, None).await.unwrap();
-    assert_eq!((from.as_ref().map(|s| s.id), to.id), (Some(first), second), "defaults: previous scan → latest");
-    let r = dbx::invalidations_scans(&state.pool, from.as_ref(), &to).await.unwrap();
-    assert_eq!((r.invalidated.len(), r.kept, r.new.len(), r.removed.len()), (n, n, 0, 0), "{}", r.summary);
+    let (from, to, _) = dbx::pick_scans(&state.pool, machine, None, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        (from.as_ref().map(|s| s.id), to.id),
+        (Some(first), second),
+        "defaults: previous scan → latest"
+    );
+    let r = dbx::invalidations_scans(&state.pool, from.as_ref(), &to)
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.invalidated.len(), r.kept, r.new.len(), r.removed.len()),
+        (n, n, 0, 0),
+        "{}",
+        r.summary
+    );
     // Through the API, explicit and default scans alike.
-    let inv = get_json(state, &format!("/api/v1/invalidations?machine={machine}&from={first}&to={second}")).await;
-    assert_eq!(inv, get_json(state, &format!("/api/v1/invalidations?machine={machine}")).await);
+    let inv = get_json(
+        state,
+        &format!("/api/v1/invalidations?machine={machine}&from={first}&to={second}"),
+    )
+    .await;
+    assert_eq!(
+        inv,
+        get_json(state, &format!("/api/v1/invalidations?machine={machine}")).await
+    );
     let list = arr(&inv["invalidated"]);
     assert_eq!(list.len(), n);
     assert_eq!(inv["kept"], n, "the old generation stays on disk");
     assert!(arr(&inv["new"]).is_empty() && arr(&inv["removed"]).is_empty());
     let summary = inv["summary"].as_str().unwrap();
-    assert!(summary.starts_with(&format!("{n} of {n} kernels recompiled after Triton {old_v} → {new_v}; 0 had identical binaries")), "{summary}");
-    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "compiler", "count": n}]));
+    assert!(
+        summary.starts_with(&format!(
+            "{n} of {n} kernels recompiled after Triton {old_v} → {new_v}; 0 had identical binaries"
+        )),
+        "{summary}"
+    );
+    assert_eq!(
+        inv["by_cause"],
+        serde_json::json!([{"cause": "compiler", "count": n}])
+    );
     // Every old entry is some new entry's predecessor, exactly once.
-    let olds: HashSet<&str> = list.iter().map(|i| i["old_key"].as_str().unwrap()).collect();
-    let news: HashSet<&str> = list.iter().map(|i| i["new_key"].as_str().unwrap()).collect();
+    let olds: HashSet<&str> = list
+        .iter()
+        .map(|i| i["old_key"].as_str().unwrap())
+        .collect();
+    let news: HashSet<&str> = list
+        .iter()
+        .map(|i| i["new_key"].as_str().unwrap())
+        .collect();
     assert_eq!((olds.len(), news.len()), (n, n));
-    let before = get_json(state, &format!("/api/v1/entries?machine={machine}&limit=1000")).await;
-    let versions: HashMap<&str, &str> =
-        arr(&before).iter().map(|e| (e["key"].as_str().unwrap(), e["triton_version"].as_str().unwrap())).collect();
+    let before = get_json(
+        state,
+        &format!("/api/v1/entries?machine={machine}&limit=1000"),
+    )
+    .await;
+    let versions: HashMap<&str, &str> = arr(&before)
+        .iter()
+        .map(|e| {
+            (
+                e["key"].as_str().unwrap(),
+                e["triton_version"].as_str().unwrap(),
+            )
+        })
+        .collect();
     for i in list {
         assert_eq!(i["cause"], "compiler");
         assert_eq!(versions[i["old_key"].as_str().unwrap()], old_v);
         assert_eq!(versions[i["new_key"].as_str().unwrap()], new_v);
-        assert_eq!(i["summary"], format!("Triton {old_v} → {new_v}; everything else equal"), "{i}");
-        let c = get_json(state, &format!("/api/v1/compare?a={}&b={}", i["a"].as_str().unwrap(), i["b"].as_str().unwrap())).await;
+        assert_eq!(
+            i["summary"],
+            format!("Triton {old_v} → {new_v}; everything else equal"),
+            "{i}"
+        );
+        let c = get_json(
+            state,
+            &format!(
+                "/api/v1/compare?a={}&b={}",
+                i["a"].as_str().unwrap(),
+                i["b"].as_str().unwrap()
+            ),
+        )
+        .await;
         assert_eq!(c["cause"], "compiler");
         assert_eq!(c["kernel_a"], i["kernel"]);
         assert_eq!(c["kernel_b"], i["kernel"]);
         // nothing but the compiler is a cause
-        assert!(arr(&c["components"]).iter().all(|r| r["differs"] == false || r["component"] == "compiler" || r["note"].is_string()), "{c}");
+        assert!(
+            arr(&c["components"]).iter().all(|r| r["differs"] == false
+                || r["component"] == "compiler"
+                || r["note"].is_string()),
+            "{c}"
+        );
     }
 }
 
@@ -92,23 +166,50 @@ async fn explain_compare_api_and_errors() {
     let i = &inv["invalidated"][0];
     let (a, b) = (i["a"].as_str().unwrap(), i["b"].as_str().unwrap());
     let c = get_json(&state, &format!("/api/v1/compare?a={a}&b={b}")).await;
-    for k in ["a", "b", "cause", "summary", "components", "identical_binary"] {
+    for k in [
+        "a",
+        "b",
+        "cause",
+        "summary",
+        "components",
+        "identical_binary",
+    ] {
         assert!(c.get(k).is_some(), "compare lacks {k}: {c}");
     }
     assert_eq!(c["identical_binary"], false);
     let rows = arr(&c["components"]);
-    assert_eq!(rows[0]["field"], "triton_version", "differing key inputs first");
-    assert_eq!((rows[0]["component"].as_str(), rows[0]["a"].as_str(), rows[0]["b"].as_str()), (Some("compiler"), Some("3.4.0"), Some("3.5.1")));
+    assert_eq!(
+        rows[0]["field"], "triton_version",
+        "differing key inputs first"
+    );
+    assert_eq!(
+        (
+            rows[0]["component"].as_str(),
+            rows[0]["a"].as_str(),
+            rows[0]["b"].as_str()
+        ),
+        (Some("compiler"), Some("3.4.0"), Some("3.5.1"))
+    );
     let first_equal = rows.iter().position(|r| r["differs"] == false).unwrap();
-    assert!(rows[first_equal..].iter().all(|r| r["differs"] == false), "differing rows first");
+    assert!(
+        rows[first_equal..].iter().all(|r| r["differs"] == false),
+        "differing rows first"
+    );
     for comp in ["compiler", "backend", "source", "options", "none"] {
-        assert!(rows.iter().any(|r| r["component"] == comp), "component {comp} listed");
+        assert!(
+            rows.iter().any(|r| r["component"] == comp),
+            "component {comp} listed"
+        );
     }
     // The corpus was written elsewhere: every entry is relocated, and says what that means.
     let reloc = arr(&c["relocated"]);
     assert_eq!(reloc.len(), 2);
     let msg = reloc[0]["consequence"].as_str().unwrap();
-    assert!(msg.starts_with("its group file points to /") && msg.ends_with("Triton will miss on this entry where it sits now"), "{msg}");
+    assert!(
+        msg.starts_with("its group file points to /")
+            && msg.ends_with("Triton will miss on this entry where it sits now"),
+        "{msg}"
+    );
     // Other IRs on request, locations kept with strip=0.
     let ptx = get_json(&state, &format!("/api/v1/compare?a={a}&b={b}&ir=ptx")).await;
     assert_eq!(ptx["ir"]["kind"], "ptx");
@@ -116,14 +217,23 @@ async fn explain_compare_api_and_errors() {
     let raw = get_json(&state, &format!("/api/v1/compare?a={a}&b={b}&strip=0")).await;
     assert_eq!(raw["ir"]["strip"], false);
     // Same entry: no cause.
-    assert_eq!(get_json(&state, &format!("/api/v1/compare?a={a}&b={a}")).await["cause"], "none");
+    assert_eq!(
+        get_json(&state, &format!("/api/v1/compare?a={a}&b={a}")).await["cause"],
+        "none"
+    );
     // Errors: 400 malformed, 404 unknown, JSON bodies.
     for (uri, status) in [
         (format!("/api/v1/compare?a=nocolon&b={b}"), 400),
         (format!("/api/v1/compare?a={a}"), 400),
         (format!("/api/v1/compare?a={a}&b={b}&ir=sass"), 400),
         (format!("/api/v1/compare?a=a100-1:NOSUCHKEY&b={b}"), 404),
-        (format!("/api/v1/compare?a=nobody:{}&b={b}", i["old_key"].as_str().unwrap()), 404),
+        (
+            format!(
+                "/api/v1/compare?a=nobody:{}&b={b}",
+                i["old_key"].as_str().unwrap()
+            ),
+            404,
+        ),
         ("/api/v1/nearest?entry=a100-1:NOSUCHKEY".into(), 404),
         ("/api/v1/nearest".into(), 400),
         ("/api/v1/invalidations?machine=nobody".into(), 404),
@@ -133,8 +243,12 @@ async fn explain_compare_api_and_errors() {
     ] {
         let (s, body) = get(&state, &uri).await;
         assert_eq!(s, status, "{uri}: {body}");
-        let v: Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{uri}: not JSON: {body}"));
-        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{uri}: {body}");
+        let v: Value =
+            serde_json::from_str(&body).unwrap_or_else(|_| panic!("{uri}: not JSON: {body}"));
+        assert!(
+            v["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{uri}: {body}"
+        );
     }
 }
 
@@ -143,26 +257,69 @@ async fn explain_nearest_and_cross_arch() {
     let (_keep, state) = upgrades().await;
     // An sm_80 add kernel (3.5.1) against its nearest sm_90 one (3.6.0, h100 JIT).
     let inv = get_json(&state, "/api/v1/invalidations?machine=a100-1").await;
-    let add = arr(&inv["invalidated"]).iter().find(|i| i["kernel"] == "add_kernel").unwrap();
+    let add = arr(&inv["invalidated"])
+        .iter()
+        .find(|i| i["kernel"] == "add_kernel")
+        .unwrap();
     let id = add["b"].as_str().unwrap();
     let near = get_json(&state, &format!("/api/v1/nearest?entry={id}&limit=200")).await;
     assert_eq!(near["kernel"], "add_kernel");
     let list = arr(&near["neighbours"]);
-    assert!(list.windows(2).all(|w| w[0]["differing"].as_u64() <= w[1]["differing"].as_u64()), "ranked");
-    assert_eq!(list[0]["id"], add["a"], "the nearest is its own predecessor");
+    assert!(
+        list.windows(2)
+            .all(|w| w[0]["differing"].as_u64() <= w[1]["differing"].as_u64()),
+        "ranked"
+    );
+    assert_eq!(
+        list[0]["id"], add["a"],
+        "the nearest is its own predecessor"
+    );
     assert!(list.iter().all(|n| n["id"] != id), "not itself");
-    let h100 = list.iter().find(|n| n["machine"] == "h100-a").expect("h100 add kernels are neighbours");
-    let c = get_json(&state, &format!("/api/v1/compare?a={id}&b={}", h100["id"].as_str().unwrap())).await;
-    assert_eq!(c["cause"], "compiler", "3.5.1 → 3.6.0 is the most upstream difference: {}", c["summary"]);
-    let arch = arr(&c["components"]).iter().find(|r| r["field"] == "target.arch").unwrap();
-    assert_eq!((arch["component"].as_str(), arch["a"].as_i64(), arch["b"].as_i64(), arch["differs"].as_bool()), (Some("backend"), Some(80), Some(90), Some(true)));
-    assert!(c["summary"].as_str().unwrap().contains("backend: target sm80 → sm90"), "{}", c["summary"]);
+    let h100 = list
+        .iter()
+        .find(|n| n["machine"] == "h100-a")
+        .expect("h100 add kernels are neighbours");
+    let c = get_json(
+        &state,
+        &format!("/api/v1/compare?a={id}&b={}", h100["id"].as_str().unwrap()),
+    )
+    .await;
+    assert_eq!(
+        c["cause"], "compiler",
+        "3.5.1 → 3.6.0 is the most upstream difference: {}",
+        c["summary"]
+    );
+    let arch = arr(&c["components"])
+        .iter()
+        .find(|r| r["field"] == "target.arch")
+        .unwrap();
+    assert_eq!(
+        (
+            arch["component"].as_str(),
+            arch["a"].as_i64(),
+            arch["b"].as_i64(),
+            arch["differs"].as_bool()
+        ),
+        (Some("backend"), Some(80), Some(90), Some(true))
+    );
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .contains("backend: target sm80 → sm90"),
+        "{}",
+        c["summary"]
+    );
     // The nearest page lists the same, each row linking to its compare view.
     let (m, k) = id.split_once(':').unwrap();
     let (s, page) = get(&state, &format!("/entries/{m}/{k}/nearest")).await;
     assert_eq!(s, 200);
     let page = page.replace("&#38;", "&").replace("&amp;", "&");
-    assert!(page.contains("<html") && page.contains(&format!("/compare?a={id}&b={}", add["a"].as_str().unwrap())), "{page}");
+    assert!(
+        page.contains("<html")
+            && page.contains(&format!("/compare?a={id}&b={}", add["a"].as_str().unwrap())),
+        "{page}"
+    );
     let (_, part) = get_htmx(&state, &format!("/entries/{m}/{k}/nearest")).await;
     assert!(!part.contains("<html") && part.contains("neighbours"));
 }
@@ -216,7 +373,11 @@ async fn explain_h100_jit_phases() {
             phase = "line-info".into();
         }
         let key = base32(e["hash"].as_str().unwrap());
-        assert!(jit.join("triton-cache").join(&key).is_dir(), "key dir of {}", e["hash"]);
+        assert!(
+            jit.join("triton-cache").join(&key).is_dir(),
+            "key dir of {}",
+            e["hash"]
+        );
         match phases.iter_mut().find(|p| p.0 == phase) {
             Some(p) => p.1.push(key),
             None => phases.push((phase, vec![key])),
@@ -231,46 +392,137 @@ async fn explain_h100_jit_phases() {
         for k in keys {
             copy_dir(&jit.join("triton-cache").join(k), &cache.path().join(k));
         }
-        scans.push(cachelens::collect::scan_local(&pool, cache.path(), "h100-jit").await.unwrap().scan_id);
+        scans.push(
+            cachelens::collect::scan_local(&pool, cache.path(), "h100-jit")
+                .await
+                .unwrap()
+                .scan_id,
+        );
     }
     let state = AppState::new(pool.clone(), Config::default());
-    let phase = |i: usize| format!("/api/v1/invalidations?machine=h100-jit&from={}&to={}", scans[i - 1], scans[i]);
+    let phase = |i: usize| {
+        format!(
+            "/api/v1/invalidations?machine=h100-jit&from={}&to={}",
+            scans[i - 1],
+            scans[i]
+        )
+    };
     // warm: everything hit
     let warm = get_json(&state, &phase(1)).await;
-    assert_eq!((warm["kept"].as_u64(), arr(&warm["invalidated"]).len()), (Some(45), 0), "{}", warm["summary"]);
+    assert_eq!(
+        (warm["kept"].as_u64(), arr(&warm["invalidated"]).len()),
+        (Some(45), 0),
+        "{}",
+        warm["summary"]
+    );
     // debug: TRITON_DEBUG=1 → the option `debug`
     let debug = get_json(&state, &phase(2)).await;
     assert_eq!(arr(&debug["invalidated"]).len(), 17, "{}", debug["summary"]);
-    assert_eq!(debug["by_cause"], serde_json::json!([{"cause": "options", "count": 17}]));
+    assert_eq!(
+        debug["by_cause"],
+        serde_json::json!([{"cause": "options", "count": 17}])
+    );
     for i in arr(&debug["invalidated"]) {
-        assert!(i["summary"].as_str().unwrap().starts_with("debug false → true"), "{i}");
+        assert!(
+            i["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with("debug false → true"),
+            "{i}"
+        );
     }
-    let c = get_json(&state, &format!("/api/v1/compare?a={}&b={}", debug["invalidated"][0]["a"].as_str().unwrap(), debug["invalidated"][0]["b"].as_str().unwrap())).await;
+    let c = get_json(
+        &state,
+        &format!(
+            "/api/v1/compare?a={}&b={}",
+            debug["invalidated"][0]["a"].as_str().unwrap(),
+            debug["invalidated"][0]["b"].as_str().unwrap()
+        ),
+    )
+    .await;
     assert_eq!(c["cause"], "options");
-    let row = arr(&c["components"]).iter().find(|r| r["field"] == "debug").unwrap();
-    assert_eq!((row["component"].as_str(), row["a"].as_bool(), row["b"].as_bool()), (Some("options"), Some(false), Some(true)));
+    let row = arr(&c["components"])
+        .iter()
+        .find(|r| r["field"] == "debug")
+        .unwrap();
+    assert_eq!(
+        (
+            row["component"].as_str(),
+            row["a"].as_bool(),
+            row["b"].as_bool()
+        ),
+        (Some("options"), Some(false), Some(true))
+    );
     // edit: the add kernel's source edited → source
     let edit = get_json(&state, &phase(3)).await;
-    assert_eq!(edit["by_cause"], serde_json::json!([{"cause": "source", "count": 6}]), "{}", edit["summary"]);
-    assert!(arr(&edit["invalidated"]).iter().all(|i| i["kernel"] == "add_kernel"));
+    assert_eq!(
+        edit["by_cause"],
+        serde_json::json!([{"cause": "source", "count": 6}]),
+        "{}",
+        edit["summary"]
+    );
+    assert!(
+        arr(&edit["invalidated"])
+            .iter()
+            .all(|i| i["kernel"] == "add_kernel")
+    );
     let e0 = &edit["invalidated"][0];
-    let c = get_json(&state, &format!("/api/v1/compare?a={}&b={}", e0["a"].as_str().unwrap(), e0["b"].as_str().unwrap())).await;
+    let c = get_json(
+        &state,
+        &format!(
+            "/api/v1/compare?a={}&b={}",
+            e0["a"].as_str().unwrap(),
+            e0["b"].as_str().unwrap()
+        ),
+    )
+    .await;
     assert_eq!(c["cause"], "source");
-    assert!(c["ir"]["deleted"].as_u64().unwrap() + c["ir"]["inserted"].as_u64().unwrap() > 0, "the edit shows in the IR diff");
+    assert!(
+        c["ir"]["deleted"].as_u64().unwrap() + c["ir"]["inserted"].as_u64().unwrap() > 0,
+        "the edit shows in the IR diff"
+    );
     // line info off: an env var in the metadata → env
     let li = get_json(&state, &phase(4)).await;
-    assert_eq!(li["by_cause"], serde_json::json!([{"cause": "env", "count": 45}]), "{}", li["summary"]);
-    assert!(li["summary"].as_str().unwrap().contains("TRITON_DISABLE_LINE_INFO"), "{}", li["summary"]);
+    assert_eq!(
+        li["by_cause"],
+        serde_json::json!([{"cause": "env", "count": 45}]),
+        "{}",
+        li["summary"]
+    );
+    assert!(
+        li["summary"]
+            .as_str()
+            .unwrap()
+            .contains("TRITON_DISABLE_LINE_INFO"),
+        "{}",
+        li["summary"]
+    );
     // The same through the DB functions.
     let to = dbx::scan(&pool, scans[4]).await.unwrap().unwrap();
     let from = dbx::scan(&pool, scans[3]).await.unwrap().unwrap();
-    let r = dbx::invalidations_scans(&pool, Some(&from), &to).await.unwrap();
+    let r = dbx::invalidations_scans(&pool, Some(&from), &to)
+        .await
+        .unwrap();
     assert_eq!(r.invalidated.len(), 45);
-    assert!(r.invalidated.iter().all(|i| i.cause == cachelens::explain::Cause::Env));
+    assert!(
+        r.invalidated
+            .iter()
+            .all(|i| i.cause == cachelens::explain::Cause::Env)
+    );
     // Scans of one machine with another root cannot be compared.
     let other = tempfile::TempDir::new().unwrap();
-    let s = cachelens::collect::scan_local(&pool, other.path(), "h100-jit").await.unwrap().scan_id;
-    let (st, body) = get(&state, &format!("/api/v1/invalidations?machine=h100-jit&from={}&to={s}", scans[4])).await;
+    let s = cachelens::collect::scan_local(&pool, other.path(), "h100-jit")
+        .await
+        .unwrap()
+        .scan_id;
+    let (st, body) = get(
+        &state,
+        &format!(
+            "/api/v1/invalidations?machine=h100-jit&from={}&to={s}",
+            scans[4]
+        ),
+    )
+    .await;
     assert_eq!(st, 400, "{body}");
 }
 
@@ -305,15 +557,26 @@ fn generated() -> Option<&'static PathBuf> {
 }
 
 async fn scan_generated(gen_dir: &Path) -> (Vec<tempfile::TempDir>, AppState) {
-    let (keep, pool) = corpus_db(&[("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache")]).await;
+    let (keep, pool) =
+        corpus_db(&[("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache")]).await;
     for m in ["sm90", "sm80", "gfx942"] {
-        cachelens::collect::scan_local(&pool, &gen_dir.join(m), &format!("gen-{m}")).await.unwrap();
+        cachelens::collect::scan_local(&pool, &gen_dir.join(m), &format!("gen-{m}"))
+            .await
+            .unwrap();
     }
     (keep, AppState::new(pool, Config::default()))
 }
 
 async fn compare_of(state: &AppState, i: &Value) -> Value {
-    get_json(state, &format!("/api/v1/compare?a={}&b={}", i["a"].as_str().unwrap(), i["b"].as_str().unwrap())).await
+    get_json(
+        state,
+        &format!(
+            "/api/v1/compare?a={}&b={}",
+            i["a"].as_str().unwrap(),
+            i["b"].as_str().unwrap()
+        ),
+    )
+    .await
 }
 
 #[tokio::test]
@@ -322,33 +585,95 @@ async fn explain_generated_caches() {
     let (_keep, state) = scan_generated(dir).await;
     // fp fusion off (corpus) against a default sm_90 3.6.0 cache: env, all 45.
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=h100-c").await;
-    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "env", "count": 45}]), "{}", inv["summary"]);
+    assert_eq!(
+        inv["by_cause"],
+        serde_json::json!([{"cause": "env", "count": 45}]),
+        "{}",
+        inv["summary"]
+    );
     let s = inv["summary"].as_str().unwrap();
-    assert!(s.starts_with("45 of 45 kernels recompiled after TRITON_DEFAULT_FP_FUSION=false set"), "{s}");
+    assert!(
+        s.starts_with("45 of 45 kernels recompiled after TRITON_DEFAULT_FP_FUSION=false set"),
+        "{s}"
+    );
     let c = compare_of(&state, &inv["invalidated"][0]).await;
     assert_eq!(c["cause"], "env");
-    let ff = arr(&c["components"]).iter().find(|r| r["field"] == "enable_fp_fusion").unwrap();
-    assert_eq!((ff["component"].as_str(), ff["a"].as_bool(), ff["b"].as_bool()), (Some("env"), Some(true), Some(false)));
+    let ff = arr(&c["components"])
+        .iter()
+        .find(|r| r["field"] == "enable_fp_fusion")
+        .unwrap();
+    assert_eq!(
+        (
+            ff["component"].as_str(),
+            ff["a"].as_bool(),
+            ff["b"].as_bool()
+        ),
+        (Some("env"), Some(true), Some(false))
+    );
     // The same kernels for sm_80: backend.
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=gen-sm80").await;
-    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "backend", "count": 6}]), "{}", inv["summary"]);
+    assert_eq!(
+        inv["by_cause"],
+        serde_json::json!([{"cause": "backend", "count": 6}]),
+        "{}",
+        inv["summary"]
+    );
     let c = compare_of(&state, &inv["invalidated"][0]).await;
     assert_eq!(c["cause"], "backend");
-    assert!(c["summary"].as_str().unwrap().starts_with("target sm90 → sm80; everything else equal"), "{}", c["summary"]);
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("target sm90 → sm80; everything else equal"),
+        "{}",
+        c["summary"]
+    );
     // For AMD gfx942: backend, arch and warp size.
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=gen-gfx942").await;
-    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "backend", "count": 6}]), "{}", inv["summary"]);
+    assert_eq!(
+        inv["by_cause"],
+        serde_json::json!([{"cause": "backend", "count": 6}]),
+        "{}",
+        inv["summary"]
+    );
     let c = compare_of(&state, &inv["invalidated"][0]).await;
     let s = c["summary"].as_str().unwrap();
-    assert!(s.starts_with("backend cuda → hip, target sm90 → gfx942, warp size 32 → 64; everything else equal"), "{s}");
+    assert!(
+        s.starts_with(
+            "backend cuda → hip, target sm90 → gfx942, warp size 32 → 64; everything else equal"
+        ),
+        "{s}"
+    );
     // Another num_warps, same softmax block: options.
-    let e = get_json(&state, "/api/v1/entries?machine=gen-sm90&kernel=softmax_kernel").await;
+    let e = get_json(
+        &state,
+        "/api/v1/entries?machine=gen-sm90&kernel=softmax_kernel",
+    )
+    .await;
     let e = arr(&e);
     let w4 = e.iter().find(|x| x["num_warps"] == 4).unwrap();
-    let w8 = e.iter().find(|x| x["num_warps"] == 8 && x["shapes"] == w4["shapes"]).unwrap();
-    let c = get_json(&state, &format!("/api/v1/compare?a=gen-sm90:{}&b=gen-sm90:{}", w4["key"].as_str().unwrap(), w8["key"].as_str().unwrap())).await;
+    let w8 = e
+        .iter()
+        .find(|x| x["num_warps"] == 8 && x["shapes"] == w4["shapes"])
+        .unwrap();
+    let c = get_json(
+        &state,
+        &format!(
+            "/api/v1/compare?a=gen-sm90:{}&b=gen-sm90:{}",
+            w4["key"].as_str().unwrap(),
+            w8["key"].as_str().unwrap()
+        ),
+    )
+    .await;
     assert_eq!(c["cause"], "options", "{}", c["summary"]);
-    assert!(c["summary"].as_str().unwrap().starts_with("num_warps 4 → 8"), "{}", c["summary"]);
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("num_warps 4 → 8"),
+        "{}",
+        c["summary"]
+    );
     // The generated cache sits where it was written: not relocated.
     assert!(arr(&c["relocated"]).is_empty());
 }
@@ -358,16 +683,38 @@ async fn explain_pages() {
     let (_keep, state) = upgrades().await;
     let (s, page) = get(&state, "/invalidations?machine=a100-1").await;
     assert_eq!(s, 200);
-    assert!(page.contains("<html") && page.contains("45 of 45 kernels recompiled after Triton 3.4.0 → 3.5.1"), "{page}");
+    assert!(
+        page.contains("<html")
+            && page.contains("45 of 45 kernels recompiled after Triton 3.4.0 → 3.5.1"),
+        "{page}"
+    );
     assert!(page.contains("id=\"scan-picker\""), "scan picker");
     assert_eq!(page.matches("class=\"inv-row\"").count(), 45);
-    assert!(page.contains("will miss on them where they sit now"), "relocated entries flagged");
-    let href = page.split("class=\"compare\" href=\"").nth(1).unwrap().split('"').next().unwrap().replace("&#38;", "&").replace("&amp;", "&");
+    assert!(
+        page.contains("will miss on them where they sit now"),
+        "relocated entries flagged"
+    );
+    let href = page
+        .split("class=\"compare\" href=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .replace("&#38;", "&")
+        .replace("&amp;", "&");
     assert!(href.starts_with("/compare?a=a100-1:"), "{href}");
     let (s, cmp) = get(&state, &href).await;
     assert_eq!(s, 200);
-    assert!(cmp.contains("id=\"headline\"") && cmp.contains("Triton 3.4.0 → 3.5.1; everything else equal"), "{cmp}");
-    assert!(cmp.contains("class=\"differs\"") || cmp.contains("class=\"differs cause\""), "differing rows highlighted");
+    assert!(
+        cmp.contains("id=\"headline\"")
+            && cmp.contains("Triton 3.4.0 → 3.5.1; everything else equal"),
+        "{cmp}"
+    );
+    assert!(
+        cmp.contains("class=\"differs\"") || cmp.contains("class=\"differs cause\""),
+        "differing rows highlighted"
+    );
     assert!(cmp.contains("Triton will miss on this entry where it sits now"));
     assert!(cmp.contains("class=\"diff\""), "IR diff");
     // htmx gets the partial only.
@@ -375,7 +722,11 @@ async fn explain_pages() {
     assert_eq!(s, 200);
     assert!(!part.contains("<html") && part.contains("id=\"headline\""));
     let (_, part) = get_htmx(&state, "/invalidations?machine=mi300-1").await;
-    assert!(!part.contains("<html") && part.contains("25 of 25 kernels recompiled after Triton 3.6.0 → 3.9.0"), "{part}");
+    assert!(
+        !part.contains("<html")
+            && part.contains("25 of 25 kernels recompiled after Triton 3.6.0 → 3.9.0"),
+        "{part}"
+    );
     // Two machines now.
     let (s, two) = get(&state, "/invalidations?a=a100-1&b=h100-a").await;
     assert_eq!(s, 200, "{two}");
@@ -401,15 +752,36 @@ async fn explain_cli() {
     let inv = get_json(&state, "/api/v1/invalidations?machine=a100-1").await;
     let i = &inv["invalidated"][0];
     let (a, b) = (i["a"].as_str().unwrap(), i["b"].as_str().unwrap());
-    let run = |args: &[&str]| std::process::Command::new(bin()).arg("explain").args(args).arg("--db").arg(&db).output().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(bin())
+            .arg("explain")
+            .args(args)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .unwrap()
+    };
     let out = run(&[a, b]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("cause: compiler\nTriton 3.4.0 → 3.5.1; everything else equal"), "{text}");
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("cause: compiler\nTriton 3.4.0 → 3.5.1; everything else equal"),
+        "{text}"
+    );
     assert!(text.contains("* compiler  triton_version"), "{text}");
     assert!(text.contains("equal ("), "{text}");
-    assert!(text.contains("IR .source (locations stripped): 0 lines only in A, 0 only in B"), "{text}");
-    assert!(text.contains("Triton will miss on this entry where it sits now"), "{text}");
+    assert!(
+        text.contains("IR .source (locations stripped): 0 lines only in A, 0 only in B"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Triton will miss on this entry where it sits now"),
+        "{text}"
+    );
     // --json is the API's answer.
     let out = run(&[a, b, "--json"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
