@@ -98,11 +98,11 @@ async fn explain(a: ExplainArgs) -> anyhow::Result<()> {
     let path = a.db.path();
     anyhow::ensure!(path.exists(), "no database at {} (scan first, or pass --db FILE)", path.display());
     let pool = db::open(&path).await?;
-    let r = db::explain::compare_ids(&pool, &a.a, &a.b, None, true).await?;
+    let r = crate::explain::load::compare_ids(&pool, &a.a, &a.b, None, true).await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{}", crate::explain::report::render_text(&r));
+        print!("{}", crate::explain::render_text(&r));
     }
     Ok(())
 }

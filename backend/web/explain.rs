@@ -3,7 +3,8 @@
 
 use super::AppState;
 use super::error::AppError;
-use crate::db::explain::{self as dbx, ExplainError, Neighbour, ScanRef};
+use crate::db::explain::ScanRef;
+use crate::explain::load::{self as dbx, ExplainError, Neighbour};
 use crate::explain::report::{CompareReport, IR_KINDS, InvalidationsReport};
 use askama::Template;
 use axum::Router;

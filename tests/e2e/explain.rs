@@ -5,6 +5,7 @@
 
 use crate::common::*;
 use cachelens::db::explain as dbx;
+use cachelens::explain::load as xl;
 use cachelens::web::{AppState, Config};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -55,7 +56,7 @@ async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str
         scans[0]["id"].as_i64().unwrap(),
     );
     // Through the DB.
-    let (from, to, _) = dbx::pick_scans(&state.pool, machine, None, None)
+    let (from, to, _) = xl::pick_scans(&state.pool, machine, None, None)
         .await
         .unwrap();
     assert_eq!(
@@ -63,7 +64,7 @@ async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str
         (Some(first), second),
         "defaults: previous scan → latest"
     );
-    let r = dbx::invalidations_scans(&state.pool, from.as_ref(), &to)
+    let r = xl::invalidations_scans(&state.pool, from.as_ref(), &to)
         .await
         .unwrap();
     assert_eq!(
@@ -97,6 +98,14 @@ async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str
         inv["by_cause"],
         serde_json::json!([{"cause": "compiler", "count": n}])
     );
+    // The corpus was written under another path: every entry is relocated, counted and flagged.
+    assert_eq!(inv["relocated"], 2 * n);
+    assert!(
+        inv["relocated_consequence"]
+            .as_str()
+            .unwrap()
+            .contains("Triton will miss on them")
+    );
     // Every old entry is some new entry's predecessor, exactly once.
     let olds: HashSet<&str> = list
         .iter()
@@ -123,6 +132,7 @@ async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str
         .collect();
     for i in list {
         assert_eq!(i["cause"], "compiler");
+        assert_eq!(i["relocated"], true);
         assert_eq!(versions[i["old_key"].as_str().unwrap()], old_v);
         assert_eq!(versions[i["new_key"].as_str().unwrap()], new_v);
         assert_eq!(
@@ -500,7 +510,7 @@ async fn explain_h100_jit_phases() {
     // The same through the DB functions.
     let to = dbx::scan(&pool, scans[4]).await.unwrap().unwrap();
     let from = dbx::scan(&pool, scans[3]).await.unwrap().unwrap();
-    let r = dbx::invalidations_scans(&pool, Some(&from), &to)
+    let r = xl::invalidations_scans(&pool, Some(&from), &to)
         .await
         .unwrap();
     assert_eq!(r.invalidated.len(), 45);
@@ -676,6 +686,60 @@ async fn explain_generated_caches() {
     );
     // The generated cache sits where it was written: not relocated.
     assert!(arr(&c["relocated"]).is_empty());
+}
+
+/// With `CACHELENS_PYTHON_ALT` (a python with another Triton release): the add kernels compiled
+/// by it against the same ones by 3.6.0 → compiler, with the version pair in the summary.
+#[tokio::test]
+async fn explain_generated_other_triton_version() {
+    let Some(dir) = generated() else { return };
+    let Some(alt) = std::env::var_os("CACHELENS_PYTHON_ALT").filter(|p| !p.is_empty()) else {
+        eprintln!(
+            "skipping: CACHELENS_PYTHON_ALT (a python with a Triton other than 3.6.0) is not set"
+        );
+        return;
+    };
+    let cache = tempfile::TempDir::new().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py");
+    let out = std::process::Command::new(alt)
+        .arg(&script)
+        .args(["--target", "cuda:90", "--kernels", "add"])
+        .env("TRITON_CACHE_DIR", cache.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(
+        out.stdout
+            .trim_ascii_end()
+            .rsplit(|b| *b == b'\n')
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let version = v["triton_version"].as_str().unwrap().to_string();
+    assert_ne!(version, "3.6.0");
+    let (_keep, state) = scan_generated(dir).await;
+    cachelens::collect::scan_local(&state.pool, cache.path(), "gen-alt")
+        .await
+        .unwrap();
+    let inv = get_json(&state, "/api/v1/invalidations?a=gen-alt&b=gen-sm90").await;
+    assert_eq!(
+        inv["by_cause"],
+        serde_json::json!([{"cause": "compiler", "count": 6}]),
+        "{}",
+        inv["summary"]
+    );
+    let s = inv["summary"].as_str().unwrap();
+    assert!(
+        s.starts_with(&format!(
+            "6 of 6 kernels recompiled after Triton {version} → 3.6.0"
+        )),
+        "{s}"
+    );
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
 //! JSON API v1 of the explainer: `/compare`, `/nearest`, `/invalidations`.
 
-use crate::db::explain::{self as dbx, Neighbour};
+use crate::explain::load::{self as dbx, Neighbour};
 use crate::explain::report::{CompareReport, InvalidationsReport};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
