@@ -781,6 +781,8 @@ async fn explain_pages() {
     );
     assert!(cmp.contains("Triton will miss on this entry where it sits now"));
     assert!(cmp.contains("class=\"diff\""), "IR diff");
+    assert!(cmp.contains("href=\"/entries/a100-1/"), "entry links");
+    assert!(!cmp.contains("/entries//"), "entry links");
     // htmx gets the partial only.
     let (s, part) = get_htmx(&state, &href).await;
     assert_eq!(s, 200);
