@@ -1,6 +1,7 @@
 //! What each subcommand does.
 
 use crate::cli::{Cli, Command, DbArg, ScanArgs, ServeArgs, TokenCommand, UpArgs};
+use crate::cli::{Cli, Command, ExplainArgs, ScanArgs, ServeArgs, TokenCommand};
 use crate::collect;
 use crate::db;
 use crate::model::ScanSummary;
@@ -12,7 +13,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Up(a) => up(a).await,
         Command::Scan(a) => scan(a).await,
         Command::Serve(a) => serve(a).await,
-        Command::Explain(_a) => anyhow::bail!("explain is not available yet"),
+        Command::Explain(a) => explain(a).await,
         Command::Token { command } => token(command).await,
     }
 }
@@ -114,6 +115,19 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     Ok(dir)
+}
+
+async fn explain(a: ExplainArgs) -> anyhow::Result<()> {
+    let path = a.db.path();
+    anyhow::ensure!(path.exists(), "no database at {} (scan first, or pass --db FILE)", path.display());
+    let pool = db::open(&path).await?;
+    let r = crate::explain::load::compare_ids(&pool, &a.a, &a.b, None, true).await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", crate::explain::render_text(&r));
+    }
+    Ok(())
 }
 
 async fn token(c: TokenCommand) -> anyhow::Result<()> {

@@ -214,6 +214,9 @@ fn option(cx: &Context, k: &str, f: impl Fn(Cause) -> Finding) -> Finding {
         return f(Cause::Env).consequence(format!("set by {env}"));
     }
     let fi = f(Cause::Options);
+    if let Some(note) = backend_default(cx, k, &fi) {
+        return fi.consequence(note);
+    }
     if k == "debug" {
         return fi.note("TRITON_DEBUG=1 sets this option");
     }
@@ -226,6 +229,29 @@ fn option(cx: &Context, k: &str, f: impl Fn(Cause) -> Finding) -> Finding {
         );
     }
     fi
+}
+
+/// Default `num_stages` of each backend (CUDA 3, HIP 2): a difference that is exactly the two
+/// backends' defaults follows from the target change.
+const BACKEND_DEFAULTS: &[(&str, &str, i64)] =
+    &[("num_stages", "cuda", 3), ("num_stages", "hip", 2)];
+
+fn backends_differ(cx: &Context) -> bool {
+    target_field(cx.a, "backend") != target_field(cx.b, "backend")
+}
+
+fn backend_default(cx: &Context, k: &str, fi: &Finding) -> Option<&'static str> {
+    if !fi.row.differs || !backends_differ(cx) {
+        return None;
+    }
+    let is_default = |m: &Map<String, Value>, v: &Value| {
+        let b = target_field(m, "backend");
+        BACKEND_DEFAULTS
+            .iter()
+            .any(|(o, be, d)| *o == k && b.as_str() == Some(*be) && v.as_i64() == Some(*d))
+    };
+    (is_default(cx.a, &fi.row.a) && is_default(cx.b, &fi.row.b))
+        .then_some("each backend's default: consequence of the target change")
 }
 
 /// `extern_libs`: `[[name, path], ...]`. CUDA (and AMD from 3.9) key the libraries by
@@ -248,6 +274,11 @@ fn extern_libs(cx: &Context, fi: Finding) -> Finding {
             .unwrap_or_default()
     };
     if names(&fi.row.a) != names(&fi.row.b) {
+        if backends_differ(cx) {
+            return fi.consequence(
+                "each backend links its own libraries: consequence of the target change",
+            );
+        }
         return fi.note("different libraries");
     }
     // Each key was computed by its own Triton: the path is a cause only if both keyed it.

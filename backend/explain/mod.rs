@@ -16,11 +16,15 @@ mod compare;
 mod fields;
 mod ir;
 mod matching;
+pub mod load;
+pub mod report;
+mod text;
 mod source;
 #[cfg(test)]
 mod tests;
 
 pub use compare::compare;
+pub use text::render_text;
 pub use ir::{DiffLine, ir_diff, strip_locations};
 pub use matching::{Invalidated, Invalidations, invalidations, nearest};
 

@@ -3,6 +3,7 @@
 pub mod api;
 pub mod error;
 pub mod pages;
+pub mod explain;
 
 use axum::Router;
 use sqlx::SqlitePool;
@@ -42,6 +43,7 @@ impl AppState {
 /// The whole application.
 pub fn app(state: AppState) -> Router {
     Router::new()
+        .merge(explain::router())
         .nest("/api/v1", api::router())
         .merge(pages::router())
         .layer(tower_http::trace::TraceLayer::new_for_http())

@@ -4,3 +4,4 @@ mod api_read;
 mod scan;
 mod damaged;
 mod pages;
+mod explain;

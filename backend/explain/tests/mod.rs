@@ -3,6 +3,7 @@
 
 mod ir;
 mod jit;
+mod report;
 
 use super::*;
 use std::collections::hash_map::DefaultHasher;

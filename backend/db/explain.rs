@@ -1,0 +1,203 @@
+//! Queries behind the explainer: entries loaded as [`Side`] values (metadata, IR text, binary
+//! hash, relocation), entry sets at a scan (for invalidations), and a kernel's entries on every
+//! machine (for nearest neighbours).
+
+use super::read::{self, EntryRow};
+use crate::explain::Side;
+use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqlitePool};
+use std::collections::HashMap;
+
+/// An entry with everything the explainer needs.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub side: Side,
+    pub row: EntryRow,
+    /// Where its group file points (the writer's directory), when it names one.
+    pub group_at: Option<String>,
+}
+
+/// Kinds of entries that hold a compiled kernel.
+const KERNEL_KINDS: &str = "('kernel', 'binary_only', 'partial')";
+
+/// One entry as a [`Side`], by machine and key (removed entries included).
+pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Option<Loaded>> {
+    let Some(row) = read::entry(pool, machine, key).await? else {
+        return Ok(None);
+    };
+    let (meta, group, _) = read::entry_json(pool, row.id).await?;
+    let mut ir = ir_texts(pool, &[row.id]).await?;
+    let (source, ttir) = ir.remove(&row.id).unwrap_or_default();
+    let group: Option<serde_json::Value> = group.and_then(|g| serde_json::from_str(&g).ok());
+    let group_at = group
+        .as_ref()
+        .and_then(|g| g.get("written_at")?.as_str().map(str::to_string));
+    let side = Side {
+        machine: row.machine.clone(),
+        key: row.key.clone(),
+        kernel: row.kernel.clone(),
+        metadata: meta.and_then(|m| serde_json::from_str(&m).ok()),
+        source,
+        ttir,
+        binary_sha256: row.binary_sha256.clone(),
+        relocated: row.relocated,
+    };
+    Ok(Some(Loaded {
+        side,
+        row,
+        group_at,
+    }))
+}
+
+/// Text of one entry's IR artifact of the given extension (`source`, `ttir`, `ttgir`, `llir`,
+/// `ptx`, `amdgcn`), when stored.
+pub async fn ir_of(pool: &SqlitePool, entry_id: i64, ext: &str) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar(
+        "SELECT b.content FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256
+         WHERE a.entry_id = ? AND a.ext = ? ORDER BY a.name LIMIT 1",
+    )
+    .bind(entry_id)
+    .bind(ext)
+    .fetch_optional(pool)
+    .await
+}
+
+/// `.source` and `.ttir` texts of many entries: id → (source, ttir).
+async fn ir_texts(
+    pool: &SqlitePool,
+    ids: &[i64],
+) -> sqlx::Result<HashMap<i64, (Option<String>, Option<String>)>> {
+    let mut out: HashMap<i64, (Option<String>, Option<String>)> = HashMap::new();
+    for part in ids.chunks(500) {
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "SELECT a.entry_id, a.ext, b.content FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256
+             WHERE a.ext IN ('source', 'ttir') AND a.entry_id IN (",
+        );
+        let mut sep = qb.separated(", ");
+        for id in part {
+            sep.push_bind(*id);
+        }
+        qb.push(")");
+        for r in qb.build().fetch_all(pool).await? {
+            let slot = out.entry(r.get(0)).or_default();
+            let text: String = r.get(2);
+            match r.get::<String, _>(1).as_str() {
+                "source" => slot.0 = Some(text),
+                _ => slot.1 = Some(text),
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[derive(FromRow)]
+struct SideRow {
+    id: i64,
+    machine: String,
+    key: String,
+    kernel: Option<String>,
+    metadata_json: Option<String>,
+    binary_sha256: Option<String>,
+    relocated: bool,
+}
+
+/// Run an entry query (selecting [`SideRow`] columns) and attach IR text.
+async fn sides(pool: &SqlitePool, sql: &str, binds: &[&str]) -> sqlx::Result<Vec<Side>> {
+    let mut q = sqlx::query_as::<_, SideRow>(sqlx::AssertSqlSafe(sql.to_string()));
+    for b in binds {
+        q = q.bind(*b);
+    }
+    let rows = q.fetch_all(pool).await?;
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    let mut ir = ir_texts(pool, &ids).await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let (source, ttir) = ir.remove(&r.id).unwrap_or_default();
+            Side {
+                machine: r.machine,
+                key: r.key,
+                kernel: r.kernel,
+                metadata: r.metadata_json.and_then(|m| serde_json::from_str(&m).ok()),
+                source,
+                ttir,
+                binary_sha256: r.binary_sha256,
+                relocated: r.relocated,
+            }
+        })
+        .collect())
+}
+
+const SIDE_COLUMNS: &str =
+    "e.id, m.name AS machine, e.key, e.kernel, e.metadata_json, e.binary_sha256, e.relocated";
+
+/// A scan: its machine and root.
+#[derive(Debug, Clone, FromRow)]
+pub struct ScanRef {
+    pub id: i64,
+    pub machine: String,
+    pub root: String,
+    pub scanned_at: i64,
+}
+
+/// One scan by id.
+pub async fn scan(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<ScanRef>> {
+    sqlx::query_as(
+        "SELECT s.id, m.name AS machine, s.root, s.scanned_at FROM scans s JOIN machines m ON m.id = s.machine_id
+         WHERE s.id = ?",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await
+}
+
+/// Every scan of a machine, oldest first.
+pub async fn scans_of(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<ScanRef>> {
+    sqlx::query_as(
+        "SELECT s.id, m.name AS machine, s.root, s.scanned_at FROM scans s JOIN machines m ON m.id = s.machine_id
+         WHERE m.name = ? ORDER BY s.scanned_at, s.id",
+    )
+    .bind(machine)
+    .fetch_all(pool)
+    .await
+}
+
+/// Kernel entries of the scan's machine and root that were present right after that scan:
+/// `first_scan_id <= S` and not removed by S.
+pub async fn sides_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<Side>> {
+    let id = s.id.to_string();
+    let sql = format!(
+        "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE m.name = ?1 AND e.root = ?2 AND e.kind IN {KERNEL_KINDS}
+           AND e.first_scan_id <= CAST(?3 AS INTEGER)
+           AND (e.removed_scan_id IS NULL OR e.removed_scan_id > CAST(?3 AS INTEGER))
+         ORDER BY e.kernel, e.key"
+    );
+    sides(pool, &sql, &[&s.machine, &s.root, &id]).await
+}
+
+/// Kernel entries a machine holds now (every root).
+pub async fn sides_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<Side>> {
+    let sql = format!(
+        "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE m.name = ?1 AND e.kind IN {KERNEL_KINDS} AND e.removed_at IS NULL ORDER BY e.kernel, e.key"
+    );
+    sides(pool, &sql, &[machine]).await
+}
+
+/// Entries of one kernel on every machine, present now.
+pub async fn kernel_sides(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<Side>> {
+    let sql = format!(
+        "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE e.kernel = ?1 AND e.kind IN {KERNEL_KINDS} AND e.removed_at IS NULL ORDER BY m.name, e.key"
+    );
+    sides(pool, &sql, &[kernel]).await
+}
+
+/// Whether a machine exists.
+pub async fn machine_exists(pool: &SqlitePool, machine: &str) -> sqlx::Result<bool> {
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM machines WHERE name = ?")
+        .bind(machine)
+        .fetch_one(pool)
+        .await?;
+    Ok(n > 0)
+}

@@ -1,0 +1,106 @@
+//! `cachelens explain` output: a [`CompareReport`] as terminal text.
+
+use super::Cause;
+use super::report::CompareReport;
+
+/// The comparison as terminal text: headline, differing rows, equal rows summarized by
+/// component, relocation consequences and IR diff stats.
+pub fn render_text(r: &CompareReport) -> String {
+    use std::fmt::Write;
+    let c = &r.cmp;
+    let show = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => "-".to_string(),
+        serde_json::Value::String(s) if s.is_empty() => "\"\"".into(),
+        serde_json::Value::String(s) => s.clone(),
+        o => o.to_string(),
+    };
+    let clip = |s: String| {
+        if s.chars().count() > 60 {
+            format!("{}…", s.chars().take(59).collect::<String>())
+        } else {
+            s
+        }
+    };
+    let mut o = String::new();
+    let k = |k: &Option<String>| k.as_deref().map(|k| format!(" ({k})")).unwrap_or_default();
+    let _ = writeln!(
+        o,
+        "A: {}{}\nB: {}{}",
+        c.a,
+        k(&r.kernel_a),
+        c.b,
+        k(&r.kernel_b)
+    );
+    let _ = writeln!(o, "\ncause: {}\n{}", c.cause.as_str(), c.summary);
+    if c.identical_binary {
+        let _ = writeln!(
+            o,
+            "identical binary: the same bytes under both keys, pure key churn"
+        );
+    }
+    for x in &r.relocated {
+        let _ = writeln!(o, "relocated {}: {}", x.side.to_uppercase(), x.consequence);
+    }
+    let differing: Vec<_> = c.components.iter().filter(|r| r.differs).collect();
+    let _ = writeln!(o, "\ndiffering ({}):", differing.len());
+    let w = differing
+        .iter()
+        .map(|r| r.field.len())
+        .max()
+        .unwrap_or(5)
+        .min(32);
+    for row in &differing {
+        let tag = if row.note.is_none() && row.component != Cause::None {
+            "*"
+        } else {
+            " "
+        };
+        let _ = write!(
+            o,
+            " {tag} {:<9} {:<w$}  {}  →  {}",
+            row.component.as_str(),
+            row.field,
+            clip(show(&row.a)),
+            clip(show(&row.b))
+        );
+        match &row.note {
+            Some(n) => {
+                let _ = writeln!(o, "   ({n})");
+            }
+            None => o.push('\n'),
+        }
+    }
+    let equal: Vec<_> = c.components.iter().filter(|r| !r.differs).collect();
+    let mut by: Vec<(Cause, usize)> = Vec::new();
+    for row in &equal {
+        match by.iter_mut().find(|(c, _)| *c == row.component) {
+            Some(e) => e.1 += 1,
+            None => by.push((row.component, 1)),
+        }
+    }
+    by.sort_by_key(|(c, _)| c.rank());
+    let parts: Vec<String> = by
+        .iter()
+        .map(|(c, n)| format!("{} {n}", c.as_str()))
+        .collect();
+    let _ = writeln!(o, "equal ({}): {}", equal.len(), parts.join(", "));
+    let ir = &r.ir;
+    if ir.a_available && ir.b_available {
+        let _ = writeln!(
+            o,
+            "\nIR .{}{}: {} lines only in A, {} only in B, {} equal",
+            ir.kind,
+            if ir.strip {
+                " (locations stripped)"
+            } else {
+                ""
+            },
+            ir.deleted,
+            ir.inserted,
+            ir.equal
+        );
+    } else {
+        let _ = writeln!(o, "\nIR .{}: not stored for both entries", ir.kind);
+    }
+    o
+}
