@@ -1,6 +1,7 @@
 //! All SQL lives here: pool setup (WAL, busy timeout, foreign keys), the migrator, ingestion of
 //! scan reports, and the read queries behind the pages and the JSON API.
 
+pub mod history;
 pub mod ingest;
 pub mod read;
 pub mod tokens;

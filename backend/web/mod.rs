@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod error;
+pub mod history;
 
 use axum::Router;
 use sqlx::SqlitePool;
@@ -42,6 +43,7 @@ impl AppState {
 pub fn app(state: AppState) -> Router {
     Router::new()
         .nest("/api/v1", api::router())
+        .route("/history", axum::routing::get(history::page))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }

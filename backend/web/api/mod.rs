@@ -1,5 +1,7 @@
 //! JSON API v1 (see DESIGN.md): stable, scripted against by users and tests.
 
+pub mod history;
+
 use super::AppState;
 use super::error::{ApiError, AppError};
 use crate::db::read::{self, KernelFilter, Page};
@@ -14,6 +16,7 @@ pub fn router() -> Router<AppState> {
         .route("/scans", get(scans))
         .route("/kernels", get(kernels))
         .route("/entries", get(entries))
+        .route("/history", get(history::history))
         .fallback(|| async { ApiError(AppError::NotFound("no such API endpoint".into())) })
 }
 
