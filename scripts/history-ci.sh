@@ -10,7 +10,9 @@
 # 4. `cachelens scan` of that cache into a temp database, `cachelens serve` on a free loopback
 #    port, and curl of /api/v1/history: run 1's N kernels must show as exactly N misses and N
 #    compiles with the hook's compile times, run 2's as exactly N hits, and no compile counted
-#    twice (all entries' compiles were seen by the hook: inferred_compiles = 0).
+#    twice (all entries' compiles were seen by the hook: inferred_compiles = 0). A third run,
+#    of the add kernels only, with TRITON_ALWAYS_COMPILE=1: every found entry is a compile
+#    (and a miss), never a hit.
 #
 # Environment: CACHELENS_BIN (default: cargo build --release, target/release/cachelens),
 # HISTORY_WORKLOAD_ARGS (default: none = all 45 kernels; e.g. "--kernels add,softmax"),
@@ -57,19 +59,25 @@ trap cleanup EXIT
 
 # --- 3. the workload, twice -----------------------------------------------------------------
 now_ms() { "$PY" -c 'import time; print(int(time.time() * 1000))'; }
-run_workload() { # out-file
+run_workload() { # out-file, extra workload args...
+    local out=$1; shift
     env -u TRITON_ALWAYS_COMPILE -u CACHELENS_HOOK_DIR -u CACHELENS_HOOK_DISABLE \
         TRITON_CACHE_DIR="$TMP/cache" TRITON_CACHE_MANAGER=cachelens_hook:TrackingCacheManager \
-        "$PY" scripts/workload.py ${HISTORY_WORKLOAD_ARGS:-} >"$1"
+        ${ALWAYS:+TRITON_ALWAYS_COMPILE=1} "$PY" scripts/workload.py "$@" >"$out"
 }
 T0=$(now_ms)
-run_workload "$TMP/run1.json"
+# shellcheck disable=SC2086 # word splitting of the extra args is wanted
+run_workload "$TMP/run1.json" ${HISTORY_WORKLOAD_ARGS:-}
 T1=$(now_ms)
-run_workload "$TMP/run2.json"
+# shellcheck disable=SC2086
+run_workload "$TMP/run2.json" ${HISTORY_WORKLOAD_ARGS:-}
 T2=$(now_ms)
+ALWAYS=1 run_workload "$TMP/run3.json" --kernels add
+T3=$(now_ms)
 log "run 1: $(head -c 200 "$TMP/run1.json")..."
 
 # --- 4. scan, serve, query ------------------------------------------------------------------
+echo "$T2" >"$TMP/t2"
 "$BIN" scan "$TMP/cache" --machine ci-worker --db "$TMP/history.db" >&2
 PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$BIN" serve --db "$TMP/history.db" --listen "127.0.0.1:$PORT" 2>"$TMP/serve.log" &
@@ -86,6 +94,7 @@ fetch "/api/v1/history?$Q&bucket=hour" >"$TMP/all.json"
 fetch "/api/v1/history?$Q&bucket=day&from=$T0&to=$T1" >"$TMP/h1.json"
 fetch "/api/v1/history?$Q&bucket=day&from=$T1&to=$T2" >"$TMP/h2.json"
 fetch "/api/v1/history?$Q&bucket=day&kernel=add_kernel&from=$T0&to=$T1" >"$TMP/add1.json"
+fetch "/api/v1/history?$Q&bucket=day&from=$T2&to=$T3" >"$TMP/h3.json"
 fetch "/history?machine=ci-worker&bucket=hour" >"$TMP/page.html"
 
 "$PY" - "$TMP" <<'EOF'
@@ -93,13 +102,15 @@ import glob, json, os, sys
 
 tmp = sys.argv[1]
 load = lambda n: json.load(open(os.path.join(tmp, n)))
-run1, run2 = load("run1.json"), load("run2.json")
+run1, run2, run3 = load("run1.json"), load("run2.json"), load("run3.json")
 n = run1["compiled"]
 keys = set(run1["keys"])
 assert len(keys) == n and set(run2["keys"]) == keys, "both runs compile the same kernels"
 
 # What the hook wrote (the reference for the compile times).
 events = [json.loads(l) for f in glob.glob(os.path.join(tmp, "cache/.cachelens/*.jsonl*")) for l in open(f)]
+always = [e for e in events if e["key"] in set(run3["keys"]) and e["ts"] * 1000 >= int(open(os.path.join(tmp, "t2")).read())]
+events = [e for e in events if e not in always]
 compiles = [e for e in events if e["event"] == "compile"]
 assert {e["key"] for e in compiles} == keys, "the hook saw every compile"
 assert all(e["compile_ms"] and e["compile_ms"] > 0 for e in compiles), "every compile has a time"
@@ -127,13 +138,18 @@ def check(name, want, ms=None):
 
 r1 = check("h1.json", {"hits": 0, "misses": n, "compiles": n, "inferred_compiles": 0, "hook_events": 2 * n}, hook_ms)
 r2 = check("h2.json", {"hits": n, "misses": 0, "compiles": 0, "inferred_compiles": 0, "hook_events": n})
-check("all.json", {"hits": n, "misses": n, "compiles": n, "inferred_compiles": 0, "hook_events": 3 * n}, hook_ms)
+n3 = run3["compiled"]
+ms3 = sum(e["compile_ms"] for e in always if e["event"] == "compile")
+r3 = check("h3.json", {"hits": 0, "misses": n3, "compiles": n3, "inferred_compiles": 0}, ms3)
+check("all.json", {"hits": n, "misses": n + n3, "compiles": n + n3, "inferred_compiles": 0,
+                   "hook_events": 3 * n + r3["hook_events"]}, hook_ms + ms3)
 assert all(p["hit_rate"] == 1.0 for p in load("h2.json")), "run 2: hit rate 100%"
 n_add = sum(1 for e in compiles if e["kernel"] == "add_kernel")
 check("add1.json", {"hits": 0, "misses": n_add, "compiles": n_add, "inferred_compiles": 0}, 
       sum(e["compile_ms"] for e in compiles if e["kernel"] == "add_kernel"))
 page = open(os.path.join(tmp, "page.html")).read()
-assert f'<b id="total-hits">{n}</b>' in page and f'<b id="total-misses">{n}</b>' in page, "page totals"
+assert f'<b id="total-hits">{n}</b>' in page and f'<b id="total-misses">{n + n3}</b>' in page, "page totals"
 print(f"history-ci: ok — {n} kernels ({n_add} add_kernel); run 1: {r1['misses']} misses, {r1['compiles']} compiles, "
-      f"{r1['compile_ms'] / 1000:.1f} s compile time; run 2: {r2['hits']} hits, 0 misses; no inferred compiles")
+      f"{r1['compile_ms'] / 1000:.1f} s compile time; run 2: {r2['hits']} hits, 0 misses; "
+      f"run 3 (TRITON_ALWAYS_COMPILE=1): {n3} compiles, 0 hits; no inferred compiles")
 EOF
