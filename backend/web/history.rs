@@ -100,7 +100,9 @@ pub async fn page(State(s): State<AppState>, Query(q): Query<HistoryQuery>, head
     let html = match view(&s, &q).await {
         Ok(view) if partial => PartialTemplate { view }.render(),
         Ok(view) => PageTemplate { view }.render(),
-        Err(e) => return (e.status(), Html(format!("<p class=\"error\">{}</p>", esc(&e.public_message())))).into_response(),
+        Err(e) => {
+            return (e.status(), Html(format!("<p class=\"error\">{}</p>", esc(&e.public_message())))).into_response();
+        }
     };
     match html {
         Ok(h) => ([(header::VARY, "HX-Request")], Html(h)).into_response(),
@@ -131,14 +133,22 @@ async fn view(s: &AppState, q: &HistoryQuery) -> Result<HistoryView, AppError> {
         has_hook: total.hook_events > 0,
         chart: chart(&series, bucket),
         rows: series.iter().rev().map(|p| row(fmt_t(p.t, bucket), String::new(), &p.counts)).collect(),
-        per_machine: per_machine.iter().map(|n: &NamedCounts| row(n.name.clone(), link(&n.name, &kernel), &n.counts)).collect(),
+        per_machine: per_machine
+            .iter()
+            .map(|n: &NamedCounts| row(n.name.clone(), link(&n.name, &kernel), &n.counts))
+            .collect(),
         per_kernel: per_kernel
             .iter()
             .filter(|n| n.counts.misses > 0)
             .take(TOP_KERNELS)
             .map(|n| row(n.name.clone(), link(&machine, &n.name), &n.counts))
             .collect(),
-        api_url: format!("/api/v1/history?machine={}&kernel={}&bucket={}&limit=10000", enc(&machine), enc(&kernel), bucket.as_str()),
+        api_url: format!(
+            "/api/v1/history?machine={}&kernel={}&bucket={}&limit=10000",
+            enc(&machine),
+            enc(&kernel),
+            bucket.as_str()
+        ),
         machine,
         kernel,
     })

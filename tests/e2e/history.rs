@@ -181,7 +181,14 @@ async fn hook_events_count_exactly_once_across_rescans() {
     a += &hook_line(t1 + 3.0, 100, k3, "softmax_kernel", "miss", None);
     a += &hook_line(t1 + 3.5, 100, k3, "softmax_kernel", "compile", Some(300.0));
     for (i, k) in [k1, k2, k3, k1].iter().enumerate() {
-        a += &hook_line(t1 + 10.0 + i as f64, 100, k, if *k == k3 { "softmax_kernel" } else { "add_kernel" }, "hit", None);
+        a += &hook_line(
+            t1 + 10.0 + i as f64,
+            100,
+            k,
+            if *k == k3 { "softmax_kernel" } else { "add_kernel" },
+            "hit",
+            None,
+        );
     }
     a += &hook_line(t1 + 14.0, 101, k2, "add_kernel", "hit", None);
     // TRITON_ALWAYS_COMPILE: the entry was found, recompiled, logged as a compile alone.
@@ -247,7 +254,8 @@ async fn hook_events_count_exactly_once_across_rescans() {
     assert!(html.contains("<b id=\"total-hit-rate\">6.5%</b>"), "{html}");
     let top = html.split("id=\"top-kernels\"").nth(1).unwrap();
     assert!(top.find("matmul_kernel").unwrap() < top.find("add_kernel").unwrap(), "matmul misses most (62)");
-    let partial = get_with(&state, "/history?machine=hooked&kernel=add_kernel&bucket=day", &[("HX-Request", "true")]).await;
+    let partial =
+        get_with(&state, "/history?machine=hooked&kernel=add_kernel&bucket=day", &[("HX-Request", "true")]).await;
     assert!(!partial.contains("<html") && partial.contains("<b id=\"total-misses\">26</b>"), "{partial}");
 }
 
