@@ -209,7 +209,7 @@ fn chart(series: &[HistoryPoint], bucket: Bucket) -> Chart {
             c.inferred_compiles,
             c.compile_ms.map(fmt_ms).unwrap_or_else(|| "unknown".into())
         );
-        bars.push(Bar { x: format!("{x:.1}"), w: format!("{:.1}", (slot_w * 0.8).max(1.0)), segs, title });
+        bars.push(Bar { x: format!("{x:.1}"), w: format!("{:.1}", (slot_w * 0.8).clamp(1.0, 48.0)), segs, title });
         if i == 0 || slot % every == 0 {
             ticks.push(Tick { x: format!("{x:.1}"), label: fmt_t(p.t, bucket) });
         }
