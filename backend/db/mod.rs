@@ -2,6 +2,7 @@
 //! scan reports, and the read queries behind the pages and the JSON API.
 
 pub mod explain;
+pub mod history;
 pub mod ingest;
 pub mod pages;
 pub mod read;

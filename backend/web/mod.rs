@@ -4,6 +4,7 @@ pub mod api;
 pub mod error;
 pub mod pages;
 pub mod explain;
+pub mod history;
 
 use axum::Router;
 use sqlx::SqlitePool;
@@ -46,6 +47,7 @@ pub fn app(state: AppState) -> Router {
         .merge(explain::router())
         .nest("/api/v1", api::router())
         .merge(pages::router())
+        .route("/history", axum::routing::get(history::page))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }

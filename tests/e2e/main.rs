@@ -5,3 +5,4 @@ mod scan;
 mod damaged;
 mod pages;
 mod explain;
+mod history;

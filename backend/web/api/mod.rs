@@ -1,6 +1,7 @@
 //! JSON API v1 (see DESIGN.md): stable, scripted against by users and tests.
 
 pub mod explain;
+pub mod history;
 
 use super::AppState;
 use super::error::{ApiError, AppError};
@@ -17,6 +18,7 @@ pub fn router() -> Router<AppState> {
         .route("/kernels", get(kernels))
         .route("/entries", get(entries))
         .merge(explain::router())
+        .route("/history", get(history::history))
         .fallback(|| async { ApiError(AppError::NotFound("no such API endpoint".into())) })
 }
 

@@ -1,0 +1,259 @@
+//! Hit/miss history: hits, misses, compiles and compile time per time bucket, machine or kernel.
+//!
+//! Two sources, merged so that no compile is counted twice:
+//! - hook events (`events`): exact hits, misses, compiles and compile times;
+//! - entry compile times (`entries.created_at`, the metadata mtime, removed entries included):
+//!   every kernel entry was compiled once at that time, so without the hook a compile (and the
+//!   miss that caused it) still shows. Such a compile is *inferred*; its duration is unknown.
+//!   An entry whose key has a hook `compile` event on the same machine is not inferred again:
+//!   the hook saw that compile (its mtime is that compile's, or a later one the hook also saw).
+//!
+//! Counting hook events: `hit` is a hit; `miss` is a miss; a `compile` is a compile, and also a
+//! miss when the lookup before it (same machine, host, pid and key) was not logged as `miss` —
+//! with `TRITON_ALWAYS_COMPILE=1` a hook may log a found entry as a lone `compile`. A `miss`
+//! with no `compile` (the compile failed or the job died) is a miss without a compile.
+
+use serde::Serialize;
+use sqlx::{Row, SqlitePool};
+use std::collections::BTreeMap;
+
+/// Entry kinds that are Triton compiles (launchers are built by the C compiler, autotune
+/// files record benchmarks; partial entries never became usable).
+const COMPILED_KINDS: &str = "('kernel', 'binary_only')";
+
+/// Time bucket width (UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bucket {
+    Second,
+    Minute,
+    Hour,
+    Day,
+}
+
+impl Bucket {
+    /// `second|minute|hour|day`.
+    pub fn parse(s: &str) -> Option<Bucket> {
+        Some(match s {
+            "second" => Bucket::Second,
+            "minute" => Bucket::Minute,
+            "hour" => Bucket::Hour,
+            "day" => Bucket::Day,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bucket::Second => "second",
+            Bucket::Minute => "minute",
+            Bucket::Hour => "hour",
+            Bucket::Day => "day",
+        }
+    }
+
+    /// Width in milliseconds.
+    pub fn ms(self) -> i64 {
+        match self {
+            Bucket::Second => 1_000,
+            Bucket::Minute => 60_000,
+            Bucket::Hour => 3_600_000,
+            Bucket::Day => 86_400_000,
+        }
+    }
+}
+
+/// What to count: all filters optional (`None` = everything).
+#[derive(Debug, Default, Clone)]
+pub struct HistoryFilter {
+    pub machine: Option<String>,
+    pub kernel: Option<String>,
+    /// Unix ms, inclusive.
+    pub from: Option<i64>,
+    /// Unix ms, exclusive.
+    pub to: Option<i64>,
+}
+
+/// Counts for one bucket, machine or kernel.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize)]
+pub struct Counts {
+    /// Cache lookups that found a usable entry (hook only).
+    pub hits: i64,
+    /// Lookups that compiled: hook misses plus inferred compiles.
+    pub misses: i64,
+    /// Compiles: hook `compile` events plus inferred compiles.
+    pub compiles: i64,
+    /// Compiles known only from an entry's metadata mtime (no hook event for its key).
+    pub inferred_compiles: i64,
+    /// Total compile time of the hook's compiles; `None` when none carried a time.
+    pub compile_ms: Option<f64>,
+    /// Hook events behind these counts (0: no hook data, so hits are unknown).
+    pub hook_events: i64,
+}
+
+impl Counts {
+    /// hits / (hits + misses), only where the hook was running (else hits are unknown).
+    pub fn hit_rate(&self) -> Option<f64> {
+        let lookups = self.hits + self.misses;
+        (self.hook_events > 0 && lookups > 0).then(|| self.hits as f64 / lookups as f64)
+    }
+
+    fn add(&mut self, o: &Counts) {
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.compiles += o.compiles;
+        self.inferred_compiles += o.inferred_compiles;
+        self.compile_ms = match (self.compile_ms, o.compile_ms) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+        self.hook_events += o.hook_events;
+    }
+}
+
+/// What rows are grouped by. The SQL expressions are fixed strings (never user input).
+#[derive(Debug, Clone, Copy)]
+enum GroupBy {
+    Bucket(Bucket),
+    Machine,
+    Kernel,
+}
+
+impl GroupBy {
+    fn expr(self) -> String {
+        match self {
+            GroupBy::Bucket(b) => format!("(ts / {ms}) * {ms}", ms = b.ms()),
+            GroupBy::Machine => "machine".into(),
+            GroupBy::Kernel => "COALESCE(kernel, '(unknown)')".into(),
+        }
+    }
+}
+
+/// Counts grouped by `by`, both sources merged. `K` is i64 for buckets, String otherwise.
+async fn grouped<K>(pool: &SqlitePool, f: &HistoryFilter, by: GroupBy) -> sqlx::Result<BTreeMap<K, Counts>>
+where
+    K: Ord + for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+{
+    let key = by.expr();
+    // The window runs over all events of the selected machines and kernels, so that a `miss`
+    // just before `from` still pairs with its `compile`; the time filter applies after it.
+    let hook = format!(
+        "WITH ev AS (
+           SELECT e.ts, e.kernel, m.name AS machine, e.event, e.compile_ms,
+                  LAG(e.event) OVER (PARTITION BY e.machine_id, e.host, e.pid, e.key ORDER BY e.ts, e.id) AS prev
+           FROM events e JOIN machines m ON m.id = e.machine_id
+           WHERE (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR e.kernel = ?2))
+         SELECT {key} AS k,
+                SUM(event = 'hit') AS hits,
+                SUM(event = 'miss') + SUM(event = 'compile' AND prev IS NOT 'miss') AS misses,
+                SUM(event = 'compile') AS compiles,
+                SUM(CASE WHEN event = 'compile' THEN compile_ms END) AS compile_ms,
+                COUNT(*) AS n
+         FROM ev WHERE (?3 IS NULL OR ts >= ?3) AND (?4 IS NULL OR ts < ?4)
+         GROUP BY k"
+    );
+    let inferred = format!(
+        "SELECT {key} AS k, COUNT(*) AS n FROM (
+           SELECT en.created_at AS ts, en.kernel, m.name AS machine
+           FROM entries en JOIN machines m ON m.id = en.machine_id
+           WHERE en.created_at IS NOT NULL AND en.kind IN {COMPILED_KINDS}
+             AND (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR en.kernel = ?2)
+             AND (?3 IS NULL OR en.created_at >= ?3) AND (?4 IS NULL OR en.created_at < ?4)
+             AND NOT EXISTS (SELECT 1 FROM events x
+                             WHERE x.machine_id = en.machine_id AND x.key = en.key AND x.event = 'compile'))
+         GROUP BY k"
+    );
+    let mut out: BTreeMap<K, Counts> = BTreeMap::new();
+    let bind = |sql: &str| {
+        sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+            .bind(f.machine.clone())
+            .bind(f.kernel.clone())
+            .bind(f.from)
+            .bind(f.to)
+    };
+    for r in bind(&hook).fetch_all(pool).await? {
+        let c = Counts {
+            hits: r.get("hits"),
+            misses: r.get("misses"),
+            compiles: r.get("compiles"),
+            inferred_compiles: 0,
+            compile_ms: r.get("compile_ms"),
+            hook_events: r.get("n"),
+        };
+        out.entry(r.get("k")).or_default().add(&c);
+    }
+    for r in bind(&inferred).fetch_all(pool).await? {
+        let n: i64 = r.get("n");
+        let c = Counts { misses: n, compiles: n, inferred_compiles: n, ..Counts::default() };
+        out.entry(r.get("k")).or_default().add(&c);
+    }
+    Ok(out)
+}
+
+/// One time bucket of `/api/v1/history`.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryPoint {
+    /// Bucket start, unix ms (UTC).
+    pub t: i64,
+    #[serde(flatten)]
+    pub counts: Counts,
+    pub hit_rate: Option<f64>,
+}
+
+/// The buckets with any activity, oldest first.
+pub async fn series(pool: &SqlitePool, f: &HistoryFilter, bucket: Bucket) -> sqlx::Result<Vec<HistoryPoint>> {
+    let rows: BTreeMap<i64, Counts> = grouped(pool, f, GroupBy::Bucket(bucket)).await?;
+    Ok(rows.into_iter().map(|(t, counts)| HistoryPoint { t, counts, hit_rate: counts.hit_rate() }).collect())
+}
+
+/// Counts of one machine or kernel.
+#[derive(Debug, Clone, Serialize)]
+pub struct NamedCounts {
+    pub name: String,
+    #[serde(flatten)]
+    pub counts: Counts,
+    pub hit_rate: Option<f64>,
+}
+
+fn named(rows: BTreeMap<String, Counts>) -> Vec<NamedCounts> {
+    rows.into_iter().map(|(name, counts)| NamedCounts { name, counts, hit_rate: counts.hit_rate() }).collect()
+}
+
+/// Per machine, by name.
+pub async fn by_machine(pool: &SqlitePool, f: &HistoryFilter) -> sqlx::Result<Vec<NamedCounts>> {
+    Ok(named(grouped(pool, f, GroupBy::Machine).await?))
+}
+
+/// Per kernel, the ones that miss most first (then the costliest in compile time).
+pub async fn by_kernel(pool: &SqlitePool, f: &HistoryFilter) -> sqlx::Result<Vec<NamedCounts>> {
+    let mut v = named(grouped(pool, f, GroupBy::Kernel).await?);
+    v.sort_by(|a, b| {
+        b.counts
+            .misses
+            .cmp(&a.counts.misses)
+            .then(b.counts.compile_ms.unwrap_or(0.0).total_cmp(&a.counts.compile_ms.unwrap_or(0.0)))
+            .then(a.name.cmp(&b.name))
+    });
+    Ok(v)
+}
+
+/// Sum of all rows.
+pub fn total<'a>(rows: impl IntoIterator<Item = &'a Counts>) -> Counts {
+    let mut t = Counts::default();
+    for c in rows {
+        t.add(c);
+    }
+    t
+}
+
+/// Machine names and kernel names for the filter form.
+pub async fn choices(pool: &SqlitePool) -> sqlx::Result<(Vec<String>, Vec<String>)> {
+    let machines = sqlx::query_scalar("SELECT name FROM machines ORDER BY name").fetch_all(pool).await?;
+    let kernels = sqlx::query_scalar(
+        "SELECT kernel FROM entries WHERE kernel IS NOT NULL AND kind IN ('kernel', 'binary_only')
+         UNION SELECT kernel FROM events WHERE kernel IS NOT NULL ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok((machines, kernels))
+}

@@ -1,0 +1,70 @@
+//! `GET /api/v1/history`: hits, misses, compiles and compile time per time bucket.
+
+use crate::db::history::{self, Bucket, HistoryFilter, HistoryPoint};
+use crate::db::read::Page;
+use crate::web::AppState;
+use crate::web::error::{ApiError, AppError};
+use axum::Json;
+use axum::extract::{Query, State};
+use serde::Deserialize;
+
+/// Query of `/api/v1/history` (and of the `/history` page).
+#[derive(Debug, Default, Deserialize)]
+pub struct HistoryQuery {
+    pub machine: Option<String>,
+    pub kernel: Option<String>,
+    /// `hour` (default), `day`, `minute` or `second`.
+    pub bucket: Option<String>,
+    /// Unix ms, inclusive.
+    pub from: Option<i64>,
+    /// Unix ms, exclusive.
+    pub to: Option<i64>,
+    pub limit: Option<i64>,
+    pub offset: Option<i64>,
+}
+
+fn nonempty(s: &Option<String>) -> Option<String> {
+    s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
+}
+
+impl HistoryQuery {
+    /// The filter, with empty form fields meaning "all".
+    pub fn filter(&self) -> HistoryFilter {
+        HistoryFilter { machine: nonempty(&self.machine), kernel: nonempty(&self.kernel), from: self.from, to: self.to }
+    }
+
+    /// The bucket width; 400 on anything but `second|minute|hour|day`.
+    pub fn bucket(&self) -> Result<Bucket, AppError> {
+        match nonempty(&self.bucket) {
+            None => Ok(Bucket::Hour),
+            Some(b) => Bucket::parse(&b)
+                .ok_or_else(|| AppError::BadRequest(format!("bucket must be hour, day, minute or second, not {b:?}"))),
+        }
+    }
+}
+
+/// `GET /api/v1/history?machine=&kernel=&bucket=hour|day&from=&to=&limit=&offset=`
+///
+/// One object per time bucket that saw any activity, oldest first (empty buckets are left out):
+/// `{t, hits, misses, compiles, inferred_compiles, compile_ms, hook_events, hit_rate}`.
+/// - `t`: bucket start in unix **milliseconds**, UTC (`day` buckets start at 00:00 UTC).
+/// - With the hook (`hook_events > 0`): `hits`, `misses` and `compiles` count its events; a
+///   `compile` not preceded by a `miss` (a found entry recompiled under `TRITON_ALWAYS_COMPILE`)
+///   counts as a miss too. `compile_ms` sums the hook's compile times.
+/// - Without it, compiles still show: an entry's metadata mtime is its compile time (removed
+///   entries included). Those are `inferred_compiles`, counted in `compiles` and `misses`, with
+///   no time (`compile_ms` is `null` when no compile in the bucket had one). An entry whose key
+///   has a hook `compile` event on that machine is not counted again.
+/// - `hit_rate` = hits / (hits + misses), `null` without hook events (hits are unknown then).
+///
+/// `machine` and `kernel` filter by exact name; `from`/`to` (unix ms) bound the time range;
+/// `limit` (default 100, max 10000) and `offset` page through the buckets.
+pub async fn history(
+    State(s): State<AppState>,
+    Query(q): Query<HistoryQuery>,
+) -> Result<Json<Vec<HistoryPoint>>, ApiError> {
+    let bucket = q.bucket()?;
+    let page = Page::new(q.limit, q.offset);
+    let rows = history::series(&s.pool, &q.filter(), bucket).await?;
+    Ok(Json(rows.into_iter().skip(page.offset as usize).take(page.limit as usize).collect()))
+}

@@ -1,0 +1,254 @@
+//! The `/history` page: hits, misses, compiles and compile time per hour or day, per machine and
+//! per kernel, with a server-side SVG chart. Filter changes fetch only the results (htmx,
+//! `HX-Request`); a plain GET renders the whole page, so every view has a shareable URL.
+
+use super::AppState;
+use super::api::history::HistoryQuery;
+use super::error::AppError;
+use crate::db::history::{self, Bucket, Counts, HistoryPoint, NamedCounts};
+use askama::Template;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+
+/// Kernels listed in "misses most".
+const TOP_KERNELS: usize = 25;
+/// Past this many buckets between the first and the last, the chart shows only active ones.
+const DENSE_MAX: i64 = 240;
+
+/// One row of a table, formatted for display.
+pub struct Row {
+    pub label: String,
+    pub href: String,
+    pub hits: String,
+    pub misses: String,
+    pub compiles: String,
+    pub inferred: i64,
+    pub compile_time: String,
+    pub hit_rate: String,
+}
+
+/// A `<select>` option.
+pub struct Opt {
+    pub value: String,
+    pub selected: bool,
+}
+
+/// One segment of a stacked bar (SVG units).
+pub struct Seg {
+    pub y: String,
+    pub h: String,
+    pub class: &'static str,
+}
+
+pub struct Bar {
+    pub x: String,
+    pub w: String,
+    pub segs: Vec<Seg>,
+    pub title: String,
+}
+
+pub struct Tick {
+    pub x: String,
+    pub label: String,
+}
+
+/// The stacked-bar chart: hits, misses the hook saw, compiles inferred from mtimes.
+pub struct Chart {
+    pub width: i64,
+    pub height: i64,
+    pub base: i64,
+    pub left: i64,
+    pub bars: Vec<Bar>,
+    pub ticks: Vec<Tick>,
+    pub ymax: i64,
+    pub sparse: bool,
+}
+
+/// Everything the results part of the page shows.
+pub struct HistoryView {
+    pub machine: String,
+    pub kernel: String,
+    pub bucket: &'static str,
+    pub machines: Vec<Opt>,
+    pub kernels: Vec<Opt>,
+    pub buckets: Vec<Opt>,
+    pub total: Row,
+    pub has_hook: bool,
+    pub chart: Chart,
+    pub rows: Vec<Row>,
+    pub per_machine: Vec<Row>,
+    pub per_kernel: Vec<Row>,
+    pub api_url: String,
+}
+
+#[derive(Template)]
+#[template(path = "history.html")]
+struct PageTemplate {
+    view: HistoryView,
+}
+
+#[derive(Template)]
+#[template(path = "history_partial.html")]
+struct PartialTemplate {
+    view: HistoryView,
+}
+
+/// `GET /history?machine=&kernel=&bucket=hour|day`
+pub async fn page(State(s): State<AppState>, Query(q): Query<HistoryQuery>, headers: HeaderMap) -> Response {
+    let partial = headers.contains_key("hx-request") && !headers.contains_key("hx-history-restore-request");
+    let html = match view(&s, &q).await {
+        Ok(view) if partial => PartialTemplate { view }.render(),
+        Ok(view) => PageTemplate { view }.render(),
+        Err(e) => {
+            return (e.status(), Html(format!("<p class=\"error\">{}</p>", esc(&e.public_message())))).into_response();
+        }
+    };
+    match html {
+        Ok(h) => ([(header::VARY, "HX-Request")], Html(h)).into_response(),
+        Err(e) => {
+            tracing::error!(error = ?e, "rendering history");
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
+        }
+    }
+}
+
+async fn view(s: &AppState, q: &HistoryQuery) -> Result<HistoryView, AppError> {
+    let bucket = q.bucket()?;
+    let f = q.filter();
+    let series = history::series(&s.pool, &f, bucket).await?;
+    let per_machine = history::by_machine(&s.pool, &f).await?;
+    let per_kernel = history::by_kernel(&s.pool, &f).await?;
+    let (machines, kernels) = history::choices(&s.pool).await?;
+    let (machine, kernel) = (f.machine.clone().unwrap_or_default(), f.kernel.clone().unwrap_or_default());
+    let total = history::total(series.iter().map(|p| &p.counts));
+    let link = |m: &str, k: &str| format!("/history?machine={}&kernel={}&bucket={}", enc(m), enc(k), bucket.as_str());
+    let opts = |all: Vec<String>, cur: &str| all.into_iter().map(|v| Opt { selected: v == cur, value: v }).collect();
+    Ok(HistoryView {
+        bucket: bucket.as_str(),
+        machines: opts(machines, &machine),
+        kernels: opts(kernels, &kernel),
+        buckets: opts(vec!["hour".into(), "day".into(), "minute".into()], bucket.as_str()),
+        total: row("all".into(), String::new(), &total),
+        has_hook: total.hook_events > 0,
+        chart: chart(&series, bucket),
+        rows: series.iter().rev().map(|p| row(fmt_t(p.t, bucket), String::new(), &p.counts)).collect(),
+        per_machine: per_machine
+            .iter()
+            .map(|n: &NamedCounts| row(n.name.clone(), link(&n.name, &kernel), &n.counts))
+            .collect(),
+        per_kernel: per_kernel
+            .iter()
+            .filter(|n| n.counts.misses > 0)
+            .take(TOP_KERNELS)
+            .map(|n| row(n.name.clone(), link(&machine, &n.name), &n.counts))
+            .collect(),
+        api_url: format!(
+            "/api/v1/history?machine={}&kernel={}&bucket={}&limit=10000",
+            enc(&machine),
+            enc(&kernel),
+            bucket.as_str()
+        ),
+        machine,
+        kernel,
+    })
+}
+
+fn row(label: String, href: String, c: &Counts) -> Row {
+    let hook = c.hook_events > 0;
+    Row {
+        label,
+        href,
+        hits: if hook { c.hits.to_string() } else { "–".into() },
+        misses: c.misses.to_string(),
+        compiles: c.compiles.to_string(),
+        inferred: c.inferred_compiles,
+        compile_time: c.compile_ms.map(fmt_ms).unwrap_or_else(|| "–".into()),
+        hit_rate: c.hit_rate().map(|r| format!("{:.1}%", r * 100.0)).unwrap_or_else(|| "–".into()),
+    }
+}
+
+/// Build the stacked bars. Gaps between active buckets are kept (empty slots) unless the range
+/// is too long to draw every bucket.
+fn chart(series: &[HistoryPoint], bucket: Bucket) -> Chart {
+    let (width, height, left, base) = (900i64, 240i64, 44i64, 200i64);
+    let span = match (series.first(), series.last()) {
+        (Some(a), Some(b)) => (b.t - a.t) / bucket.ms() + 1,
+        _ => 0,
+    };
+    let sparse = span > DENSE_MAX;
+    let slots = if sparse { series.len() as i64 } else { span }.max(1);
+    let slot_w = (width - left - 4) as f64 / slots as f64;
+    let ymax = series.iter().map(|p| p.counts.hits + p.counts.misses).max().unwrap_or(0).max(1);
+    let scale = (base - 10) as f64 / ymax as f64;
+    let t0 = series.first().map(|p| p.t).unwrap_or(0);
+    let mut bars = vec![];
+    let mut ticks = vec![];
+    let every = ((slots as f64) / 8.0).ceil().max(1.0) as i64;
+    for (i, p) in series.iter().enumerate() {
+        let slot = if sparse { i as i64 } else { (p.t - t0) / bucket.ms() };
+        let x = left as f64 + slot as f64 * slot_w;
+        let c = &p.counts;
+        let parts = [(c.hits, "hit"), (c.misses - c.inferred_compiles, "miss"), (c.inferred_compiles, "inferred")];
+        let mut y = base as f64;
+        let segs = parts
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|&(n, class)| {
+                let h = n as f64 * scale;
+                y -= h;
+                Seg { y: format!("{y:.1}"), h: format!("{h:.1}"), class }
+            })
+            .collect();
+        let title = format!(
+            "{}: {} hits, {} misses, {} compiles ({} inferred), compile time {}",
+            fmt_t(p.t, bucket),
+            c.hits,
+            c.misses,
+            c.compiles,
+            c.inferred_compiles,
+            c.compile_ms.map(fmt_ms).unwrap_or_else(|| "unknown".into())
+        );
+        bars.push(Bar { x: format!("{x:.1}"), w: format!("{:.1}", (slot_w * 0.8).clamp(1.0, 48.0)), segs, title });
+        if i == 0 || slot % every == 0 {
+            ticks.push(Tick { x: format!("{x:.1}"), label: fmt_t(p.t, bucket) });
+        }
+    }
+    Chart { width, height, base, left, bars, ticks, ymax, sparse }
+}
+
+/// Bucket start as text (UTC).
+fn fmt_t(ms: i64, b: Bucket) -> String {
+    let f = match b {
+        Bucket::Day => "%Y-%m-%d",
+        Bucket::Hour => "%Y-%m-%d %H:00",
+        Bucket::Minute => "%Y-%m-%d %H:%M",
+        Bucket::Second => "%H:%M:%S",
+    };
+    chrono::DateTime::from_timestamp_millis(ms).map(|t| t.format(f).to_string()).unwrap_or_default()
+}
+
+/// A duration for people: ms, s or min.
+fn fmt_ms(ms: f64) -> String {
+    if ms < 1000.0 {
+        format!("{ms:.0} ms")
+    } else if ms < 120_000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else {
+        format!("{:.1} min", ms / 60_000.0)
+    }
+}
+
+/// Percent-encode a query value.
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
