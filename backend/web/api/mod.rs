@@ -1,17 +1,20 @@
 //! JSON API v1 (see DESIGN.md): stable, scripted against by users and tests.
 
+pub mod upload;
+
 use super::AppState;
 use super::error::{ApiError, AppError};
 use crate::db::read::{self, KernelFilter, Page};
 use axum::extract::{Query, State};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/machines", get(machines))
-        .route("/scans", get(scans))
+        .route("/scans", get(scans).post(upload::post_scan))
+        .route("/blobs/missing", post(upload::blobs_missing))
         .route("/kernels", get(kernels))
         .route("/entries", get(entries))
         .fallback(|| async { ApiError(AppError::NotFound("no such API endpoint".into())) })
