@@ -338,3 +338,149 @@ async fn client_retries_5xx_with_the_same_scan_and_not_4xx() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("403") && stderr.contains("\"other\"") && !stderr.contains("retrying"), "{stderr}");
 }
+
+/// `cachelens serve` as a child process on `port`, once it answers.
+async fn spawn_serve(db: &Path, port: u16) -> tokio::process::Child {
+    let child = tokio::process::Command::new(bin())
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--db"])
+        .arg(db)
+        .env_remove("CACHELENS_READ_TOKEN")
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            return child;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("cachelens serve did not start on port {port}");
+}
+
+/// A TCP proxy in front of 127.0.0.1:`upstream` that tells `kill` when to kill the server:
+/// during the 1st upload (POST /api/v1/scans) once half its body went through, and during the
+/// 2nd right after its last byte went through (while the server decodes or ingests it).
+/// The 1st upload's connection is then cut; later connections pass through untouched.
+async fn killing_proxy(upstream: u16, kill: tokio::sync::mpsc::Sender<&'static str>) -> u16 {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let uploads = Arc::new(AtomicUsize::new(0));
+    tokio::spawn(async move {
+        loop {
+            let (mut client, _) = listener.accept().await.unwrap();
+            let (uploads, kill) = (uploads.clone(), kill.clone());
+            tokio::spawn(async move {
+                let Ok(mut server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await else { return };
+                let (mut cr, mut cw) = client.split();
+                let (mut sr, mut sw) = server.split();
+                let up = async {
+                    let (mut seen, mut total, mut nth, mut buf) = (0usize, None::<usize>, 0, vec![0u8; 16 << 10]);
+                    let mut head = vec![];
+                    loop {
+                        let n = cr.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        if total.is_none() {
+                            head.extend_from_slice(&buf[..n]);
+                            if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                                let h = String::from_utf8_lossy(&head[..end]).to_ascii_lowercase();
+                                let len = h.lines().find_map(|l| l.strip_prefix("content-length:")).map(|v| v.trim().parse().unwrap()).unwrap_or(0);
+                                total = Some(end + 4 + len);
+                                if h.starts_with("post /api/v1/scans") {
+                                    nth = uploads.fetch_add(1, Ordering::SeqCst) + 1;
+                                }
+                            }
+                        }
+                        let t = total.unwrap_or(usize::MAX);
+                        if nth == 1 && seen + n >= t / 2 {
+                            let half = t / 2 - seen.min(t / 2);
+                            let _ = sw.write_all(&buf[..half]).await;
+                            kill.send("mid-body").await.unwrap();
+                            std::future::pending::<()>().await; // hold the connection until cut
+                        }
+                        if sw.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                        seen += n;
+                        if seen >= t {
+                            if nth == 2 {
+                                kill.send("after-body").await.unwrap();
+                            }
+                            // keep-alive: the next request on this connection starts here (the
+                            // client waits for each answer, so requests never share a read)
+                            (seen, total, nth) = (0, None, 0);
+                            head.clear();
+                        }
+                    }
+                };
+                let down = async {
+                    let _ = tokio::io::copy(&mut sr, &mut cw).await;
+                };
+                // When either side ends, drop both (the client sees the cut).
+                tokio::select! { _ = up => {}, _ = down => {} }
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_killed_mid_upload_restarts_and_the_retry_stores_the_scan_once() {
+    let dbdir = TempDir::new().unwrap();
+    let db = dbdir.path().join("server.db");
+    let token = {
+        let pool = cachelens::db::open(&db).await.unwrap();
+        let t = cachelens::db::tokens::create(&pool, "h100-up").await.unwrap();
+        pool.close().await;
+        t
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut child = spawn_serve(&db, port).await;
+    let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+    let proxy = killing_proxy(port, tx).await;
+    let (_t, dir) = unpacked("h100-jit-3.6.0");
+    let url = format!("http://127.0.0.1:{proxy}");
+    let cache = dir.join("triton-cache");
+    let mut client = tokio::spawn(async move { cli_upload(&url, &token, "h100-up", &cache, &["--retries", "8"]).await });
+    let mut kills = vec![];
+    while kills.len() < 2 {
+        let when = tokio::select! {
+            w = rx.recv() => w.unwrap(),
+            out = &mut client => panic!("client ended before the kills {kills:?}: {:?}", text(&out.unwrap())),
+        };
+        child.start_kill().unwrap(); // SIGKILL: no chance to clean up
+        child.wait().await.unwrap();
+        kills.push(when);
+        child = spawn_serve(&db, port).await;
+    }
+    assert_eq!(kills, ["mid-body", "after-body"]);
+    let out = client.await.unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "client: {stdout}\n{stderr}");
+    assert!(stderr.contains("retrying"), "{stderr}");
+    println!("client stderr:\n{stderr}client stdout:\n{stdout}");
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    let pool = cachelens::db::open(&db).await.unwrap();
+    let ok: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&pool).await.unwrap();
+    assert_eq!(ok, "ok");
+    let fk: Vec<(String, i64, String, i64)> = sqlx::query_as("PRAGMA foreign_key_check").fetch_all(&pool).await.unwrap();
+    assert!(fk.is_empty(), "{fk:?}");
+    let (scans, entries, arts, _) = counts(&pool).await;
+    assert_eq!(scans, 1, "stored exactly once");
+    let local = cachelens::collect::scan_report(&dir.join("triton-cache"), "h100-up").unwrap();
+    assert_eq!(entries as usize, local.entries.len(), "the whole scan, not half of it");
+    assert_eq!(arts as usize, local.entries.iter().map(|e| e.artifacts.len()).sum::<usize>());
+    let stored: i64 = sqlx::query_scalar("SELECT entries FROM scans").fetch_one(&pool).await.unwrap();
+    assert_eq!(stored, entries);
+    let orphans: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE first_scan_id NOT IN (SELECT id FROM scans)")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(orphans, 0);
+}
