@@ -2,3 +2,4 @@
 mod common;
 mod api_read;
 mod upload;
+mod tokens;
