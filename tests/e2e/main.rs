@@ -3,3 +3,4 @@ mod common;
 mod api_read;
 mod upload;
 mod tokens;
+mod fuzz;
