@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 budget=${1:-300}
 cases=${2:-5000}
-cargo test --release --test e2e --no-run >/dev/null 2>&1 || cargo test --release --test e2e --no-run
+cargo test --test e2e --no-run >/dev/null 2>&1 || cargo test --test e2e --no-run
 end=$(( $(date +%s) + budget ))
 round=0
 while [ "$(date +%s)" -lt "$end" ]; do
@@ -17,7 +17,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
     echo "fuzz round $round: $cases cases per property (${left}s left)"
     # a round still running at the deadline is stopped: that is not a failure
     set +e
-    CACHELENS_FUZZ_CASES=$cases timeout "$left" cargo test --release --test e2e fuzz:: -- --test-threads 2 2>&1 | grep -E "^test |panicked|minimal failing|test result"
+    CACHELENS_FUZZ_CASES=$cases timeout "$left" cargo test --test e2e fuzz:: -- --test-threads 2 2>&1 | grep -E "^test |panicked|minimal failing|test result"
     rc=${PIPESTATUS[0]}
     set -e
     if [ "$rc" = 124 ]; then echo "time is up"; break; fi
