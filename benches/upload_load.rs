@@ -22,7 +22,19 @@ fn env(k: &str, d: usize) -> usize {
 fn synth(base: &ScanReport, machine: &str, scan: usize, n: usize) -> ScanReport {
     // Only the first client carries the IR text (the others reference the same sha256s): 50
     // copies of every blob would only measure memory, and dedup makes the others send none.
-    let mut r = ScanReport { entries: vec![], blobs: Default::default(), ..base.clone() };
+    let mut r = ScanReport {
+        entries: vec![],
+        blobs: Default::default(),
+        unchanged: vec![],
+        skipped: base.skipped.clone(),
+        best_configs: base.best_configs.clone(),
+        events: base.events.clone(),
+        event_files: base.event_files.clone(),
+        client_id: String::new(),
+        machine: String::new(),
+        root: base.root.clone(),
+        ..*base
+    };
     if machine == "load-000" && scan == 0 {
         r.blobs = base.blobs.clone();
     }
