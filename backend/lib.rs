@@ -12,4 +12,5 @@ pub mod explain;
 pub mod model;
 pub mod run;
 pub mod scan;
+pub mod upload;
 pub mod web;

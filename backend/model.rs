@@ -177,9 +177,17 @@ pub struct AutotuneConfig {
     pub num_warps: Option<i64>,
     pub num_stages: Option<i64>,
     /// The benchmark figures in ms (Triton's do_bench quantiles: median, p20, p80).
+    /// A failed config is timed `inf`: JSON writes it as `null`, read back as infinity (so a
+    /// report survives the trip through `POST /api/v1/scans`).
+    #[serde(deserialize_with = "timings")]
     pub timings_ms: Vec<f64>,
     /// True for the config Triton picked (smallest timings, compared as Triton does).
     pub winner: bool,
+}
+
+fn timings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    let v: Vec<Option<f64>> = Deserialize::deserialize(d)?;
+    Ok(v.into_iter().map(|t| t.unwrap_or(f64::INFINITY)).collect())
 }
 
 /// An entry directory (or file) that was not read, and why.

@@ -21,19 +21,44 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     let machine = a.machine.clone().unwrap_or_else(collect::hostname);
     let paths = if a.paths.is_empty() { vec![crate::scan::default_root()] } else { a.paths.clone() };
-    if a.server.is_some() {
-        anyhow::bail!("uploading is not available yet");
+    if let Some(server) = &a.server {
+        return upload(&a, server, &machine, &paths).await;
     }
     let pool = db::open(&a.db.path()).await?;
     let mut summaries = vec![];
     for p in &paths {
         summaries.push(collect::scan_local(&pool, p, &machine).await?);
     }
-    print_summaries(&summaries, a.json, &a.db.path());
+    print_summaries(&summaries, a.json, &format!("database: {}", a.db.path().display()));
     Ok(())
 }
 
-fn print_summaries(summaries: &[ScanSummary], json: bool, db: &std::path::Path) {
+/// `scan --server`: scan each root into a report and upload it.
+async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[PathBuf]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let token = a.token.as_deref().context("--server needs --token (or CACHELENS_TOKEN): see `cachelens token create`")?;
+    anyhow::ensure!(crate::model::valid_machine_name(machine), "invalid machine name {machine:?} (use --machine)");
+    let mut summaries = vec![];
+    for p in paths {
+        let (root, m) = (p.clone(), machine.to_string());
+        let report = tokio::task::spawn_blocking(move || collect::scan_report(&root, &m)).await??;
+        let up = crate::upload::upload_report(server, token, report, crate::upload::Retry::new(a.retries)).await?;
+        if !a.json {
+            println!(
+                "uploaded {:.1} KiB (gzip) with {} of {} IR blobs the server lacked{}",
+                up.body_bytes as f64 / 1024.0,
+                up.blobs_sent,
+                up.blobs_total,
+                if up.response.created { String::new() } else { format!("; already stored as scan {}", up.response.scan_id) }
+            );
+        }
+        summaries.push(up.response.summary);
+    }
+    print_summaries(&summaries, a.json, &format!("server: {server}"));
+    Ok(())
+}
+
+fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
     if json {
         let out = if summaries.len() == 1 { serde_json::to_string_pretty(&summaries[0]) } else { serde_json::to_string_pretty(summaries) };
         println!("{}", out.unwrap_or_default());
@@ -64,7 +89,7 @@ fn print_summaries(summaries: &[ScanSummary], json: bool, db: &std::path::Path) 
             println!("  note: {} entries have group files pointing to another path: Triton will miss on them here", s.relocated);
         }
     }
-    println!("database: {}", db.display());
+    println!("{dest}");
 }
 
 /// The README's first command: scan what this machine has, or show the demo, then serve.

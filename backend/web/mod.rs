@@ -1,6 +1,7 @@
 //! The HTTP server: `app(state)` builds the router used by `cachelens serve` and by tests.
 
 pub mod api;
+pub mod auth;
 pub mod error;
 pub mod pages;
 pub mod explain;
@@ -48,6 +49,9 @@ pub fn app(state: AppState) -> Router {
         .nest("/api/v1", api::router())
         .merge(pages::router())
         .route("/history", axum::routing::get(history::page))
+        .route("/login", axum::routing::get(auth::login))
+        // Keep this layer after every route: it guards them all (see auth.rs).
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::read_access))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }

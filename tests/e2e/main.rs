@@ -6,3 +6,6 @@ mod damaged;
 mod pages;
 mod explain;
 mod history;
+mod upload;
+mod tokens;
+mod fuzz;

@@ -2,19 +2,21 @@
 
 pub mod explain;
 pub mod history;
+pub mod upload;
 
 use super::AppState;
 use super::error::{ApiError, AppError};
 use crate::db::read::{self, KernelFilter, Page};
 use axum::extract::{Query, State};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/machines", get(machines))
-        .route("/scans", get(scans))
+        .route("/scans", get(scans).post(upload::post_scan))
+        .route("/blobs/missing", post(upload::blobs_missing))
         .route("/kernels", get(kernels))
         .route("/entries", get(entries))
         .merge(explain::router())

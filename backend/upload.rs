@@ -1,0 +1,159 @@
+//! The upload client behind `cachelens scan PATH --server URL --token T`.
+//!
+//! It asks the server which IR blobs it lacks (`POST /api/v1/blobs/missing`), keeps only those
+//! in the report, gzips the report once and POSTs it to `/api/v1/scans`. Connection errors, 5xx
+//! and 429 are retried with exponential backoff and jitter; other 4xx are final. Every retry
+//! sends the very same bytes, hence the same `client_id`: the server stores the scan once.
+
+use crate::model::ScanReport;
+use crate::web::api::upload::{MissingRequest, MissingResponse, UploadResponse};
+use anyhow::Context;
+use std::io::Write;
+use std::time::Duration;
+
+/// How an upload went.
+#[derive(Debug)]
+pub struct Uploaded {
+    pub response: UploadResponse,
+    /// Gzipped bytes of the report as sent.
+    pub body_bytes: usize,
+    /// IR blobs sent / referenced by the report.
+    pub blobs_sent: usize,
+    pub blobs_total: usize,
+    /// Tries the POST of the report took.
+    pub tries: u32,
+}
+
+/// Retry policy: `tries` attempts in all, waiting `base`·2ⁿ (capped at 30 s, ±50% jitter).
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    pub tries: u32,
+    pub base: Duration,
+}
+
+impl Retry {
+    /// `tries` attempts; the base delay is 500 ms, or `$CACHELENS_UPLOAD_BACKOFF_MS`.
+    pub fn new(tries: u32) -> Retry {
+        let ms = std::env::var("CACHELENS_UPLOAD_BACKOFF_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+        Retry { tries: tries.max(1), base: Duration::from_millis(ms) }
+    }
+
+    fn delay(&self, attempt: u32) -> Duration {
+        let exp = self.base.saturating_mul(1 << attempt.min(16)).min(Duration::from_secs(30));
+        exp.mul_f64(0.5 + rand::random::<f64>())
+    }
+}
+
+/// Install rustls' ring crypto provider (once per process), so https URLs work.
+pub fn install_crypto() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // Err means some provider is already installed: fine too.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// An HTTP client for talking to a cachelens server.
+pub fn client() -> anyhow::Result<reqwest::Client> {
+    install_crypto();
+    Ok(reqwest::Client::builder()
+        .user_agent(concat!("cachelens/", env!("CARGO_PKG_VERSION")))
+        .connect_timeout(Duration::from_secs(15))
+        .timeout(Duration::from_secs(900))
+        .build()?)
+}
+
+/// One failed try: whether trying again may help, and why it failed.
+enum Failure {
+    Retry(String),
+    Final(String),
+}
+
+/// POST `body` to `url` with the token, retrying as [`Retry`] says. Returns (status, body, tries).
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    body: &[u8],
+    retry: Retry,
+) -> anyhow::Result<(reqwest::StatusCode, String, u32)> {
+    let mut last = String::new();
+    for attempt in 0..retry.tries {
+        if attempt > 0 {
+            let d = retry.delay(attempt - 1);
+            eprintln!("upload: {last}; retrying in {:.1} s ({}/{})", d.as_secs_f64(), attempt + 1, retry.tries);
+            tokio::time::sleep(d).await;
+        }
+        match try_post(http, url, token, body).await {
+            Ok((status, text)) => return Ok((status, text, attempt + 1)),
+            Err(Failure::Final(e)) => anyhow::bail!("{e}"),
+            Err(Failure::Retry(e)) => last = e,
+        }
+    }
+    anyhow::bail!("gave up after {} tries: {last}", retry.tries)
+}
+
+async fn try_post(http: &reqwest::Client, url: &str, token: &str, body: &[u8]) -> Result<(reqwest::StatusCode, String), Failure> {
+    let resp = http
+        .post(url)
+        .bearer_auth(token)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(reqwest::header::CONTENT_ENCODING, "gzip")
+        .body(body.to_vec())
+        .send()
+        .await
+        .map_err(|e| Failure::Retry(format!("{url}: {}", error_chain(&e))))?;
+    let status = resp.status();
+    let text = resp.text().await.map_err(|e| Failure::Retry(format!("{url}: reading the answer: {}", error_chain(&e))))?;
+    if status.is_success() {
+        return Ok((status, text));
+    }
+    let msg = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(str::to_string))
+        .unwrap_or_else(|| text.chars().take(200).collect());
+    let msg = format!("server answered {status}: {msg}");
+    if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+        Err(Failure::Retry(msg))
+    } else {
+        Err(Failure::Final(msg))
+    }
+}
+
+/// `reqwest` errors say little at the top level: join the causes.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+fn gzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 4), flate2::Compression::fast());
+    enc.write_all(bytes)?;
+    Ok(enc.finish()?)
+}
+
+/// Upload one report to `server` (base URL, e.g. `https://cachelens.example.org`).
+pub async fn upload_report(server: &str, token: &str, mut report: ScanReport, retry: Retry) -> anyhow::Result<Uploaded> {
+    let http = client()?;
+    let base = server.trim_end_matches('/');
+    let blobs_total = report.blobs.len();
+    if blobs_total > 0 {
+        let shas: Vec<String> = report.blobs.keys().cloned().collect();
+        let body = gzip(&serde_json::to_vec(&MissingRequest { sha256: shas })?)?;
+        let (_, text, _) = post(&http, &format!("{base}/api/v1/blobs/missing"), token, &body, retry).await?;
+        let missing: MissingResponse = serde_json::from_str(&text).context("server's answer to blobs/missing")?;
+        let missing: std::collections::HashSet<String> = missing.missing.into_iter().collect();
+        report.blobs.retain(|sha, _| missing.contains(sha));
+    }
+    let blobs_sent = report.blobs.len();
+    let body = tokio::task::spawn_blocking(move || gzip(&serde_json::to_vec(&report)?)).await??;
+    let (_, text, tries) = post(&http, &format!("{base}/api/v1/scans"), token, &body, retry).await?;
+    let response: UploadResponse = serde_json::from_str(&text).context("server's answer to the upload")?;
+    Ok(Uploaded { response, body_bytes: body.len(), blobs_sent, blobs_total, tries })
+}

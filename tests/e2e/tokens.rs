@@ -1,0 +1,122 @@
+//! Upload tokens from the command line, and the read-token restriction of `serve`.
+
+use crate::common::*;
+use crate::upload::{cli_upload, get_json_at, post_raw, server, text};
+use cachelens::web::Config;
+use std::path::Path;
+
+fn cachelens(args: &[&str], db: &Path) -> std::process::Output {
+    std::process::Command::new(bin()).args(args).arg("--db").arg(db).env_remove("CACHELENS_DB").output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_create_list_revoke() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = dir.path().join("server.db");
+    let out = cachelens(&["token", "create", "--machine", "node-7"], &db);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let (stdout, _) = text(&out);
+    // the token alone on stdout: scripts do TOKEN=$(cachelens token create ...)
+    let token = stdout.strip_suffix('\n').unwrap();
+    assert!(token.starts_with("cl_") && token.len() > 40 && !token.contains(char::is_whitespace), "{stdout:?}");
+    let second = text(&cachelens(&["token", "create", "--machine", "node-8"], &db)).0;
+    assert_ne!(second.trim(), token);
+    // stored only as a hash
+    let pool = cachelens::db::open(&db).await.unwrap();
+    let raw = std::fs::read(&db).unwrap();
+    let wal = std::fs::read(db.with_extension("db-wal")).unwrap_or_default();
+    let needle = token.as_bytes();
+    assert!(![raw, wal].iter().any(|b| b.windows(needle.len()).any(|w| w == needle)), "token in clear in the db");
+    let hashes: Vec<String> = sqlx::query_scalar("SELECT token_hash FROM tokens").fetch_all(&pool).await.unwrap();
+    assert!(hashes.contains(&cachelens::db::tokens::hash(token)));
+    // list: ids, machines, state; never the token
+    let list = text(&cachelens(&["token", "list"], &db)).0;
+    assert!(list.contains("node-7") && list.contains("node-8") && list.contains("active"), "{list}");
+    assert!(!list.contains(token) && !list.contains(&hashes[0]), "{list}");
+    // revoke: once; a second time or an unknown id fails
+    let out = cachelens(&["token", "revoke", "1"], &db);
+    assert!(out.status.success() && text(&out).0.contains("revoked token 1"));
+    let list = text(&cachelens(&["token", "list"], &db)).0;
+    let line = list.lines().find(|l| l.contains("node-7")).unwrap();
+    assert!(line.contains("revoked"), "{list}");
+    for id in ["1", "99"] {
+        let out = cachelens(&["token", "revoke", id], &db);
+        assert_eq!(out.status.code(), Some(1), "revoke {id}");
+        assert!(text(&out).1.contains("no active token"));
+    }
+    // a machine name that is no name
+    let out = cachelens(&["token", "create", "--machine", "../etc"], &db);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("invalid machine name"));
+    assert_eq!(cachelens::db::tokens::check(&pool, token).await.unwrap(), cachelens::db::tokens::Check::Revoked);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_uploads_only_for_its_machine_and_not_once_revoked() {
+    let srv = server(Config::default()).await;
+    let (_t, dir) = unpacked("mi300-upgrade-1-triton-3.6.0");
+    let cache = dir.join("triton-cache");
+    let token = cachelens::db::tokens::create(&srv.pool, "mi300-a").await.unwrap();
+    let out = cli_upload(&srv.url, &token, "mi300-b", &cache, &[]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).1.contains("403"), "{:?}", text(&out));
+    let out = cli_upload(&srv.url, &token, "mi300-a", &cache, &[]).await;
+    assert!(out.status.success(), "{:?}", text(&out));
+    let id = cachelens::db::tokens::list(&srv.pool).await.unwrap()[0].id;
+    assert!(cachelens::db::tokens::list(&srv.pool).await.unwrap()[0].last_used_at.is_some());
+    cachelens::db::tokens::revoke(&srv.pool, id).await.unwrap();
+    let out = cli_upload(&srv.url, &token, "mi300-a", &cache, &[]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let (_, stderr) = text(&out);
+    assert!(stderr.contains("401") && stderr.contains("revoked") && !stderr.contains("retrying"), "{stderr}");
+    let scans: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM scans").fetch_one(&srv.pool).await.unwrap();
+    assert_eq!(scans, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_token_guards_pages_and_api_but_not_uploads() {
+    let srv = server(Config { read_token: Some("r3ad-s3cret".into()), ..Config::default() }).await;
+    let http = cachelens::upload::client().unwrap();
+    let api = format!("{}/api/v1/machines", srv.url);
+    let status = |r: reqwest::Response| r.status().as_u16();
+    // nothing, a wrong token, a machine's upload token: 401 with JSON and a basic-auth prompt
+    let upload_token = cachelens::db::tokens::create(&srv.pool, "n1").await.unwrap();
+    for auth in [None, Some("wrong"), Some(upload_token.as_str())] {
+        let mut req = http.get(&api);
+        if let Some(t) = auth {
+            req = req.bearer_auth(t);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 401, "{auth:?}");
+        assert!(r.headers()["www-authenticate"].to_str().unwrap().starts_with("Basic"));
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert!(v["error"].as_str().unwrap().contains("read token"));
+    }
+    // pages too (any path, even one that does not exist)
+    assert_eq!(status(http.get(format!("{}/", srv.url)).send().await.unwrap()), 401);
+    // bearer, basic auth password, cookie from /login
+    assert_eq!(status(http.get(&api).bearer_auth("r3ad-s3cret").send().await.unwrap()), 200);
+    assert_eq!(status(http.get(&api).basic_auth("anyone", Some("r3ad-s3cret")).send().await.unwrap()), 200);
+    assert_eq!(status(http.get(&api).basic_auth("anyone", Some("nope")).send().await.unwrap()), 401);
+    let no_redirect = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let r = no_redirect.get(format!("{}/login?token=wrong", srv.url)).send().await.unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get("set-cookie").is_none());
+    let r = no_redirect.get(format!("{}/login?token=r3ad-s3cret", srv.url)).send().await.unwrap();
+    assert!(r.status().is_redirection());
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.starts_with("cachelens_read=r3ad-s3cret;") && cookie.contains("HttpOnly"), "{cookie}");
+    let pair = cookie.split(';').next().unwrap();
+    assert_eq!(status(http.get(&api).header("cookie", pair).send().await.unwrap()), 200);
+    // uploads use their machine token, read token or not
+    let (_t, dir) = unpacked("mi300-upgrade-1-triton-3.6.0");
+    let out = cli_upload(&srv.url, &upload_token, "n1", &dir.join("triton-cache"), &[]).await;
+    assert!(out.status.success(), "{:?}", text(&out));
+    let (s, _) = post_raw(&srv.url, "/api/v1/scans", Some("r3ad-s3cret"), b"{}".to_vec(), false).await;
+    assert_eq!(s, 401, "the read token is no upload token");
+    let machines = http.get(&api).bearer_auth("r3ad-s3cret").send().await.unwrap().json::<serde_json::Value>().await.unwrap();
+    assert_eq!(machines[0]["name"], "n1");
+    // without a read token, reading is open
+    let open = server(Config::default()).await;
+    get_json_at(&format!("{}/api/v1/machines", open.url)).await;
+}
