@@ -1,7 +1,6 @@
 //! What each subcommand does.
 
-use crate::cli::{Cli, Command, DbArg, ScanArgs, ServeArgs, TokenCommand, UpArgs};
-use crate::cli::{Cli, Command, ExplainArgs, ScanArgs, ServeArgs, TokenCommand};
+use crate::cli::{Cli, Command, DbArg, ExplainArgs, ScanArgs, ServeArgs, TokenCommand, UpArgs};
 use crate::collect;
 use crate::db;
 use crate::model::ScanSummary;
@@ -113,7 +112,7 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         for p in present {
             summaries.push(collect::scan_local(&pool, p, &machine).await?);
         }
-        print_summaries(&summaries, false, &db.path());
+        print_summaries(&summaries, false, &format!("database: {}", db.path().display()));
     }
     serve(ServeArgs { db, listen: a.listen, demo, max_upload_mb: 256, read_token: None }).await
 }
