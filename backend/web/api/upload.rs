@@ -230,7 +230,7 @@ fn is_rel_path(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 4096
         && !s.starts_with(['/', '\\'])
-        && !s.contains('\0')
+        && !s.contains(['\0', ':']) // ':' rejects drive-letter paths like C:x
         && s.split(['/', '\\']).all(|c| c != "..")
 }
 
