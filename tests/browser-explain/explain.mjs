@@ -18,6 +18,8 @@ try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
+  page.on("console", (m) => { if (m.type() === "error") errors.push(`console error: ${m.text()} (${page.url()})`); });
+  page.on("response", (r) => { if (r.status() >= 400) errors.push(`HTTP ${r.status()}: ${r.url()}`); });
 
   await page.goto(`${base}/invalidations?machine=a100-1`);
   const summary = await page.textContent("#summary");
@@ -56,7 +58,7 @@ try {
   assert.ok((await rows.count()) > 2, "neighbours listed");
   assert.match(await rows.nth(1).textContent(), /compare/, "each neighbour links to its compare view");
   await page.screenshot({ path: `${shots}/explain-nearest.png`, fullPage: false });
-  assert.deepEqual(errors, [], "no page errors");
+  assert.deepEqual(errors, [], "no page errors, console errors or failed requests");
   console.log(`ok: invalidations → compare of ${kernel}: ${headline.trim().replace(/\s+/g, " ")}`);
 } catch (e) {
   failed = true;

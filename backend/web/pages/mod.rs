@@ -32,6 +32,8 @@ pub fn router() -> Router<AppState> {
         .route("/entries/{machine}/{key}", get(entry::page))
         .route("/entries/{machine}/{key}/raw/{artifact}", get(entry::raw))
         .route("/static/{*path}", get(assets::serve))
+        // Browsers ask for /favicon.ico on views without a <link rel=icon> (raw artifacts, JSON).
+        .route("/favicon.ico", get(|| assets::serve(axum::extract::Path("favicon.svg".to_string()))))
         .fallback(|| async { PageError(AppError::NotFound("no such page".into())) })
 }
 
