@@ -93,11 +93,13 @@ pub fn scan_report(root: &Path, machine: &str) -> anyhow::Result<ScanReport> {
     let root = resolve_root(root)?;
     let mut entries = vec![];
     let tail = scan::scan(&root, &Previous::default(), threads(), |e| entries.push(e));
+    // Move the IR text into `blobs` (once per sha256): entries keep only the hash, so a big
+    // cache's report does not hold every identical IR file many times over.
     let mut blobs = BTreeMap::new();
-    for e in &entries {
-        for a in &e.artifacts {
-            if let Some(t) = &a.text {
-                blobs.entry(a.sha256.clone()).or_insert_with(|| t.clone());
+    for e in &mut entries {
+        for a in &mut e.artifacts {
+            if let Some(t) = a.text.take() {
+                blobs.entry(a.sha256.clone()).or_insert(t);
             }
         }
     }

@@ -62,7 +62,8 @@ async fn synthesize(pool: &SqlitePool, machines: i64, per_machine: i64) -> anyho
             .bind(mid).bind(format!("bench-{m}-{i}")).bind(now - (2 - i) * 86_400_000).bind(per_machine / frac)
             .fetch_one(&mut *tx).await?;
         }
-        // kernel names: each template kernel becomes 100 kernels (`<name>_v<n % 100>`); `sig`
+        // keys: template key + template row id + copy number (two corpus machines can hold the
+        // same key). Kernel names: each template kernel becomes 100 kernels (`<name>_v<n % 100>`); `sig`
         // remembers the template row so artifacts and autotune rows can follow.
         sqlx::query(
             "WITH RECURSIVE seq(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM seq WHERE n + 1 < ?3),
@@ -72,7 +73,7 @@ async fn synthesize(pool: &SqlitePool, machines: i64, per_machine: i64) -> anyho
                                  triton_version, meta_hash, signature, shapes, created_at, bytes, registers, spills, shared_bytes,
                                  resources_json, metadata_json, group_json, relocated, partial, binary_sha256, sig,
                                  first_scan_id, last_scan_id, first_seen_at, last_seen_at)
-             SELECT ?1, '/bench/cache', t.key || n, t.key || n, t.kind, t.kernel || '_v' || (n % 100), t.backend, t.arch, t.warp_size,
+             SELECT ?1, '/bench/cache', t.key || t.id || '-' || n, t.key || t.id || '-' || n, t.kind, t.kernel || '_v' || (n % 100), t.backend, t.arch, t.warp_size,
                     t.num_warps, t.num_stages, t.num_ctas, t.triton_version, t.meta_hash, t.signature, t.shapes,
                     t.created_at - (n % 30) * 86400000, t.bytes, t.registers, t.spills, t.shared_bytes, t.resources_json,
                     t.metadata_json, t.group_json, t.relocated, t.partial, t.binary_sha256, 'bench:' || t.id,

@@ -12,10 +12,20 @@ use sqlx::{FromRow, SqlitePool};
 /// One rebuild at a time within this process; readers go on reading the previous tables.
 static REFRESH: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// How long a page waits for a rebuild before it shows the previous figures. A small database
+/// rebuilds in milliseconds (always fresh); a fleet of a million entries takes seconds, and a
+/// page should not hang on it after every upload.
+const WAIT_FOR_REBUILD: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The data the summary tables are derived from, as (last scan that changed anything, last entry
+/// id). A re-scan that found nothing new, changed or removed does not make them stale.
 async fn data_version(pool: &SqlitePool) -> sqlx::Result<(i64, i64)> {
-    sqlx::query_as("SELECT COALESCE((SELECT MAX(id) FROM scans), 0), COALESCE((SELECT MAX(id) FROM entries), 0)")
-        .fetch_one(pool)
-        .await
+    sqlx::query_as(
+        "SELECT COALESCE((SELECT MAX(id) FROM scans WHERE new_entries + changed_entries + removed_entries > 0), 0),
+                COALESCE((SELECT MAX(id) FROM entries), 0)",
+    )
+    .fetch_one(pool)
+    .await
 }
 
 async fn built_version(pool: &SqlitePool) -> sqlx::Result<Option<(i64, i64)>> {
@@ -24,40 +34,43 @@ async fn built_version(pool: &SqlitePool) -> sqlx::Result<Option<(i64, i64)>> {
         .await
 }
 
-/// Rebuild the summary tables if the data changed since they were built. Cheap when nothing
-/// changed (two index look-ups). Every scan adds a scan row, so a new scan id marks new data.
+/// Make the summary tables current before a page reads them. Cheap when nothing changed (two
+/// index look-ups). When they are stale a rebuild starts in the background; the page waits for
+/// it up to [`WAIT_FOR_REBUILD`] (fully when the tables were never built), then reads whatever
+/// the tables hold — the previous figures until the rebuild commits.
 pub async fn refresh_stats(pool: &SqlitePool) -> sqlx::Result<()> {
+    let built = built_version(pool).await?;
+    if built.is_some() && built == Some(data_version(pool).await?) {
+        return Ok(());
+    }
+    let p = pool.clone();
+    let task = tokio::spawn(async move { rebuild_if_stale(&p).await });
+    let joined = if built.is_none() {
+        Ok(task.await)
+    } else {
+        tokio::time::timeout(WAIT_FOR_REBUILD, task).await
+    };
+    match joined {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(sqlx::Error::Protocol(format!("summary rebuild task failed: {e}"))),
+        Err(_) => {
+            tracing::info!("summary tables are being rebuilt: serving the previous figures");
+            Ok(())
+        }
+    }
+}
+
+/// Rebuild every summary table in one transaction, unless another rebuild made them current.
+async fn rebuild_if_stale(pool: &SqlitePool) -> sqlx::Result<()> {
+    let _guard = REFRESH.lock().await;
     let now = data_version(pool).await?;
     if built_version(pool).await? == Some(now) {
         return Ok(());
     }
-    let _guard = REFRESH.lock().await;
-    if built_version(pool).await? == Some(now) {
-        return Ok(());
-    }
+    let started = std::time::Instant::now();
     let mut tx = pool.begin().await?;
-    for sql in [
-        "DELETE FROM page_kernel_stats",
-        "INSERT INTO page_kernel_stats(kernel, machine_id, backend, arch, triton_version, entries, bytes, last_compiled)
-         SELECT kernel, machine_id, backend, arch, triton_version, COUNT(*), SUM(bytes), MAX(created_at)
-         FROM entries WHERE removed_at IS NULL AND kernel IS NOT NULL
-         GROUP BY kernel, machine_id, backend, arch, triton_version",
-        "DELETE FROM page_kernel_totals",
-        "INSERT INTO page_kernel_totals(kernel, entries, machines, bytes, last_compiled)
-         SELECT kernel, SUM(entries), COUNT(DISTINCT machine_id), SUM(bytes), MAX(last_compiled)
-         FROM page_kernel_stats GROUP BY kernel",
-        "DELETE FROM page_machine_stats",
-        "INSERT INTO page_machine_stats(machine_id, entries, kernels, bytes, relocated, versions)
-         SELECT e.machine_id, COUNT(*), COUNT(DISTINCT e.kernel), SUM(e.bytes), SUM(e.relocated),
-                (SELECT GROUP_CONCAT(v, ',') FROM (SELECT DISTINCT triton_version AS v FROM page_kernel_stats k
-                                                  WHERE k.machine_id = e.machine_id AND v IS NOT NULL ORDER BY v))
-         FROM entries e WHERE e.removed_at IS NULL GROUP BY e.machine_id",
-        "DELETE FROM page_ext_stats",
-        "INSERT INTO page_ext_stats(ext, files, bytes)
-         SELECT a.ext, COUNT(*), SUM(a.bytes) FROM artifacts a JOIN entries e ON e.id = a.entry_id
-         WHERE e.removed_at IS NULL GROUP BY a.ext",
-    ] {
-        sqlx::query(sql).execute(&mut *tx).await?;
+    for sql in REBUILD {
+        sqlx::query(*sql).execute(&mut *tx).await?;
     }
     sqlx::query(
         "INSERT INTO page_stats_version(id, max_scan_id, max_entry_id, built_at) VALUES (1, ?, ?, ?)
@@ -69,8 +82,72 @@ pub async fn refresh_stats(pool: &SqlitePool) -> sqlx::Result<()> {
     .bind(super::now_ms())
     .execute(&mut *tx)
     .await?;
-    tx.commit().await
+    tx.commit().await?;
+    tracing::info!(ms = started.elapsed().as_millis() as u64, "summary tables rebuilt");
+    Ok(())
 }
+
+/// The statements of a rebuild, in order (later tables read earlier ones).
+const REBUILD: &[&str] = &[
+    "DELETE FROM page_kernel_stats",
+    "INSERT INTO page_kernel_stats(kernel, machine_id, backend, arch, triton_version, entries, bytes, last_compiled)
+     SELECT kernel, machine_id, backend, arch, triton_version, COUNT(*), SUM(bytes), MAX(created_at)
+     FROM entries WHERE removed_at IS NULL AND kernel IS NOT NULL
+     GROUP BY kernel, machine_id, backend, arch, triton_version",
+    "DELETE FROM page_kernel_totals",
+    "INSERT INTO page_kernel_totals(kernel, entries, machines, bytes, last_compiled)
+     SELECT kernel, SUM(entries), COUNT(DISTINCT machine_id), SUM(bytes), MAX(last_compiled)
+     FROM page_kernel_stats GROUP BY kernel",
+    "DELETE FROM page_machine_stats",
+    "INSERT INTO page_machine_stats(machine_id, entries, kernels, bytes, relocated, versions)
+     SELECT e.machine_id, COUNT(*), COUNT(DISTINCT e.kernel), SUM(e.bytes), SUM(e.relocated),
+            (SELECT GROUP_CONCAT(v, ',') FROM (SELECT DISTINCT triton_version AS v FROM page_kernel_stats k
+                                              WHERE k.machine_id = e.machine_id AND v IS NOT NULL ORDER BY v))
+     FROM entries e WHERE e.removed_at IS NULL GROUP BY e.machine_id",
+    "DELETE FROM page_ext_stats",
+    "INSERT INTO page_ext_stats(ext, files, bytes)
+     SELECT a.ext, COUNT(*), SUM(a.bytes) FROM artifacts a JOIN entries e ON e.id = a.entry_id
+     WHERE e.removed_at IS NULL GROUP BY a.ext",
+    "DELETE FROM page_variant_cells",
+    "INSERT INTO page_variant_cells(kernel, backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind,
+                                    entries, machines, reg_min, reg_max, spill_min, spill_max, shared_min, shared_max,
+                                    distinct_binaries, best_config, sample_min, sample_max)
+     SELECT e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages,
+            CASE WHEN e.num_warps IS NULL AND e.num_stages IS NULL THEN e.kind ELSE '' END AS k,
+            COUNT(*), GROUP_CONCAT(DISTINCT m.name), MIN(e.registers), MAX(e.registers), MIN(e.spills), MAX(e.spills),
+            MIN(e.shared_bytes), MAX(e.shared_bytes), COUNT(DISTINCT e.binary_sha256),
+            SUM(EXISTS(SELECT 1 FROM best_configs b WHERE b.triton_cache_hash = e.key AND b.machine_id = e.machine_id)),
+            MIN(e.id), MAX(e.id)
+     FROM entries e JOIN machines m ON m.id = e.machine_id
+     WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL
+     GROUP BY e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages, k",
+    "DELETE FROM page_kernel_identical",
+    "INSERT INTO page_kernel_identical(kernel, identical)
+     SELECT kernel, SUM(n) FROM (SELECT kernel, COUNT(*) AS n FROM entries
+                                 WHERE removed_at IS NULL AND kernel IS NOT NULL AND binary_sha256 IS NOT NULL
+                                 GROUP BY kernel, binary_sha256 HAVING COUNT(*) > 1)
+     GROUP BY kernel",
+    "DELETE FROM page_autotune_configs",
+    "INSERT INTO page_autotune_configs(kernel, config_json, num_warps, num_stages, runs, machines, best_ms, wins)
+     SELECT e.kernel, a.config_json, MIN(a.num_warps), MIN(a.num_stages), COUNT(*), GROUP_CONCAT(DISTINCT m.name),
+            MIN(a.best_ms), SUM(a.winner)
+     FROM autotune a JOIN entries e ON e.id = a.entry_id JOIN machines m ON m.id = e.machine_id
+     WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL
+     GROUP BY e.kernel, a.config_json",
+    "DELETE FROM page_machine_versions",
+    "INSERT INTO page_machine_versions(machine_id, triton_version, entries, bytes)
+     SELECT machine_id, triton_version, SUM(entries), SUM(bytes) FROM page_kernel_stats GROUP BY machine_id, triton_version",
+    // removed entries count too: they were compiled all the same
+    "DELETE FROM page_machine_days",
+    "INSERT INTO page_machine_days(machine_id, day, entries)
+     SELECT machine_id, created_at / 86400000, COUNT(*) FROM entries WHERE created_at IS NOT NULL
+     GROUP BY machine_id, created_at / 86400000",
+    "DELETE FROM page_choices",
+    "INSERT INTO page_choices(col, value)
+     SELECT DISTINCT 'backend', backend FROM page_kernel_stats WHERE backend IS NOT NULL
+     UNION SELECT DISTINCT 'arch', arch FROM page_kernel_stats WHERE arch IS NOT NULL
+     UNION SELECT DISTINCT 'triton_version', triton_version FROM page_kernel_stats WHERE triton_version IS NOT NULL",
+];
 
 /// A machine as the overview lists it.
 #[derive(Debug, Serialize, FromRow)]
@@ -132,8 +209,7 @@ pub async fn machine_versions(
     machine_id: i64,
 ) -> sqlx::Result<Vec<(Option<String>, i64, i64)>> {
     sqlx::query_as(
-        "SELECT triton_version, SUM(entries), SUM(bytes) FROM page_kernel_stats WHERE machine_id = ?
-         GROUP BY triton_version ORDER BY triton_version",
+        "SELECT triton_version, entries, bytes FROM page_machine_versions WHERE machine_id = ? ORDER BY triton_version",
     )
     .bind(machine_id)
     .fetch_all(pool)
@@ -170,8 +246,7 @@ pub async fn biggest_kernels(
 /// they were compiled all the same.
 pub async fn compiled_per_day(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Vec<(i64, i64)>> {
     sqlx::query_as(
-        "SELECT created_at / 86400000 AS day, COUNT(*) FROM entries
-         WHERE machine_id = ? AND created_at IS NOT NULL GROUP BY day ORDER BY day",
+        "SELECT day, entries FROM page_machine_days WHERE machine_id = ? ORDER BY day",
     )
     .bind(machine_id)
     .fetch_all(pool)
@@ -278,26 +353,19 @@ pub struct FilterChoices {
 }
 
 pub async fn filter_choices(pool: &SqlitePool) -> sqlx::Result<FilterChoices> {
-    let col = |c: &str| {
-        format!("SELECT DISTINCT {c} FROM page_kernel_stats WHERE {c} IS NOT NULL ORDER BY {c}")
+    let col = |c: &'static str| {
+        sqlx::query_scalar::<_, String>("SELECT value FROM page_choices WHERE col = ? ORDER BY value").bind(c).fetch_all(pool)
     };
     Ok(FilterChoices {
-        machines: sqlx::query_scalar("SELECT name FROM machines ORDER BY name")
-            .fetch_all(pool)
-            .await?,
-        backends: sqlx::query_scalar(sqlx::AssertSqlSafe(col("backend")))
-            .fetch_all(pool)
-            .await?,
-        arches: sqlx::query_scalar(sqlx::AssertSqlSafe(col("arch")))
-            .fetch_all(pool)
-            .await?,
-        versions: sqlx::query_scalar(sqlx::AssertSqlSafe(col("triton_version")))
-            .fetch_all(pool)
-            .await?,
+        machines: sqlx::query_scalar("SELECT name FROM machines ORDER BY name").fetch_all(pool).await?,
+        backends: col("backend").await?,
+        arches: col("arch").await?,
+        versions: col("triton_version").await?,
     })
 }
 
-/// Live entries of one kernel (every kind), capped at `limit`.
+/// Live entries of one kernel (every kind) in variant order, capped at `limit`: read in the order
+/// of the `entries_kernel_variants` index, so the cap bounds the work too.
 pub async fn kernel_entries(
     pool: &SqlitePool,
     kernel: &str,
@@ -306,46 +374,10 @@ pub async fn kernel_entries(
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {ENTRY_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
          WHERE e.kernel = ? AND e.removed_at IS NULL
-         ORDER BY e.backend, e.arch, e.triton_version, e.num_warps, e.num_stages, m.name, e.key LIMIT ?"
+         ORDER BY e.backend, e.arch, e.triton_version, e.num_warps, e.num_stages, e.id LIMIT ?"
     )))
     .bind(kernel)
     .bind(limit)
-    .fetch_all(pool)
-    .await
-}
-
-/// One measured autotune config of a kernel.
-#[derive(Debug, Serialize, FromRow)]
-pub struct AutotuneRow {
-    pub machine: String,
-    pub entry_key: String,
-    pub config_json: String,
-    pub num_warps: Option<i64>,
-    pub num_stages: Option<i64>,
-    pub best_ms: Option<f64>,
-    pub winner: bool,
-}
-
-/// The autotune results (`<fn>.autotune.json` entries) recorded for a kernel.
-pub async fn kernel_autotune(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<AutotuneRow>> {
-    sqlx::query_as(
-        "SELECT m.name AS machine, e.key AS entry_key, a.config_json, a.num_warps, a.num_stages, a.best_ms, a.winner
-         FROM autotune a JOIN entries e ON e.id = a.entry_id JOIN machines m ON m.id = e.machine_id
-         WHERE e.kernel = ? AND e.removed_at IS NULL ORDER BY m.name, e.key, a.idx",
-    )
-    .bind(kernel)
-    .fetch_all(pool)
-    .await
-}
-
-/// Ids of a kernel's entries that an Inductor `.best_config` on the same machine names.
-pub async fn kernel_best_config_ids(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<i64>> {
-    sqlx::query_scalar(
-        "SELECT DISTINCT e.id FROM entries e JOIN best_configs b
-           ON b.triton_cache_hash = e.key AND b.machine_id = e.machine_id
-         WHERE e.kernel = ? AND e.removed_at IS NULL",
-    )
-    .bind(kernel)
     .fetch_all(pool)
     .await
 }
@@ -403,11 +435,91 @@ pub async fn same_binary(
 ) -> sqlx::Result<Vec<(String, String)>> {
     sqlx::query_as(
         "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE e.binary_sha256 = ? AND e.id <> ? ORDER BY m.name, e.key LIMIT ?",
+         WHERE e.binary_sha256 = ? AND e.id <> ? ORDER BY e.id LIMIT ?",
     )
     .bind(sha)
     .bind(id)
     .bind(limit)
+    .fetch_all(pool)
+    .await
+}
+
+/// One cell of a kernel's variants grid (from `page_variant_cells`).
+#[derive(Debug, Serialize, FromRow)]
+pub struct VariantCell {
+    pub backend: Option<String>,
+    pub arch: Option<String>,
+    pub triton_version: Option<String>,
+    pub signature: Option<String>,
+    pub shapes: Option<String>,
+    pub num_warps: Option<i64>,
+    pub num_stages: Option<i64>,
+    pub kind: String,
+    pub entries: i64,
+    pub machines: String,
+    pub reg_min: Option<i64>,
+    pub reg_max: Option<i64>,
+    pub spill_min: Option<i64>,
+    pub spill_max: Option<i64>,
+    pub shared_min: Option<i64>,
+    pub shared_max: Option<i64>,
+    pub distinct_binaries: i64,
+    pub best_config: i64,
+    pub sample_min: i64,
+    pub sample_max: i64,
+}
+
+/// Every cell of a kernel's variants grid (call [`refresh_stats`] first).
+pub async fn kernel_cells(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<VariantCell>> {
+    sqlx::query_as(
+        "SELECT backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind, entries, machines,
+                reg_min, reg_max, spill_min, spill_max, shared_min, shared_max, distinct_binaries, best_config,
+                sample_min, sample_max
+         FROM page_variant_cells WHERE kernel = ?",
+    )
+    .bind(kernel)
+    .fetch_all(pool)
+    .await
+}
+
+/// One autotune config of a kernel, summed over the runs that measured it.
+#[derive(Debug, Serialize, FromRow)]
+pub struct AutotuneConfig {
+    pub config_json: String,
+    pub num_warps: Option<i64>,
+    pub num_stages: Option<i64>,
+    pub runs: i64,
+    pub machines: String,
+    pub best_ms: Option<f64>,
+    pub wins: i64,
+}
+
+pub async fn kernel_autotune_configs(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<AutotuneConfig>> {
+    sqlx::query_as(
+        "SELECT config_json, num_warps, num_stages, runs, machines, best_ms, wins FROM page_autotune_configs
+         WHERE kernel = ? ORDER BY best_ms IS NULL, best_ms",
+    )
+    .bind(kernel)
+    .fetch_all(pool)
+    .await
+}
+
+/// Live entries of a kernel whose binary another live entry of it shares.
+pub async fn kernel_identical(pool: &SqlitePool, kernel: &str) -> sqlx::Result<i64> {
+    Ok(sqlx::query_scalar("SELECT identical FROM page_kernel_identical WHERE kernel = ?")
+        .bind(kernel)
+        .fetch_optional(pool)
+        .await?
+        .unwrap_or(0))
+}
+
+/// (id, machine, key) of the given entry ids.
+pub async fn entry_names(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<Vec<(i64, String, String)>> {
+    sqlx::query_as(
+        "SELECT e.id, m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE e.id IN (SELECT value FROM json_each(?))",
+    )
+    .bind(serde_json::to_string(ids).unwrap_or_default())
     .fetch_all(pool)
     .await
 }

@@ -60,13 +60,17 @@ pub async fn check(pool: &SqlitePool, token: &str) -> sqlx::Result<Check> {
     Ok(match row {
         None => Check::Unknown,
         Some((_, Some(_))) => Check::Revoked,
-        Some((m, None)) => {
-            sqlx::query("UPDATE tokens SET last_used_at = ? WHERE token_hash = ?")
-                .bind(super::now_ms())
-                .bind(hash(token))
-                .execute(pool)
-                .await?;
-            Check::Machine(m)
-        }
+        Some((m, None)) => Check::Machine(m),
     })
+}
+
+/// Record that a token was just used for an upload. A write: the caller holds the server's
+/// write lock, so checking a token never waits behind another upload's transaction.
+pub async fn touch(pool: &SqlitePool, token: &str) -> sqlx::Result<()> {
+    sqlx::query("UPDATE tokens SET last_used_at = ? WHERE token_hash = ?")
+        .bind(super::now_ms())
+        .bind(hash(token))
+        .execute(pool)
+        .await?;
+    Ok(())
 }

@@ -34,11 +34,22 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// One writer at a time: uploads are ingested one after the other while pages keep reading.
     pub write_lock: Arc<tokio::sync::Mutex<()>>,
+    /// Uploads being decoded or ingested at once. A decoded report is several times its gzip
+    /// size; without this bound, 50 clients uploading together hold 50 decoded reports while
+    /// they queue for the write lock. Bodies still arrive concurrently (compressed).
+    pub upload_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
     pub fn new(pool: SqlitePool, config: Config) -> Self {
-        AppState { pool, config: Arc::new(config), write_lock: Arc::new(tokio::sync::Mutex::new(())) }
+        // One report ingesting under the write lock, the next ones decoding meanwhile.
+        let slots = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 4);
+        AppState {
+            pool,
+            config: Arc::new(config),
+            write_lock: Arc::new(tokio::sync::Mutex::new(())),
+            upload_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
+        }
     }
 }
 

@@ -186,6 +186,24 @@ async fn every_page_and_partial_on_the_fleet() {
     );
     assert!(mk.contains("h100-a") && mk.contains("href=\"/history?kernel=matmul_kernel\""));
     assert!(mk.contains("registers "), "cell resources");
+    // the grid's counts come from the summary tables: they add up to the live entries
+    let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
+        .fetch_one(&s.pool)
+        .await
+        .unwrap();
+    assert!(mk.contains(&format!("<p>{live} live entries.")), "kernel page counts {live} live entries");
+    let cells: i64 = mk
+        .split("<span class=\"cell-count\">")
+        .skip(1)
+        .map(|x| x[..x.find(' ').unwrap()].parse::<i64>().unwrap())
+        .sum();
+    let others: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL AND num_warps IS NULL AND num_stages IS NULL",
+    )
+    .fetch_one(&s.pool)
+    .await
+    .unwrap();
+    assert_eq!(cells + others, live, "grid cells plus other entries = live entries");
     assert!(
         ok_hx(&s, "/kernels/matmul_kernel")
             .await

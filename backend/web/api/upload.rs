@@ -63,6 +63,8 @@ pub async fn post_scan(State(s): State<AppState>, headers: HeaderMap, body: Body
     let max = s.config.max_upload_bytes;
     let raw = read_capped(&headers, body, max).await?;
     let gzip = is_gzip(&headers)?;
+    // Bounded: at most `upload_slots` reports decoded in memory at once (see AppState).
+    let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
     // Decompressing, parsing and hashing are CPU work: off the async threads, and without the
     // write lock, so other uploads keep ingesting and pages keep answering meanwhile.
     let report = tokio::task::spawn_blocking(move || -> Result<ScanReport, AppError> {
@@ -74,6 +76,9 @@ pub async fn post_scan(State(s): State<AppState>, headers: HeaderMap, body: Body
     .map_err(|e| AppError::Internal(e.into()))??;
     let (mut summary, created) = {
         let _one_writer = s.write_lock.lock().await;
+        if let Some(t) = bearer(&headers) {
+            tokens::touch(&s.pool, t).await?;
+        }
         crate::collect::ingest_report(&s.pool, &report, "upload").await?
     };
     if !created {

@@ -1,11 +1,13 @@
 //! `/kernels/{name}` — the variants grid of one kernel: num_warps across, num_stages down, one
-//! grid per (backend/arch, Triton version, signature, shapes). Cells carry the entries, their
-//! machines and resources, autotune timings (winner marked), Inductor best configs, and
-//! byte-identical binaries.
+//! grid per (backend/arch, Triton version, signature, shapes). Cells carry how many entries, on
+//! which machines, their resources, the autotune configs measured for them (winner marked),
+//! Inductor best configs and byte-identical binaries, with sample entries to open.
+//!
+//! Everything comes from the summary tables (`page_variant_cells`, `page_autotune_configs`):
+//! a kernel with thousands of entries across a fleet costs a few hundred rows per request.
 
 use super::{HtmlTemplate, PageResult, fmt, is_htmx, not_found};
-use crate::db::pages::{self, AutotuneRow};
-use crate::db::read::EntryRow;
+use crate::db::pages::{self, AutotuneConfig, VariantCell};
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::{Path, State};
@@ -13,43 +15,36 @@ use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-/// Most entries one kernel page lays out.
-const MAX_ENTRIES: i64 = 5000;
+/// Autotune configs shown in one cell (the fastest first); the full list is below the grids.
+const CELL_TIMINGS: usize = 4;
 
 pub struct EntryLink {
     pub label: String,
     pub href: String,
-    pub best_config: bool,
-    /// How many other entries of this kernel have the very same binary.
-    pub same_binary: usize,
 }
 
 pub struct Timing {
-    pub machine: String,
-    /// The autotune result entry (one tuning run) this timing comes from.
-    pub run: String,
-    pub run_href: String,
     pub kwargs: String,
     pub ms: String,
+    pub runs: i64,
+    pub wins: i64,
+    pub machines: String,
     pub winner: bool,
 }
 
 #[derive(Default)]
 pub struct Cell {
-    pub entries: Vec<EntryLink>,
+    pub count: i64,
+    pub samples: Vec<EntryLink>,
+    pub more: i64,
     pub machines: String,
     pub resources: Vec<String>,
     pub timings: Vec<Timing>,
+    pub timings_more: usize,
     pub winner: bool,
-    pub best: bool,
-}
-
-pub struct Run {
-    pub machine: String,
-    pub run: String,
-    pub href: String,
-    pub winner: String,
-    pub timings: Vec<Timing>,
+    pub best: i64,
+    /// Entries of this cell sharing a byte-identical binary with another entry of the cell.
+    pub shared_binary: i64,
 }
 
 pub struct Grid {
@@ -61,16 +56,20 @@ pub struct Grid {
     pub rows: Vec<(String, Vec<Cell>)>,
 }
 
+pub struct Other {
+    pub kind: String,
+    pub cell: Cell,
+}
+
 pub struct Kernel {
     pub name: String,
     pub enc: String,
-    pub entries: usize,
-    pub capped: bool,
+    pub entries: i64,
     pub grids: Vec<Grid>,
-    pub others: Vec<(String, Vec<EntryLink>)>,
-    /// One autotune run (a `<fn>.autotune.json` entry) per item, its timings in config order.
-    pub runs: Vec<Run>,
-    pub identical: usize,
+    pub others: Vec<Other>,
+    /// Every autotune config measured for this kernel, fastest first.
+    pub configs: Vec<Timing>,
+    pub identical: i64,
 }
 
 #[derive(Template)]
@@ -86,31 +85,22 @@ struct Partial {
     d: Kernel,
 }
 
-pub async fn page(
-    State(s): State<AppState>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-) -> PageResult {
-    let entries = pages::kernel_entries(&s.pool, &name, MAX_ENTRIES + 1).await?;
-    if entries.is_empty() {
-        return Err(not_found(format!(
-            "no live entries of a kernel named {name:?}"
-        )));
+pub async fn page(State(s): State<AppState>, Path(name): Path<String>, headers: HeaderMap) -> PageResult {
+    pages::refresh_stats(&s.pool).await?;
+    let cells = pages::kernel_cells(&s.pool, &name).await?;
+    if cells.is_empty() {
+        return Err(not_found(format!("no live entries of a kernel named {name:?}")));
     }
-    let autotune = pages::kernel_autotune(&s.pool, &name).await?;
-    let best: BTreeSet<i64> = pages::kernel_best_config_ids(&s.pool, &name)
-        .await?
-        .into_iter()
-        .collect();
-    let d = build(name, entries, &autotune, &best);
+    let configs = pages::kernel_autotune_configs(&s.pool, &name).await?;
+    let identical = pages::kernel_identical(&s.pool, &name).await?;
+    let ids: Vec<i64> = cells.iter().flat_map(|c| [c.sample_min, c.sample_max]).collect::<BTreeSet<_>>().into_iter().collect();
+    let names: HashMap<i64, (String, String)> =
+        pages::entry_names(&s.pool, &ids).await?.into_iter().map(|(id, m, k)| (id, (m, k))).collect();
+    let d = build(name, cells, &configs, identical, &names);
     Ok(if is_htmx(&headers) {
         HtmlTemplate(Partial { d }).into_response()
     } else {
-        HtmlTemplate(Page {
-            title: d.name.clone(),
-            d,
-        })
-        .into_response()
+        HtmlTemplate(Page { title: d.name.clone(), d }).into_response()
     })
 }
 
@@ -129,24 +119,6 @@ fn kwargs(config_json: &str) -> String {
         }
     }
     s.trim().to_string()
-}
-
-fn timing(a: &AutotuneRow) -> Timing {
-    Timing {
-        machine: a.machine.clone(),
-        run: a.entry_key.get(..10).unwrap_or(&a.entry_key).to_string(),
-        run_href: format!(
-            "/entries/{}/{}",
-            fmt::enc(&a.machine),
-            fmt::enc(&a.entry_key)
-        ),
-        kwargs: kwargs(&a.config_json),
-        ms: a
-            .best_ms
-            .map(|m| format!("{m:.4} ms"))
-            .unwrap_or_else(|| "failed".into()),
-        winner: a.winner,
-    }
 }
 
 /// Whether an autotune config could have produced entries with these TTIR shapes: its block
@@ -171,169 +143,150 @@ fn fits_shapes(config_json: &str, shapes: &str) -> bool {
     dims.is_empty() || blocks.is_empty() || blocks == dims
 }
 
-fn runs(autotune: &[AutotuneRow]) -> Vec<Run> {
-    let mut runs: Vec<Run> = vec![];
-    for t in autotune.iter().map(timing) {
-        if runs.last().is_none_or(|r| r.href != t.run_href) {
-            runs.push(Run {
-                machine: t.machine.clone(),
-                run: t.run.clone(),
-                href: t.run_href.clone(),
-                winner: String::new(),
-                timings: vec![],
-            });
-        }
-        let r = runs.last_mut().expect("pushed above");
-        if t.winner {
-            r.winner = format!("{} ({})", t.kwargs, t.ms);
-        }
-        r.timings.push(t);
+fn timing(a: &AutotuneConfig) -> Timing {
+    Timing {
+        kwargs: kwargs(&a.config_json),
+        ms: a.best_ms.map(|m| format!("{m:.4} ms")).unwrap_or_else(|| "failed".into()),
+        runs: a.runs,
+        wins: a.wins,
+        machines: sorted_csv(&a.machines),
+        winner: a.wins > 0,
     }
-    runs
 }
 
-fn range(vals: impl Iterator<Item = Option<i64>>) -> Option<String> {
-    let v: Vec<i64> = vals.flatten().collect();
-    let (lo, hi) = (v.iter().min()?, v.iter().max()?);
-    Some(if lo == hi {
-        lo.to_string()
-    } else {
-        format!("{lo}–{hi}")
+/// "b, a, c" → "a, b, c"
+fn sorted_csv(csv: &str) -> String {
+    let set: BTreeSet<&str> = csv.split(',').filter(|s| !s.is_empty()).collect();
+    set.into_iter().collect::<Vec<_>>().join(", ")
+}
+
+fn range(lo: Option<i64>, hi: Option<i64>) -> Option<String> {
+    let (lo, hi) = (lo?, hi?);
+    Some(if lo == hi { lo.to_string() } else { format!("{lo}–{hi}") })
+}
+
+fn link(id: i64, names: &HashMap<i64, (String, String)>) -> Option<EntryLink> {
+    let (m, k) = names.get(&id)?;
+    Some(EntryLink {
+        label: format!("{m}:{}", k.get(..10).unwrap_or(k)),
+        href: format!("/entries/{}/{}", fmt::enc(m), fmt::enc(k)),
     })
 }
 
-fn link(e: &EntryRow, best: &BTreeSet<i64>, dups: &HashMap<&str, usize>) -> EntryLink {
-    EntryLink {
-        label: format!("{}:{}", e.machine, e.key.get(..10).unwrap_or(&e.key)),
-        href: format!("/entries/{}/{}", fmt::enc(&e.machine), fmt::enc(&e.key)),
-        best_config: best.contains(&e.id),
-        same_binary: e
-            .binary_sha256
-            .as_deref()
-            .and_then(|h| dups.get(h))
-            .map_or(0, |n| n - 1),
-    }
-}
-
-fn cell(
-    es: &[&EntryRow],
-    timings: &[&AutotuneRow],
-    best: &BTreeSet<i64>,
-    dups: &HashMap<&str, usize>,
-) -> Cell {
-    let machines: BTreeSet<&str> = es.iter().map(|e| e.machine.as_str()).collect();
+fn cell(c: &VariantCell, configs: &[&AutotuneConfig], names: &HashMap<i64, (String, String)>) -> Cell {
     let mut resources = vec![];
     for (label, r) in [
-        ("registers", range(es.iter().map(|e| e.registers))),
-        ("spills", range(es.iter().map(|e| e.spills))),
-        ("shared", range(es.iter().map(|e| e.shared_bytes))),
+        ("registers", range(c.reg_min, c.reg_max)),
+        ("spills", range(c.spill_min, c.spill_max)),
+        ("shared", range(c.shared_min, c.shared_max)),
     ] {
         if let Some(r) = r {
             resources.push(format!("{label} {r}"));
         }
     }
-    let timings: Vec<Timing> = timings
-        .iter()
-        .filter(|a| machines.contains(a.machine.as_str()))
-        .map(|a| timing(a))
-        .collect();
+    let mut ids = vec![c.sample_min];
+    if c.sample_max != c.sample_min {
+        ids.push(c.sample_max);
+    }
+    let samples: Vec<EntryLink> = ids.into_iter().filter_map(|id| link(id, names)).collect();
+    let timings: Vec<Timing> = configs.iter().map(|a| timing(a)).collect();
     Cell {
-        winner: timings.iter().any(|t| t.winner),
-        best: es.iter().any(|e| best.contains(&e.id)),
-        entries: es.iter().map(|e| link(e, best, dups)).collect(),
-        machines: machines.into_iter().collect::<Vec<_>>().join(", "),
+        count: c.entries,
+        more: c.entries - samples.len() as i64,
+        samples,
+        machines: sorted_csv(&c.machines),
         resources,
-        timings,
+        winner: timings.iter().any(|t| t.winner),
+        timings_more: timings.len().saturating_sub(CELL_TIMINGS),
+        timings: timings.into_iter().take(CELL_TIMINGS).collect(),
+        best: c.best_config,
+        shared_binary: if c.distinct_binaries > 0 { c.entries - c.distinct_binaries } else { 0 },
     }
 }
 
+type GridKey = (String, String, String, String);
+
 fn build(
     name: String,
-    mut entries: Vec<EntryRow>,
-    autotune: &[AutotuneRow],
-    best: &BTreeSet<i64>,
+    cells: Vec<VariantCell>,
+    configs: &[AutotuneConfig],
+    identical: i64,
+    names: &HashMap<i64, (String, String)>,
 ) -> Kernel {
-    let capped = entries.len() as i64 > MAX_ENTRIES;
-    entries.truncate(MAX_ENTRIES as usize);
-    let mut dups: HashMap<&str, usize> = HashMap::new();
-    for e in &entries {
-        if let Some(h) = e.binary_sha256.as_deref() {
-            *dups.entry(h).or_default() += 1;
-        }
-    }
     let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
-    let mut groups: BTreeMap<(String, String, String, String), Vec<&EntryRow>> = BTreeMap::new();
-    let mut others: BTreeMap<String, Vec<EntryLink>> = BTreeMap::new();
-    for e in &entries {
-        if e.num_warps.is_none() && e.num_stages.is_none() {
-            others
-                .entry(e.kind.clone())
-                .or_default()
-                .push(link(e, best, &dups));
+    let mut groups: BTreeMap<GridKey, Vec<&VariantCell>> = BTreeMap::new();
+    let mut others = vec![];
+    for c in &cells {
+        if !c.kind.is_empty() {
+            others.push(Other { kind: c.kind.clone(), cell: cell(c, &[], names) });
             continue;
         }
-        let title = format!("{} / {}", o(&e.backend), o(&e.arch));
-        let version = e.triton_version.clone().unwrap_or_else(|| "unknown".into());
-        groups
-            .entry((
-                title,
-                version,
-                o(&e.signature),
-                e.shapes.clone().unwrap_or_default(),
-            ))
-            .or_default()
-            .push(e);
+        let title = format!("{} / {}", o(&c.backend), o(&c.arch));
+        let version = c.triton_version.clone().unwrap_or_else(|| "unknown".into());
+        groups.entry((title, version, o(&c.signature), c.shapes.clone().unwrap_or_default())).or_default().push(c);
     }
+    others.sort_by(|a, b| a.kind.cmp(&b.kind));
     let grids = groups
         .into_iter()
-        .map(|((title, version, signature, shapes), es)| {
-            let warps: BTreeSet<Option<i64>> = es.iter().map(|e| e.num_warps).collect();
-            let stages: BTreeSet<Option<i64>> = es.iter().map(|e| e.num_stages).collect();
+        .map(|((title, version, signature, shapes), cs)| {
+            let warps: BTreeSet<Option<i64>> = cs.iter().map(|c| c.num_warps).collect();
+            let stages: BTreeSet<Option<i64>> = cs.iter().map(|c| c.num_stages).collect();
             let rows = stages
                 .iter()
                 .map(|st| {
-                    let cells = warps
+                    let row = warps
                         .iter()
                         .map(|w| {
-                            let here: Vec<&EntryRow> = es
-                                .iter()
-                                .copied()
-                                .filter(|e| e.num_warps == *w && e.num_stages == *st)
-                                .collect();
-                            if here.is_empty() {
-                                return Cell::default();
+                            let here: Vec<&&VariantCell> =
+                                cs.iter().filter(|c| c.num_warps == *w && c.num_stages == *st).collect();
+                            match here.as_slice() {
+                                [] => Cell::default(),
+                                [c, ..] => {
+                                    let t: Vec<&AutotuneConfig> = configs
+                                        .iter()
+                                        .filter(|a| a.num_warps == *w && a.num_stages == *st)
+                                        .filter(|a| fits_shapes(&a.config_json, &shapes))
+                                        .collect();
+                                    merge(here.iter().map(|c| cell(c, &t, names)).collect(), c)
+                                }
                             }
-                            let t: Vec<&AutotuneRow> = autotune
-                                .iter()
-                                .filter(|a| a.num_warps == *w && a.num_stages == *st)
-                                .filter(|a| fits_shapes(&a.config_json, &shapes))
-                                .collect();
-                            cell(&here, &t, best, &dups)
                         })
                         .collect();
-                    (format!("num_stages={}", fmt::num(*st)), cells)
+                    (format!("num_stages={}", fmt::num(*st)), row)
                 })
                 .collect();
             Grid {
                 title: format!("{title} · Triton {version}"),
                 signature,
                 shapes,
-                warps: warps
-                    .iter()
-                    .map(|w| format!("num_warps={}", fmt::num(*w)))
-                    .collect(),
+                warps: warps.iter().map(|w| format!("num_warps={}", fmt::num(*w))).collect(),
                 rows,
             }
         })
         .collect();
     Kernel {
         enc: fmt::enc(&name),
-        entries: entries.len(),
-        capped,
+        entries: cells.iter().map(|c| c.entries).sum(),
         grids,
-        others: others.into_iter().collect(),
-        runs: runs(autotune),
-        identical: dups.values().filter(|n| **n > 1).map(|n| n - 1).sum(),
+        others,
+        configs: configs.iter().map(timing).collect(),
+        identical,
         name,
     }
 }
+
+/// One grid cell from the summary rows that fall in it (rows differing only in columns the grid
+/// does not show, e.g. a NULL and a missing value, add up).
+fn merge(mut parts: Vec<Cell>, _first: &VariantCell) -> Cell {
+    let mut c = parts.remove(0);
+    for p in parts {
+        c.count += p.count;
+        c.more += p.more + p.samples.len() as i64;
+        c.best += p.best;
+        c.shared_binary += p.shared_binary;
+        let ms: BTreeSet<String> = c.machines.split(", ").chain(p.machines.split(", ")).filter(|s| !s.is_empty()).map(String::from).collect();
+        c.machines = ms.into_iter().collect::<Vec<_>>().join(", ");
+    }
+    c
+}
+
