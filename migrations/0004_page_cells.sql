@@ -70,5 +70,20 @@ CREATE TABLE page_choices (
 CREATE INDEX entries_kernel_variants ON entries(kernel, backend, arch, triton_version, num_warps, num_stages)
     WHERE removed_at IS NULL;
 
+-- The machine page's biggest kernels, read in index order.
+CREATE TABLE page_machine_kernels (
+    machine_id      INTEGER NOT NULL,
+    kernel          TEXT NOT NULL,
+    entries         INTEGER NOT NULL,
+    bytes           INTEGER NOT NULL,
+    last_compiled   INTEGER
+);
+CREATE INDEX page_machine_kernels_bytes ON page_machine_kernels(machine_id, bytes DESC, kernel);
+
+-- The kernel search filtered by machine reads only this index (no row look-ups).
+DROP INDEX page_kernel_stats_machine;
+CREATE INDEX page_kernel_stats_machine_cover
+    ON page_kernel_stats(machine_id, kernel, backend, arch, triton_version, entries, bytes, last_compiled);
+
 -- The new tables start empty: make the next page load rebuild everything.
 DELETE FROM page_stats_version;

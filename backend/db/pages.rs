@@ -134,6 +134,9 @@ const REBUILD: &[&str] = &[
      FROM autotune a JOIN entries e ON e.id = a.entry_id JOIN machines m ON m.id = e.machine_id
      WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL
      GROUP BY e.kernel, a.config_json",
+    "DELETE FROM page_machine_kernels",
+    "INSERT INTO page_machine_kernels(machine_id, kernel, entries, bytes, last_compiled)
+     SELECT machine_id, kernel, SUM(entries), SUM(bytes), MAX(last_compiled) FROM page_kernel_stats GROUP BY machine_id, kernel",
     "DELETE FROM page_machine_versions",
     "INSERT INTO page_machine_versions(machine_id, triton_version, entries, bytes)
      SELECT machine_id, triton_version, SUM(entries), SUM(bytes) FROM page_kernel_stats GROUP BY machine_id, triton_version",
@@ -233,8 +236,8 @@ pub async fn biggest_kernels(
     limit: i64,
 ) -> sqlx::Result<Vec<KernelStat>> {
     sqlx::query_as(
-        "SELECT kernel AS name, SUM(entries) AS entries, 1 AS machines, SUM(bytes) AS bytes, MAX(last_compiled) AS last_compiled
-         FROM page_kernel_stats WHERE machine_id = ? GROUP BY kernel ORDER BY bytes DESC, kernel LIMIT ?",
+        "SELECT kernel AS name, entries, 1 AS machines, bytes, last_compiled
+         FROM page_machine_kernels WHERE machine_id = ? ORDER BY bytes DESC, kernel LIMIT ?",
     )
     .bind(machine_id)
     .bind(limit)
