@@ -106,6 +106,15 @@ pub struct ExplainArgs {
     /// Print JSON (as /api/v1/compare).
     #[arg(long)]
     pub json: bool,
+    /// Which IR to diff: source, ttir, ttgir, llir, ptx or amdgcn (default: source, else ttir).
+    #[arg(long)]
+    pub ir: Option<String>,
+    /// Print the IR diff itself (side by side, equal runs collapsed), not only its counts.
+    #[arg(long)]
+    pub diff: bool,
+    /// Keep location noise (`loc(...)`, `#loc` lines, `.loc`/`.file` directives) in the IR diff.
+    #[arg(long)]
+    pub keep_locations: bool,
 }
 
 #[derive(Subcommand, Debug)]

@@ -145,11 +145,14 @@ async fn explain(a: ExplainArgs) -> anyhow::Result<()> {
     let path = a.db.path();
     anyhow::ensure!(path.exists(), "no database at {} (scan first, or pass --db FILE)", path.display());
     let pool = db::open(&path).await?;
-    let r = crate::explain::load::compare_ids(&pool, &a.a, &a.b, None, true).await?;
+    let r = crate::explain::load::compare_ids(&pool, &a.a, &a.b, a.ir.as_deref(), !a.keep_locations).await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         print!("{}", crate::explain::render_text(&r));
+        if a.diff {
+            print!("{}", crate::explain::render_diff(&r));
+        }
     }
     Ok(())
 }

@@ -24,7 +24,7 @@ mod source;
 mod tests;
 
 pub use compare::compare;
-pub use text::render_text;
+pub use text::{render_diff, render_text};
 pub use ir::{DiffLine, ir_diff, strip_locations};
 pub use matching::{Invalidated, Invalidations, invalidations, nearest};
 

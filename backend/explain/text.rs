@@ -104,3 +104,34 @@ pub fn render_text(r: &CompareReport) -> String {
     }
     o
 }
+
+/// The IR diff as terminal text: `-`/`+` lines with A's and B's line numbers, equal runs
+/// collapsed to a `…` line (the side-by-side rows of the compare page, one column).
+pub fn render_diff(r: &CompareReport) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    if r.ir_rows.is_empty() {
+        return o;
+    }
+    let _ = writeln!(o, "\n--- A .{}\n+++ B .{}", r.ir.kind, r.ir.kind);
+    let no = |n: Option<usize>| n.map(|n| n.to_string()).unwrap_or_default();
+    for row in &r.ir_rows {
+        match row.tag {
+            "skip" => {
+                let _ = writeln!(o, "  … {}", row.a.as_deref().unwrap_or("equal lines"));
+            }
+            "equal" => {
+                let _ = writeln!(o, "  {:>5} {:>5}  {}", no(row.a_no), no(row.b_no), row.a.as_deref().unwrap_or(""));
+            }
+            _ => {
+                if let Some(a) = &row.a {
+                    let _ = writeln!(o, "- {:>5} {:>5}  {a}", no(row.a_no), "");
+                }
+                if let Some(b) = &row.b {
+                    let _ = writeln!(o, "+ {:>5} {:>5}  {b}", "", no(row.b_no));
+                }
+            }
+        }
+    }
+    o
+}

@@ -42,8 +42,9 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(pool: SqlitePool, config: Config) -> Self {
-        // One report ingesting under the write lock, the next ones decoding meanwhile.
-        let slots = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 4);
+        // One report ingesting under the write lock, the next one decoding meanwhile; half the
+        // cores at most, so that pages keep a core while 50 nodes upload at once.
+        let slots = (std::thread::available_parallelism().map_or(2, |n| n.get()) / 2).clamp(1, 4);
         AppState {
             pool,
             config: Arc::new(config),

@@ -853,6 +853,22 @@ async fn explain_cli() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let api = get_json(&state, &format!("/api/v1/compare?a={a}&b={b}")).await;
     assert_eq!(v, api);
+    // --ir ptx --diff: the PTX differs across the upgrade (version header at least); the diff
+    // lines are the API's side-by-side rows.
+    let out = run(&[a, b, "--ir", "ptx", "--diff"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let api = get_json(&state, &format!("/api/v1/compare?a={a}&b={b}&ir=ptx")).await;
+    let (del, ins) = (api["ir"]["deleted"].as_u64().unwrap(), api["ir"]["inserted"].as_u64().unwrap());
+    assert!(del + ins > 0, "{api}");
+    assert!(text.contains(&format!("IR .ptx (locations stripped): {del} lines only in A, {ins} only in B")), "{text}");
+    assert!(text.contains("--- A .ptx\n+++ B .ptx"), "{text}");
+    let minus = text.lines().filter(|l| l.starts_with("- ")).count() as u64;
+    let plus = text.lines().filter(|l| l.starts_with("+ ")).count() as u64;
+    assert_eq!((minus, plus), (del, ins), "every differing line printed once");
+    let out = run(&[a, b, "--ir", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown IR"));
     // Unknown and malformed ids: exit 1 with a clear message.
     let out = run(&[a, "a100-1:NOSUCHKEY"]);
     assert_eq!(out.status.code(), Some(1));
