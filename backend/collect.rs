@@ -42,7 +42,8 @@ pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow
     let started = Instant::now();
     let root = resolve_root(root)?;
     let root_s = root.display().to_string();
-    let mut ingest = match Ingest::begin(pool, machine, &new_client_id(), &root_s, crate::db::now_ms(), "local").await? {
+    let mut ingest = match Ingest::begin(pool, machine, &new_client_id(), &root_s, crate::db::now_ms(), "local").await?
+    {
         Begin::Started(i) => i,
         Begin::AlreadyStored(_) => anyhow::bail!("scan id collision"),
     };
@@ -125,7 +126,9 @@ pub fn scan_report(root: &Path, machine: &str) -> anyhow::Result<ScanReport> {
 pub async fn ingest_report(pool: &SqlitePool, r: &ScanReport, source: &str) -> anyhow::Result<(ScanSummary, bool)> {
     let mut ingest = match Ingest::begin(pool, &r.machine, &r.client_id, &r.root, r.scanned_at, source).await? {
         Begin::Started(i) => i,
-        Begin::AlreadyStored(id) => return Ok((ScanSummary { scan_id: id, machine: r.machine.clone(), ..Default::default() }, false)),
+        Begin::AlreadyStored(id) => {
+            return Ok((ScanSummary { scan_id: id, machine: r.machine.clone(), ..Default::default() }, false));
+        }
     };
     for chunk in r.entries.chunks(256) {
         ingest.entries(chunk, &r.blobs).await?;

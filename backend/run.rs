@@ -35,7 +35,8 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
 /// `scan --server`: scan each root into a report and upload it.
 async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[PathBuf]) -> anyhow::Result<()> {
     use anyhow::Context;
-    let token = a.token.as_deref().context("--server needs --token (or CACHELENS_TOKEN): see `cachelens token create`")?;
+    let token =
+        a.token.as_deref().context("--server needs --token (or CACHELENS_TOKEN): see `cachelens token create`")?;
     anyhow::ensure!(crate::model::valid_machine_name(machine), "invalid machine name {machine:?} (use --machine)");
     let mut summaries = vec![];
     for p in paths {
@@ -48,7 +49,11 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[PathBuf]) ->
                 up.body_bytes as f64 / 1024.0,
                 up.blobs_sent,
                 up.blobs_total,
-                if up.response.created { String::new() } else { format!("; already stored as scan {}", up.response.scan_id) }
+                if up.response.created {
+                    String::new()
+                } else {
+                    format!("; already stored as scan {}", up.response.scan_id)
+                }
             );
         }
         summaries.push(up.response.summary);
@@ -59,7 +64,11 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[PathBuf]) ->
 
 fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
     if json {
-        let out = if summaries.len() == 1 { serde_json::to_string_pretty(&summaries[0]) } else { serde_json::to_string_pretty(summaries) };
+        let out = if summaries.len() == 1 {
+            serde_json::to_string_pretty(&summaries[0])
+        } else {
+            serde_json::to_string_pretty(summaries)
+        };
         println!("{}", out.unwrap_or_default());
         return;
     }
@@ -85,7 +94,10 @@ fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
             println!("  skipped {n}: {reason}");
         }
         if s.relocated > 0 {
-            println!("  note: {} entries have group files pointing to another path: Triton will miss on them here", s.relocated);
+            println!(
+                "  note: {} entries have group files pointing to another path: Triton will miss on them here",
+                s.relocated
+            );
         }
     }
     println!("{dest}");
@@ -103,7 +115,10 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         a.db.clone()
     };
     if demo {
-        eprintln!("no Triton cache at {}: loading the bundled demo caches", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        eprintln!(
+            "no Triton cache at {}: loading the bundled demo caches",
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
         let _ = std::fs::remove_file(db.path());
     } else {
         let pool = db::open(&db.path()).await?;
@@ -129,7 +144,11 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let app = web::app(AppState::new(pool, config));
     let listener = tokio::net::TcpListener::bind(a.listen).await?;
     eprintln!("cachelens: serving {} on http://{}", db_path.display(), listener.local_addr()?);
-    axum::serve(listener, app).with_graceful_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
     Ok(())
 }
 

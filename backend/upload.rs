@@ -93,7 +93,12 @@ async fn post(
     anyhow::bail!("gave up after {} tries: {last}", retry.tries)
 }
 
-async fn try_post(http: &reqwest::Client, url: &str, token: &str, body: &[u8]) -> Result<(reqwest::StatusCode, String), Failure> {
+async fn try_post(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    body: &[u8],
+) -> Result<(reqwest::StatusCode, String), Failure> {
     let resp = http
         .post(url)
         .bearer_auth(token)
@@ -104,7 +109,8 @@ async fn try_post(http: &reqwest::Client, url: &str, token: &str, body: &[u8]) -
         .await
         .map_err(|e| Failure::Retry(format!("{url}: {}", error_chain(&e))))?;
     let status = resp.status();
-    let text = resp.text().await.map_err(|e| Failure::Retry(format!("{url}: reading the answer: {}", error_chain(&e))))?;
+    let text =
+        resp.text().await.map_err(|e| Failure::Retry(format!("{url}: reading the answer: {}", error_chain(&e))))?;
     if status.is_success() {
         return Ok((status, text));
     }
@@ -139,7 +145,12 @@ fn gzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
 }
 
 /// Upload one report to `server` (base URL, e.g. `https://cachelens.example.org`).
-pub async fn upload_report(server: &str, token: &str, mut report: ScanReport, retry: Retry) -> anyhow::Result<Uploaded> {
+pub async fn upload_report(
+    server: &str,
+    token: &str,
+    mut report: ScanReport,
+    retry: Retry,
+) -> anyhow::Result<Uploaded> {
     let http = client()?;
     let base = server.trim_end_matches('/');
     let blobs_total = report.blobs.len();

@@ -22,7 +22,8 @@ struct Args {
 }
 
 fn args() -> Args {
-    let mut a = Args { db: PathBuf::from("bench-out/load.db"), machines: 20, entries: 50_000, clients: 16, requests: 800 };
+    let mut a =
+        Args { db: PathBuf::from("bench-out/load.db"), machines: 20, entries: 50_000, clients: 16, requests: 800 };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let mut v = || it.next().unwrap_or_default();
@@ -51,7 +52,11 @@ async fn synthesize(pool: &SqlitePool, machines: i64, per_machine: i64) -> anyho
         let t = Instant::now();
         let mut tx = pool.begin().await?;
         let name = format!("bench-{m:02}");
-        let mid: i64 = sqlx::query_scalar("INSERT INTO machines(name, created_at) VALUES (?, ?) RETURNING id").bind(&name).bind(now).fetch_one(&mut *tx).await?;
+        let mid: i64 = sqlx::query_scalar("INSERT INTO machines(name, created_at) VALUES (?, ?) RETURNING id")
+            .bind(&name)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
         let mut scan_id = 0;
         for (i, frac) in [(0, 4), (1, 2), (2, 1)] {
             scan_id = sqlx::query_scalar(
@@ -109,7 +114,11 @@ async fn build_db(a: &Args) -> anyhow::Result<SqlitePool> {
         eprintln!("reusing {} ({have} synthetic machines)", a.db.display());
         return Ok(pool);
     }
-    anyhow::ensure!(have == 0, "{} holds another bench setup ({have} machines): delete it or pass --machines {have}", a.db.display());
+    anyhow::ensure!(
+        have == 0,
+        "{} holds another bench setup ({have} machines): delete it or pass --machines {have}",
+        a.db.display()
+    );
     let t = Instant::now();
     let work = a.db.with_extension("corpus");
     let scans = cachelens::demo::load(&pool, &work).await?;
@@ -173,7 +182,9 @@ async fn main() -> anyhow::Result<()> {
     db::pages::refresh_stats(&pool).await?;
     eprintln!("{entries} entries; summary tables (re)built in {:.1}s", t.elapsed().as_secs_f64());
 
-    let kernels: Vec<String> = sqlx::query_scalar("SELECT kernel FROM page_kernel_totals ORDER BY random() LIMIT 200").fetch_all(&pool).await?;
+    let kernels: Vec<String> = sqlx::query_scalar("SELECT kernel FROM page_kernel_totals ORDER BY random() LIMIT 200")
+        .fetch_all(&pool)
+        .await?;
     let picks: Vec<(String, String)> = sqlx::query_as(
         "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.kind = 'kernel' AND m.name LIKE 'bench-%'
          AND e.id IN (SELECT abs(random()) % (SELECT MAX(id) FROM entries) FROM entries LIMIT 2000) LIMIT 200",
@@ -184,16 +195,39 @@ async fn main() -> anyhow::Result<()> {
     let scenarios: Vec<(&str, Vec<String>, bool)> = vec![
         ("overview  GET /", vec!["/".into()], false),
         ("search    GET /kernels?q=… (htmx partial)", terms.iter().map(|t| format!("/kernels?q={t}")).collect(), true),
-        ("search    GET /kernels?q=…&machine=… (full page)", terms.iter().enumerate().map(|(i, t)| format!("/kernels?q={t}&machine=bench-{:02}&sort=size", i as i64 % a.machines + 1)).collect(), false),
+        (
+            "search    GET /kernels?q=…&machine=… (full page)",
+            terms
+                .iter()
+                .enumerate()
+                .map(|(i, t)| format!("/kernels?q={t}&machine=bench-{:02}&sort=size", i as i64 % a.machines + 1))
+                .collect(),
+            false,
+        ),
         ("kernel    GET /kernels/{name}", kernels.iter().map(|k| format!("/kernels/{}", enc(k))).collect(), false),
-        ("entry     GET /entries/{m}/{key}", picks.iter().map(|(m, k)| format!("/entries/{}/{}", enc(m), enc(k))).collect(), false),
-        ("machine   GET /machines/{name}", (1..=a.machines).map(|i| format!("/machines/bench-{i:02}")).collect(), false),
+        (
+            "entry     GET /entries/{m}/{key}",
+            picks.iter().map(|(m, k)| format!("/entries/{}/{}", enc(m), enc(k))).collect(),
+            false,
+        ),
+        (
+            "machine   GET /machines/{name}",
+            (1..=a.machines).map(|i| format!("/machines/bench-{i:02}")).collect(),
+            false,
+        ),
     ];
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let server = tokio::spawn(async move { axum::serve(listener, app(AppState::new(pool, Config::default()))).await });
-    println!("{} machines × {} entries, {} clients, {} requests per page, {} cores", a.machines, a.entries, a.clients, a.requests, std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!(
+        "{} machines × {} entries, {} clients, {} requests per page, {} cores",
+        a.machines,
+        a.entries,
+        a.clients,
+        a.requests,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
     println!("{:<52} {:>9} {:>9} {:>9} {:>8}", "page", "p50 ms", "p99 ms", "max ms", "req/s");
     for (label, urls, htmx) in &scenarios {
         drive(&base, urls, *htmx, a.clients, a.clients * 2).await; // warm caches

@@ -60,12 +60,18 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
-    let (clients, entries, scans, readers) = (env("CLIENTS", 50), env("ENTRIES", 1000), env("SCANS", 2), env("READERS", 4));
+    let (clients, entries, scans, readers) =
+        (env("CLIENTS", 50), env("ENTRIES", 1000), env("SCANS", 2), env("READERS", 4));
     let corpus = std::env::var_os("CACHELENS_CORPUS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"));
     let tmp = tempfile::TempDir::new()?;
-    let st = std::process::Command::new("tar").arg("xJf").arg(corpus.join("h100-jit-3.6.0.tar.xz")).arg("-C").arg(tmp.path()).status()?;
+    let st = std::process::Command::new("tar")
+        .arg("xJf")
+        .arg(corpus.join("h100-jit-3.6.0.tar.xz"))
+        .arg("-C")
+        .arg(tmp.path())
+        .status()?;
     anyhow::ensure!(st.success(), "cannot unpack the corpus from {}", corpus.display());
     let base = Arc::new(cachelens::collect::scan_report(&tmp.path().join("h100-jit-3.6.0/triton-cache"), "base")?);
 
@@ -79,7 +85,10 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, app).await });
-    println!("upload load: {clients} clients × {scans} scans × {entries} entries (each scan sent twice), {readers} readers; server {url}, db {}", db.display());
+    println!(
+        "upload load: {clients} clients × {scans} scans × {entries} entries (each scan sent twice), {readers} readers; server {url}, db {}",
+        db.display()
+    );
 
     // readers: the JSON the pages show, in a loop, until the uploads are done
     let done = Arc::new(AtomicBool::new(false));
@@ -88,7 +97,13 @@ async fn main() -> anyhow::Result<()> {
         let (url, done) = (url.clone(), done.clone());
         reader_tasks.push(tokio::spawn(async move {
             let http = cachelens::upload::client().unwrap();
-            let paths = ["/api/v1/machines", "/api/v1/scans?limit=50", "/api/v1/kernels", "/api/v1/entries?limit=100", "/api/v1/entries?machine=load-001&limit=200"];
+            let paths = [
+                "/api/v1/machines",
+                "/api/v1/scans?limit=50",
+                "/api/v1/kernels",
+                "/api/v1/entries?limit=100",
+                "/api/v1/entries?machine=load-001&limit=200",
+            ];
             let (mut lat, mut errors, mut i) = (vec![], 0usize, r);
             while !done.load(Ordering::Relaxed) {
                 let t = Instant::now();
@@ -123,7 +138,10 @@ async fn main() -> anyhow::Result<()> {
                 repeat.blobs.clear(); // a repeat needs none: the server has them now
                 let first = upload_report(&url, &token, report, Retry::new(6)).await?;
                 let again = upload_report(&url, &token, repeat, Retry::new(6)).await?;
-                anyhow::ensure!(first.response.created && !again.response.created, "{machine} scan {s}: created flags wrong");
+                anyhow::ensure!(
+                    first.response.created && !again.response.created,
+                    "{machine} scan {s}: created flags wrong"
+                );
                 anyhow::ensure!(first.response.scan_id == again.response.scan_id, "{machine} scan {s}: ids differ");
                 sent.fetch_add(first.body_bytes + again.body_bytes, Ordering::Relaxed);
                 ids.push(first.response.scan_id);
@@ -146,7 +164,12 @@ async fn main() -> anyhow::Result<()> {
 
     let uploads = clients * scans * 2;
     println!("time: {secs:.1} s for {uploads} uploads ({} new scans + {} repeats)", clients * scans, clients * scans);
-    println!("uploads/s: {:.1} (new scans/s {:.1}, entries ingested/s {:.0})", uploads as f64 / secs, (clients * scans) as f64 / secs, (clients * scans * entries) as f64 / secs);
+    println!(
+        "uploads/s: {:.1} (new scans/s {:.1}, entries ingested/s {:.0})",
+        uploads as f64 / secs,
+        (clients * scans) as f64 / secs,
+        (clients * scans * entries) as f64 / secs
+    );
     println!("sent: {:.1} MiB gzip in all", sent.load(Ordering::Relaxed) as f64 / 1048576.0);
     let n = lat.len();
     println!(
@@ -167,7 +190,10 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     scan_ids.sort();
     scan_ids.dedup();
-    let ok = n_scans as usize == clients * scans && dup == 0 && scan_ids.len() == clients * scans && n_entries as usize == clients * entries;
+    let ok = n_scans as usize == clients * scans
+        && dup == 0
+        && scan_ids.len() == clients * scans
+        && n_entries as usize == clients * entries;
     let integrity: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&pool).await?;
     println!(
         "stored: {n_scans} scans (expected {}), {dup} duplicated, {n_entries} entries (expected {}), {blobs} IR blobs (corpus has {}), integrity {integrity}",

@@ -28,6 +28,8 @@ fi
 echo "python with triton: ${CACHELENS_PYTHON:-none}; cuobjdump: ${CUOBJDUMP:-none}"
 
 suite "cargo build" cargo build --release --locked
+suite "style (cargo fmt --check, cargo clippy -D warnings)" \
+  sh -c 'cargo fmt --check && cargo clippy --locked --all-targets -q -- -D warnings'
 suite "rust tests" cargo test --locked -- --test-threads 2
 for t in scripts/test-*.sh; do
   [ -e "$t" ] && suite "$(basename "$t" .sh)" bash "$t"

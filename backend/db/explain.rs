@@ -28,9 +28,7 @@ pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<O
     let mut ir = ir_texts(pool, &[row.id]).await?;
     let (source, ttir) = ir.remove(&row.id).unwrap_or_default();
     let group: Option<serde_json::Value> = group.and_then(|g| serde_json::from_str(&g).ok());
-    let group_at = group
-        .as_ref()
-        .and_then(|g| g.get("written_at")?.as_str().map(str::to_string));
+    let group_at = group.as_ref().and_then(|g| g.get("written_at")?.as_str().map(str::to_string));
     let side = Side {
         machine: row.machine.clone(),
         key: row.key.clone(),
@@ -41,11 +39,7 @@ pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<O
         binary_sha256: row.binary_sha256.clone(),
         relocated: row.relocated,
     };
-    Ok(Some(Loaded {
-        side,
-        row,
-        group_at,
-    }))
+    Ok(Some(Loaded { side, row, group_at }))
 }
 
 /// Text of one entry's IR artifact of the given extension (`source`, `ttir`, `ttgir`, `llir`,
@@ -62,10 +56,7 @@ pub async fn ir_of(pool: &SqlitePool, entry_id: i64, ext: &str) -> sqlx::Result<
 }
 
 /// `.source` and `.ttir` texts of many entries: id → (source, ttir).
-async fn ir_texts(
-    pool: &SqlitePool,
-    ids: &[i64],
-) -> sqlx::Result<HashMap<i64, (Option<String>, Option<String>)>> {
+async fn ir_texts(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, (Option<String>, Option<String>)>> {
     let mut out: HashMap<i64, (Option<String>, Option<String>)> = HashMap::new();
     for part in ids.chunks(500) {
         let mut qb = QueryBuilder::<Sqlite>::new(
@@ -127,8 +118,7 @@ async fn sides(pool: &SqlitePool, sql: &str, binds: &[&str]) -> sqlx::Result<Vec
         .collect())
 }
 
-const SIDE_COLUMNS: &str =
-    "e.id, m.name AS machine, e.key, e.kernel, e.metadata_json, e.binary_sha256, e.relocated";
+const SIDE_COLUMNS: &str = "e.id, m.name AS machine, e.key, e.kernel, e.metadata_json, e.binary_sha256, e.relocated";
 
 /// A scan: its machine and root.
 #[derive(Debug, Clone, FromRow)]
@@ -195,9 +185,7 @@ pub async fn kernel_sides(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<S
 
 /// Whether a machine exists.
 pub async fn machine_exists(pool: &SqlitePool, machine: &str) -> sqlx::Result<bool> {
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM machines WHERE name = ?")
-        .bind(machine)
-        .fetch_one(pool)
-        .await?;
+    let n: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM machines WHERE name = ?").bind(machine).fetch_one(pool).await?;
     Ok(n > 0)
 }

@@ -95,18 +95,29 @@ impl Ingest {
         .bind(source)
         .fetch_one(&mut *tx)
         .await?;
-        let rows = sqlx::query("SELECT id, key, dir, sig, removed_at IS NOT NULL AS removed, bytes, relocated, kind = 'partial' AS partial
-             FROM entries WHERE machine_id = ? AND root = ?")
-            .bind(machine_id)
-            .bind(root)
-            .fetch_all(&mut *tx)
-            .await?;
+        let rows = sqlx::query(
+            "SELECT id, key, dir, sig, removed_at IS NOT NULL AS removed, bytes, relocated, kind = 'partial' AS partial
+             FROM entries WHERE machine_id = ? AND root = ?",
+        )
+        .bind(machine_id)
+        .bind(root)
+        .fetch_all(&mut *tx)
+        .await?;
         let existing = rows
             .into_iter()
             .map(|r| {
                 let key: String = r.get("key");
                 let stats = (r.get("bytes"), r.get("relocated"), r.get("partial"));
-                (key, Existing { id: r.get("id"), dir: r.get("dir"), sig: r.get("sig"), removed: r.get("removed"), stats })
+                (
+                    key,
+                    Existing {
+                        id: r.get("id"),
+                        dir: r.get("dir"),
+                        sig: r.get("sig"),
+                        removed: r.get("removed"),
+                        stats,
+                    },
+                )
             })
             .collect();
         let summary = ScanSummary { scan_id, machine: machine.into(), root: root.into(), ..Default::default() };
@@ -245,21 +256,25 @@ impl Ingest {
         for part in arts.chunks(1000) {
             let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO artifacts(entry_id, name, ext, bytes, sha256) ");
             qb.push_values(part, |mut b, (id, a)| {
-                b.push_bind(*id).push_bind(a.name.clone()).push_bind(a.ext().to_string()).push_bind(a.bytes).push_bind(a.sha256.clone());
+                b.push_bind(*id)
+                    .push_bind(a.name.clone())
+                    .push_bind(a.ext().to_string())
+                    .push_bind(a.bytes)
+                    .push_bind(a.sha256.clone());
             });
             qb.build().execute(&mut *self.tx).await?;
         }
         for (_, a) in &arts {
             let text = a.text.as_deref().or_else(|| blobs.get(&a.sha256).map(String::as_str));
-            if let Some(text) = text {
-                if self.stored_blobs.insert(a.sha256.clone()) {
-                    sqlx::query("INSERT OR IGNORE INTO blobs(sha256, bytes, content) VALUES (?, ?, ?)")
-                        .bind(&a.sha256)
-                        .bind(text.len() as i64)
-                        .bind(text)
-                        .execute(&mut *self.tx)
-                        .await?;
-                }
+            if let Some(text) = text
+                && self.stored_blobs.insert(a.sha256.clone())
+            {
+                sqlx::query("INSERT OR IGNORE INTO blobs(sha256, bytes, content) VALUES (?, ?, ?)")
+                    .bind(&a.sha256)
+                    .bind(text.len() as i64)
+                    .bind(text)
+                    .execute(&mut *self.tx)
+                    .await?;
             }
         }
         for e in chunk {
@@ -289,10 +304,10 @@ impl Ingest {
     pub async fn finish(mut self, f: Finish) -> sqlx::Result<ScanSummary> {
         let by_dir: HashMap<&str, &str> = self.existing.iter().map(|(k, x)| (x.dir.as_str(), k.as_str())).collect();
         for dir in &f.unchanged {
-            if let Some(k) = by_dir.get(dir.as_str()) {
-                if self.seen.insert(k.to_string()) {
-                    self.summary.unchanged_entries += 1;
-                }
+            if let Some(k) = by_dir.get(dir.as_str())
+                && self.seen.insert(k.to_string())
+            {
+                self.summary.unchanged_entries += 1;
             }
         }
         // An entry that is still there but could not be read this time (permission denied, a

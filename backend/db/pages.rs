@@ -29,9 +29,7 @@ async fn data_version(pool: &SqlitePool) -> sqlx::Result<(i64, i64)> {
 }
 
 async fn built_version(pool: &SqlitePool) -> sqlx::Result<Option<(i64, i64)>> {
-    sqlx::query_as("SELECT max_scan_id, max_entry_id FROM page_stats_version WHERE id = 1")
-        .fetch_optional(pool)
-        .await
+    sqlx::query_as("SELECT max_scan_id, max_entry_id FROM page_stats_version WHERE id = 1").fetch_optional(pool).await
 }
 
 /// Make the summary tables current before a page reads them. Cheap when nothing changed (two
@@ -45,11 +43,7 @@ pub async fn refresh_stats(pool: &SqlitePool) -> sqlx::Result<()> {
     }
     let p = pool.clone();
     let task = tokio::spawn(async move { rebuild_if_stale(&p).await });
-    let joined = if built.is_none() {
-        Ok(task.await)
-    } else {
-        tokio::time::timeout(WAIT_FOR_REBUILD, task).await
-    };
+    let joined = if built.is_none() { Ok(task.await) } else { tokio::time::timeout(WAIT_FOR_REBUILD, task).await };
     match joined {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => Err(sqlx::Error::Protocol(format!("summary rebuild task failed: {e}"))),
@@ -165,31 +159,23 @@ pub struct MachineSummary {
     pub versions_csv: Option<String>,
 }
 
-const MACHINE_SUMMARY: &str = "SELECT m.id, m.name, COALESCE(s.entries, 0) AS entries, COALESCE(s.kernels, 0) AS kernels,
+const MACHINE_SUMMARY: &str =
+    "SELECT m.id, m.name, COALESCE(s.entries, 0) AS entries, COALESCE(s.kernels, 0) AS kernels,
         COALESCE(s.bytes, 0) AS bytes, COALESCE(s.relocated, 0) AS relocated,
         (SELECT MAX(scanned_at) FROM scans WHERE machine_id = m.id) AS last_scan_at, s.versions AS versions_csv
      FROM machines m LEFT JOIN page_machine_stats s ON s.machine_id = m.id";
 
 /// Every machine with its live totals (from the summary tables).
 pub async fn machine_summaries(pool: &SqlitePool) -> sqlx::Result<Vec<MachineSummary>> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "{MACHINE_SUMMARY} ORDER BY m.name"
-    )))
-    .fetch_all(pool)
-    .await
+    sqlx::query_as(sqlx::AssertSqlSafe(format!("{MACHINE_SUMMARY} ORDER BY m.name"))).fetch_all(pool).await
 }
 
 /// One machine by name.
-pub async fn machine_summary(
-    pool: &SqlitePool,
-    name: &str,
-) -> sqlx::Result<Option<MachineSummary>> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "{MACHINE_SUMMARY} WHERE m.name = ?"
-    )))
-    .bind(name)
-    .fetch_optional(pool)
-    .await
+pub async fn machine_summary(pool: &SqlitePool, name: &str) -> sqlx::Result<Option<MachineSummary>> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!("{MACHINE_SUMMARY} WHERE m.name = ?")))
+        .bind(name)
+        .fetch_optional(pool)
+        .await
 }
 
 /// Fleet-wide bytes of one artifact type.
@@ -201,16 +187,11 @@ pub struct ExtStat {
 }
 
 pub async fn ext_stats(pool: &SqlitePool) -> sqlx::Result<Vec<ExtStat>> {
-    sqlx::query_as("SELECT ext, files, bytes FROM page_ext_stats ORDER BY bytes DESC")
-        .fetch_all(pool)
-        .await
+    sqlx::query_as("SELECT ext, files, bytes FROM page_ext_stats ORDER BY bytes DESC").fetch_all(pool).await
 }
 
 /// (version, entries, bytes) of one machine's live entries.
-pub async fn machine_versions(
-    pool: &SqlitePool,
-    machine_id: i64,
-) -> sqlx::Result<Vec<(Option<String>, i64, i64)>> {
+pub async fn machine_versions(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Vec<(Option<String>, i64, i64)>> {
     sqlx::query_as(
         "SELECT triton_version, entries, bytes FROM page_machine_versions WHERE machine_id = ? ORDER BY triton_version",
     )
@@ -230,11 +211,7 @@ pub struct KernelStat {
 }
 
 /// The biggest kernels of one machine by bytes.
-pub async fn biggest_kernels(
-    pool: &SqlitePool,
-    machine_id: i64,
-    limit: i64,
-) -> sqlx::Result<Vec<KernelStat>> {
+pub async fn biggest_kernels(pool: &SqlitePool, machine_id: i64, limit: i64) -> sqlx::Result<Vec<KernelStat>> {
     sqlx::query_as(
         "SELECT kernel AS name, entries, 1 AS machines, bytes, last_compiled
          FROM page_machine_kernels WHERE machine_id = ? ORDER BY bytes DESC, kernel LIMIT ?",
@@ -248,12 +225,10 @@ pub async fn biggest_kernels(
 /// (UTC day as unix days, entries compiled that day) for one machine, removed entries included:
 /// they were compiled all the same.
 pub async fn compiled_per_day(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Vec<(i64, i64)>> {
-    sqlx::query_as(
-        "SELECT day, entries FROM page_machine_days WHERE machine_id = ? ORDER BY day",
-    )
-    .bind(machine_id)
-    .fetch_all(pool)
-    .await
+    sqlx::query_as("SELECT day, entries FROM page_machine_days WHERE machine_id = ? ORDER BY day")
+        .bind(machine_id)
+        .fetch_all(pool)
+        .await
 }
 
 /// One live relocated entry of a machine: (root it sits in, its dir, group_json).
@@ -307,17 +282,8 @@ pub async fn search_kernels(
         "name" => "name ASC",
         _ => "entries DESC",
     };
-    let like = opt(&f.q).map(|q| {
-        format!(
-            "%{}%",
-            q.replace('\\', "\\\\")
-                .replace('%', "\\%")
-                .replace('_', "\\_")
-        )
-    });
-    let filtered = [&f.machine, &f.backend, &f.arch, &f.triton_version]
-        .iter()
-        .any(|s| opt(s).is_some());
+    let like = opt(&f.q).map(|q| format!("%{}%", q.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")));
+    let filtered = [&f.machine, &f.backend, &f.arch, &f.triton_version].iter().any(|s| opt(s).is_some());
     let sql = if filtered {
         format!(
             "SELECT k.kernel AS name, SUM(k.entries) AS entries, COUNT(DISTINCT k.machine_id) AS machines,
@@ -357,7 +323,9 @@ pub struct FilterChoices {
 
 pub async fn filter_choices(pool: &SqlitePool) -> sqlx::Result<FilterChoices> {
     let col = |c: &'static str| {
-        sqlx::query_scalar::<_, String>("SELECT value FROM page_choices WHERE col = ? ORDER BY value").bind(c).fetch_all(pool)
+        sqlx::query_scalar::<_, String>("SELECT value FROM page_choices WHERE col = ? ORDER BY value")
+            .bind(c)
+            .fetch_all(pool)
     };
     Ok(FilterChoices {
         machines: sqlx::query_scalar("SELECT name FROM machines ORDER BY name").fetch_all(pool).await?,
@@ -369,11 +337,7 @@ pub async fn filter_choices(pool: &SqlitePool) -> sqlx::Result<FilterChoices> {
 
 /// Live entries of one kernel (every kind) in variant order, capped at `limit`: read in the order
 /// of the `entries_kernel_variants` index, so the cap bounds the work too.
-pub async fn kernel_entries(
-    pool: &SqlitePool,
-    kernel: &str,
-    limit: i64,
-) -> sqlx::Result<Vec<EntryRow>> {
+pub async fn kernel_entries(pool: &SqlitePool, kernel: &str, limit: i64) -> sqlx::Result<Vec<EntryRow>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT {ENTRY_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
          WHERE e.kernel = ? AND e.removed_at IS NULL
@@ -396,12 +360,10 @@ pub struct EntryDetail {
 }
 
 pub async fn entry_detail(pool: &SqlitePool, id: i64) -> sqlx::Result<EntryDetail> {
-    sqlx::query_as(
-        "SELECT root, dir, metadata_json, group_json, resources_json FROM entries WHERE id = ?",
-    )
-    .bind(id)
-    .fetch_one(pool)
-    .await
+    sqlx::query_as("SELECT root, dir, metadata_json, group_json, resources_json FROM entries WHERE id = ?")
+        .bind(id)
+        .fetch_one(pool)
+        .await
 }
 
 /// Does an Inductor `.best_config` name this entry?
@@ -417,11 +379,7 @@ pub async fn is_best_config(pool: &SqlitePool, machine: &str, key: &str) -> sqlx
 }
 
 /// An artifact with the sha256 of its text (IR is stored in `blobs`; binaries are not).
-pub async fn artifact(
-    pool: &SqlitePool,
-    entry_id: i64,
-    name: &str,
-) -> sqlx::Result<Option<ArtifactRow>> {
+pub async fn artifact(pool: &SqlitePool, entry_id: i64, name: &str) -> sqlx::Result<Option<ArtifactRow>> {
     sqlx::query_as("SELECT name, ext, bytes, sha256 FROM artifacts WHERE entry_id = ? AND name = ?")
         .bind(entry_id)
         .bind(name)
@@ -430,12 +388,7 @@ pub async fn artifact(
 }
 
 /// Other entries with the same binary sha256 (machine, key), this one excluded.
-pub async fn same_binary(
-    pool: &SqlitePool,
-    sha: &str,
-    id: i64,
-    limit: i64,
-) -> sqlx::Result<Vec<(String, String)>> {
+pub async fn same_binary(pool: &SqlitePool, sha: &str, id: i64, limit: i64) -> sqlx::Result<Vec<(String, String)>> {
     sqlx::query_as(
         "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
          WHERE e.binary_sha256 = ? AND e.id <> ? ORDER BY e.id LIMIT ?",

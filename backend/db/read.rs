@@ -5,7 +5,11 @@ use serde::Serialize;
 use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
 
 /// Insert hook events, ignoring ones already stored; returns how many were new.
-pub async fn insert_events(tx: &mut Transaction<'static, Sqlite>, machine_id: i64, events: &[HookEvent]) -> sqlx::Result<i64> {
+pub async fn insert_events(
+    tx: &mut Transaction<'static, Sqlite>,
+    machine_id: i64,
+    events: &[HookEvent],
+) -> sqlx::Result<i64> {
     let mut n = 0;
     for part in events.chunks(500) {
         let mut qb = QueryBuilder::<Sqlite>::new(

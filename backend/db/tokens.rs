@@ -32,7 +32,9 @@ pub struct TokenRow {
 }
 
 pub async fn list(pool: &SqlitePool) -> sqlx::Result<Vec<TokenRow>> {
-    sqlx::query_as("SELECT id, machine, created_at, revoked_at, last_used_at FROM tokens ORDER BY id").fetch_all(pool).await
+    sqlx::query_as("SELECT id, machine, created_at, revoked_at, last_used_at FROM tokens ORDER BY id")
+        .fetch_all(pool)
+        .await
 }
 
 /// Revoke by id; returns whether a live token was revoked.
@@ -56,7 +58,10 @@ pub enum Check {
 
 pub async fn check(pool: &SqlitePool, token: &str) -> sqlx::Result<Check> {
     let row: Option<(String, Option<i64>)> =
-        sqlx::query_as("SELECT machine, revoked_at FROM tokens WHERE token_hash = ?").bind(hash(token)).fetch_optional(pool).await?;
+        sqlx::query_as("SELECT machine, revoked_at FROM tokens WHERE token_hash = ?")
+            .bind(hash(token))
+            .fetch_optional(pool)
+            .await?;
     Ok(match row {
         None => Check::Unknown,
         Some((_, Some(_))) => Check::Revoked,

@@ -16,10 +16,7 @@ pub(crate) struct Prep {
 
 impl Prep {
     pub fn new(side: &Side) -> Prep {
-        Prep {
-            source: side.source.as_deref().map(Prepared::new),
-            ttir: side.ttir.as_deref().map(Prepared::new),
-        }
+        Prep { source: side.source.as_deref().map(Prepared::new), ttir: side.ttir.as_deref().map(Prepared::new) }
     }
 }
 
@@ -37,9 +34,7 @@ impl Analysis {
     }
     /// The most upstream component with a cause.
     pub fn headline(&self) -> Option<Cause> {
-        self.causes()
-            .map(|f| f.row.component)
-            .min_by_key(|c| c.rank())
+        self.causes().map(|f| f.row.component).min_by_key(|c| c.rank())
     }
     /// Every differing row (causes and consequences).
     pub fn differing(&self) -> usize {
@@ -48,50 +43,25 @@ impl Analysis {
 }
 
 fn object(side: &Side) -> Map<String, Value> {
-    side.metadata
-        .as_ref()
-        .and_then(|m| m.as_object())
-        .cloned()
-        .unwrap_or_default()
+    side.metadata.as_ref().and_then(|m| m.as_object()).cloned().unwrap_or_default()
 }
 
 fn version(m: &Map<String, Value>) -> Option<String> {
-    m.get("triton_version")
-        .and_then(|v| v.as_str())
-        .map(str::to_string)
+    m.get("triton_version").and_then(|v| v.as_str()).map(str::to_string)
 }
 
 /// Compares two sides. `detailed` runs the IR line diff too (for summaries, not ranking).
 pub(crate) fn analyse(a: &Side, pa: &Prep, b: &Side, pb: &Prep, detailed: bool) -> Analysis {
     let (ma, mb) = (object(a), object(b));
-    let backend = target_field(&ma, "backend")
-        .as_str()
-        .or(target_field(&mb, "backend").as_str())
-        .map(str::to_string);
-    let target_differs = ["backend", "arch", "warp_size"]
-        .iter()
-        .any(|t| target_field(&ma, t) != target_field(&mb, t));
-    let cx = Context {
-        a: &ma,
-        b: &mb,
-        version_a: version(&ma),
-        version_b: version(&mb),
-        backend,
-        target_differs,
-    };
-    let mut findings = if a.metadata.is_some() || b.metadata.is_some() {
-        metadata_findings(&cx)
-    } else {
-        Vec::new()
-    };
+    let backend = target_field(&ma, "backend").as_str().or(target_field(&mb, "backend").as_str()).map(str::to_string);
+    let target_differs = ["backend", "arch", "warp_size"].iter().any(|t| target_field(&ma, t) != target_field(&mb, t));
+    let cx = Context { a: &ma, b: &mb, version_a: version(&ma), version_b: version(&mb), backend, target_differs };
+    let mut findings = if a.metadata.is_some() || b.metadata.is_some() { metadata_findings(&cx) } else { Vec::new() };
     if !ma.contains_key("name") && !mb.contains_key("name") {
         let k = |s: &Side| s.kernel_name().map(|n| json!(n)).unwrap_or(Value::Null);
         findings.push(Finding::new(Cause::Source, "name", k(a), k(b)).note("the kernel's name"));
     }
-    let flags = Flags {
-        versions_differ: cx.versions_differ(),
-        debug_differs: ma.get("debug") != mb.get("debug"),
-    };
+    let flags = Flags { versions_differ: cx.versions_differ(), debug_differs: ma.get("debug") != mb.get("debug") };
     let pair = match (&pa.source, &pb.source, &pa.ttir, &pb.ttir) {
         (Some(x), Some(y), _, _) => Some((".source", x, y)),
         (_, _, Some(x), Some(y)) => Some((".ttir", x, y)),
@@ -109,14 +79,8 @@ pub(crate) fn analyse(a: &Side, pa: &Prep, b: &Side, pb: &Prep, detailed: bool) 
     };
     findings.extend(source.findings.iter().cloned());
     // Bookkeeping rows: the binary, and whether Triton can find the entry at all.
-    let sha = |s: &Side| {
-        s.binary_sha256
-            .as_ref()
-            .map(|h| json!(h))
-            .unwrap_or(Value::Null)
-    };
-    let mut bin = Finding::new(Cause::None, "binary sha256", sha(a), sha(b))
-        .consequence("output of the compile");
+    let sha = |s: &Side| s.binary_sha256.as_ref().map(|h| json!(h)).unwrap_or(Value::Null);
+    let mut bin = Finding::new(Cause::None, "binary sha256", sha(a), sha(b)).consequence("output of the compile");
     if a.binary_sha256.is_some() && a.binary_sha256 == b.binary_sha256 && a.key != b.key {
         bin.row.note = Some("same bytes under different keys: pure key churn".into());
     }
@@ -128,22 +92,11 @@ pub(crate) fn analyse(a: &Side, pa: &Prep, b: &Side, pb: &Prep, detailed: bool) 
             _ => "B's group file points",
         };
         findings.push(
-            Finding::new(
-                Cause::None,
-                "group file paths",
-                json!(a.relocated),
-                json!(b.relocated),
-            )
-            .consequence(format!(
-                "{who} to another path: Triton misses on such an entry (cache copied or moved)"
-            )),
+            Finding::new(Cause::None, "group file paths", json!(a.relocated), json!(b.relocated))
+                .consequence(format!("{who} to another path: Triton misses on such an entry (cache copied or moved)")),
         );
     }
-    Analysis {
-        findings,
-        source,
-        source_compared: pair.is_some(),
-    }
+    Analysis { findings, source, source_compared: pair.is_some() }
 }
 
 fn show(v: &Value) -> String {
@@ -155,24 +108,15 @@ fn show(v: &Value) -> String {
 }
 
 fn arch_label(m: &Map<String, Value>) -> String {
-    m.get("arch")
-        .map(show)
-        .unwrap_or_else(|| show(&target_field(m, "arch")))
+    m.get("arch").map(show).unwrap_or_else(|| show(&target_field(m, "arch")))
 }
 
 /// The summary phrase of one component.
 fn phrase(c: Cause, an: &Analysis, a: &Side, b: &Side) -> String {
-    let rows: Vec<&Row> = an
-        .causes()
-        .filter(|f| f.row.component == c)
-        .map(|f| &f.row)
-        .collect();
+    let rows: Vec<&Row> = an.causes().filter(|f| f.row.component == c).map(|f| &f.row).collect();
     let list = |rows: &[&Row]| {
-        let mut p: Vec<String> = rows
-            .iter()
-            .take(3)
-            .map(|r| format!("{} {} → {}", r.field, show(&r.a), show(&r.b)))
-            .collect();
+        let mut p: Vec<String> =
+            rows.iter().take(3).map(|r| format!("{} {} → {}", r.field, show(&r.a), show(&r.b))).collect();
         if rows.len() > 3 {
             p.push(format!("{} more", rows.len() - 3));
         }
@@ -180,10 +124,7 @@ fn phrase(c: Cause, an: &Analysis, a: &Side, b: &Side) -> String {
     };
     match c {
         Cause::Compiler => {
-            let r = rows
-                .iter()
-                .find(|r| r.field == "triton_version")
-                .unwrap_or(&rows[0]);
+            let r = rows.iter().find(|r| r.field == "triton_version").unwrap_or(&rows[0]);
             format!("Triton {} → {}", show(&r.a), show(&r.b))
         }
         Cause::Backend => {
@@ -206,11 +147,7 @@ fn phrase(c: Cause, an: &Analysis, a: &Side, b: &Side) -> String {
                     show(&target_field(&mb, "warp_size"))
                 ));
             }
-            if p.is_empty() {
-                list(&rows)
-            } else {
-                p.join(", ")
-            }
+            if p.is_empty() { list(&rows) } else { p.join(", ") }
         }
         Cause::Env => rows
             .iter()
@@ -227,11 +164,7 @@ fn phrase(c: Cause, an: &Analysis, a: &Side, b: &Side) -> String {
                 p.push(format!("kernel {} → {}", show(&r.a), show(&r.b)));
             }
             p.extend(an.source.phrases.iter().cloned());
-            if p.is_empty() {
-                list(&rows)
-            } else {
-                p.join(", ")
-            }
+            if p.is_empty() { list(&rows) } else { p.join(", ") }
         }
         _ => list(&rows),
     }
@@ -240,8 +173,7 @@ fn phrase(c: Cause, an: &Analysis, a: &Side, b: &Side) -> String {
 /// Builds the comparison; also returns the headline phrase (for grouping invalidations).
 pub(crate) fn build(a: &Side, pa: &Prep, b: &Side, pb: &Prep) -> (Comparison, String) {
     let mut an = analyse(a, pa, b, pb, true);
-    let identical_binary =
-        a.binary_sha256.is_some() && a.binary_sha256 == b.binary_sha256 && a.key != b.key;
+    let identical_binary = a.binary_sha256.is_some() && a.binary_sha256 == b.binary_sha256 && a.key != b.key;
     let (cause, head, rest) = match an.headline() {
         Some(h) => {
             let others: Vec<String> = Cause::ORDER[..5]
@@ -258,11 +190,7 @@ pub(crate) fn build(a: &Side, pa: &Prep, b: &Side, pb: &Prep) -> (Comparison, St
         }
         None => unexplained(a, b, &mut an),
     };
-    let mut summary = if rest.is_empty() {
-        head.clone()
-    } else {
-        format!("{head}; {rest}")
-    };
+    let mut summary = if rest.is_empty() { head.clone() } else { format!("{head}; {rest}") };
     if identical_binary {
         summary.push_str(" (identical binary: pure key churn)");
     }
@@ -283,42 +211,21 @@ pub(crate) fn build(a: &Side, pa: &Prep, b: &Side, pb: &Prep) -> (Comparison, St
 /// Nothing on disk explains the difference: the same entry, or a change that left no trace.
 fn unexplained(a: &Side, b: &Side, an: &mut Analysis) -> (Cause, String, String) {
     if a.key == b.key {
-        let rest = if a.relocated || b.relocated {
-            "but a group file points elsewhere, so Triton misses on it"
-        } else {
-            ""
-        };
-        return (
-            Cause::None,
-            "same key: the same compile".into(),
-            rest.into(),
-        );
+        let rest =
+            if a.relocated || b.relocated { "but a group file points elsewhere, so Triton misses on it" } else { "" };
+        return (Cause::None, "same key: the same compile".into(), rest.into());
     }
     if a.metadata.is_none() || b.metadata.is_none() {
-        return (
-            Cause::Unknown,
-            "no metadata to compare".into(),
-            String::new(),
-        );
+        return (Cause::Unknown, "no metadata to compare".into(), String::new());
     }
-    let cuda = object(a)
-        .get("target")
-        .and_then(|t| t.get("backend"))
-        .and_then(|v| v.as_str())
-        == Some("cuda");
-    let toolchain = if cuda {
-        "ptxas's version"
-    } else {
-        "the backend toolchain's version"
-    };
+    let cuda = object(a).get("target").and_then(|t| t.get("backend")).and_then(|v| v.as_str()) == Some("cuda");
+    let toolchain = if cuda { "ptxas's version" } else { "the backend toolchain's version" };
     if !an.source_compared {
         let head = "metadata equal; no IR on disk to compare the source".to_string();
         return (
             Cause::Unknown,
             head,
-            format!(
-                "a source edit, a compiler build or {toolchain} (in the key, not on disk) changed"
-            ),
+            format!("a source edit, a compiler build or {toolchain} (in the key, not on disk) changed"),
         );
     }
     let mut f = Finding::new(Cause::Compiler, "triton_key", Value::Null, Value::Null);
@@ -329,11 +236,7 @@ fn unexplained(a: &Side, b: &Side, an: &mut Analysis) -> (Cause, String, String)
     ));
     an.findings.insert(0, f);
     let head = "same Triton version, different compiler build (triton_key)".to_string();
-    (
-        Cause::Compiler,
-        head,
-        format!("everything else equal; {toolchain} is in the key but not on disk"),
-    )
+    (Cause::Compiler, head, format!("everything else equal; {toolchain} is in the key but not on disk"))
 }
 
 /// Why two entries differ: every field by component, the most upstream differing component

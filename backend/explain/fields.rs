@@ -14,17 +14,7 @@ pub(crate) struct Finding {
 impl Finding {
     pub fn new(component: Cause, field: &str, a: Value, b: Value) -> Finding {
         let differs = a != b;
-        Finding {
-            row: Row {
-                component,
-                field: field.to_string(),
-                a,
-                b,
-                differs,
-                note: None,
-            },
-            cause: differs,
-        }
+        Finding { row: Row { component, field: field.to_string(), a, b, differs, note: None }, cause: differs }
     }
     /// Marks a difference as a consequence of something else (shown, not a cause).
     pub fn consequence(mut self, note: impl Into<String>) -> Finding {
@@ -84,10 +74,8 @@ const USER_OPTIONS: &[&str] = &[
 const TARGET_DUPLICATES: &[&str] = &["backend_name", "arch", "warp_size", "base_arch"];
 
 /// Environment variables that set an option's default: (env var, option).
-const ENV_OPTIONS: &[(&str, &str)] = &[
-    ("TRITON_DEFAULT_FP_FUSION", "enable_fp_fusion"),
-    ("TRITON_F32_DEFAULT", "default_dot_input_precision"),
-];
+const ENV_OPTIONS: &[(&str, &str)] =
+    &[("TRITON_DEFAULT_FP_FUSION", "enable_fp_fusion"), ("TRITON_F32_DEFAULT", "default_dot_input_precision")];
 
 /// What both sides' metadata say about the context of a comparison.
 pub(crate) struct Context<'a> {
@@ -117,10 +105,7 @@ fn is_env_field(k: &str) -> bool {
 
 /// The `target` object's field, or the top-level duplicate.
 pub(crate) fn target_field(m: &Map<String, Value>, f: &str) -> Value {
-    m.get("target")
-        .and_then(|t| t.get(f))
-        .cloned()
-        .unwrap_or(Value::Null)
+    m.get("target").and_then(|t| t.get(f)).cloned().unwrap_or(Value::Null)
 }
 
 /// Rows for every metadata field of either side (except `hash`, which is the key itself).
@@ -130,14 +115,7 @@ pub(crate) fn metadata_findings(cx: &Context) -> Vec<Finding> {
     let mut out = Vec::new();
     for k in keys {
         let (va, vb) = (cx.a.get(k.as_str()), cx.b.get(k.as_str()));
-        let f = |c| {
-            Finding::new(
-                c,
-                k,
-                va.cloned().unwrap_or(Value::Null),
-                vb.cloned().unwrap_or(Value::Null),
-            )
-        };
+        let f = |c| Finding::new(c, k, va.cloned().unwrap_or(Value::Null), vb.cloned().unwrap_or(Value::Null));
         match k.as_str() {
             "hash" => {}
             "target" => {
@@ -158,11 +136,7 @@ pub(crate) fn metadata_findings(cx: &Context) -> Vec<Finding> {
             }
             _ if TARGET_DUPLICATES.contains(&k.as_str()) => {
                 let fi = f(Cause::Backend);
-                out.push(if cx.a.contains_key("target") {
-                    fi.consequence("repeats the target")
-                } else {
-                    fi
-                });
+                out.push(if cx.a.contains_key("target") { fi.consequence("repeats the target") } else { fi });
             }
             _ if is_env_field(k) => out.push(f(Cause::Env)),
             "extern_libs" => out.push(extern_libs(cx, f(Cause::Options))),
@@ -186,19 +160,11 @@ fn one_sided(cx: &Context, k: &str, f: impl Fn(Cause) -> Finding) -> Finding {
         Cause::Options
     };
     if cx.versions_differ() {
-        let v = if side == "A" {
-            &cx.version_a
-        } else {
-            &cx.version_b
-        };
+        let v = if side == "A" { &cx.version_a } else { &cx.version_b };
         let v = v.as_deref().unwrap_or("unknown");
-        f(comp).consequence(format!(
-            "only in Triton {v}: consequence of the version change"
-        ))
+        f(comp).consequence(format!("only in Triton {v}: consequence of the version change"))
     } else if cx.target_differs {
-        f(comp).consequence(format!(
-            "only on {side}'s backend: consequence of the target change"
-        ))
+        f(comp).consequence(format!("only on {side}'s backend: consequence of the target change"))
     } else if comp == Cause::None {
         f(comp).consequence("output of the compile, not a key input")
     } else {
@@ -224,17 +190,14 @@ fn option(cx: &Context, k: &str, f: impl Fn(Cause) -> Finding) -> Finding {
         return fi.consequence("per-target default: consequence of the target change");
     }
     if cx.versions_differ() && !USER_OPTIONS.contains(&k) {
-        return fi.consequence(
-            "not an option users usually set: a default that changed with the Triton version",
-        );
+        return fi.consequence("not an option users usually set: a default that changed with the Triton version");
     }
     fi
 }
 
 /// Default `num_stages` of each backend (CUDA 3, HIP 2): a difference that is exactly the two
 /// backends' defaults follows from the target change.
-const BACKEND_DEFAULTS: &[(&str, &str, i64)] =
-    &[("num_stages", "cuda", 3), ("num_stages", "hip", 2)];
+const BACKEND_DEFAULTS: &[(&str, &str, i64)] = &[("num_stages", "cuda", 3), ("num_stages", "hip", 2)];
 
 fn backends_differ(cx: &Context) -> bool {
     target_field(cx.a, "backend") != target_field(cx.b, "backend")
@@ -246,9 +209,7 @@ fn backend_default(cx: &Context, k: &str, fi: &Finding) -> Option<&'static str> 
     }
     let is_default = |m: &Map<String, Value>, v: &Value| {
         let b = target_field(m, "backend");
-        BACKEND_DEFAULTS
-            .iter()
-            .any(|(o, be, d)| *o == k && b.as_str() == Some(*be) && v.as_i64() == Some(*d))
+        BACKEND_DEFAULTS.iter().any(|(o, be, d)| *o == k && b.as_str() == Some(*be) && v.as_i64() == Some(*d))
     };
     (is_default(cx.a, &fi.row.a) && is_default(cx.b, &fi.row.b))
         .then_some("each backend's default: consequence of the target change")
@@ -275,29 +236,19 @@ fn extern_libs(cx: &Context, fi: Finding) -> Finding {
     };
     if names(&fi.row.a) != names(&fi.row.b) {
         if backends_differ(cx) {
-            return fi.consequence(
-                "each backend links its own libraries: consequence of the target change",
-            );
+            return fi.consequence("each backend links its own libraries: consequence of the target change");
         }
         return fi.note("different libraries");
     }
     // Each key was computed by its own Triton: the path is a cause only if both keyed it.
     let path_keyed = cx.backend.as_deref() == Some("hip")
-        && [&cx.version_a, &cx.version_b].iter().all(|v| {
-            v.as_deref()
-                .and_then(version_tuple)
-                .is_some_and(|t| t < (3, 9))
-        });
+        && [&cx.version_a, &cx.version_b]
+            .iter()
+            .all(|v| v.as_deref().and_then(version_tuple).is_some_and(|t| t < (3, 9)));
     if path_keyed {
         fi.note("path differs: AMD before Triton 3.9 keys these libraries by path: a cause")
     } else {
-        let who = if cx.backend.as_deref() == Some("hip") {
-            "AMD from 3.9"
-        } else {
-            "CUDA"
-        };
-        fi.consequence(format!(
-            "path differs but {who} keys these libraries by content: not a cause"
-        ))
+        let who = if cx.backend.as_deref() == Some("hip") { "AMD from 3.9" } else { "CUDA" };
+        fi.consequence(format!("path differs but {who} keys these libraries by content: not a cause"))
     }
 }

@@ -128,10 +128,8 @@ pub(crate) fn blank_specialisation(line: &str) -> String {
 }
 
 fn is_elem_type(tok: &str) -> bool {
-    matches!(
-        tok,
-        "f16" | "bf16" | "f32" | "f64" | "i1" | "i8" | "i16" | "i32" | "i64"
-    ) || tok.starts_with("f8")
+    matches!(tok, "f16" | "bf16" | "f32" | "f64" | "i1" | "i8" | "i16" | "i32" | "i64")
+        || tok.starts_with("f8")
         || tok.starts_with("fp8")
 }
 
@@ -173,11 +171,7 @@ fn tokens(line: &str) -> Vec<(bool, &str)> {
 
 /// Integer literals of a line, in order (see [`tokens`]).
 pub(crate) fn literals(line: &str) -> Vec<&str> {
-    tokens(line)
-        .into_iter()
-        .filter(|t| t.0)
-        .map(|t| t.1)
-        .collect()
+    tokens(line).into_iter().filter(|t| t.0).map(|t| t.1).collect()
 }
 
 /// One argument of the kernel's signature.
@@ -193,16 +187,12 @@ impl Arg {
     pub fn meaningful_name(&self) -> Option<&str> {
         let n = self.name.as_str();
         let generic = n.chars().all(|c| c.is_ascii_digit())
-            || n.strip_prefix("arg")
-                .is_some_and(|r| r.chars().all(|c| c.is_ascii_digit()));
+            || n.strip_prefix("arg").is_some_and(|r| r.chars().all(|c| c.is_ascii_digit()));
         (!generic && !n.is_empty()).then_some(n)
     }
     /// The element type for pointers (`!tt.ptr<f16>` → `f16`), else the type.
     pub fn short_type(&self) -> String {
-        let t = self
-            .ty
-            .strip_prefix("!tt.ptr<")
-            .and_then(|s| s.strip_suffix('>'));
+        let t = self.ty.strip_prefix("!tt.ptr<").and_then(|s| s.strip_suffix('>'));
         t.unwrap_or(&self.ty).to_string()
     }
 }
@@ -239,32 +229,21 @@ impl Prepared {
     pub fn new(ir: &str) -> Prepared {
         let lines: Vec<String> = stripped_lines(ir).into_iter().map(|(_, l)| l).collect();
         let canon = canonical_names(&lines);
-        let no_assert: Vec<String> = lines
-            .iter()
-            .filter(|l| !l.trim_start().starts_with("tt.assert"))
-            .cloned()
-            .collect();
-        let structure: Vec<String> = lines
-            .iter()
-            .map(|l| blank_specialisation(&blank_names(l)))
-            .collect();
+        let no_assert: Vec<String> =
+            lines.iter().filter(|l| !l.trim_start().starts_with("tt.assert")).cloned().collect();
+        let structure: Vec<String> = lines.iter().map(|l| blank_specialisation(&blank_names(l))).collect();
         let mut ranges = BTreeSet::new();
         let mut shapes = BTreeSet::new();
         for l in &lines {
             if l.contains("tt.make_range")
                 && let Some(end) = l.split("end = ").nth(1)
-                && let Some(n) = end
-                    .split(|c: char| !c.is_ascii_digit())
-                    .next()
-                    .and_then(|s| s.parse().ok())
+                && let Some(n) = end.split(|c: char| !c.is_ascii_digit()).next().and_then(|s| s.parse().ok())
             {
                 ranges.insert(n);
             }
             for part in l.split("tensor<").skip(1) {
-                let dims: Vec<&str> = part
-                    .split('x')
-                    .take_while(|d| d.chars().all(|c| c.is_ascii_digit()) && !d.is_empty())
-                    .collect();
+                let dims: Vec<&str> =
+                    part.split('x').take_while(|d| d.chars().all(|c| c.is_ascii_digit()) && !d.is_empty()).collect();
                 if !dims.is_empty() {
                     shapes.insert(dims.join("x"));
                 }
@@ -350,53 +329,29 @@ pub(crate) fn diff_ops(a: &[String], b: &[String]) -> Vec<DiffOp> {
 /// changes; line numbers still refer to the original texts.
 pub fn ir_diff(a: &str, b: &str, strip: bool) -> Vec<DiffLine> {
     let prep = |s: &str| -> Vec<(usize, String)> {
-        if strip {
-            stripped_lines(s)
-        } else {
-            s.lines()
-                .enumerate()
-                .map(|(i, l)| (i + 1, l.to_string()))
-                .collect()
-        }
+        if strip { stripped_lines(s) } else { s.lines().enumerate().map(|(i, l)| (i + 1, l.to_string())).collect() }
     };
     let (la, lb) = (prep(a), prep(b));
     let key = |v: &[(usize, String)]| -> Vec<String> {
-        v.iter()
-            .map(|(_, l)| if strip { blank_names(l) } else { l.clone() })
-            .collect()
+        v.iter().map(|(_, l)| if strip { blank_names(l) } else { l.clone() }).collect()
     };
     let mut out = Vec::new();
     for op in diff_ops(&key(&la), &key(&lb)) {
         let (tag, ra, rb) = op.as_tag_tuple();
         let del = |out: &mut Vec<DiffLine>| {
             for (n, t) in &la[ra.clone()] {
-                out.push(DiffLine {
-                    tag: "delete",
-                    a_no: Some(*n),
-                    b_no: None,
-                    text: t.clone(),
-                });
+                out.push(DiffLine { tag: "delete", a_no: Some(*n), b_no: None, text: t.clone() });
             }
         };
         let ins = |out: &mut Vec<DiffLine>| {
             for (n, t) in &lb[rb.clone()] {
-                out.push(DiffLine {
-                    tag: "insert",
-                    a_no: None,
-                    b_no: Some(*n),
-                    text: t.clone(),
-                });
+                out.push(DiffLine { tag: "insert", a_no: None, b_no: Some(*n), text: t.clone() });
             }
         };
         match tag {
             similar::DiffTag::Equal => {
                 for ((na, t), (nb, _)) in la[ra.clone()].iter().zip(&lb[rb.clone()]) {
-                    out.push(DiffLine {
-                        tag: "equal",
-                        a_no: Some(*na),
-                        b_no: Some(*nb),
-                        text: t.clone(),
-                    });
+                    out.push(DiffLine { tag: "equal", a_no: Some(*na), b_no: Some(*nb), text: t.clone() });
                 }
             }
             similar::DiffTag::Delete => del(&mut out),

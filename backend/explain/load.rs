@@ -7,7 +7,6 @@ use super::{compare, invalidations, nearest};
 use crate::db::explain::{Loaded, ScanRef, ir_of, kernel_sides, load, machine_exists, scans_of, sides_at, sides_now};
 use sqlx::SqlitePool;
 
-
 /// Why an explain request cannot be answered.
 #[derive(Debug, thiserror::Error)]
 pub enum ExplainError {
@@ -25,10 +24,8 @@ pub enum ExplainError {
 pub fn parse_id(id: &str) -> Result<(&str, &str), ExplainError> {
     let bad = || ExplainError::Bad(format!("malformed entry id {id:?}: expected MACHINE:KEY"));
     let (m, k) = id.rsplit_once(':').ok_or_else(bad)?;
-    let key_ok = !k.is_empty()
-        && k.len() <= 128
-        && k.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let key_ok =
+        !k.is_empty() && k.len() <= 128 && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     if !crate::model::valid_machine_name(m) || !key_ok {
         return Err(bad());
     }
@@ -38,9 +35,7 @@ pub fn parse_id(id: &str) -> Result<(&str, &str), ExplainError> {
 /// Loads an entry by `MACHINE:KEY`, 404 when unknown.
 pub async fn load_id(pool: &SqlitePool, id: &str) -> Result<Loaded, ExplainError> {
     let (m, k) = parse_id(id)?;
-    load(pool, m, k)
-        .await?
-        .ok_or_else(|| ExplainError::NotFound(format!("no entry {m}:{k}")))
+    load(pool, m, k).await?.ok_or_else(|| ExplainError::NotFound(format!("no entry {m}:{k}")))
 }
 
 /// The comparison of two entries, with the IR diff of `ir` (default: `.source` when both have
@@ -53,17 +48,10 @@ pub async fn compare_ids(
     strip: bool,
 ) -> Result<CompareReport, ExplainError> {
     if let Some(k) = ir.filter(|k| !report::IR_KINDS.contains(k)) {
-        return Err(ExplainError::Bad(format!(
-            "unknown IR {k:?}: one of {}",
-            report::IR_KINDS.join(", ")
-        )));
+        return Err(ExplainError::Bad(format!("unknown IR {k:?}: one of {}", report::IR_KINDS.join(", "))));
     }
     let (la, lb) = (load_id(pool, a).await?, load_id(pool, b).await?);
-    let kind = ir.unwrap_or(if la.side.source.is_some() && lb.side.source.is_some() {
-        "source"
-    } else {
-        "ttir"
-    });
+    let kind = ir.unwrap_or(if la.side.source.is_some() && lb.side.source.is_some() { "source" } else { "ttir" });
     let text = |l: &Loaded| -> Option<String> {
         match kind {
             "source" => l.side.source.clone(),
@@ -73,22 +61,13 @@ pub async fn compare_ids(
     };
     let (ta, tb) = match kind {
         "source" | "ttir" => (text(&la), text(&lb)),
-        _ => (
-            ir_of(pool, la.row.id, kind).await?,
-            ir_of(pool, lb.row.id, kind).await?,
-        ),
+        _ => (ir_of(pool, la.row.id, kind).await?, ir_of(pool, lb.row.id, kind).await?),
     };
     let (ir_stats, ir_rows) = report::ir_report(kind, ta.as_deref(), tb.as_deref(), strip, 3);
     let relocated = [("a", &la), ("b", &lb)]
         .into_iter()
         .filter(|(_, l)| l.side.relocated)
-        .map(|(s, l)| {
-            report::Relocated::new(
-                s,
-                format!("{}:{}", l.row.machine, l.row.key),
-                l.group_at.clone(),
-            )
-        })
+        .map(|(s, l)| report::Relocated::new(s, format!("{}:{}", l.row.machine, l.row.key), l.group_at.clone()))
         .collect();
     Ok(CompareReport {
         cmp: compare(&la.side, &lb.side),
@@ -115,11 +94,7 @@ pub struct Neighbour {
 }
 
 /// The closest entries of the same kernel on any machine, fewest differing key inputs first.
-pub async fn nearest_of(
-    pool: &SqlitePool,
-    id: &str,
-    limit: usize,
-) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
+pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
     let of = load_id(pool, id).await?;
     let kernel = of.side.kernel_name().map(str::to_string);
     let mut cands = match &kernel {
@@ -156,9 +131,7 @@ pub async fn pick_scans(
 ) -> Result<(Option<ScanRef>, ScanRef, Vec<ScanRef>), ExplainError> {
     let all = scans_of(pool, machine).await?;
     if all.is_empty() {
-        return Err(ExplainError::NotFound(format!(
-            "no scans of machine {machine:?}"
-        )));
+        return Err(ExplainError::NotFound(format!("no scans of machine {machine:?}")));
     }
     let find = |id: i64| {
         all.iter()
@@ -172,11 +145,7 @@ pub async fn pick_scans(
     };
     let from = match from {
         Some(id) => Some(find(id)?),
-        None => all
-            .iter()
-            .rev()
-            .find(|s| s.root == to.root && (s.scanned_at, s.id) < (to.scanned_at, to.id))
-            .cloned(),
+        None => all.iter().rev().find(|s| s.root == to.root && (s.scanned_at, s.id) < (to.scanned_at, to.id)).cloned(),
     };
     if let Some(f) = &from
         && f.root != to.root
@@ -194,19 +163,9 @@ fn inv_report(
     new: &[crate::explain::Side],
     machines: (&str, &str),
 ) -> InvalidationsReport {
-    let moved: std::collections::HashSet<&str> = new
-        .iter()
-        .filter(|s| s.relocated)
-        .map(|s| s.key.as_str())
-        .collect();
+    let moved: std::collections::HashSet<&str> = new.iter().filter(|s| s.relocated).map(|s| s.key.as_str()).collect();
     let inv = invalidations(old, new);
-    report::invalidations_report(
-        inv,
-        machines,
-        (old.len(), new.len()),
-        |k| moved.contains(k),
-        moved.len(),
-    )
+    report::invalidations_report(inv, machines, (old.len(), new.len()), |k| moved.contains(k), moved.len())
 }
 
 /// Invalidations on one machine between two scans.
@@ -227,11 +186,7 @@ pub async fn invalidations_scans(
 }
 
 /// Invalidations from machine `a` to machine `b`, as they are now.
-pub async fn invalidations_machines(
-    pool: &SqlitePool,
-    a: &str,
-    b: &str,
-) -> Result<InvalidationsReport, ExplainError> {
+pub async fn invalidations_machines(pool: &SqlitePool, a: &str, b: &str) -> Result<InvalidationsReport, ExplainError> {
     for m in [a, b] {
         if !machine_exists(pool, m).await? {
             return Err(ExplainError::NotFound(format!("no machine {m:?}")));

@@ -61,11 +61,7 @@ pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<(usize, usiz
         })
         .collect();
     ranked.sort_by_key(|r| (r.0, r.1));
-    ranked
-        .into_iter()
-        .take(limit)
-        .map(|(d, i, c)| (i, d.0, c))
-        .collect()
+    ranked.into_iter().take(limit).map(|(d, i, c)| (i, d.0, c)).collect()
 }
 
 fn kernel(s: &Side) -> String {
@@ -82,22 +78,13 @@ fn kernel(s: &Side) -> String {
 pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
     let dedup = |v: &[Side]| -> Vec<Side> {
         let mut seen = HashSet::new();
-        v.iter()
-            .filter(|s| seen.insert(s.key.clone()))
-            .cloned()
-            .collect()
+        v.iter().filter(|s| seen.insert(s.key.clone())).cloned().collect()
     };
     let (old, new) = (dedup(old), dedup(new));
     let old_keys: HashSet<&str> = old.iter().map(|s| s.key.as_str()).collect();
     let new_keys: HashSet<&str> = new.iter().map(|s| s.key.as_str()).collect();
-    let kept: Vec<String> = new
-        .iter()
-        .filter(|s| old_keys.contains(s.key.as_str()))
-        .map(|s| s.key.clone())
-        .collect();
-    let fresh: Vec<usize> = (0..new.len())
-        .filter(|&i| !old_keys.contains(new[i].key.as_str()))
-        .collect();
+    let kept: Vec<String> = new.iter().filter(|s| old_keys.contains(s.key.as_str())).map(|s| s.key.clone()).collect();
+    let fresh: Vec<usize> = (0..new.len()).filter(|&i| !old_keys.contains(new[i].key.as_str())).collect();
 
     let mut by_kernel: HashMap<String, Vec<usize>> = HashMap::new();
     for (i, s) in old.iter().enumerate() {
@@ -115,9 +102,7 @@ pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
         };
         for &o in by_kernel.get(name).map(Vec::as_slice).unwrap_or(&[]) {
             let an = analyse(&old[o], &old_prep[o], &new[n], &new_prep[&n], false);
-            let variant = an
-                .causes()
-                .any(|f| is_variant_field(&f.row.field) || is_config_option(&f.row.field));
+            let variant = an.causes().any(|f| is_variant_field(&f.row.field) || is_config_option(&f.row.field));
             pairs.push((distance(&an), n, o, variant));
         }
     }
@@ -149,11 +134,8 @@ pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
             }
         })
         .collect();
-    let new_list: Vec<(String, String)> = fresh
-        .iter()
-        .filter(|n| !used_new.contains(*n))
-        .map(|&n| (kernel(&new[n]), new[n].key.clone()))
-        .collect();
+    let new_list: Vec<(String, String)> =
+        fresh.iter().filter(|n| !used_new.contains(*n)).map(|&n| (kernel(&new[n]), new[n].key.clone())).collect();
     let removed: Vec<(String, String)> = old
         .iter()
         .enumerate()
@@ -165,23 +147,8 @@ pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
         .map(|c| (*c, invalidated.iter().filter(|i| i.cause == *c).count()))
         .filter(|(_, n)| *n > 0)
         .collect();
-    let summary = summarize(
-        old.len(),
-        &invalidated,
-        &phrases,
-        &by_cause,
-        kept.len(),
-        new_list.len(),
-        removed.len(),
-    );
-    Invalidations {
-        kept,
-        invalidated,
-        new: new_list,
-        removed,
-        by_cause,
-        summary,
-    }
+    let summary = summarize(old.len(), &invalidated, &phrases, &by_cause, kept.len(), new_list.len(), removed.len());
+    Invalidations { kept, invalidated, new: new_list, removed, by_cause, summary }
 }
 
 /// Options that pick a launch configuration (autotuner configs differ in these): a
@@ -221,23 +188,13 @@ fn summarize(
             let mut kernels: Vec<&str> = inv.iter().map(|i| i.kernel.as_str()).collect();
             kernels.dedup();
             let more = if kernels.len() > 3 { ", ..." } else { "" };
-            format!(
-                "after {} changes ({}{more})",
-                c.as_str(),
-                kernels[..kernels.len().min(3)].join(", ")
-            )
+            format!("after {} changes ({}{more})", c.as_str(), kernels[..kernels.len().min(3)].join(", "))
         } else {
-            let c: Vec<String> = by_cause
-                .iter()
-                .map(|(c, n)| format!("{} {n}", c.as_str()))
-                .collect();
+            let c: Vec<String> = by_cause.iter().map(|(c, n)| format!("{} {n}", c.as_str())).collect();
             format!("by cause: {}", c.join(", "))
         };
         let same = inv.iter().filter(|i| i.identical_binary).count();
-        format!(
-            "{} of {old} kernels recompiled {why}; {same} had identical binaries",
-            inv.len()
-        )
+        format!("{} of {old} kernels recompiled {why}; {same} had identical binaries", inv.len())
     };
     if new > 0 || removed > 0 {
         s.push_str(&format!("; {new} new, {removed} removed"));

@@ -15,18 +15,18 @@
 mod compare;
 mod fields;
 mod ir;
-mod matching;
 pub mod load;
+mod matching;
 pub mod report;
-mod text;
 mod source;
 #[cfg(test)]
 mod tests;
+mod text;
 
 pub use compare::compare;
-pub use text::{render_diff, render_text};
 pub use ir::{DiffLine, ir_diff, strip_locations};
 pub use matching::{Invalidated, Invalidations, invalidations, nearest};
+pub use text::{render_diff, render_text};
 
 use serde::Serialize;
 
@@ -54,9 +54,7 @@ pub struct Side {
 impl Side {
     /// The kernel's name: [`Side::kernel`], else the metadata's `name`.
     pub fn kernel_name(&self) -> Option<&str> {
-        self.kernel
-            .as_deref()
-            .or_else(|| self.metadata.as_ref()?.get("name")?.as_str())
+        self.kernel.as_deref().or_else(|| self.metadata.as_ref()?.get("name")?.as_str())
     }
     fn label(&self) -> String {
         format!("{}:{}", self.machine, self.key)
@@ -85,22 +83,12 @@ pub enum Cause {
 
 impl Cause {
     /// Upstream first: compiler, backend, env, source, options, none, unknown.
-    pub const ORDER: [Cause; 7] = [
-        Cause::Compiler,
-        Cause::Backend,
-        Cause::Env,
-        Cause::Source,
-        Cause::Options,
-        Cause::None,
-        Cause::Unknown,
-    ];
+    pub const ORDER: [Cause; 7] =
+        [Cause::Compiler, Cause::Backend, Cause::Env, Cause::Source, Cause::Options, Cause::None, Cause::Unknown];
 
     /// Position in [`Cause::ORDER`].
     pub fn rank(self) -> usize {
-        Cause::ORDER
-            .iter()
-            .position(|c| *c == self)
-            .unwrap_or(usize::MAX)
+        Cause::ORDER.iter().position(|c| *c == self).unwrap_or(usize::MAX)
     }
 
     /// Lowercase name, as serialized.

@@ -10,9 +10,7 @@ pub const IR_KINDS: &[&str] = &["source", "ttir", "ttgir", "llir", "ptx", "amdgc
 
 /// The consequence of an entry whose group file points elsewhere.
 pub fn relocation_consequence(group_at: Option<&str>) -> String {
-    let to = group_at
-        .map(str::to_string)
-        .unwrap_or_else(|| "another path".into());
+    let to = group_at.map(str::to_string).unwrap_or_else(|| "another path".into());
     format!("its group file points to {to}: Triton will miss on this entry where it sits now")
 }
 
@@ -32,12 +30,7 @@ pub struct Relocated {
 impl Relocated {
     pub fn new(side: &'static str, entry: String, group_at: Option<String>) -> Relocated {
         let consequence = relocation_consequence(group_at.as_deref());
-        Relocated {
-            side,
-            entry,
-            group_at,
-            consequence,
-        }
+        Relocated { side, entry, group_at, consequence }
     }
 }
 
@@ -93,38 +86,20 @@ impl CompareReport {
 
 /// Diffs two IR texts into stats and side-by-side rows (equal runs longer than 2×`context`
 /// collapsed).
-pub fn ir_report(
-    kind: &str,
-    a: Option<&str>,
-    b: Option<&str>,
-    strip: bool,
-    context: usize,
-) -> (IrStats, Vec<SbsRow>) {
-    let mut st = IrStats {
-        kind: kind.into(),
-        strip,
-        a_available: a.is_some(),
-        b_available: b.is_some(),
-        ..Default::default()
-    };
+pub fn ir_report(kind: &str, a: Option<&str>, b: Option<&str>, strip: bool, context: usize) -> (IrStats, Vec<SbsRow>) {
+    let mut st =
+        IrStats { kind: kind.into(), strip, a_available: a.is_some(), b_available: b.is_some(), ..Default::default() };
     let (Some(a), Some(b)) = (a, b) else {
         return (st, vec![]);
     };
-    let (a, b) = if strip {
-        (debug_info_blanked(kind, a), debug_info_blanked(kind, b))
-    } else {
-        (a.to_string(), b.to_string())
-    };
+    let (a, b) =
+        if strip { (debug_info_blanked(kind, a), debug_info_blanked(kind, b)) } else { (a.to_string(), b.to_string()) };
     let (a, b) = (a.as_str(), b.as_str());
     let lines = ir_diff(a, b, strip);
     let b_lines: Vec<&str> = b.lines().collect();
     let b_text = |n: usize| {
         let l = b_lines.get(n - 1).copied().unwrap_or("");
-        if strip {
-            strip_locations(l).trim_end().to_string()
-        } else {
-            l.to_string()
-        }
+        if strip { strip_locations(l).trim_end().to_string() } else { l.to_string() }
     };
     let mut rows = Vec::new();
     let mut i = 0;
@@ -142,14 +117,8 @@ pub fn ir_report(
             i += 1;
             continue;
         }
-        let dels: Vec<&DiffLine> = lines[i..]
-            .iter()
-            .take_while(|x| x.tag == "delete")
-            .collect();
-        let ins: Vec<&DiffLine> = lines[i + dels.len()..]
-            .iter()
-            .take_while(|x| x.tag == "insert")
-            .collect();
+        let dels: Vec<&DiffLine> = lines[i..].iter().take_while(|x| x.tag == "delete").collect();
+        let ins: Vec<&DiffLine> = lines[i + dels.len()..].iter().take_while(|x| x.tag == "insert").collect();
         st.deleted += dels.len();
         st.inserted += ins.len();
         for k in 0..dels.len().max(ins.len()) {
@@ -180,23 +149,13 @@ fn debug_info_blanked(kind: &str, text: &str) -> String {
     for line in text.lines() {
         let t = line.trim_start();
         let l = match kind {
-            "ptx" | "amdgcn" if t.starts_with(".loc") || t.starts_with(".file") => {
-                "#loc".to_string()
-            }
-            "ptx" => line
-                .split_once("//")
-                .map(|(code, _)| code.trim_end())
-                .unwrap_or(line)
-                .to_string(),
-            "llir" if t.starts_with('!') && t.contains("= !DI") || t.starts_with("#dbg_") => {
-                "#loc".to_string()
-            }
+            "ptx" | "amdgcn" if t.starts_with(".loc") || t.starts_with(".file") => "#loc".to_string(),
+            "ptx" => line.split_once("//").map(|(code, _)| code.trim_end()).unwrap_or(line).to_string(),
+            "llir" if t.starts_with('!') && t.contains("= !DI") || t.starts_with("#dbg_") => "#loc".to_string(),
             "llir" => match line.find(", !dbg !") {
                 Some(i) => {
                     let rest = &line[i + 8..];
-                    let end = rest
-                        .find(|c: char| !c.is_ascii_digit())
-                        .unwrap_or(rest.len());
+                    let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
                     format!("{}{}", &line[..i], &rest[end..])
                 }
                 None => line.to_string(),
@@ -309,11 +268,7 @@ pub fn invalidations_report(
     relocated: impl Fn(&str) -> bool,
     relocated_total: usize,
 ) -> InvalidationsReport {
-    let kk = |v: Vec<(String, String)>| {
-        v.into_iter()
-            .map(|(kernel, key)| KernelKey { kernel, key })
-            .collect()
-    };
+    let kk = |v: Vec<(String, String)>| v.into_iter().map(|(kernel, key)| KernelKey { kernel, key }).collect();
     let invalidated = inv
         .invalidated
         .into_iter()

@@ -27,87 +27,43 @@ pub(crate) struct SourceFacts {
 
 /// Fields that identify a kernel variant (a specialisation), not a recompile of one.
 pub(crate) fn is_variant_field(field: &str) -> bool {
-    field.starts_with("signature")
-        || matches!(
-            field,
-            "make_range ends" | "tensor shapes" | "constexpr values" | "name"
-        )
+    field.starts_with("signature") || matches!(field, "make_range ends" | "tensor shapes" | "constexpr values" | "name")
 }
 
 fn arg_label(a: &Arg, b: &Arg, i: usize) -> String {
-    a.meaningful_name()
-        .or(b.meaningful_name())
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("arg{i}"))
+    a.meaningful_name().or(b.meaningful_name()).map(str::to_string).unwrap_or_else(|| format!("arg{i}"))
 }
 
 fn arg_text(a: &Arg) -> String {
-    if a.attrs.is_empty() {
-        a.short_type()
-    } else {
-        format!("{} {}", a.short_type(), a.attrs)
-    }
+    if a.attrs.is_empty() { a.short_type() } else { format!("{} {}", a.short_type(), a.attrs) }
 }
 
 /// Compares two prepared IR texts. `detailed` also runs the line diff (changed-line count and
 /// the literals that changed), which ranking does not need.
-pub(crate) fn compare_ir(
-    evidence: &str,
-    pa: &Prepared,
-    pb: &Prepared,
-    flags: Flags,
-    detailed: bool,
-) -> SourceFacts {
+pub(crate) fn compare_ir(evidence: &str, pa: &Prepared, pb: &Prepared, flags: Flags, detailed: bool) -> SourceFacts {
     let mut facts = SourceFacts::default();
     // Signature, by position (older releases name arguments %arg0...).
     let mut sig_changes: Vec<(String, String, String)> = Vec::new();
     if pa.sig.len() != pb.sig.len() {
         facts.findings.push(
-            Finding::new(
-                Cause::Source,
-                "signature",
-                json!(pa.sig.len()),
-                json!(pb.sig.len()),
-            )
-            .note("number of arguments"),
+            Finding::new(Cause::Source, "signature", json!(pa.sig.len()), json!(pb.sig.len()))
+                .note("number of arguments"),
         );
-        facts.phrases.push(format!(
-            "signature: {} → {} arguments",
-            pa.sig.len(),
-            pb.sig.len()
-        ));
+        facts.phrases.push(format!("signature: {} → {} arguments", pa.sig.len(), pb.sig.len()));
     } else {
         for (i, (a, b)) in pa.sig.iter().zip(&pb.sig).enumerate() {
             if a.ty != b.ty || a.attrs != b.attrs {
                 let label = arg_label(a, b, i);
                 let (ta, tb) = (arg_text(a), arg_text(b));
-                facts.findings.push(Finding::new(
-                    Cause::Source,
-                    &format!("signature.{label}"),
-                    json!(ta),
-                    json!(tb),
-                ));
-                let change = if a.attrs == b.attrs {
-                    (a.short_type(), b.short_type())
-                } else {
-                    (ta, tb)
-                };
+                facts.findings.push(Finding::new(Cause::Source, &format!("signature.{label}"), json!(ta), json!(tb)));
+                let change = if a.attrs == b.attrs { (a.short_type(), b.short_type()) } else { (ta, tb) };
                 sig_changes.push((label, change.0, change.1));
             }
         }
         if sig_changes.is_empty() {
-            let s: Vec<String> = pa
-                .sig
-                .iter()
-                .enumerate()
-                .map(|(i, a)| format!("{}: {}", arg_label(a, a, i), arg_text(a)))
-                .collect();
-            facts.findings.push(Finding::new(
-                Cause::Source,
-                "signature",
-                json!(s.join(", ")),
-                json!(s.join(", ")),
-            ));
+            let s: Vec<String> =
+                pa.sig.iter().enumerate().map(|(i, a)| format!("{}: {}", arg_label(a, a, i), arg_text(a))).collect();
+            facts.findings.push(Finding::new(Cause::Source, "signature", json!(s.join(", ")), json!(s.join(", "))));
         }
     }
     // Group identical changes: "x_ptr, y_ptr, out_ptr: f16 → bf16".
@@ -119,56 +75,29 @@ pub(crate) fn compare_ir(
         }
     }
     for (labels, a, b) in &groups {
-        facts
-            .phrases
-            .push(format!("{}: {a} → {b}", labels.join(", ")));
+        facts.phrases.push(format!("{}: {a} → {b}", labels.join(", ")));
     }
     // Block sizes and tensor shapes: the visible constexprs.
-    let ranges = Finding::new(
-        Cause::Source,
-        "make_range ends",
-        json!(pa.ranges),
-        json!(pb.ranges),
-    );
-    let shapes = Finding::new(
-        Cause::Source,
-        "tensor shapes",
-        json!(pa.shapes),
-        json!(pb.shapes),
-    );
+    let ranges = Finding::new(Cause::Source, "make_range ends", json!(pa.ranges), json!(pb.ranges));
+    let shapes = Finding::new(Cause::Source, "tensor shapes", json!(pa.shapes), json!(pb.shapes));
     let shapes_differ = ranges.row.differs || shapes.row.differs;
     let sig_differs = !groups.is_empty() || pa.sig.len() != pb.sig.len();
     facts.findings.push(ranges.note("block sizes (constexpr)"));
     facts.findings.push(shapes);
 
     let field = format!("body ({evidence})");
-    let body = Finding::new(
-        Cause::Source,
-        &field,
-        json!(pa.lines.len()),
-        json!(pb.lines.len()),
-    );
+    let body = Finding::new(Cause::Source, &field, json!(pa.lines.len()), json!(pb.lines.len()));
     let (mut pairs, mut changed) = (Vec::new(), None);
     if pa.canon != pb.canon && detailed {
         let (n, p) = line_changes(pa, pb);
         changed = Some(n);
         pairs = p;
     }
-    facts.changed_lines = if pa.canon == pb.canon {
-        Some(0)
-    } else {
-        changed
-    };
-    let lines_note = changed
-        .map(|n| format!("{n} lines changed"))
-        .unwrap_or_else(|| "differs".into());
+    facts.changed_lines = if pa.canon == pb.canon { Some(0) } else { changed };
+    let lines_note = changed.map(|n| format!("{n} lines changed")).unwrap_or_else(|| "differs".into());
     let constexpr_phrase = || -> Option<String> {
         if !pairs.is_empty() {
-            let p: Vec<String> = pairs
-                .iter()
-                .take(3)
-                .map(|(a, b)| format!("{a} → {b}"))
-                .collect();
+            let p: Vec<String> = pairs.iter().take(3).map(|(a, b)| format!("{a} → {b}")).collect();
             Some(format!("constexpr {}", p.join(", ")))
         } else if pa.ranges != pb.ranges {
             Some(format!("block sizes {:?} → {:?}", pa.ranges, pb.ranges))
@@ -180,28 +109,24 @@ pub(crate) fn compare_ir(
     };
     if pa.canon == pb.canon {
         facts.findings.push(
-            Finding {
-                row: super::Row {
-                    differs: false,
-                    ..body.row
-                },
-                cause: false,
-            }
-            .note("equal, ignoring locations and value names"),
+            Finding { row: super::Row { differs: false, ..body.row }, cause: false }
+                .note("equal, ignoring locations and value names"),
         );
         return facts;
     }
     if flags.debug_differs && pa.canon_no_assert == pb.canon_no_assert {
-        facts.findings.push(body.consequence(
-            "differs only by the tt.assert lines that debug=True inserts: consequence of debug",
-        ));
+        facts.findings.push(
+            body.consequence("differs only by the tt.assert lines that debug=True inserts: consequence of debug"),
+        );
         return facts;
     }
     if flags.versions_differ {
         if shapes_differ {
             facts.phrases.extend(constexpr_phrase());
         }
-        facts.findings.push(body.consequence(format!("{lines_note}; IR written by different Triton versions, whose frontends differ: not evidence of an edit")));
+        facts.findings.push(body.consequence(format!(
+            "{lines_note}; IR written by different Triton versions, whose frontends differ: not evidence of an edit"
+        )));
         return facts;
     }
     if pa.structure == pb.structure {
@@ -209,7 +134,9 @@ pub(crate) fn compare_ir(
             facts.phrases.push(p);
         }
         if sig_differs || shapes_differ {
-            facts.findings.push(body.consequence(format!("{lines_note}, only in literals, shapes and types: follows from the signature/constexpr change")));
+            facts.findings.push(body.consequence(format!(
+                "{lines_note}, only in literals, shapes and types: follows from the signature/constexpr change"
+            )));
         } else {
             facts.findings.push(
                 Finding::new(
@@ -228,15 +155,10 @@ pub(crate) fn compare_ir(
         facts.phrases.extend(constexpr_phrase());
     }
     facts.phrases.push(match changed {
-        Some(n) => format!(
-            "kernel source changed: {n} line{}",
-            if n == 1 { "" } else { "s" }
-        ),
+        Some(n) => format!("kernel source changed: {n} line{}", if n == 1 { "" } else { "s" }),
         None => "kernel source changed".to_string(),
     });
-    facts.findings.push(body.note(format!(
-        "{lines_note} (kernel code, callees or specialisation)"
-    )));
+    facts.findings.push(body.note(format!("{lines_note} (kernel code, callees or specialisation)")));
     facts
 }
 

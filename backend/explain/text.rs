@@ -15,46 +15,23 @@ pub fn render_text(r: &CompareReport) -> String {
         o => o.to_string(),
     };
     let clip = |s: String| {
-        if s.chars().count() > 60 {
-            format!("{}…", s.chars().take(59).collect::<String>())
-        } else {
-            s
-        }
+        if s.chars().count() > 60 { format!("{}…", s.chars().take(59).collect::<String>()) } else { s }
     };
     let mut o = String::new();
     let k = |k: &Option<String>| k.as_deref().map(|k| format!(" ({k})")).unwrap_or_default();
-    let _ = writeln!(
-        o,
-        "A: {}{}\nB: {}{}",
-        c.a,
-        k(&r.kernel_a),
-        c.b,
-        k(&r.kernel_b)
-    );
+    let _ = writeln!(o, "A: {}{}\nB: {}{}", c.a, k(&r.kernel_a), c.b, k(&r.kernel_b));
     let _ = writeln!(o, "\ncause: {}\n{}", c.cause.as_str(), c.summary);
     if c.identical_binary {
-        let _ = writeln!(
-            o,
-            "identical binary: the same bytes under both keys, pure key churn"
-        );
+        let _ = writeln!(o, "identical binary: the same bytes under both keys, pure key churn");
     }
     for x in &r.relocated {
         let _ = writeln!(o, "relocated {}: {}", x.side.to_uppercase(), x.consequence);
     }
     let differing: Vec<_> = c.components.iter().filter(|r| r.differs).collect();
     let _ = writeln!(o, "\ndiffering ({}):", differing.len());
-    let w = differing
-        .iter()
-        .map(|r| r.field.len())
-        .max()
-        .unwrap_or(5)
-        .min(32);
+    let w = differing.iter().map(|r| r.field.len()).max().unwrap_or(5).min(32);
     for row in &differing {
-        let tag = if row.note.is_none() && row.component != Cause::None {
-            "*"
-        } else {
-            " "
-        };
+        let tag = if row.note.is_none() && row.component != Cause::None { "*" } else { " " };
         let _ = write!(
             o,
             " {tag} {:<9} {:<w$}  {}  →  {}",
@@ -79,10 +56,7 @@ pub fn render_text(r: &CompareReport) -> String {
         }
     }
     by.sort_by_key(|(c, _)| c.rank());
-    let parts: Vec<String> = by
-        .iter()
-        .map(|(c, n)| format!("{} {n}", c.as_str()))
-        .collect();
+    let parts: Vec<String> = by.iter().map(|(c, n)| format!("{} {n}", c.as_str())).collect();
     let _ = writeln!(o, "equal ({}): {}", equal.len(), parts.join(", "));
     let ir = &r.ir;
     if ir.a_available && ir.b_available {
@@ -90,11 +64,7 @@ pub fn render_text(r: &CompareReport) -> String {
             o,
             "\nIR .{}{}: {} lines only in A, {} only in B, {} equal",
             ir.kind,
-            if ir.strip {
-                " (locations stripped)"
-            } else {
-                ""
-            },
+            if ir.strip { " (locations stripped)" } else { "" },
             ir.deleted,
             ir.inserted,
             ir.equal

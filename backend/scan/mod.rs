@@ -78,8 +78,7 @@ where
     }
     for path in &layout.event_files {
         let key = path.display().to_string();
-        if let Some(mark) = events::read_events(path, prev.event_marks.get(&key), &mut tail.events, &mut tail.skipped)
-        {
+        if let Some(mark) = events::read_events(path, prev.event_marks.get(&key), &mut tail.events, &mut tail.skipped) {
             tail.event_files.push(mark);
         }
     }

@@ -124,38 +124,20 @@ fn parse_nv_info(data: &[u8]) -> (Vec<InfoRecord<'_>>, Option<String>) {
                 } else {
                     0
                 };
-                out.push(InfoRecord {
-                    format,
-                    attr,
-                    inline,
-                    payload: &[],
-                });
+                out.push(InfoRecord { format, attr, inline, payload: &[] });
                 i += 4;
             }
             EIFMT_SVAL => {
                 let size = usize::from(half);
                 let start = i + 4;
                 let Some(payload) = data.get(start..start + size) else {
-                    return (
-                        out,
-                        Some(format!(
-                            "record 0x{attr:02x} at offset {i} overruns the section"
-                        )),
-                    );
+                    return (out, Some(format!("record 0x{attr:02x} at offset {i} overruns the section")));
                 };
-                out.push(InfoRecord {
-                    format,
-                    attr,
-                    inline: 0,
-                    payload,
-                });
+                out.push(InfoRecord { format, attr, inline: 0, payload });
                 i = start + size;
             }
             other => {
-                return (
-                    out,
-                    Some(format!("unknown record format 0x{other:02x} at offset {i}")),
-                );
+                return (out, Some(format!("unknown record format 0x{other:02x} at offset {i}")));
             }
         }
     }
@@ -163,8 +145,7 @@ fn parse_nv_info(data: &[u8]) -> (Vec<InfoRecord<'_>>, Option<String>) {
 }
 
 fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    b.get(off..off + 4)
-        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    b.get(off..off + 4).map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
 }
 
 /// Attribute value as a number: HVAL/BVAL inline value, or a 4-byte SVAL payload.
@@ -187,12 +168,7 @@ struct OwnedRecord {
 
 impl OwnedRecord {
     fn borrow(&self) -> InfoRecord<'_> {
-        InfoRecord {
-            format: self.format,
-            attr: self.attr,
-            inline: self.inline,
-            payload: &self.payload,
-        }
+        InfoRecord { format: self.format, attr: self.attr, inline: self.inline, payload: &self.payload }
     }
 }
 
@@ -237,10 +213,7 @@ struct CubinFacts {
 ///   still returned.
 pub fn from_cubin(bytes: &[u8], kernel: Option<&str>) -> Result<Resources, String> {
     if bytes.len() < 4 || bytes[..4] != elf::ELFMAG {
-        return Err(format!(
-            "not an ELF file ({} bytes, no \\x7fELF magic)",
-            bytes.len()
-        ));
+        return Err(format!("not an ELF file ({} bytes, no \\x7fELF magic)", bytes.len()));
     }
     if bytes.len() < 16 {
         return Err(format!("truncated ELF header ({} bytes)", bytes.len()));
@@ -255,15 +228,10 @@ pub fn from_cubin(bytes: &[u8], kernel: Option<&str>) -> Result<Resources, Strin
 
 fn collect_facts<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<CubinFacts, String> {
     let header = Elf::parse(data).map_err(|e| format!("invalid ELF header: {e}"))?;
-    let endian = header
-        .endian()
-        .map_err(|e| format!("invalid ELF header: {e}"))?;
+    let endian = header.endian().map_err(|e| format!("invalid ELF header: {e}"))?;
     let machine = header.e_machine(endian).0;
     if machine != elf::EM_CUDA.0 {
-        return Err(format!(
-            "not a CUDA cubin (ELF e_machine {machine}, expected {})",
-            elf::EM_CUDA.0
-        ));
+        return Err(format!("not a CUDA cubin (ELF e_machine {machine}, expected {})", elf::EM_CUDA.0));
     }
     let ident = header.e_ident();
     let mut facts = CubinFacts {
@@ -272,9 +240,7 @@ fn collect_facts<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<Cu
         abi_version: ident.abi_version,
         ..CubinFacts::default()
     };
-    let sections = header
-        .sections(endian, data)
-        .map_err(|e| format!("cannot read ELF section headers: {e}"))?;
+    let sections = header.sections(endian, data).map_err(|e| format!("cannot read ELF section headers: {e}"))?;
     if sections.is_empty() {
         return Err("ELF file has no section headers".to_string());
     }
@@ -345,16 +311,12 @@ fn collect_facts<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<Cu
                 continue;
             }
             if let Some(k) = per_kernel {
-                facts
-                    .kernel_records
-                    .entry(k.to_string())
-                    .or_default()
-                    .push(OwnedRecord {
-                        format: r.format,
-                        attr: r.attr,
-                        inline: r.inline,
-                        payload: r.payload.to_vec(),
-                    });
+                facts.kernel_records.entry(k.to_string()).or_default().push(OwnedRecord {
+                    format: r.format,
+                    attr: r.attr,
+                    inline: r.inline,
+                    payload: r.payload.to_vec(),
+                });
             }
         }
     }
@@ -368,10 +330,7 @@ fn collect_facts<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<Cu
                 }
                 if let Ok(n) = symbols.symbol_name(endian, sym) {
                     let n = String::from_utf8_lossy(n).into_owned();
-                    if names
-                        .iter()
-                        .any(|s| s.strip_prefix(".text.") == Some(n.as_str()))
-                        && !info_kernels.contains(&n)
+                    if names.iter().any(|s| s.strip_prefix(".text.") == Some(n.as_str())) && !info_kernels.contains(&n)
                     {
                         info_kernels.push(n);
                     }
@@ -398,10 +357,7 @@ fn cuda_arch(flags: u32, abi_version: u8) -> (Option<String>, Option<String>) {
         if sm == 0 {
             return (None, None);
         }
-        (
-            Some(format!("sm_{sm}{}", if accel { "a" } else { "" })),
-            None,
-        )
+        (Some(format!("sm_{sm}{}", if accel { "a" } else { "" })), None)
     } else {
         // Old layout: SM in the low byte, 'a' at bit 11 (0x800), virtual SM in bits 16..23.
         let sm = flags & 0xff;
@@ -438,36 +394,17 @@ fn resources_from_facts(facts: &CubinFacts, kernel: Option<&str>) -> Resources {
     if let Some(v) = varch {
         extra.insert("cuda_virtual_arch".into(), Value::from(v));
     }
-    extra.insert(
-        "elf_abi_version".into(),
-        Value::from(i64::from(facts.abi_version)),
-    );
+    extra.insert("elf_abi_version".into(), Value::from(i64::from(facts.abi_version)));
     extra.insert("elf_os_abi".into(), Value::from(i64::from(facts.os_abi)));
-    extra.insert(
-        "elf_flags".into(),
-        Value::from(format!("0x{:x}", facts.flags)),
-    );
+    extra.insert("elf_flags".into(), Value::from(format!("0x{:x}", facts.flags)));
 
     // Module-wide globals, as cuobjdump's "Common: GLOBAL".
-    let global: u64 = facts
-        .section_sizes
-        .iter()
-        .filter(|(n, _)| n == ".nv.global" || n == ".nv.global.init")
-        .map(|(_, s)| *s)
-        .sum();
+    let global: u64 =
+        facts.section_sizes.iter().filter(|(n, _)| n == ".nv.global" || n == ".nv.global.init").map(|(_, s)| *s).sum();
     extra.insert("global_bytes".into(), Value::from(global as i64));
 
     if !facts.warnings.is_empty() {
-        extra.insert(
-            "warnings".into(),
-            Value::Array(
-                facts
-                    .warnings
-                    .iter()
-                    .map(|w| Value::from(w.as_str()))
-                    .collect(),
-            ),
-        );
+        extra.insert("warnings".into(), Value::Array(facts.warnings.iter().map(|w| Value::from(w.as_str())).collect()));
     }
 
     let Some(k) = chosen else {
@@ -475,31 +412,16 @@ fn resources_from_facts(facts: &CubinFacts, kernel: Option<&str>) -> Resources {
     };
     extra.insert("kernel".into(), Value::from(k.as_str()));
 
-    let section_size = |name: &str| -> Option<i64> {
-        facts
-            .section_sizes
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, s)| *s as i64)
-    };
+    let section_size =
+        |name: &str| -> Option<i64> { facts.section_sizes.iter().find(|(n, _)| n == name).map(|(_, s)| *s as i64) };
     let func_attr = |attr: u8| facts.by_function.get(&(k.clone(), attr)).copied();
     let records = facts.kernel_records.get(&k);
     let kernel_attr = |attr: u8| -> Option<i64> {
-        records?
-            .iter()
-            .filter(|r| r.attr == attr)
-            .find_map(|r| record_value(&r.borrow()))
+        records?.iter().filter(|r| r.attr == attr).find_map(|r| record_value(&r.borrow()))
     };
     let kernel_attr_u32s = |attr: u8| -> Option<Vec<i64>> {
-        let r = records?
-            .iter()
-            .find(|r| r.attr == attr && r.format == EIFMT_SVAL)?;
-        Some(
-            r.payload
-                .chunks_exact(4)
-                .map(|c| i64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-                .collect(),
-        )
+        let r = records?.iter().find(|r| r.attr == attr && r.format == EIFMT_SVAL)?;
+        Some(r.payload.chunks_exact(4).map(|c| i64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect())
     };
     let either = |attr: u8| func_attr(attr).or_else(|| kernel_attr(attr));
 
@@ -559,11 +481,9 @@ fn resources_from_facts(facts: &CubinFacts, kernel: Option<&str>) -> Resources {
             extra.insert(key.into(), Value::from(v));
         }
     }
-    for (key, attr) in [
-        ("reqntid", EIATTR_REQNTID),
-        ("max_threads", EIATTR_MAX_THREADS),
-        ("cluster_dims", EIATTR_CTA_PER_CLUSTER),
-    ] {
+    for (key, attr) in
+        [("reqntid", EIATTR_REQNTID), ("max_threads", EIATTR_MAX_THREADS), ("cluster_dims", EIATTR_CTA_PER_CLUSTER)]
+    {
         if let Some(v) = kernel_attr_u32s(attr)
             && !v.is_empty()
         {
@@ -600,10 +520,7 @@ struct AmdKernel {
 }
 
 fn lookup<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    pairs
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
+    pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
 }
 
 /// Leading integer of a value ("0 bytes/workgroup (compile time only)" -> 0). Accepts hex.
@@ -663,10 +580,7 @@ pub fn from_amdgcn(text: &str, kernel: Option<&str>) -> Resources {
         if let Some(gfx) = t.rsplit(['-', ':']).find(|p| p.starts_with("gfx")) {
             extra.insert("arch".into(), Value::from(gfx));
         } else if let Some(pos) = t.find("gfx") {
-            let gfx: String = t[pos..]
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric())
-                .collect();
+            let gfx: String = t[pos..].chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
             extra.insert("arch".into(), Value::from(gfx));
         }
     }
@@ -690,49 +604,28 @@ pub fn from_amdgcn(text: &str, kernel: Option<&str>) -> Resources {
         (None, None) => None,
         (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
     };
-    res.shared_bytes = meta("group_segment_fixed_size")
-        .or_else(|| desc("group_segment_fixed_size"))
-        .or_else(|| info("LDSByteSize"));
+    res.shared_bytes =
+        meta("group_segment_fixed_size").or_else(|| desc("group_segment_fixed_size")).or_else(|| info("LDSByteSize"));
 
     let numbers: [(&str, Option<i64>); 22] = [
-        (
-            "sgprs",
-            info("TotalNumSgprs").or_else(|| meta("sgpr_count")),
-        ),
-        (
-            "agprs",
-            info("NumAgprs")
-                .or_else(|| set("num_agpr"))
-                .or_else(|| meta("agpr_count")),
-        ),
+        ("sgprs", info("TotalNumSgprs").or_else(|| meta("sgpr_count"))),
+        ("agprs", info("NumAgprs").or_else(|| set("num_agpr")).or_else(|| meta("agpr_count"))),
         ("total_vgprs", info("TotalNumVgprs")),
         ("vgpr_count", meta("vgpr_count")),
         ("sgpr_count", meta("sgpr_count")),
         ("vgpr_spill_count", vspill),
         ("sgpr_spill_count", sspill),
-        (
-            "scratch_bytes",
-            info("ScratchSize").or_else(|| set("private_seg_size")),
-        ),
-        (
-            "private_segment_bytes",
-            meta("private_segment_fixed_size").or_else(|| desc("private_segment_fixed_size")),
-        ),
+        ("scratch_bytes", info("ScratchSize").or_else(|| set("private_seg_size"))),
+        ("private_segment_bytes", meta("private_segment_fixed_size").or_else(|| desc("private_segment_fixed_size"))),
         ("lds_bytes", info("LDSByteSize")),
         ("occupancy", info("Occupancy")),
         ("code_bytes", info("codeLenInByte")),
         ("sgpr_blocks", info("SGPRBlocks")),
         ("vgpr_blocks", info("VGPRBlocks")),
-        (
-            "accum_offset",
-            info("AccumOffset").or_else(|| desc("accum_offset")),
-        ),
+        ("accum_offset", info("AccumOffset").or_else(|| desc("accum_offset"))),
         ("max_flat_workgroup_size", meta("max_flat_workgroup_size")),
         ("wavefront_size", meta("wavefront_size")),
-        (
-            "kernarg_bytes",
-            meta("kernarg_segment_size").or_else(|| desc("kernarg_size")),
-        ),
+        ("kernarg_bytes", meta("kernarg_segment_size").or_else(|| desc("kernarg_size"))),
         ("num_named_barriers", set("num_named_barrier")),
         ("memory_bound", info("MemoryBound")),
         ("wave_limiter_hint", info("WaveLimiterHint")),
@@ -754,14 +647,8 @@ pub fn from_amdgcn(text: &str, kernel: Option<&str>) -> Resources {
                 .or_else(|| lookup(&k.sets, "has_dyn_sized_stack"))
                 .and_then(parse_bool),
         ),
-        (
-            "has_recursion",
-            lookup(&k.sets, "has_recursion").and_then(parse_bool),
-        ),
-        (
-            "has_indirect_call",
-            lookup(&k.sets, "has_indirect_call").and_then(parse_bool),
-        ),
+        ("has_recursion", lookup(&k.sets, "has_recursion").and_then(parse_bool)),
+        ("has_indirect_call", lookup(&k.sets, "has_indirect_call").and_then(parse_bool)),
     ] {
         if let Some(v) = v {
             extra.insert(key.into(), Value::from(v));
@@ -812,12 +699,7 @@ fn scan_amdgcn(text: &str) -> (Vec<String>, HashMap<String, AmdKernel>, Option<S
 
         if in_metadata {
             if trimmed.starts_with(".end_amdgpu_metadata") {
-                flush_meta(
-                    &mut order,
-                    &mut kernels,
-                    &mut meta_current,
-                    &mut meta_pending,
-                );
+                flush_meta(&mut order, &mut kernels, &mut meta_current, &mut meta_pending);
                 in_metadata = false;
                 in_kernels_list = false;
                 continue;
@@ -826,12 +708,7 @@ fn scan_amdgcn(text: &str) -> (Vec<String>, HashMap<String, AmdKernel>, Option<S
             if indent == 0 {
                 // Top-level key: amdhsa.kernels / amdhsa.target / amdhsa.version.
                 if in_kernels_list {
-                    flush_meta(
-                        &mut order,
-                        &mut kernels,
-                        &mut meta_current,
-                        &mut meta_pending,
-                    );
+                    flush_meta(&mut order, &mut kernels, &mut meta_current, &mut meta_pending);
                 }
                 in_kernels_list = trimmed.starts_with("amdhsa.kernels:");
                 if let Some(t) = trimmed.strip_prefix("amdhsa.target:") {
@@ -853,12 +730,7 @@ fn scan_amdgcn(text: &str) -> (Vec<String>, HashMap<String, AmdKernel>, Option<S
                 (false, trimmed, indent)
             };
             if entry_start {
-                flush_meta(
-                    &mut order,
-                    &mut kernels,
-                    &mut meta_current,
-                    &mut meta_pending,
-                );
+                flush_meta(&mut order, &mut kernels, &mut meta_current, &mut meta_pending);
             }
             if key_indent != 4 {
                 continue;
@@ -887,9 +759,7 @@ fn scan_amdgcn(text: &str) -> (Vec<String>, HashMap<String, AmdKernel>, Option<S
                         // "COMPUTE_PGM_RSRC2:SCRATCH_EN: 0" -> key "COMPUTE_PGM_RSRC2:SCRATCH_EN"
                         let (key, value) = if key.starts_with("COMPUTE_PGM_RSRC") {
                             match value.split_once(':') {
-                                Some((sub, v)) => {
-                                    (format!("{key}:{}", sub.trim()), v.trim().to_string())
-                                }
+                                Some((sub, v)) => (format!("{key}:{}", sub.trim()), v.trim().to_string()),
                                 None => (key.to_string(), value.trim().to_string()),
                             }
                         } else {
@@ -917,9 +787,7 @@ fn scan_amdgcn(text: &str) -> (Vec<String>, HashMap<String, AmdKernel>, Option<S
                 let value = parts.next().unwrap_or("").trim();
                 if !key.is_empty() {
                     let name = name.clone();
-                    touch(&mut order, &mut kernels, &name)
-                        .descriptor
-                        .push((key.to_string(), value.to_string()));
+                    touch(&mut order, &mut kernels, &name).descriptor.push((key.to_string(), value.to_string()));
                 }
             }
             continue;
@@ -986,19 +854,12 @@ fn scan_amdgcn(text: &str) -> (Vec<String>, HashMap<String, AmdKernel>, Option<S
     }
     if in_metadata {
         // Unterminated metadata block (truncated file): keep what we have.
-        flush_meta(
-            &mut order,
-            &mut kernels,
-            &mut meta_current,
-            &mut meta_pending,
-        );
+        flush_meta(&mut order, &mut kernels, &mut meta_current, &mut meta_pending);
     }
 
     // Only real kernels (with a descriptor, metadata entry or kernel-info block) count.
     order.retain(|n| {
-        kernels.get(n).is_some_and(|k| {
-            !k.descriptor.is_empty() || !k.metadata.is_empty() || !k.info.is_empty()
-        })
+        kernels.get(n).is_some_and(|k| !k.descriptor.is_empty() || !k.metadata.is_empty() || !k.info.is_empty())
     });
     (order, kernels, target)
 }
@@ -1012,16 +873,12 @@ mod tests {
     use std::path::{Path, PathBuf};
 
     fn corpus_dir() -> Option<PathBuf> {
-        let dir = std::env::var_os("CACHELENS_CORPUS_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/tmp/corpus"));
+        let dir =
+            std::env::var_os("CACHELENS_CORPUS_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/tmp/corpus"));
         if dir.is_dir() {
             Some(dir)
         } else {
-            eprintln!(
-                "skipping: corpus not found at {} (set CACHELENS_CORPUS_DIR)",
-                dir.display()
-            );
+            eprintln!("skipping: corpus not found at {} (set CACHELENS_CORPUS_DIR)", dir.display());
             None
         }
     }
@@ -1059,9 +916,7 @@ mod tests {
 
     /// Deterministic pseudo-random bytes (no rand dependency).
     fn noise(seed: u64, len: usize) -> Vec<u8> {
-        let mut x = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (0..len)
             .map(|_| {
                 x ^= x << 13;
@@ -1086,10 +941,7 @@ mod tests {
         let (recs, err) = parse_nv_info(&bytes);
         assert!(err.is_none());
         assert_eq!(recs.len(), 4);
-        assert_eq!(
-            (recs[0].attr, u32_at(recs[0].payload, 4)),
-            (EIATTR_REGCOUNT, Some(26))
-        );
+        assert_eq!((recs[0].attr, u32_at(recs[0].payload, 4)), (EIATTR_REGCOUNT, Some(26)));
         assert_eq!(record_value(&recs[1]), Some(255));
         assert_eq!(recs[2].format, EIFMT_NVAL);
         assert_eq!(record_value(&recs[3]), Some(1));
@@ -1103,14 +955,8 @@ mod tests {
 
     #[test]
     fn cuda_arch_from_flags() {
-        assert_eq!(
-            cuda_arch(0x500550, 7),
-            (Some("sm_80".into()), Some("compute_80".into()))
-        );
-        assert_eq!(
-            cuda_arch(0x5a0d5a, 7),
-            (Some("sm_90a".into()), Some("compute_90".into()))
-        );
+        assert_eq!(cuda_arch(0x500550, 7), (Some("sm_80".into()), Some("compute_80".into())));
+        assert_eq!(cuda_arch(0x5a0d5a, 7), (Some("sm_90a".into()), Some("compute_90".into())));
         assert_eq!(cuda_arch(0x9005a04, 8).0, Some("sm_90".into()));
         assert_eq!(cuda_arch(0x6006408, 8).0, Some("sm_100a".into()));
     }
@@ -1125,49 +971,21 @@ mod tests {
         for path in &cubins {
             let bytes = std::fs::read(path).unwrap();
             let name = stem(path);
-            let r = from_cubin(&bytes, Some(&name))
-                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            assert_eq!(
-                r.extra.get("kernel").and_then(Value::as_str),
-                Some(name.as_str()),
-                "{}",
-                path.display()
-            );
+            let r = from_cubin(&bytes, Some(&name)).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert_eq!(r.extra.get("kernel").and_then(Value::as_str), Some(name.as_str()), "{}", path.display());
             assert!(!r.extra.contains_key("kernel_not_found"));
-            assert!(
-                !r.extra.contains_key("warnings"),
-                "{}: {:?}",
-                path.display(),
-                r.extra.get("warnings")
-            );
-            let regs = r
-                .registers
-                .unwrap_or_else(|| panic!("{}: no REGCOUNT", path.display()));
-            assert!(
-                (1..=255).contains(&regs),
-                "{}: {regs} registers",
-                path.display()
-            );
+            assert!(!r.extra.contains_key("warnings"), "{}: {:?}", path.display(), r.extra.get("warnings"));
+            let regs = r.registers.unwrap_or_else(|| panic!("{}: no REGCOUNT", path.display()));
+            assert!((1..=255).contains(&regs), "{}: {regs} registers", path.display());
             let stack = int(&r, "stack_bytes").expect("stack_bytes");
-            assert_eq!(
-                r.spills,
-                Some((stack + int(&r, "local_bytes").unwrap()) / 4)
-            );
+            assert_eq!(r.spills, Some((stack + int(&r, "local_bytes").unwrap()) / 4));
             assert!(r.shared_bytes.is_some());
-            assert!(
-                r.extra
-                    .get("cuda_arch")
-                    .and_then(Value::as_str)
-                    .is_some_and(|a| a.starts_with("sm_"))
-            );
+            assert!(r.extra.get("cuda_arch").and_then(Value::as_str).is_some_and(|a| a.starts_with("sm_")));
             // The kernel name is optional for single-kernel cubins.
             assert_eq!(from_cubin(&bytes, None).unwrap(), r);
             let other = from_cubin(&bytes, Some("no_such_kernel")).unwrap();
             assert_eq!(other.registers, r.registers);
-            assert_eq!(
-                other.extra.get("kernel_not_found").and_then(Value::as_str),
-                Some("no_such_kernel")
-            );
+            assert_eq!(other.extra.get("kernel_not_found").and_then(Value::as_str), Some("no_such_kernel"));
         }
         eprintln!("parsed {} cubins", cubins.len());
     }
@@ -1177,11 +995,7 @@ mod tests {
     fn cubins_match_cuobjdump() {
         let Some(dir) = corpus_dir() else { return };
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/check-cuobjdump.sh");
-        let out = match std::process::Command::new("bash")
-            .arg(&script)
-            .arg(&dir)
-            .output()
-        {
+        let out = match std::process::Command::new("bash").arg(&script).arg(&dir).output() {
             Ok(o) => o,
             Err(e) => {
                 eprintln!("skipping: cannot run {}: {e}", script.display());
@@ -1210,24 +1024,14 @@ mod tests {
                 int(&r, "const0_bytes"),
                 int(&r, "global_bytes"),
             );
-            let theirs = (
-                num("REG"),
-                num("STACK"),
-                num("SHARED"),
-                num("LOCAL"),
-                num("CONST0"),
-                num("GLOBAL"),
-            );
+            let theirs = (num("REG"), num("STACK"), num("SHARED"), num("LOCAL"), num("CONST0"), num("GLOBAL"));
             if ours == theirs {
                 matched += 1;
             } else {
                 mismatched.push(format!("{file}: ours {ours:?} cuobjdump {theirs:?}"));
             }
         }
-        eprintln!(
-            "{matched} kernels match cuobjdump, {} differ",
-            mismatched.len()
-        );
+        eprintln!("{matched} kernels match cuobjdump, {} differ", mismatched.len());
         assert!(mismatched.is_empty(), "{}", mismatched.join("\n"));
         assert!(matched > 0 || text.trim().is_empty());
     }
@@ -1297,16 +1101,8 @@ mod tests {
             let name = stem(path);
             let r = from_amdgcn(&text, Some(&name));
             let p = path.display();
-            assert_eq!(
-                r.extra.get("kernel").and_then(Value::as_str),
-                Some(name.as_str()),
-                "{p}"
-            );
-            assert!(
-                r.registers.is_some_and(|v| v > 0 && v <= 512),
-                "{p}: {:?}",
-                r.registers
-            );
+            assert_eq!(r.extra.get("kernel").and_then(Value::as_str), Some(name.as_str()), "{p}");
+            assert!(r.registers.is_some_and(|v| v > 0 && v <= 512), "{p}: {:?}", r.registers);
             assert!(r.spills.is_some(), "{p}");
             assert!(r.shared_bytes.is_some(), "{p}");
             for key in [
@@ -1321,23 +1117,13 @@ mod tests {
             ] {
                 assert!(int(&r, key).is_some(), "{p}: no {key}");
             }
-            assert_eq!(
-                r.extra.get("arch").and_then(Value::as_str),
-                Some("gfx942"),
-                "{p}"
-            );
+            assert_eq!(r.extra.get("arch").and_then(Value::as_str), Some("gfx942"), "{p}");
             // Consistency between the three sources.
             assert_eq!(int(&r, "total_vgprs"), int(&r, "vgpr_count"), "{p}");
             assert_eq!(int(&r, "sgprs"), int(&r, "sgpr_count"), "{p}");
-            assert_eq!(
-                r.spills,
-                Some(int(&r, "vgpr_spill_count").unwrap() + int(&r, "sgpr_spill_count").unwrap())
-            );
+            assert_eq!(r.spills, Some(int(&r, "vgpr_spill_count").unwrap() + int(&r, "sgpr_spill_count").unwrap()));
             // VGPR spills go to scratch: 4 bytes per spilled VGPR per lane.
-            assert!(
-                int(&r, "scratch_bytes").unwrap() >= 4 * int(&r, "vgpr_spill_count").unwrap(),
-                "{p}"
-            );
+            assert!(int(&r, "scratch_bytes").unwrap() >= 4 * int(&r, "vgpr_spill_count").unwrap(), "{p}");
             assert_eq!(from_amdgcn(&text, None), r);
         }
         eprintln!("parsed {} .amdgcn files", files.len());
@@ -1366,25 +1152,16 @@ mod tests {
         assert_eq!(int(&r, "occupancy"), Some(8));
         assert_eq!(int(&r, "code_bytes"), Some(100));
         let r2 = from_amdgcn(text, Some("k2"));
-        assert_eq!(
-            (r2.registers, r2.spills, r2.shared_bytes),
-            (Some(7), Some(0), None)
-        );
+        assert_eq!((r2.registers, r2.spills, r2.shared_bytes), (Some(7), Some(0), None));
         let r3 = from_amdgcn(text, Some("nope"));
         assert_eq!(r3.registers, Some(33));
-        assert_eq!(
-            r3.extra.get("kernel_not_found").and_then(Value::as_str),
-            Some("nope")
-        );
+        assert_eq!(r3.extra.get("kernel_not_found").and_then(Value::as_str), Some("nope"));
     }
 
     #[test]
     fn amdgcn_garbage_does_not_panic() {
         assert_eq!(from_amdgcn("", None).registers, None);
-        assert_eq!(
-            from_amdgcn("random text\n; Kernel info:\n; NumVgprs: x\n", None).registers,
-            None
-        );
+        assert_eq!(from_amdgcn("random text\n; Kernel info:\n; NumVgprs: x\n", None).registers, None);
         for seed in 0..100 {
             let junk = String::from_utf8_lossy(&noise(seed, 2000)).into_owned();
             let _ = from_amdgcn(&junk, Some("k"));

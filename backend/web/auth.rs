@@ -34,30 +34,33 @@ pub async fn read_access(State(s): State<AppState>, req: Request, next: Next) ->
         (StatusCode::UNAUTHORIZED, msg).into_response()
     };
     // Makes a browser ask for it (the user name is ignored).
-    resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"cachelens\", charset=\"UTF-8\""));
+    resp.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"cachelens\", charset=\"UTF-8\""));
     resp
 }
 
 /// Every token the request offers: bearer, basic-auth password, cookie.
 fn presented(h: &HeaderMap) -> Vec<String> {
     let mut out = vec![];
-    if let Some(v) = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        if let Some((scheme, rest)) = v.split_once(' ') {
-            if scheme.eq_ignore_ascii_case("bearer") {
-                out.push(rest.trim().to_string());
-            } else if scheme.eq_ignore_ascii_case("basic") {
-                if let Some(pw) = base64_decode(rest.trim()).and_then(|b| String::from_utf8(b).ok()).and_then(|s| s.split_once(':').map(|(_, p)| p.to_string())) {
-                    out.push(pw);
-                }
-            }
+    if let Some(v) = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())
+        && let Some((scheme, rest)) = v.split_once(' ')
+    {
+        if scheme.eq_ignore_ascii_case("bearer") {
+            out.push(rest.trim().to_string());
+        } else if scheme.eq_ignore_ascii_case("basic")
+            && let Some(pw) = base64_decode(rest.trim())
+                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|s| s.split_once(':').map(|(_, p)| p.to_string()))
+        {
+            out.push(pw);
         }
     }
     for v in h.get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()) {
         for kv in v.split(';') {
-            if let Some((k, val)) = kv.trim().split_once('=') {
-                if k == COOKIE {
-                    out.push(val.to_string());
-                }
+            if let Some((k, val)) = kv.trim().split_once('=')
+                && k == COOKIE
+            {
+                out.push(val.to_string());
             }
         }
     }

@@ -92,10 +92,7 @@ pub struct ScanContext {
 
 impl InvalidationsQuery {
     /// Runs the report the query asks for.
-    pub async fn run(
-        &self,
-        pool: &SqlitePool,
-    ) -> Result<(InvalidationsReport, Option<ScanContext>), AppError> {
+    pub async fn run(&self, pool: &SqlitePool) -> Result<(InvalidationsReport, Option<ScanContext>), AppError> {
         let some = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
         match (some(&self.machine), some(&self.a), some(&self.b)) {
             (Some(m), None, None) => {
@@ -103,12 +100,8 @@ impl InvalidationsQuery {
                 let r = dbx::invalidations_scans(pool, from.as_ref(), &to).await?;
                 Ok((r, Some(ScanContext { from, to, scans })))
             }
-            (None, Some(a), Some(b)) => {
-                Ok((dbx::invalidations_machines(pool, &a, &b).await?, None))
-            }
-            _ => Err(AppError::BadRequest(
-                "give machine=M (with optional from=SCAN&to=SCAN) or a=M1&b=M2".into(),
-            )),
+            (None, Some(a), Some(b)) => Ok((dbx::invalidations_machines(pool, &a, &b).await?, None)),
+            _ => Err(AppError::BadRequest("give machine=M (with optional from=SCAN&to=SCAN) or a=M1&b=M2".into())),
         }
     }
 }
@@ -132,15 +125,8 @@ struct ErrorPage {
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         let status = self.0.status();
-        let page = ErrorPage {
-            status: status.as_u16(),
-            message: self.0.public_message(),
-        };
-        (
-            status,
-            Html(page.render().unwrap_or_else(|_| "error".into())),
-        )
-            .into_response()
+        let page = ErrorPage { status: status.as_u16(), message: self.0.public_message() };
+        (status, Html(page.render().unwrap_or_else(|_| "error".into()))).into_response()
     }
 }
 
@@ -161,9 +147,7 @@ pub fn enc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                o.push(b as char)
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => o.push(b as char),
             b':' => o.push(':'),
             _ => o.push_str(&format!("%{b:02X}")),
         }
@@ -218,46 +202,21 @@ impl CompareView {
     }
 }
 
-async fn compare_page(
-    State(s): State<AppState>,
-    h: HeaderMap,
-    Query(q): Query<CompareQuery>,
-) -> PageResult {
-    let (a, b) = (
-        q.a.clone().unwrap_or_default(),
-        q.b.clone().unwrap_or_default(),
-    );
+async fn compare_page(State(s): State<AppState>, h: HeaderMap, Query(q): Query<CompareQuery>) -> PageResult {
+    let (a, b) = (q.a.clone().unwrap_or_default(), q.b.clone().unwrap_or_default());
     let r = if a.is_empty() && b.is_empty() {
         None
     } else {
         let (ia, ib) = q.ids()?;
         Some(dbx::compare_ids(&s.pool, ia, ib, q.ir(), q.strip()).await?)
     };
-    let ir = r
-        .as_ref()
-        .map(|r| r.ir.kind.clone())
-        .unwrap_or_else(|| "source".into());
+    let ir = r.as_ref().map(|r| r.ir.kind.clone()).unwrap_or_else(|| "source".into());
     let base = compare_url(&a, &b);
     let strip_flag = if q.strip() { "" } else { "&strip=0" };
-    let kinds = IR_KINDS
-        .iter()
-        .map(|k| (*k, format!("{base}&ir={k}{strip_flag}")))
-        .collect();
+    let kinds = IR_KINDS.iter().map(|k| (*k, format!("{base}&ir={k}{strip_flag}"))).collect();
     let strip_url = format!("{base}&ir={ir}{}", if q.strip() { "&strip=0" } else { "" });
-    let view = CompareView {
-        a,
-        b,
-        r,
-        ir,
-        strip: q.strip(),
-        kinds,
-        strip_url,
-    };
-    if is_htmx(&h) {
-        html(&ComparePartial { q: view })
-    } else {
-        html(&ComparePage { q: view })
-    }
+    let view = CompareView { a, b, r, ir, strip: q.strip(), kinds, strip_url };
+    if is_htmx(&h) { html(&ComparePartial { q: view }) } else { html(&ComparePage { q: view }) }
 }
 
 #[derive(Template)]
@@ -296,11 +255,7 @@ async fn nearest_page(
         })
         .collect();
     let v = NearestView { id, kernel, rows };
-    if is_htmx(&h) {
-        html(&NearestPartial { v })
-    } else {
-        html(&NearestPage { v })
-    }
+    if is_htmx(&h) { html(&NearestPartial { v }) } else { html(&NearestPage { v }) }
 }
 
 #[derive(Template)]
@@ -335,10 +290,7 @@ impl InvalidationsView {
         self.scans.as_ref().is_some_and(|c| c.to.id == s.id)
     }
     pub fn is_from(&self, s: &ScanRef) -> bool {
-        self.scans
-            .as_ref()
-            .and_then(|c| c.from.as_ref())
-            .is_some_and(|f| f.id == s.id)
+        self.scans.as_ref().and_then(|c| c.from.as_ref()).is_some_and(|f| f.id == s.id)
     }
     pub fn when(ms: &i64) -> String {
         crate::run::fmt_time(*ms)
@@ -356,16 +308,9 @@ async fn invalidations_page(
     h: HeaderMap,
     Query(q): Query<InvalidationsQuery>,
 ) -> PageResult {
-    if [&q.machine, &q.a, &q.b]
-        .iter()
-        .all(|v| v.as_deref().is_none_or(str::is_empty))
-    {
+    if [&q.machine, &q.a, &q.b].iter().all(|v| v.as_deref().is_none_or(str::is_empty)) {
         let page = crate::db::read::Page::new(Some(10_000), None);
-        let machines = crate::db::read::machines(&s.pool, page)
-            .await?
-            .into_iter()
-            .map(|m| m.name)
-            .collect();
+        let machines = crate::db::read::machines(&s.pool, page).await?.into_iter().map(|m| m.name).collect();
         return html(&InvalidationsPick { machines });
     }
     let (r, scans) = q.run(&s.pool).await?;
@@ -383,9 +328,5 @@ async fn invalidations_page(
         })
         .collect();
     let v = InvalidationsView { r, scans, groups };
-    if is_htmx(&h) {
-        html(&InvalidationsPartial { v })
-    } else {
-        html(&InvalidationsPage { v })
-    }
+    if is_htmx(&h) { html(&InvalidationsPartial { v }) } else { html(&InvalidationsPage { v }) }
 }

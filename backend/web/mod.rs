@@ -3,9 +3,9 @@
 pub mod api;
 pub mod auth;
 pub mod error;
-pub mod pages;
 pub mod explain;
 pub mod history;
+pub mod pages;
 
 use axum::Router;
 use sqlx::SqlitePool;

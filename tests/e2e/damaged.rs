@@ -31,7 +31,8 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
         } else {
             // the test runs with full rights: a chmod-000 file is still readable here as root;
             // as another user its mode/size/mtime are what can be checked.
-            let content = std::fs::read(p).map(|b| hex::encode(Sha256::digest(b))).unwrap_or_else(|_| "unreadable".into());
+            let content =
+                std::fs::read(p).map(|b| hex::encode(Sha256::digest(b))).unwrap_or_else(|_| "unreadable".into());
             s += &format!("size={} sha={content}", md.len());
         }
         out.insert(p.to_path_buf(), s);
@@ -60,7 +61,9 @@ fn permission_runner() -> Result<Vec<String>, String> {
     let blocked = Command::new(&pre[0]).args(&pre[1..]).arg("cat").arg(&f).output();
     match blocked {
         Ok(o) if !o.status.success() => Ok(pre),
-        Ok(_) => Err("running as root and setpriv could not drop CAP_DAC_OVERRIDE: chmod 000 does not block reads".into()),
+        Ok(_) => {
+            Err("running as root and setpriv could not drop CAP_DAC_OVERRIDE: chmod 000 does not block reads".into())
+        }
         Err(e) => Err(format!("running as root (chmod 000 does not block reads) and no setpriv: {e}")),
     }
 }
@@ -87,7 +90,9 @@ async fn damaged_cache_counts_every_skip_and_is_left_untouched() {
     let cache = root.join("triton-cache");
     let dirs = kernel_dirs(&cache);
     let name = |d: &Path| d.file_name().unwrap().to_string_lossy().into_owned();
-    let find = |d: &Path, ext: &str| file_names(d).into_iter().find(|n| n.ends_with(ext) && !n.starts_with("__grp__")).unwrap();
+    let find = |d: &Path, ext: &str| {
+        file_names(d).into_iter().find(|n| n.ends_with(ext) && !n.starts_with("__grp__")).unwrap()
+    };
     let perm = |p: &Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
 
     // A: truncated metadata JSON
@@ -172,7 +177,8 @@ async fn damaged_cache_counts_every_skip_and_is_left_untouched() {
     let kernels = r.values().filter(|x| x.kind == "kernel" && x.partial.is_none()).count();
     assert_eq!(kernels, 113 - 4 - n_c);
     assert!(!r.keys().any(|k| k.starts_with("tmp.")));
-    let recorded: (i64, String) = sqlx::query_as("SELECT skipped, skipped_json FROM scans").fetch_one(&pool).await.unwrap();
+    let recorded: (i64, String) =
+        sqlx::query_as("SELECT skipped, skipped_json FROM scans").fetch_one(&pool).await.unwrap();
     assert_eq!(recorded.0, want.values().sum::<i64>(), "the scan row records the skips");
     assert_eq!(serde_json::from_str::<BTreeMap<String, i64>>(&recorded.1).unwrap(), want);
 
@@ -201,9 +207,8 @@ async fn cache_written_during_scan() {
     let cache = root.join("triton-cache");
     let src = kernel_dirs(&cache);
     // grow to ~1600 entries (hard links) so that the scan takes a while
-    let key = |i: usize, tag: &str| {
-        crate::scan::hex_to_b32(&hex::encode(Sha256::digest(format!("{tag}-{i}").as_bytes())))
-    };
+    let key =
+        |i: usize, tag: &str| crate::scan::hex_to_b32(&hex::encode(Sha256::digest(format!("{tag}-{i}").as_bytes())));
     let mut victims = vec![];
     for i in 0..1500 {
         let d = cache.join(key(i, "clone"));
@@ -216,8 +221,10 @@ async fn cache_written_during_scan() {
             victims.push(d);
         }
     }
-    let before: BTreeSet<String> = entry_dirs(&cache).iter().map(|d| d.file_name().unwrap().to_string_lossy().into_owned()).collect();
-    let victim_names: BTreeSet<String> = victims.iter().map(|d| d.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let before: BTreeSet<String> =
+        entry_dirs(&cache).iter().map(|d| d.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let victim_names: BTreeSet<String> =
+        victims.iter().map(|d| d.file_name().unwrap().to_string_lossy().into_owned()).collect();
 
     let stop = Arc::new(AtomicBool::new(false));
     let (created, deleted) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -253,12 +260,18 @@ async fn cache_written_during_scan() {
     let at_end = (created.load(Ordering::Relaxed), deleted.load(Ordering::Relaxed));
     stop.store(true, Ordering::Relaxed);
     writer.join().unwrap();
-    println!("during the scan: {} created, {} deleted; summary {:?}", at_end.0 - at_start.0, at_end.1 - at_start.1, s.skipped);
+    println!(
+        "during the scan: {} created, {} deleted; summary {:?}",
+        at_end.0 - at_start.0,
+        at_end.1 - at_start.1,
+        s.skipped
+    );
     assert!(at_end.1 - at_start.1 >= 5, "the writer was busy during the scan");
 
     for reason in s.skipped.keys() {
         assert!(
-            ["vanished during scan", "temp dir (write in progress)", "file changed during scan"].contains(&reason.as_str()),
+            ["vanished during scan", "temp dir (write in progress)", "file changed during scan"]
+                .contains(&reason.as_str()),
             "unexpected skip reason: {reason}"
         );
     }
@@ -280,10 +293,14 @@ async fn cache_written_during_scan() {
     // quiet now: a re-scan agrees with the disk exactly
     let s2 = scan(&pool, &cache, "busy").await;
     assert!(s2.skipped.is_empty(), "{:?}", s2.skipped);
-    let on_disk: BTreeSet<String> = entry_dirs(&cache).iter().map(|d| d.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let on_disk: BTreeSet<String> =
+        entry_dirs(&cache).iter().map(|d| d.file_name().unwrap().to_string_lossy().into_owned()).collect();
     let r = rows(&pool, "busy").await;
     let live: BTreeSet<String> = r.values().filter(|e| e.removed_at.is_none()).map(|e| e.key.clone()).collect();
     assert_eq!(live, on_disk);
-    assert!(r.values().filter(|e| e.removed_at.is_none()).all(|e| e.partial.is_none()), "no partial entry left once quiet");
+    assert!(
+        r.values().filter(|e| e.removed_at.is_none()).all(|e| e.partial.is_none()),
+        "no partial entry left once quiet"
+    );
     assert_eq!(s2.entries as usize, on_disk.len());
 }

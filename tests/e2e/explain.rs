@@ -27,19 +27,11 @@ async fn upgrades() -> (Vec<tempfile::TempDir>, AppState) {
 /// GET with `HX-Request: true`; returns (status, body).
 async fn get_htmx(state: &AppState, uri: &str) -> (u16, String) {
     use tower::ServiceExt;
-    let req = axum::http::Request::builder()
-        .uri(uri)
-        .header("HX-Request", "true")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let resp = cachelens::web::app(state.clone())
-        .oneshot(req)
-        .await
-        .unwrap();
+    let req =
+        axum::http::Request::builder().uri(uri).header("HX-Request", "true").body(axum::body::Body::empty()).unwrap();
+    let resp = cachelens::web::app(state.clone()).oneshot(req).await.unwrap();
     let status = resp.status().as_u16();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
@@ -51,38 +43,15 @@ fn arr(v: &Value) -> &Vec<Value> {
 /// predecessor (same kernel, nothing but the compiler differs), through DB and API.
 async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str, n: usize) {
     let scans = get_json(state, &format!("/api/v1/scans?machine={machine}")).await;
-    let (first, second) = (
-        scans[1]["id"].as_i64().unwrap(),
-        scans[0]["id"].as_i64().unwrap(),
-    );
+    let (first, second) = (scans[1]["id"].as_i64().unwrap(), scans[0]["id"].as_i64().unwrap());
     // Through the DB.
-    let (from, to, _) = xl::pick_scans(&state.pool, machine, None, None)
-        .await
-        .unwrap();
-    assert_eq!(
-        (from.as_ref().map(|s| s.id), to.id),
-        (Some(first), second),
-        "defaults: previous scan → latest"
-    );
-    let r = xl::invalidations_scans(&state.pool, from.as_ref(), &to)
-        .await
-        .unwrap();
-    assert_eq!(
-        (r.invalidated.len(), r.kept, r.new.len(), r.removed.len()),
-        (n, n, 0, 0),
-        "{}",
-        r.summary
-    );
+    let (from, to, _) = xl::pick_scans(&state.pool, machine, None, None).await.unwrap();
+    assert_eq!((from.as_ref().map(|s| s.id), to.id), (Some(first), second), "defaults: previous scan → latest");
+    let r = xl::invalidations_scans(&state.pool, from.as_ref(), &to).await.unwrap();
+    assert_eq!((r.invalidated.len(), r.kept, r.new.len(), r.removed.len()), (n, n, 0, 0), "{}", r.summary);
     // Through the API, explicit and default scans alike.
-    let inv = get_json(
-        state,
-        &format!("/api/v1/invalidations?machine={machine}&from={first}&to={second}"),
-    )
-    .await;
-    assert_eq!(
-        inv,
-        get_json(state, &format!("/api/v1/invalidations?machine={machine}")).await
-    );
+    let inv = get_json(state, &format!("/api/v1/invalidations?machine={machine}&from={first}&to={second}")).await;
+    assert_eq!(inv, get_json(state, &format!("/api/v1/invalidations?machine={machine}")).await);
     let list = arr(&inv["invalidated"]);
     assert_eq!(list.len(), n);
     assert_eq!(inv["kept"], n, "the old generation stays on disk");
@@ -94,69 +63,34 @@ async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str
         )),
         "{summary}"
     );
-    assert_eq!(
-        inv["by_cause"],
-        serde_json::json!([{"cause": "compiler", "count": n}])
-    );
+    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "compiler", "count": n}]));
     // The corpus was written under another path: every entry is relocated, counted and flagged.
     assert_eq!(inv["relocated"], 2 * n);
-    assert!(
-        inv["relocated_consequence"]
-            .as_str()
-            .unwrap()
-            .contains("Triton will miss on them")
-    );
+    assert!(inv["relocated_consequence"].as_str().unwrap().contains("Triton will miss on them"));
     // Every old entry is some new entry's predecessor, exactly once.
-    let olds: HashSet<&str> = list
-        .iter()
-        .map(|i| i["old_key"].as_str().unwrap())
-        .collect();
-    let news: HashSet<&str> = list
-        .iter()
-        .map(|i| i["new_key"].as_str().unwrap())
-        .collect();
+    let olds: HashSet<&str> = list.iter().map(|i| i["old_key"].as_str().unwrap()).collect();
+    let news: HashSet<&str> = list.iter().map(|i| i["new_key"].as_str().unwrap()).collect();
     assert_eq!((olds.len(), news.len()), (n, n));
-    let before = get_json(
-        state,
-        &format!("/api/v1/entries?machine={machine}&limit=1000"),
-    )
-    .await;
-    let versions: HashMap<&str, &str> = arr(&before)
-        .iter()
-        .map(|e| {
-            (
-                e["key"].as_str().unwrap(),
-                e["triton_version"].as_str().unwrap(),
-            )
-        })
-        .collect();
+    let before = get_json(state, &format!("/api/v1/entries?machine={machine}&limit=1000")).await;
+    let versions: HashMap<&str, &str> =
+        arr(&before).iter().map(|e| (e["key"].as_str().unwrap(), e["triton_version"].as_str().unwrap())).collect();
     for i in list {
         assert_eq!(i["cause"], "compiler");
         assert_eq!(i["relocated"], true);
         assert_eq!(versions[i["old_key"].as_str().unwrap()], old_v);
         assert_eq!(versions[i["new_key"].as_str().unwrap()], new_v);
-        assert_eq!(
-            i["summary"],
-            format!("Triton {old_v} → {new_v}; everything else equal"),
-            "{i}"
-        );
-        let c = get_json(
-            state,
-            &format!(
-                "/api/v1/compare?a={}&b={}",
-                i["a"].as_str().unwrap(),
-                i["b"].as_str().unwrap()
-            ),
-        )
-        .await;
+        assert_eq!(i["summary"], format!("Triton {old_v} → {new_v}; everything else equal"), "{i}");
+        let c =
+            get_json(state, &format!("/api/v1/compare?a={}&b={}", i["a"].as_str().unwrap(), i["b"].as_str().unwrap()))
+                .await;
         assert_eq!(c["cause"], "compiler");
         assert_eq!(c["kernel_a"], i["kernel"]);
         assert_eq!(c["kernel_b"], i["kernel"]);
         // nothing but the compiler is a cause
         assert!(
-            arr(&c["components"]).iter().all(|r| r["differs"] == false
-                || r["component"] == "compiler"
-                || r["note"].is_string()),
+            arr(&c["components"])
+                .iter()
+                .all(|r| r["differs"] == false || r["component"] == "compiler" || r["note"].is_string()),
             "{c}"
         );
     }
@@ -176,40 +110,20 @@ async fn explain_compare_api_and_errors() {
     let i = &inv["invalidated"][0];
     let (a, b) = (i["a"].as_str().unwrap(), i["b"].as_str().unwrap());
     let c = get_json(&state, &format!("/api/v1/compare?a={a}&b={b}")).await;
-    for k in [
-        "a",
-        "b",
-        "cause",
-        "summary",
-        "components",
-        "identical_binary",
-    ] {
+    for k in ["a", "b", "cause", "summary", "components", "identical_binary"] {
         assert!(c.get(k).is_some(), "compare lacks {k}: {c}");
     }
     assert_eq!(c["identical_binary"], false);
     let rows = arr(&c["components"]);
+    assert_eq!(rows[0]["field"], "triton_version", "differing key inputs first");
     assert_eq!(
-        rows[0]["field"], "triton_version",
-        "differing key inputs first"
-    );
-    assert_eq!(
-        (
-            rows[0]["component"].as_str(),
-            rows[0]["a"].as_str(),
-            rows[0]["b"].as_str()
-        ),
+        (rows[0]["component"].as_str(), rows[0]["a"].as_str(), rows[0]["b"].as_str()),
         (Some("compiler"), Some("3.4.0"), Some("3.5.1"))
     );
     let first_equal = rows.iter().position(|r| r["differs"] == false).unwrap();
-    assert!(
-        rows[first_equal..].iter().all(|r| r["differs"] == false),
-        "differing rows first"
-    );
+    assert!(rows[first_equal..].iter().all(|r| r["differs"] == false), "differing rows first");
     for comp in ["compiler", "backend", "source", "options", "none"] {
-        assert!(
-            rows.iter().any(|r| r["component"] == comp),
-            "component {comp} listed"
-        );
+        assert!(rows.iter().any(|r| r["component"] == comp), "component {comp} listed");
     }
     // The corpus was written elsewhere: every entry is relocated, and says what that means.
     let reloc = arr(&c["relocated"]);
@@ -227,23 +141,14 @@ async fn explain_compare_api_and_errors() {
     let raw = get_json(&state, &format!("/api/v1/compare?a={a}&b={b}&strip=0")).await;
     assert_eq!(raw["ir"]["strip"], false);
     // Same entry: no cause.
-    assert_eq!(
-        get_json(&state, &format!("/api/v1/compare?a={a}&b={a}")).await["cause"],
-        "none"
-    );
+    assert_eq!(get_json(&state, &format!("/api/v1/compare?a={a}&b={a}")).await["cause"], "none");
     // Errors: 400 malformed, 404 unknown, JSON bodies.
     for (uri, status) in [
         (format!("/api/v1/compare?a=nocolon&b={b}"), 400),
         (format!("/api/v1/compare?a={a}"), 400),
         (format!("/api/v1/compare?a={a}&b={b}&ir=sass"), 400),
         (format!("/api/v1/compare?a=a100-1:NOSUCHKEY&b={b}"), 404),
-        (
-            format!(
-                "/api/v1/compare?a=nobody:{}&b={b}",
-                i["old_key"].as_str().unwrap()
-            ),
-            404,
-        ),
+        (format!("/api/v1/compare?a=nobody:{}&b={b}", i["old_key"].as_str().unwrap()), 404),
         ("/api/v1/nearest?entry=a100-1:NOSUCHKEY".into(), 404),
         ("/api/v1/nearest".into(), 400),
         ("/api/v1/invalidations?machine=nobody".into(), 404),
@@ -253,12 +158,8 @@ async fn explain_compare_api_and_errors() {
     ] {
         let (s, body) = get(&state, &uri).await;
         assert_eq!(s, status, "{uri}: {body}");
-        let v: Value =
-            serde_json::from_str(&body).unwrap_or_else(|_| panic!("{uri}: not JSON: {body}"));
-        assert!(
-            v["error"].as_str().is_some_and(|e| !e.is_empty()),
-            "{uri}: {body}"
-        );
+        let v: Value = serde_json::from_str(&body).unwrap_or_else(|_| panic!("{uri}: not JSON: {body}"));
+        assert!(v["error"].as_str().is_some_and(|e| !e.is_empty()), "{uri}: {body}");
     }
 }
 
@@ -267,67 +168,30 @@ async fn explain_nearest_and_cross_arch() {
     let (_keep, state) = upgrades().await;
     // An sm_80 add kernel (3.5.1) against its nearest sm_90 one (3.6.0, h100 JIT).
     let inv = get_json(&state, "/api/v1/invalidations?machine=a100-1").await;
-    let add = arr(&inv["invalidated"])
-        .iter()
-        .find(|i| i["kernel"] == "add_kernel")
-        .unwrap();
+    let add = arr(&inv["invalidated"]).iter().find(|i| i["kernel"] == "add_kernel").unwrap();
     let id = add["b"].as_str().unwrap();
     let near = get_json(&state, &format!("/api/v1/nearest?entry={id}&limit=200")).await;
     assert_eq!(near["kernel"], "add_kernel");
     let list = arr(&near["neighbours"]);
-    assert!(
-        list.windows(2)
-            .all(|w| w[0]["differing"].as_u64() <= w[1]["differing"].as_u64()),
-        "ranked"
-    );
-    assert_eq!(
-        list[0]["id"], add["a"],
-        "the nearest is its own predecessor"
-    );
+    assert!(list.windows(2).all(|w| w[0]["differing"].as_u64() <= w[1]["differing"].as_u64()), "ranked");
+    assert_eq!(list[0]["id"], add["a"], "the nearest is its own predecessor");
     assert!(list.iter().all(|n| n["id"] != id), "not itself");
-    let h100 = list
-        .iter()
-        .find(|n| n["machine"] == "h100-a")
-        .expect("h100 add kernels are neighbours");
-    let c = get_json(
-        &state,
-        &format!("/api/v1/compare?a={id}&b={}", h100["id"].as_str().unwrap()),
-    )
-    .await;
+    let h100 = list.iter().find(|n| n["machine"] == "h100-a").expect("h100 add kernels are neighbours");
+    let c = get_json(&state, &format!("/api/v1/compare?a={id}&b={}", h100["id"].as_str().unwrap())).await;
+    assert_eq!(c["cause"], "compiler", "3.5.1 → 3.6.0 is the most upstream difference: {}", c["summary"]);
+    let arch = arr(&c["components"]).iter().find(|r| r["field"] == "target.arch").unwrap();
     assert_eq!(
-        c["cause"], "compiler",
-        "3.5.1 → 3.6.0 is the most upstream difference: {}",
-        c["summary"]
-    );
-    let arch = arr(&c["components"])
-        .iter()
-        .find(|r| r["field"] == "target.arch")
-        .unwrap();
-    assert_eq!(
-        (
-            arch["component"].as_str(),
-            arch["a"].as_i64(),
-            arch["b"].as_i64(),
-            arch["differs"].as_bool()
-        ),
+        (arch["component"].as_str(), arch["a"].as_i64(), arch["b"].as_i64(), arch["differs"].as_bool()),
         (Some("backend"), Some(80), Some(90), Some(true))
     );
-    assert!(
-        c["summary"]
-            .as_str()
-            .unwrap()
-            .contains("backend: target sm80 → sm90"),
-        "{}",
-        c["summary"]
-    );
+    assert!(c["summary"].as_str().unwrap().contains("backend: target sm80 → sm90"), "{}", c["summary"]);
     // The nearest page lists the same, each row linking to its compare view.
     let (m, k) = id.split_once(':').unwrap();
     let (s, page) = get(&state, &format!("/entries/{m}/{k}/nearest")).await;
     assert_eq!(s, 200);
     let page = page.replace("&#38;", "&").replace("&amp;", "&");
     assert!(
-        page.contains("<html")
-            && page.contains(&format!("/compare?a={id}&b={}", add["a"].as_str().unwrap())),
+        page.contains("<html") && page.contains(&format!("/compare?a={id}&b={}", add["a"].as_str().unwrap())),
         "{page}"
     );
     let (_, part) = get_htmx(&state, &format!("/entries/{m}/{k}/nearest")).await;
@@ -383,11 +247,7 @@ async fn explain_h100_jit_phases() {
             phase = "line-info".into();
         }
         let key = base32(e["hash"].as_str().unwrap());
-        assert!(
-            jit.join("triton-cache").join(&key).is_dir(),
-            "key dir of {}",
-            e["hash"]
-        );
+        assert!(jit.join("triton-cache").join(&key).is_dir(), "key dir of {}", e["hash"]);
         match phases.iter_mut().find(|p| p.0 == phase) {
             Some(p) => p.1.push(key),
             None => phases.push((phase, vec![key])),
@@ -402,44 +262,19 @@ async fn explain_h100_jit_phases() {
         for k in keys {
             copy_dir(&jit.join("triton-cache").join(k), &cache.path().join(k));
         }
-        scans.push(
-            cachelens::collect::scan_local(&pool, cache.path(), "h100-jit")
-                .await
-                .unwrap()
-                .scan_id,
-        );
+        scans.push(cachelens::collect::scan_local(&pool, cache.path(), "h100-jit").await.unwrap().scan_id);
     }
     let state = AppState::new(pool.clone(), Config::default());
-    let phase = |i: usize| {
-        format!(
-            "/api/v1/invalidations?machine=h100-jit&from={}&to={}",
-            scans[i - 1],
-            scans[i]
-        )
-    };
+    let phase = |i: usize| format!("/api/v1/invalidations?machine=h100-jit&from={}&to={}", scans[i - 1], scans[i]);
     // warm: everything hit
     let warm = get_json(&state, &phase(1)).await;
-    assert_eq!(
-        (warm["kept"].as_u64(), arr(&warm["invalidated"]).len()),
-        (Some(45), 0),
-        "{}",
-        warm["summary"]
-    );
+    assert_eq!((warm["kept"].as_u64(), arr(&warm["invalidated"]).len()), (Some(45), 0), "{}", warm["summary"]);
     // debug: TRITON_DEBUG=1 → the option `debug`
     let debug = get_json(&state, &phase(2)).await;
     assert_eq!(arr(&debug["invalidated"]).len(), 17, "{}", debug["summary"]);
-    assert_eq!(
-        debug["by_cause"],
-        serde_json::json!([{"cause": "options", "count": 17}])
-    );
+    assert_eq!(debug["by_cause"], serde_json::json!([{"cause": "options", "count": 17}]));
     for i in arr(&debug["invalidated"]) {
-        assert!(
-            i["summary"]
-                .as_str()
-                .unwrap()
-                .starts_with("debug false → true"),
-            "{i}"
-        );
+        assert!(i["summary"].as_str().unwrap().starts_with("debug false → true"), "{i}");
     }
     let c = get_json(
         &state,
@@ -451,41 +286,19 @@ async fn explain_h100_jit_phases() {
     )
     .await;
     assert_eq!(c["cause"], "options");
-    let row = arr(&c["components"])
-        .iter()
-        .find(|r| r["field"] == "debug")
-        .unwrap();
+    let row = arr(&c["components"]).iter().find(|r| r["field"] == "debug").unwrap();
     assert_eq!(
-        (
-            row["component"].as_str(),
-            row["a"].as_bool(),
-            row["b"].as_bool()
-        ),
+        (row["component"].as_str(), row["a"].as_bool(), row["b"].as_bool()),
         (Some("options"), Some(false), Some(true))
     );
     // edit: the add kernel's source edited → source
     let edit = get_json(&state, &phase(3)).await;
-    assert_eq!(
-        edit["by_cause"],
-        serde_json::json!([{"cause": "source", "count": 6}]),
-        "{}",
-        edit["summary"]
-    );
-    assert!(
-        arr(&edit["invalidated"])
-            .iter()
-            .all(|i| i["kernel"] == "add_kernel")
-    );
+    assert_eq!(edit["by_cause"], serde_json::json!([{"cause": "source", "count": 6}]), "{}", edit["summary"]);
+    assert!(arr(&edit["invalidated"]).iter().all(|i| i["kernel"] == "add_kernel"));
     let e0 = &edit["invalidated"][0];
-    let c = get_json(
-        &state,
-        &format!(
-            "/api/v1/compare?a={}&b={}",
-            e0["a"].as_str().unwrap(),
-            e0["b"].as_str().unwrap()
-        ),
-    )
-    .await;
+    let c =
+        get_json(&state, &format!("/api/v1/compare?a={}&b={}", e0["a"].as_str().unwrap(), e0["b"].as_str().unwrap()))
+            .await;
     assert_eq!(c["cause"], "source");
     assert!(
         c["ir"]["deleted"].as_u64().unwrap() + c["ir"]["inserted"].as_u64().unwrap() > 0,
@@ -493,46 +306,18 @@ async fn explain_h100_jit_phases() {
     );
     // line info off: an env var in the metadata → env
     let li = get_json(&state, &phase(4)).await;
-    assert_eq!(
-        li["by_cause"],
-        serde_json::json!([{"cause": "env", "count": 45}]),
-        "{}",
-        li["summary"]
-    );
-    assert!(
-        li["summary"]
-            .as_str()
-            .unwrap()
-            .contains("TRITON_DISABLE_LINE_INFO"),
-        "{}",
-        li["summary"]
-    );
+    assert_eq!(li["by_cause"], serde_json::json!([{"cause": "env", "count": 45}]), "{}", li["summary"]);
+    assert!(li["summary"].as_str().unwrap().contains("TRITON_DISABLE_LINE_INFO"), "{}", li["summary"]);
     // The same through the DB functions.
     let to = dbx::scan(&pool, scans[4]).await.unwrap().unwrap();
     let from = dbx::scan(&pool, scans[3]).await.unwrap().unwrap();
-    let r = xl::invalidations_scans(&pool, Some(&from), &to)
-        .await
-        .unwrap();
+    let r = xl::invalidations_scans(&pool, Some(&from), &to).await.unwrap();
     assert_eq!(r.invalidated.len(), 45);
-    assert!(
-        r.invalidated
-            .iter()
-            .all(|i| i.cause == cachelens::explain::Cause::Env)
-    );
+    assert!(r.invalidated.iter().all(|i| i.cause == cachelens::explain::Cause::Env));
     // Scans of one machine with another root cannot be compared.
     let other = tempfile::TempDir::new().unwrap();
-    let s = cachelens::collect::scan_local(&pool, other.path(), "h100-jit")
-        .await
-        .unwrap()
-        .scan_id;
-    let (st, body) = get(
-        &state,
-        &format!(
-            "/api/v1/invalidations?machine=h100-jit&from={}&to={s}",
-            scans[4]
-        ),
-    )
-    .await;
+    let s = cachelens::collect::scan_local(&pool, other.path(), "h100-jit").await.unwrap().scan_id;
+    let (st, body) = get(&state, &format!("/api/v1/invalidations?machine=h100-jit&from={}&to={s}", scans[4])).await;
     assert_eq!(st, 400, "{body}");
 }
 
@@ -548,7 +333,11 @@ fn generated() -> Option<&'static PathBuf> {
         };
         let dir = tempfile::TempDir::new().unwrap().keep();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py");
-        for (name, target, kernels) in [("sm90", "cuda:90", "add,softmax,layernorm,matmul"), ("sm80", "cuda:80", "add"), ("gfx942", "hip:gfx942", "add")] {
+        for (name, target, kernels) in [
+            ("sm90", "cuda:90", "add,softmax,layernorm,matmul"),
+            ("sm80", "cuda:80", "add"),
+            ("gfx942", "hip:gfx942", "add"),
+        ] {
             let out = std::process::Command::new(&py)
                 .arg(&script)
                 .args(["--target", target, "--kernels", kernels])
@@ -558,7 +347,8 @@ fn generated() -> Option<&'static PathBuf> {
                 .output()
                 .unwrap();
             assert!(out.status.success(), "workload.py {target}: {}", String::from_utf8_lossy(&out.stderr));
-            let v: Value = serde_json::from_slice(out.stdout.trim_ascii_end().rsplit(|b| *b == b'\n').next().unwrap()).unwrap();
+            let v: Value =
+                serde_json::from_slice(out.stdout.trim_ascii_end().rsplit(|b| *b == b'\n').next().unwrap()).unwrap();
             assert_eq!(v["triton_version"], "3.6.0", "CACHELENS_PYTHON must have Triton 3.6.0");
         }
         Some(dir)
@@ -567,26 +357,15 @@ fn generated() -> Option<&'static PathBuf> {
 }
 
 async fn scan_generated(gen_dir: &Path) -> (Vec<tempfile::TempDir>, AppState) {
-    let (keep, pool) =
-        corpus_db(&[("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache")]).await;
+    let (keep, pool) = corpus_db(&[("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache")]).await;
     for m in ["sm90", "sm80", "gfx942"] {
-        cachelens::collect::scan_local(&pool, &gen_dir.join(m), &format!("gen-{m}"))
-            .await
-            .unwrap();
+        cachelens::collect::scan_local(&pool, &gen_dir.join(m), &format!("gen-{m}")).await.unwrap();
     }
     (keep, AppState::new(pool, Config::default()))
 }
 
 async fn compare_of(state: &AppState, i: &Value) -> Value {
-    get_json(
-        state,
-        &format!(
-            "/api/v1/compare?a={}&b={}",
-            i["a"].as_str().unwrap(),
-            i["b"].as_str().unwrap()
-        ),
-    )
-    .await
+    get_json(state, &format!("/api/v1/compare?a={}&b={}", i["a"].as_str().unwrap(), i["b"].as_str().unwrap())).await
 }
 
 #[tokio::test]
@@ -595,77 +374,37 @@ async fn explain_generated_caches() {
     let (_keep, state) = scan_generated(dir).await;
     // fp fusion off (corpus) against a default sm_90 3.6.0 cache: env, all 45.
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=h100-c").await;
-    assert_eq!(
-        inv["by_cause"],
-        serde_json::json!([{"cause": "env", "count": 45}]),
-        "{}",
-        inv["summary"]
-    );
+    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "env", "count": 45}]), "{}", inv["summary"]);
     let s = inv["summary"].as_str().unwrap();
-    assert!(
-        s.starts_with("45 of 45 kernels recompiled after TRITON_DEFAULT_FP_FUSION=false set"),
-        "{s}"
-    );
+    assert!(s.starts_with("45 of 45 kernels recompiled after TRITON_DEFAULT_FP_FUSION=false set"), "{s}");
     let c = compare_of(&state, &inv["invalidated"][0]).await;
     assert_eq!(c["cause"], "env");
-    let ff = arr(&c["components"])
-        .iter()
-        .find(|r| r["field"] == "enable_fp_fusion")
-        .unwrap();
+    let ff = arr(&c["components"]).iter().find(|r| r["field"] == "enable_fp_fusion").unwrap();
     assert_eq!(
-        (
-            ff["component"].as_str(),
-            ff["a"].as_bool(),
-            ff["b"].as_bool()
-        ),
+        (ff["component"].as_str(), ff["a"].as_bool(), ff["b"].as_bool()),
         (Some("env"), Some(true), Some(false))
     );
     // The same kernels for sm_80: backend.
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=gen-sm80").await;
-    assert_eq!(
-        inv["by_cause"],
-        serde_json::json!([{"cause": "backend", "count": 6}]),
-        "{}",
-        inv["summary"]
-    );
+    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "backend", "count": 6}]), "{}", inv["summary"]);
     let c = compare_of(&state, &inv["invalidated"][0]).await;
     assert_eq!(c["cause"], "backend");
     assert!(
-        c["summary"]
-            .as_str()
-            .unwrap()
-            .starts_with("target sm90 → sm80; everything else equal"),
+        c["summary"].as_str().unwrap().starts_with("target sm90 → sm80; everything else equal"),
         "{}",
         c["summary"]
     );
     // For AMD gfx942: backend, arch and warp size.
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=gen-gfx942").await;
-    assert_eq!(
-        inv["by_cause"],
-        serde_json::json!([{"cause": "backend", "count": 6}]),
-        "{}",
-        inv["summary"]
-    );
+    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "backend", "count": 6}]), "{}", inv["summary"]);
     let c = compare_of(&state, &inv["invalidated"][0]).await;
     let s = c["summary"].as_str().unwrap();
-    assert!(
-        s.starts_with(
-            "backend cuda → hip, target sm90 → gfx942, warp size 32 → 64; everything else equal"
-        ),
-        "{s}"
-    );
+    assert!(s.starts_with("backend cuda → hip, target sm90 → gfx942, warp size 32 → 64; everything else equal"), "{s}");
     // Another num_warps, same softmax block: options.
-    let e = get_json(
-        &state,
-        "/api/v1/entries?machine=gen-sm90&kernel=softmax_kernel",
-    )
-    .await;
+    let e = get_json(&state, "/api/v1/entries?machine=gen-sm90&kernel=softmax_kernel").await;
     let e = arr(&e);
     let w4 = e.iter().find(|x| x["num_warps"] == 4).unwrap();
-    let w8 = e
-        .iter()
-        .find(|x| x["num_warps"] == 8 && x["shapes"] == w4["shapes"])
-        .unwrap();
+    let w8 = e.iter().find(|x| x["num_warps"] == 8 && x["shapes"] == w4["shapes"]).unwrap();
     let c = get_json(
         &state,
         &format!(
@@ -676,14 +415,7 @@ async fn explain_generated_caches() {
     )
     .await;
     assert_eq!(c["cause"], "options", "{}", c["summary"]);
-    assert!(
-        c["summary"]
-            .as_str()
-            .unwrap()
-            .starts_with("num_warps 4 → 8"),
-        "{}",
-        c["summary"]
-    );
+    assert!(c["summary"].as_str().unwrap().starts_with("num_warps 4 → 8"), "{}", c["summary"]);
     // The generated cache sits where it was written: not relocated.
     assert!(arr(&c["relocated"]).is_empty());
 }
@@ -694,9 +426,7 @@ async fn explain_generated_caches() {
 async fn explain_generated_other_triton_version() {
     let Some(dir) = generated() else { return };
     let Some(alt) = std::env::var_os("CACHELENS_PYTHON_ALT").filter(|p| !p.is_empty()) else {
-        eprintln!(
-            "skipping: CACHELENS_PYTHON_ALT (a python with a Triton other than 3.6.0) is not set"
-        );
+        eprintln!("skipping: CACHELENS_PYTHON_ALT (a python with a Triton other than 3.6.0) is not set");
         return;
     };
     let cache = tempfile::TempDir::new().unwrap();
@@ -707,39 +437,16 @@ async fn explain_generated_other_triton_version() {
         .env("TRITON_CACHE_DIR", cache.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(
-        out.stdout
-            .trim_ascii_end()
-            .rsplit(|b| *b == b'\n')
-            .next()
-            .unwrap(),
-    )
-    .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(out.stdout.trim_ascii_end().rsplit(|b| *b == b'\n').next().unwrap()).unwrap();
     let version = v["triton_version"].as_str().unwrap().to_string();
     assert_ne!(version, "3.6.0");
     let (_keep, state) = scan_generated(dir).await;
-    cachelens::collect::scan_local(&state.pool, cache.path(), "gen-alt")
-        .await
-        .unwrap();
+    cachelens::collect::scan_local(&state.pool, cache.path(), "gen-alt").await.unwrap();
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-alt&b=gen-sm90").await;
-    assert_eq!(
-        inv["by_cause"],
-        serde_json::json!([{"cause": "compiler", "count": 6}]),
-        "{}",
-        inv["summary"]
-    );
+    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "compiler", "count": 6}]), "{}", inv["summary"]);
     let s = inv["summary"].as_str().unwrap();
-    assert!(
-        s.starts_with(&format!(
-            "6 of 6 kernels recompiled after Triton {version} → 3.6.0"
-        )),
-        "{s}"
-    );
+    assert!(s.starts_with(&format!("6 of 6 kernels recompiled after Triton {version} → 3.6.0")), "{s}");
 }
 
 #[tokio::test]
@@ -748,16 +455,12 @@ async fn explain_pages() {
     let (s, page) = get(&state, "/invalidations?machine=a100-1").await;
     assert_eq!(s, 200);
     assert!(
-        page.contains("<html")
-            && page.contains("45 of 45 kernels recompiled after Triton 3.4.0 → 3.5.1"),
+        page.contains("<html") && page.contains("45 of 45 kernels recompiled after Triton 3.4.0 → 3.5.1"),
         "{page}"
     );
     assert!(page.contains("id=\"scan-picker\""), "scan picker");
     assert_eq!(page.matches("class=\"inv-row\"").count(), 45);
-    assert!(
-        page.contains("will miss on them where they sit now"),
-        "relocated entries flagged"
-    );
+    assert!(page.contains("will miss on them where they sit now"), "relocated entries flagged");
     let href = page
         .split("class=\"compare\" href=\"")
         .nth(1)
@@ -770,15 +473,8 @@ async fn explain_pages() {
     assert!(href.starts_with("/compare?a=a100-1:"), "{href}");
     let (s, cmp) = get(&state, &href).await;
     assert_eq!(s, 200);
-    assert!(
-        cmp.contains("id=\"headline\"")
-            && cmp.contains("Triton 3.4.0 → 3.5.1; everything else equal"),
-        "{cmp}"
-    );
-    assert!(
-        cmp.contains("class=\"differs\"") || cmp.contains("class=\"differs cause\""),
-        "differing rows highlighted"
-    );
+    assert!(cmp.contains("id=\"headline\"") && cmp.contains("Triton 3.4.0 → 3.5.1; everything else equal"), "{cmp}");
+    assert!(cmp.contains("class=\"differs\"") || cmp.contains("class=\"differs cause\""), "differing rows highlighted");
     assert!(cmp.contains("Triton will miss on this entry where it sits now"));
     assert!(cmp.contains("class=\"diff\""), "IR diff");
     assert!(cmp.contains("href=\"/entries/a100-1/"), "entry links");
@@ -789,8 +485,7 @@ async fn explain_pages() {
     assert!(!part.contains("<html") && part.contains("id=\"headline\""));
     let (_, part) = get_htmx(&state, "/invalidations?machine=mi300-1").await;
     assert!(
-        !part.contains("<html")
-            && part.contains("25 of 25 kernels recompiled after Triton 3.6.0 → 3.9.0"),
+        !part.contains("<html") && part.contains("25 of 25 kernels recompiled after Triton 3.6.0 → 3.9.0"),
         "{part}"
     );
     // Two machines now.
@@ -819,35 +514,16 @@ async fn explain_cli() {
     let i = &inv["invalidated"][0];
     let (a, b) = (i["a"].as_str().unwrap(), i["b"].as_str().unwrap());
     let run = |args: &[&str]| {
-        std::process::Command::new(bin())
-            .arg("explain")
-            .args(args)
-            .arg("--db")
-            .arg(&db)
-            .output()
-            .unwrap()
+        std::process::Command::new(bin()).arg("explain").args(args).arg("--db").arg(&db).output().unwrap()
     };
     let out = run(&[a, b]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        text.contains("cause: compiler\nTriton 3.4.0 → 3.5.1; everything else equal"),
-        "{text}"
-    );
+    assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("cause: compiler\nTriton 3.4.0 → 3.5.1; everything else equal"), "{text}");
     assert!(text.contains("* compiler  triton_version"), "{text}");
     assert!(text.contains("equal ("), "{text}");
-    assert!(
-        text.contains("IR .source (locations stripped): 0 lines only in A, 0 only in B"),
-        "{text}"
-    );
-    assert!(
-        text.contains("Triton will miss on this entry where it sits now"),
-        "{text}"
-    );
+    assert!(text.contains("IR .source (locations stripped): 0 lines only in A, 0 only in B"), "{text}");
+    assert!(text.contains("Triton will miss on this entry where it sits now"), "{text}");
     // --json is the API's answer.
     let out = run(&[a, b, "--json"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();

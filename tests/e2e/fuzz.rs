@@ -53,7 +53,11 @@ fn seeds_of(ext: &'static str) -> Vec<Vec<u8>> {
 /// A real file with up to 8 random byte edits, maybe cut short.
 fn mutated(ext: &'static str) -> impl Strategy<Value = Vec<u8>> {
     let files = seeds_of(ext);
-    (0..files.len(), prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..8), any::<Option<prop::sample::Index>>())
+    (
+        0..files.len(),
+        prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..8),
+        any::<Option<prop::sample::Index>>(),
+    )
         .prop_map(move |(i, edits, cut)| {
             let mut b = files[i].clone();
             for (at, byte) in edits {
@@ -183,8 +187,13 @@ fn upload_endpoint_answers_4xx_to_garbage() {
     let token = rt.block_on(cachelens::db::tokens::create(&pool, "fuzz-node")).unwrap();
     let cfg = cachelens::web::Config { max_upload_bytes: 1 << 20, read_token: None };
     let app = cachelens::web::app(cachelens::web::AppState::new(pool.clone(), cfg));
-    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig { cases: cases().min(256), ..ProptestConfig::default() });
-    let strategy = (prop::collection::vec(any::<u8>(), 0..4096), any::<bool>(), prop::sample::select(vec!["/api/v1/scans", "/api/v1/blobs/missing"]));
+    let mut runner =
+        proptest::test_runner::TestRunner::new(ProptestConfig { cases: cases().min(256), ..ProptestConfig::default() });
+    let strategy = (
+        prop::collection::vec(any::<u8>(), 0..4096),
+        any::<bool>(),
+        prop::sample::select(vec!["/api/v1/scans", "/api/v1/blobs/missing"]),
+    );
     runner
         .run(&strategy, |(body, gzip, path)| {
             let mut req = axum::http::Request::post(path).header("authorization", format!("Bearer {token}"));

@@ -6,64 +6,37 @@ use cachelens::web::{AppState, Config};
 /// GET with `HX-Request: true` (what htmx sends): (status, body).
 async fn get_hx(state: &AppState, uri: &str) -> (u16, String) {
     use tower::ServiceExt;
-    let req = axum::http::Request::builder()
-        .uri(uri)
-        .header("HX-Request", "true")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let resp = cachelens::web::app(state.clone())
-        .oneshot(req)
-        .await
-        .unwrap();
+    let req =
+        axum::http::Request::builder().uri(uri).header("HX-Request", "true").body(axum::body::Body::empty()).unwrap();
+    let resp = cachelens::web::app(state.clone()).oneshot(req).await.unwrap();
     let status = resp.status().as_u16();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
+    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
 async fn ok(state: &AppState, uri: &str) -> String {
     let (status, body) = get(state, uri).await;
     assert_eq!(status, 200, "GET {uri}: {body}");
-    assert!(
-        body.starts_with("<!doctype html>"),
-        "GET {uri} is a full page"
-    );
+    assert!(body.starts_with("<!doctype html>"), "GET {uri} is a full page");
     body
 }
 
 async fn ok_hx(state: &AppState, uri: &str) -> String {
     let (status, body) = get_hx(state, uri).await;
     assert_eq!(status, 200, "GET {uri} (htmx): {body}");
-    assert!(
-        !body.contains("<html") && !body.contains("<header"),
-        "GET {uri} (htmx) is a fragment: {body}"
-    );
+    assert!(!body.contains("<html") && !body.contains("<header"), "GET {uri} (htmx) is a fragment: {body}");
     body
 }
 
 /// The `<div id="{id}">…` block of a full page (the part htmx swaps).
 fn inner<'a>(page: &'a str, id: &str) -> &'a str {
-    let start = page
-        .find(&format!("<div id=\"{id}\">"))
-        .unwrap_or_else(|| panic!("no #{id}"))
-        + id.len()
-        + 11;
+    let start = page.find(&format!("<div id=\"{id}\">")).unwrap_or_else(|| panic!("no #{id}")) + id.len() + 11;
     &page[start..]
 }
 
 async fn first_entry(state: &AppState, machine: &str, kernel: &str) -> String {
-    let v = get_json(
-        state,
-        &format!("/api/v1/entries?machine={machine}&kernel={kernel}&limit=1000"),
-    )
-    .await;
-    let e = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["kind"] == "kernel")
-        .expect("a kernel entry");
+    let v = get_json(state, &format!("/api/v1/entries?machine={machine}&kernel={kernel}&limit=1000")).await;
+    let e = v.as_array().unwrap().iter().find(|e| e["kind"] == "kernel").expect("a kernel entry");
     e["key"].as_str().unwrap().to_string()
 }
 
@@ -74,40 +47,26 @@ async fn every_page_and_partial_on_the_fleet() {
     // overview
     let o = ok(&s, "/").await;
     for m in ["a100-1", "h100-a", "h100-b", "h100-c", "mi300-1"] {
-        assert!(
-            o.contains(&format!("href=\"/machines/{m}\"")),
-            "overview links {m}"
-        );
+        assert!(o.contains(&format!("href=\"/machines/{m}\"")), "overview links {m}");
     }
     assert!(o.contains("3.4.0, 3.5.1"), "a100-1 versions");
     assert!(o.contains("Recent scans") && o.contains("Relocated") && o.contains("Skipped"));
     assert!(o.contains("TRITON_STORE_BINARY_ONLY=1") && o.contains("id=\"binary-only-saving\""));
-    assert!(
-        o.contains("<code>.llir</code>")
-            && o.contains("<code>.cubin</code>")
-            && o.contains("<code>.hsaco</code>")
-    );
+    assert!(o.contains("<code>.llir</code>") && o.contains("<code>.cubin</code>") && o.contains("<code>.hsaco</code>"));
     assert!(o.contains("/static/vendor/htmx-2.0.11.min.js"));
     let oh = ok_hx(&s, "/").await;
     assert!(oh.contains("href=\"/machines/a100-1\""));
 
     // machine
     let m = ok(&s, "/machines/a100-1").await;
-    assert!(
-        m.contains(">3.4.0<") && m.contains(">3.5.1<"),
-        "both Triton versions listed"
-    );
+    assert!(m.contains(">3.4.0<") && m.contains(">3.5.1<"), "both Triton versions listed");
     assert!(m.contains("href=\"/history?machine=a100-1\""));
     assert!(
-        m.contains("<svg class=\"chart\"")
-            && m.contains("Entries per scan")
-            && m.contains("Entries compiled per day")
+        m.contains("<svg class=\"chart\"") && m.contains("Entries per scan") && m.contains("Entries compiled per day")
     );
     assert!(
         m.contains("id=\"relocated-warning\"")
-            && m.contains(
-                "Triton will miss on them here — a copied or moved cache is silently useless"
-            )
+            && m.contains("Triton will miss on them here — a copied or moved cache is silently useless")
     );
     assert!(m.contains("Biggest kernels") && m.contains("href=\"/kernels/"));
     let mh = ok_hx(&s, "/machines/a100-1").await;
@@ -115,82 +74,43 @@ async fn every_page_and_partial_on_the_fleet() {
 
     // kernel list: full page, search partial, filters, same list on a full load
     let k = ok(&s, "/kernels").await;
-    assert!(
-        k.contains("hx-trigger=\"input changed delay:200ms, search\"")
-            && k.contains("hx-push-url=\"true\"")
-    );
+    assert!(k.contains("hx-trigger=\"input changed delay:200ms, search\"") && k.contains("hx-push-url=\"true\""));
     assert!(k.contains("href=\"/kernels/matmul_kernel\""));
     let kh = ok_hx(&s, "/kernels?q=soft").await;
-    assert!(
-        !kh.contains("<form"),
-        "the search partial is the results only"
-    );
-    let names: Vec<&str> = kh
-        .split("class=\"kernel-link\" href=\"/kernels/")
-        .skip(1)
-        .map(|x| &x[..x.find('"').unwrap()])
-        .collect();
-    assert!(
-        !names.is_empty() && names.iter().all(|n| n.contains("soft")),
-        "{names:?}"
-    );
+    assert!(!kh.contains("<form"), "the search partial is the results only");
+    let names: Vec<&str> =
+        kh.split("class=\"kernel-link\" href=\"/kernels/").skip(1).map(|x| &x[..x.find('"').unwrap()]).collect();
+    assert!(!names.is_empty() && names.iter().all(|n| n.contains("soft")), "{names:?}");
     let full = ok(&s, "/kernels?q=soft").await;
-    assert!(
-        inner(&full, "results").starts_with(kh.as_str()),
-        "a full load renders the same list as the partial"
-    );
-    assert!(
-        full.contains("value=\"soft\""),
-        "the search box keeps the query"
-    );
+    assert!(inner(&full, "results").starts_with(kh.as_str()), "a full load renders the same list as the partial");
+    assert!(full.contains("value=\"soft\""), "the search box keeps the query");
     let hip = ok_hx(&s, "/kernels?backend=hip&sort=name").await;
-    assert!(
-        hip.contains("/kernels/softmax_kernel") && !hip.contains("triton_poi_"),
-        "hip filter: only mi300 kernels"
-    );
+    assert!(hip.contains("/kernels/softmax_kernel") && !hip.contains("triton_poi_"), "hip filter: only mi300 kernels");
     let by_ver = ok(&s, "/kernels?machine=a100-1&triton_version=3.4.0").await;
     assert!(by_ver.contains("<option value=\"3.4.0\" selected>"));
     let api = get_json(&s, "/api/v1/kernels?machine=a100-1&triton_version=3.4.0").await;
-    assert_eq!(
-        inner(&by_ver, "results")
-            .matches("class=\"kernel-link\"")
-            .count(),
-        api.as_array().unwrap().len()
-    );
-    let all = get_json(&s, "/api/v1/kernels?limit=10000")
-        .await
-        .as_array()
-        .unwrap()
-        .len();
+    assert_eq!(inner(&by_ver, "results").matches("class=\"kernel-link\"").count(), api.as_array().unwrap().len());
+    let all = get_json(&s, "/api/v1/kernels?limit=10000").await.as_array().unwrap().len();
     let p2 = ok_hx(&s, "/kernels?sort=name&page=2").await;
     if all > 50 {
         assert!(p2.contains("kernels 51–") && p2.contains("← previous"));
     } else {
         assert!(p2.contains("No kernel matches"));
     }
-    assert!(
-        ok_hx(&s, "/kernels?q=no-such-kernel-xyz")
-            .await
-            .contains("No kernel matches")
-    );
+    assert!(ok_hx(&s, "/kernels?q=no-such-kernel-xyz").await.contains("No kernel matches"));
 
     // kernel page: variants grid with autotune winner and kwargs
     let mk = ok(&s, "/kernels/matmul_kernel").await;
-    assert!(
-        mk.contains("num_warps=4") && mk.contains("num_stages=3"),
-        "warps across, stages down"
-    );
-    assert!(
-        mk.contains("badge win\">winner") && mk.contains("BM=128"),
-        "autotune winner and kwargs shown"
-    );
+    assert!(mk.contains("num_warps=4") && mk.contains("num_stages=3"), "warps across, stages down");
+    assert!(mk.contains("badge win\">winner") && mk.contains("BM=128"), "autotune winner and kwargs shown");
     assert!(mk.contains("h100-a") && mk.contains("href=\"/history?kernel=matmul_kernel\""));
     assert!(mk.contains("registers "), "cell resources");
     // the grid's counts come from the summary tables: they add up to the live entries
-    let live: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
-        .fetch_one(&s.pool)
-        .await
-        .unwrap();
+    let live: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
+            .fetch_one(&s.pool)
+            .await
+            .unwrap();
     assert!(mk.contains(&format!("<p>{live} live entries.")), "kernel page counts {live} live entries");
     let cells: i64 = mk
         .split("<span class=\"cell-count\">")
@@ -204,57 +124,30 @@ async fn every_page_and_partial_on_the_fleet() {
     .await
     .unwrap();
     assert_eq!(cells + others, live, "grid cells plus other entries = live entries");
-    assert!(
-        ok_hx(&s, "/kernels/matmul_kernel")
-            .await
-            .contains("class=\"variants\"")
-    );
+    assert!(ok_hx(&s, "/kernels/matmul_kernel").await.contains("class=\"variants\""));
     // an Inductor kernel whose entry a .best_config names
     let b = ok(&s, "/kernels?machine=h100-b&sort=name").await;
-    let inductor: Vec<String> = b
-        .split("class=\"kernel-link\" href=\"")
-        .skip(1)
-        .map(|x| x[..x.find('"').unwrap()].to_string())
-        .collect();
+    let inductor: Vec<String> =
+        b.split("class=\"kernel-link\" href=\"").skip(1).map(|x| x[..x.find('"').unwrap()].to_string()).collect();
     let mut best = 0;
     for h in &inductor {
         best += ok(&s, h).await.matches("badge ok\">best config").count();
     }
-    assert!(
-        best > 0,
-        "Inductor best configs are marked on their entries"
-    );
+    assert!(best > 0, "Inductor best configs are marked on their entries");
 
     // entry page: an mi300 entry shows VGPRs and the amdgcn tab
     let key = first_entry(&s, "mi300-1", "softmax_kernel").await;
     let url = format!("/entries/mi300-1/{key}");
     let e = ok(&s, &url).await;
-    assert!(
-        e.contains("VGPRs") && e.contains("vgpr_count"),
-        "AMD resources"
-    );
-    assert!(
-        e.contains("Nearest neighbours / compare")
-            && e.contains(&format!("href=\"{url}/nearest\""))
-    );
+    assert!(e.contains("VGPRs") && e.contains("vgpr_count"), "AMD resources");
+    assert!(e.contains("Nearest neighbours / compare") && e.contains(&format!("href=\"{url}/nearest\"")));
     assert!(e.contains(">amdgcn</a>") && e.contains("class=\"gutter\""));
-    assert!(
-        e.contains("Other variants of this kernel")
-            && e.contains("Artifacts")
-            && e.contains("Group file")
-    );
-    assert!(
-        e.contains("Triton will miss on it here — a copied or moved cache is silently useless")
-    );
+    assert!(e.contains("Other variants of this kernel") && e.contains("Artifacts") && e.contains("Group file"));
+    assert!(e.contains("Triton will miss on it here — a copied or moved cache is silently useless"));
     let ir = ok_hx(&s, &format!("{url}?ir=amdgcn")).await;
-    assert!(
-        ir.contains("ir-tab active\">amdgcn") && ir.contains("data-file=\"softmax_kernel.amdgcn\"")
-    );
+    assert!(ir.contains("ir-tab active\">amdgcn") && ir.contains("data-file=\"softmax_kernel.amdgcn\""));
     let full_ir = ok(&s, &format!("{url}?ir=ttir")).await;
-    assert!(
-        full_ir.contains("ir-tab active\">ttir"),
-        "the tab is in the URL"
-    );
+    assert!(full_ir.contains("ir-tab active\">ttir"), "the tab is in the URL");
     let (st, raw) = get(&s, &format!("{url}/raw/softmax_kernel.ttir")).await;
     assert_eq!(st, 200);
     assert!(raw.contains("tt.func"));
@@ -263,19 +156,10 @@ async fn every_page_and_partial_on_the_fleet() {
     assert!(c.contains(">ptx</a>") && c.contains(".cubin"));
 
     // errors are HTML pages with the right status
-    for uri in [
-        "/machines/nope",
-        "/kernels/nope",
-        "/entries/a100-1/NOPE",
-        "/nope",
-        &format!("{url}/raw/nope.ttir"),
-    ] {
+    for uri in ["/machines/nope", "/kernels/nope", "/entries/a100-1/NOPE", "/nope", &format!("{url}/raw/nope.ttir")] {
         let (st, body) = get(&s, uri).await;
         assert_eq!(st, 404, "{uri}");
-        assert!(
-            body.contains("<!doctype html>") && body.contains("404"),
-            "{uri}: {body}"
-        );
+        assert!(body.contains("<!doctype html>") && body.contains("404"), "{uri}: {body}");
     }
     let (st, _) = get(&s, &format!("{url}/raw/softmax_kernel.hsaco")).await;
     assert_eq!(st, 404, "binaries have no text");
@@ -290,24 +174,14 @@ async fn every_page_and_partial_on_the_fleet() {
 async fn a_fresh_database_shows_empty_states() {
     let (_t, pool) = fresh_db().await;
     let s = AppState::new(pool, Config::default());
-    assert!(
-        ok(&s, "/")
-            .await
-            .contains("No scans yet — run <code>cachelens scan</code>")
-    );
+    assert!(ok(&s, "/").await.contains("No scans yet — run <code>cachelens scan</code>"));
     assert!(ok(&s, "/kernels").await.contains("No scans yet"));
-    assert!(
-        ok_hx(&s, "/kernels?q=x")
-            .await
-            .contains("No kernel matches")
-    );
+    assert!(ok_hx(&s, "/kernels?q=x").await.contains("No kernel matches"));
 }
 
 /// A machine, a scan and one entry named `<script>` with a huge TTIR, inserted directly.
 async fn hostile(pool: &sqlx::SqlitePool) {
-    let ir: String = (0..25_000)
-        .map(|i| format!("<script>alert({i})</script>\n"))
-        .collect();
+    let ir: String = (0..25_000).map(|i| format!("<script>alert({i})</script>\n")).collect();
     let sha = "ab".repeat(32);
     for sql in [
         "INSERT INTO machines(id, name, created_at) VALUES (1, 'm<b>1', 0)",
@@ -318,7 +192,12 @@ async fn hostile(pool: &sqlx::SqlitePool) {
     ] {
         sqlx::query(sql).execute(pool).await.unwrap();
     }
-    sqlx::query("INSERT INTO artifacts(entry_id, name, ext, bytes, sha256) VALUES (1, 'k.ttir', 'ttir', ?, ?)").bind(ir.len() as i64).bind(&sha).execute(pool).await.unwrap();
+    sqlx::query("INSERT INTO artifacts(entry_id, name, ext, bytes, sha256) VALUES (1, 'k.ttir', 'ttir', ?, ?)")
+        .bind(ir.len() as i64)
+        .bind(&sha)
+        .execute(pool)
+        .await
+        .unwrap();
     sqlx::query("INSERT INTO blobs(sha256, bytes, content) VALUES (?, ?, ?)")
         .bind(&sha)
         .bind(ir.len() as i64)
@@ -343,27 +222,17 @@ async fn names_and_ir_render_as_text_and_huge_ir_is_capped() {
         "/entries/m%3Cb%3E1/KEY1".into(),
     ] {
         let body = ok(&s, &uri).await;
-        assert!(
-            !body.contains("<script>alert") && !body.contains("m<b>1"),
-            "{uri} escapes names"
-        );
+        assert!(!body.contains("<script>alert") && !body.contains("m<b>1"), "{uri} escapes names");
     }
     let k = ok(&s, "/kernels").await;
     assert!(
-        k.contains("&#60;script&#62;alert(1)&#60;/script&#62;")
-            || k.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        k.contains("&#60;script&#62;alert(1)&#60;/script&#62;") || k.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
         "{k}"
     );
     assert!(k.contains(&format!("href=\"/kernels/{name}\"")));
     let e = ok(&s, "/entries/m%3Cb%3E1/KEY1").await;
-    assert!(
-        e.contains("Showing the first 20000 of 25000 lines")
-            && e.contains("/entries/m%3Cb%3E1/KEY1/raw/k.ttir")
-    );
-    assert!(
-        !e.contains("alert(20000)"),
-        "lines past the cap are not rendered"
-    );
+    assert!(e.contains("Showing the first 20000 of 25000 lines") && e.contains("/entries/m%3Cb%3E1/KEY1/raw/k.ttir"));
+    assert!(!e.contains("alert(20000)"), "lines past the cap are not rendered");
     let (st, raw) = get(&s, "/entries/m%3Cb%3E1/KEY1/raw/k.ttir").await;
     assert_eq!(st, 200);
     assert_eq!(raw.lines().count(), 25_000, "the raw text is whole");

@@ -90,7 +90,10 @@ pub fn hex_to_b64url(hexs: &str) -> String {
 }
 
 pub async fn count(pool: &SqlitePool, sql: &str) -> i64 {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string())).fetch_one(pool).await.unwrap_or_else(|e| panic!("{sql}: {e}"))
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
+        .fetch_one(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
 /// Is this dir name a Triton cache key (independent of the scanner's `is_key`)?
@@ -209,43 +212,41 @@ pub struct Row_ {
 }
 
 pub async fn rows(pool: &SqlitePool, machine: &str) -> BTreeMap<String, Row_> {
-    sqlx::query(
-        "SELECT e.* FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? ORDER BY e.dir",
-    )
-    .bind(machine)
-    .fetch_all(pool)
-    .await
-    .unwrap()
-    .into_iter()
-    .map(|r| {
-        let row = Row_ {
-            id: r.get("id"),
-            key: r.get("key"),
-            dir: r.get("dir"),
-            kind: r.get("kind"),
-            kernel: r.get("kernel"),
-            backend: r.get("backend"),
-            arch: r.get("arch"),
-            warp_size: r.get("warp_size"),
-            num_warps: r.get("num_warps"),
-            num_stages: r.get("num_stages"),
-            triton_version: r.get("triton_version"),
-            meta_hash: r.get("meta_hash"),
-            created_at: r.get("created_at"),
-            bytes: r.get("bytes"),
-            registers: r.get("registers"),
-            spills: r.get("spills"),
-            relocated: r.get("relocated"),
-            partial: r.get("partial"),
-            removed_at: r.get("removed_at"),
-            first_scan_id: r.get("first_scan_id"),
-            last_scan_id: r.get("last_scan_id"),
-            metadata_json: r.get("metadata_json"),
-            group_json: r.get("group_json"),
-        };
-        (row.dir.clone(), row)
-    })
-    .collect()
+    sqlx::query("SELECT e.* FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? ORDER BY e.dir")
+        .bind(machine)
+        .fetch_all(pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            let row = Row_ {
+                id: r.get("id"),
+                key: r.get("key"),
+                dir: r.get("dir"),
+                kind: r.get("kind"),
+                kernel: r.get("kernel"),
+                backend: r.get("backend"),
+                arch: r.get("arch"),
+                warp_size: r.get("warp_size"),
+                num_warps: r.get("num_warps"),
+                num_stages: r.get("num_stages"),
+                triton_version: r.get("triton_version"),
+                meta_hash: r.get("meta_hash"),
+                created_at: r.get("created_at"),
+                bytes: r.get("bytes"),
+                registers: r.get("registers"),
+                spills: r.get("spills"),
+                relocated: r.get("relocated"),
+                partial: r.get("partial"),
+                removed_at: r.get("removed_at"),
+                first_scan_id: r.get("first_scan_id"),
+                last_scan_id: r.get("last_scan_id"),
+                metadata_json: r.get("metadata_json"),
+                group_json: r.get("group_json"),
+            };
+            (row.dir.clone(), row)
+        })
+        .collect()
 }
 
 fn mtime_ms(p: &Path) -> i64 {
@@ -330,7 +331,8 @@ async fn check_against_files(pool: &SqlitePool, machine: &str, root: &Path) -> B
             .any(|p| Path::new(p.as_str().unwrap()).parent() != Some(entry_here.as_path()));
         assert_eq!(r.relocated, relocated, "{rel}: relocated");
         let stored_group: Value = serde_json::from_str(r.group_json.as_deref().unwrap()).unwrap();
-        let children: BTreeSet<&str> = stored_group["children"].as_object().unwrap().keys().map(String::as_str).collect();
+        let children: BTreeSet<&str> =
+            stored_group["children"].as_object().unwrap().keys().map(String::as_str).collect();
         let want: BTreeSet<&str> = g["child_paths"].as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(children, want);
     }
@@ -422,9 +424,13 @@ async fn corpus_scans_match_the_files() {
     .collect();
     assert_eq!(names, ["add_kernel", "layernorm_kernel", "matmul_kernel", "softmax_kernel"].map(String::from).into());
     let mi = rows(&pool, "mi300-2").await;
-    assert!(mi.values().all(|r| r.backend.as_deref() == Some("hip") && r.arch.as_deref() == Some("gfx942") && r.warp_size == Some(64)));
+    assert!(mi.values().all(|r| r.backend.as_deref() == Some("hip")
+        && r.arch.as_deref() == Some("gfx942")
+        && r.warp_size == Some(64)));
     let a100 = rows(&pool, "a100-2").await;
-    assert!(a100.values().all(|r| r.backend.as_deref() == Some("cuda") && r.arch.as_deref() == Some("sm_80") && r.warp_size == Some(32)));
+    assert!(a100.values().all(|r| r.backend.as_deref() == Some("cuda")
+        && r.arch.as_deref() == Some("sm_80")
+        && r.warp_size == Some(32)));
     // env-var fields and options that env vars set, kept in the raw metadata
     let meta_count = |m: &'static str, cond: &'static str| {
         let pool = pool.clone();
@@ -440,7 +446,10 @@ async fn corpus_scans_match_the_files() {
     };
     assert_eq!(meta_count("h100-jit", "json_extract(metadata_json, '$.TRITON_DISABLE_LINE_INFO') = 'true'").await, 45);
     assert_eq!(meta_count("h100-jit", "json_extract(metadata_json, '$.debug') = 1").await, 17);
-    assert_eq!(meta_count("h100-fpfusion", "json_extract(metadata_json, '$.TRITON_DEFAULT_FP_FUSION') = 'false'").await, 45);
+    assert_eq!(
+        meta_count("h100-fpfusion", "json_extract(metadata_json, '$.TRITON_DEFAULT_FP_FUSION') = 'false'").await,
+        45
+    );
     assert_eq!(meta_count("h100-fpfusion", "json_extract(metadata_json, '$.enable_fp_fusion') = 0").await, 45);
 
     // --- registers: CUDA from the cubin's .nv.info == cuobjdump -res-usage; AMD from .amdgcn
@@ -490,7 +499,9 @@ async fn corpus_scans_match_the_files() {
         // Python writes a failed config's timing as a bare Infinity (not JSON)
         let text = std::fs::read_to_string(d.join(n)).unwrap();
         let bare_inf = text.contains("Infinity");
-        let v: Value = serde_json::from_str(&text.replace("-Infinity", "null").replace("Infinity", "null").replace("NaN", "null")).unwrap();
+        let v: Value =
+            serde_json::from_str(&text.replace("-Infinity", "null").replace("Infinity", "null").replace("NaN", "null"))
+                .unwrap();
         let ct = v["configs_timings"].as_array().unwrap();
         let best = (0..ct.len())
             .min_by(|a, b| {
@@ -558,7 +569,11 @@ async fn corpus_scans_match_the_files() {
         }
     }
     assert_eq!(count(&pool, "SELECT COUNT(*) FROM blobs").await, distinct.len() as i64);
-    assert!(all_text > distinct.len(), "the corpus repeats files (a100-1 is inside a100-2): {all_text} vs {}", distinct.len());
+    assert!(
+        all_text > distinct.len(),
+        "the corpus repeats files (a100-1 is inside a100-2): {all_text} vs {}",
+        distinct.len()
+    );
     let orphans = count(&pool, "SELECT COUNT(*) FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM artifacts)").await;
     assert_eq!(orphans, 0);
     let bad = count(&pool, "SELECT COUNT(*) FROM blobs WHERE bytes != length(CAST(content AS BLOB))").await;
@@ -586,7 +601,8 @@ async fn relocated_only_when_group_paths_point_elsewhere() {
     let g = file_names(&dirs[0]).into_iter().find(|n| n.starts_with("__grp__")).unwrap();
     let v: Value = serde_json::from_slice(&std::fs::read(dirs[0].join(&g)).unwrap()).unwrap();
     let names: Vec<&String> = v["child_paths"].as_object().unwrap().keys().collect();
-    std::fs::write(dirs[0].join(&g), serde_json::to_vec(&serde_json::json!({ "child_paths": names })).unwrap()).unwrap();
+    std::fs::write(dirs[0].join(&g), serde_json::to_vec(&serde_json::json!({ "child_paths": names })).unwrap())
+        .unwrap();
 
     let (_d, pool) = fresh_db().await;
     let s = scan(&pool, &cache, "here").await;
@@ -605,7 +621,9 @@ async fn relocated_only_when_group_paths_point_elsewhere() {
     let r = rows(&pool, "moved").await;
     let written_at: BTreeSet<String> = r
         .values()
-        .filter_map(|r| serde_json::from_str::<Value>(r.group_json.as_deref()?).ok()?["written_at"].as_str().map(String::from))
+        .filter_map(|r| {
+            serde_json::from_str::<Value>(r.group_json.as_deref()?).ok()?["written_at"].as_str().map(String::from)
+        })
         .collect();
     assert_eq!(written_at.len(), 24, "each group points to its own old entry dir");
     assert!(written_at.iter().all(|w| w.starts_with(&here.display().to_string())));
@@ -718,10 +736,18 @@ async fn rescan_rereads_only_changed_entries() {
     let r = &rows(&pool, "m").await[&gone_key];
     assert!(r.removed_at.is_some(), "removed, never deleted");
     assert_eq!(r.last_scan_id, s3b.scan_id, "a removed row's last scan is the last one that saw it");
-    let last_seen: i64 = sqlx::query_scalar("SELECT last_seen_at FROM entries WHERE id = ?").bind(r.id).fetch_one(&pool).await.unwrap();
-    let s3b_at: i64 = sqlx::query_scalar("SELECT scanned_at FROM scans WHERE id = ?").bind(s3b.scan_id).fetch_one(&pool).await.unwrap();
+    let last_seen: i64 =
+        sqlx::query_scalar("SELECT last_seen_at FROM entries WHERE id = ?").bind(r.id).fetch_one(&pool).await.unwrap();
+    let s3b_at: i64 = sqlx::query_scalar("SELECT scanned_at FROM scans WHERE id = ?")
+        .bind(s3b.scan_id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(last_seen, s3b_at);
-    assert_eq!(count(&pool, &format!("SELECT COUNT(*) FROM artifacts WHERE entry_id = {}", r.id)).await as usize, file_names(&saved).len());
+    assert_eq!(
+        count(&pool, &format!("SELECT COUNT(*) FROM artifacts WHERE entry_id = {}", r.id)).await as usize,
+        file_names(&saved).len()
+    );
     let s5 = scan(&pool, &cache, "m").await;
     assert_eq!((s5.entries, s5.removed_entries), (121, 0), "removed once");
 
@@ -733,10 +759,11 @@ async fn rescan_rereads_only_changed_entries() {
     assert_eq!(r.first_scan_id, s1.scan_id, "one entry across scans: first seen kept");
     assert_eq!(r.last_scan_id, s6.scan_id);
     assert_eq!(count(&pool, "SELECT COUNT(*) FROM entries").await, 122);
-    let scans: Vec<(i64, i64, i64)> = sqlx::query_as("SELECT entries, new_entries, removed_entries FROM scans ORDER BY id")
-        .fetch_all(&pool)
-        .await
-        .unwrap();
+    let scans: Vec<(i64, i64, i64)> =
+        sqlx::query_as("SELECT entries, new_entries, removed_entries FROM scans ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
     assert_eq!(scans, [(122, 122, 0), (122, 0, 0), (122, 0, 0), (122, 0, 0), (121, 0, 1), (121, 0, 0), (122, 1, 0)]);
 }
 
@@ -754,7 +781,8 @@ async fn cli_scan_json() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let v: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
     let a = v.as_array().expect("two paths: a list of summaries");
     assert_eq!(a.len(), 2);
     assert_eq!(a[0]["machine"], "box-1");
@@ -779,7 +807,12 @@ async fn cli_scan_json() {
     assert!(row.2 > 1_700_000_000_000);
     assert_eq!((row.3, row.4), (122, want_bytes as i64));
     // a second run: nothing re-read
-    let out = Command::new(bin()).args(["scan", "--machine", "box-1", "--json", "--db"]).arg(&db).arg(root.join("triton-cache")).output().unwrap();
+    let out = Command::new(bin())
+        .args(["scan", "--machine", "box-1", "--json", "--db"])
+        .arg(&db)
+        .arg(root.join("triton-cache"))
+        .output()
+        .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((v["new_entries"].as_i64(), v["unchanged_entries"].as_i64()), (Some(0), Some(122)));
 }
@@ -823,9 +856,11 @@ async fn caches_from_other_triton_versions() {
             let machine = format!("gen-{i}-{}", target.replace(':', "-"));
             let s = scan(&pool, &cache, &machine).await;
             let kinds = check_against_files(&pool, &machine, &cache).await;
-            let keys: BTreeSet<String> = w["keys"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
+            let keys: BTreeSet<String> =
+                w["keys"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
             let r = rows(&pool, &machine).await;
-            let kernel_keys: BTreeSet<String> = r.values().filter(|e| e.kind == "kernel").map(|e| e.key.clone()).collect();
+            let kernel_keys: BTreeSet<String> =
+                r.values().filter(|e| e.kind == "kernel").map(|e| e.key.clone()).collect();
             assert_eq!(kernel_keys, keys, "{version} {target}: one kernel entry per compile");
             assert_eq!(s.relocated, 0, "written in place: not relocated");
             let key_len = keys.iter().next().unwrap().len();
@@ -835,17 +870,21 @@ async fn caches_from_other_triton_versions() {
                 let want = (minor >= 3).then_some(version.as_str());
                 assert_eq!(e.triton_version.as_deref(), want, "{version}: triton_version");
                 // key format by release: hex (≤3.1), urlsafe base64 (3.2), base32 (3.3+)
-                let want_len = match minor { 0 | 1 => 64, 2 => 43, _ => 52 };
+                let want_len = match minor {
+                    0 | 1 => 64,
+                    2 => 43,
+                    _ => 52,
+                };
                 assert_eq!(e.key.len(), want_len, "{version}: key format");
                 assert_eq!(key_to_hex(&e.key), e.meta_hash, "{version}: decode(KEY) == hash");
                 assert!(e.registers.unwrap_or(0) > 0, "{version} {target} {}: registers", e.key);
             }
-            if target.starts_with("cuda") {
-                if let Ok(()) = &cuobj {
-                    for (file, (_, reg, _, _)) in cuobjdump_regs(&cache) {
-                        let rel = file.parent().unwrap().strip_prefix(&cache).unwrap().display().to_string();
-                        assert_eq!(r[&rel].registers, Some(reg), "{version}: {}", file.display());
-                    }
+            if target.starts_with("cuda")
+                && let Ok(()) = &cuobj
+            {
+                for (file, (_, reg, _, _)) in cuobjdump_regs(&cache) {
+                    let rel = file.parent().unwrap().strip_prefix(&cache).unwrap().display().to_string();
+                    assert_eq!(r[&rel].registers, Some(reg), "{version}: {}", file.display());
                 }
             }
             println!("triton {version} {target}: {} entries {kinds:?}, key length {key_len}", s.entries);

@@ -114,7 +114,8 @@ async fn read_token_guards_pages_and_api_but_not_uploads() {
     assert!(out.status.success(), "{:?}", text(&out));
     let (s, _) = post_raw(&srv.url, "/api/v1/scans", Some("r3ad-s3cret"), b"{}".to_vec(), false).await;
     assert_eq!(s, 401, "the read token is no upload token");
-    let machines = http.get(&api).bearer_auth("r3ad-s3cret").send().await.unwrap().json::<serde_json::Value>().await.unwrap();
+    let machines =
+        http.get(&api).bearer_auth("r3ad-s3cret").send().await.unwrap().json::<serde_json::Value>().await.unwrap();
     assert_eq!(machines[0]["name"], "n1");
     // without a read token, reading is open
     let open = server(Config::default()).await;

@@ -133,7 +133,8 @@ async fn the_same_scan_twice_is_stored_once() {
     // also uncompressed JSON, and through the client library (same client_id)
     let (s3, r3) = post_raw(&srv.url, "/api/v1/scans", Some(&token), serde_json::to_vec(&report).unwrap(), false).await;
     assert_eq!((s3, &r3["scan_id"]), (200, &r1["scan_id"]));
-    let up = cachelens::upload::upload_report(&srv.url, &token, report, cachelens::upload::Retry::new(2)).await.unwrap();
+    let up =
+        cachelens::upload::upload_report(&srv.url, &token, report, cachelens::upload::Retry::new(2)).await.unwrap();
     assert!(!up.response.created);
     assert_eq!(counts(&srv.pool).await, after_first);
     let (scans, entries, arts, blobs) = after_first;
@@ -155,8 +156,22 @@ async fn identical_ir_is_sent_and_stored_once() {
     let (_, _, _, blobs) = counts(&srv.pool).await;
     assert_eq!(blobs as usize, first.blobs_total);
     // a later scan of the same machine, and another machine with the same IR: no blobs sent
-    let again = cachelens::upload::upload_report(&srv.url, &t1, cachelens::collect::scan_report(&cache, "h100-a").unwrap(), retry).await.unwrap();
-    let twin = cachelens::upload::upload_report(&srv.url, &t2, cachelens::collect::scan_report(&cache, "h100-twin").unwrap(), retry).await.unwrap();
+    let again = cachelens::upload::upload_report(
+        &srv.url,
+        &t1,
+        cachelens::collect::scan_report(&cache, "h100-a").unwrap(),
+        retry,
+    )
+    .await
+    .unwrap();
+    let twin = cachelens::upload::upload_report(
+        &srv.url,
+        &t2,
+        cachelens::collect::scan_report(&cache, "h100-twin").unwrap(),
+        retry,
+    )
+    .await
+    .unwrap();
     for up in [&again, &twin] {
         assert!(up.response.created);
         assert_eq!(up.blobs_sent, 0);
@@ -206,7 +221,9 @@ async fn rejected_uploads_store_nothing() {
     let mut bomb = b"{\"format\":1,\"client_id\":\"".to_vec();
     bomb.resize(64 << 20, b'0');
     let bomb = gz(&bomb);
-    let cases: Vec<(&str, Option<&str>, Vec<u8>, bool, u16)> = vec![
+    // (what, token, body, gzip, expected status)
+    type Case<'a> = (&'a str, Option<&'a str>, Vec<u8>, bool, u16);
+    let cases: Vec<Case> = vec![
         ("no token", None, good.clone(), false, 401),
         ("unknown token", Some("cl_nope"), good.clone(), false, 401),
         ("revoked token", Some(&revoked), good.clone(), false, 401),
@@ -221,11 +238,23 @@ async fn rejected_uploads_store_nothing() {
         ("dir absolute", Some(&token), with(&|v| v["entries"][0]["dir"] = "/etc/passwd".into()), false, 422),
         ("dir escaping", Some(&token), with(&|v| v["entries"][0]["dir"] = "x/../../y".into()), false, 422),
         ("NUL in dir", Some(&token), with(&|v| v["entries"][0]["dir"] = "a\0b".into()), false, 422),
-        ("artifact name path", Some(&token), with(&|v| v["entries"][0]["artifacts"][0]["name"] = "../x.ttir".into()), false, 422),
-        ("blob not matching sha", Some(&token), with(&|v| {
-            let sha = v["entries"][0]["artifacts"][0]["sha256"].as_str().unwrap().to_string();
-            v["blobs"][sha] = "forged".into();
-        }), false, 422),
+        (
+            "artifact name path",
+            Some(&token),
+            with(&|v| v["entries"][0]["artifacts"][0]["name"] = "../x.ttir".into()),
+            false,
+            422,
+        ),
+        (
+            "blob not matching sha",
+            Some(&token),
+            with(&|v| {
+                let sha = v["entries"][0]["artifacts"][0]["sha256"].as_str().unwrap().to_string();
+                v["blobs"][sha] = "forged".into();
+            }),
+            false,
+            422,
+        ),
         ("unknown format", Some(&token), with(&|v| v["format"] = 99.into()), false, 422),
         ("invalid machine name", Some(&token), with(&|v| v["machine"] = "../node-1".into()), false, 422),
     ];
@@ -243,7 +272,8 @@ async fn rejected_uploads_store_nothing() {
     // blobs/missing needs a token too, and checks its input
     let (s, _) = post_raw(&srv.url, "/api/v1/blobs/missing", None, br#"{"sha256":[]}"#.to_vec(), false).await;
     assert_eq!(s, 401);
-    let (s, _) = post_raw(&srv.url, "/api/v1/blobs/missing", Some(&token), br#"{"sha256":["../x"]}"#.to_vec(), false).await;
+    let (s, _) =
+        post_raw(&srv.url, "/api/v1/blobs/missing", Some(&token), br#"{"sha256":["../x"]}"#.to_vec(), false).await;
     assert_eq!(s, 422);
     // and the control: the good report is accepted
     let (status, resp) = post_raw(&srv.url, "/api/v1/scans", Some(&token), good, false).await;
@@ -323,9 +353,14 @@ async fn client_retries_5xx_with_the_same_scan_and_not_4xx() {
     let report = cachelens::collect::scan_report(&dir.join("triton-cache"), "m1").unwrap();
     let mut r = report.clone();
     r.blobs.clear();
-    let up = cachelens::upload::upload_report(&url, "tok", r, cachelens::upload::Retry { tries: 4, base: std::time::Duration::from_millis(20) })
-        .await
-        .unwrap();
+    let up = cachelens::upload::upload_report(
+        &url,
+        "tok",
+        r,
+        cachelens::upload::Retry { tries: 4, base: std::time::Duration::from_millis(20) },
+    )
+    .await
+    .unwrap();
     assert_eq!((up.tries, up.response.scan_id), (3, 7));
     let bodies = seen.lock().unwrap().clone();
     assert_eq!(bodies.len(), 3);
@@ -389,7 +424,11 @@ async fn killing_proxy(upstream: u16, kill: tokio::sync::mpsc::Sender<&'static s
                             head.extend_from_slice(&buf[..n]);
                             if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
                                 let h = String::from_utf8_lossy(&head[..end]).to_ascii_lowercase();
-                                let len = h.lines().find_map(|l| l.strip_prefix("content-length:")).map(|v| v.trim().parse().unwrap()).unwrap_or(0);
+                                let len = h
+                                    .lines()
+                                    .find_map(|l| l.strip_prefix("content-length:"))
+                                    .map(|v| v.trim().parse().unwrap())
+                                    .unwrap_or(0);
                                 total = Some(end + 4 + len);
                                 if h.starts_with("post /api/v1/scans") {
                                     nth = uploads.fetch_add(1, Ordering::SeqCst) + 1;
@@ -446,7 +485,8 @@ async fn server_killed_mid_upload_restarts_and_the_retry_stores_the_scan_once() 
     let (_t, dir) = unpacked("h100-jit-3.6.0");
     let url = format!("http://127.0.0.1:{proxy}");
     let cache = dir.join("triton-cache");
-    let mut client = tokio::spawn(async move { cli_upload(&url, &token, "h100-up", &cache, &["--retries", "8"]).await });
+    let mut client =
+        tokio::spawn(async move { cli_upload(&url, &token, "h100-up", &cache, &["--retries", "8"]).await });
     let mut kills = vec![];
     while kills.len() < 2 {
         let when = tokio::select! {
@@ -469,7 +509,8 @@ async fn server_killed_mid_upload_restarts_and_the_retry_stores_the_scan_once() 
     let pool = cachelens::db::open(&db).await.unwrap();
     let ok: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&pool).await.unwrap();
     assert_eq!(ok, "ok");
-    let fk: Vec<(String, i64, String, i64)> = sqlx::query_as("PRAGMA foreign_key_check").fetch_all(&pool).await.unwrap();
+    let fk: Vec<(String, i64, String, i64)> =
+        sqlx::query_as("PRAGMA foreign_key_check").fetch_all(&pool).await.unwrap();
     assert!(fk.is_empty(), "{fk:?}");
     let (scans, entries, arts, _) = counts(&pool).await;
     assert_eq!(scans, 1, "stored exactly once");
@@ -478,9 +519,10 @@ async fn server_killed_mid_upload_restarts_and_the_retry_stores_the_scan_once() 
     assert_eq!(arts as usize, local.entries.iter().map(|e| e.artifacts.len()).sum::<usize>());
     let stored: i64 = sqlx::query_scalar("SELECT entries FROM scans").fetch_one(&pool).await.unwrap();
     assert_eq!(stored, entries);
-    let orphans: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE first_scan_id NOT IN (SELECT id FROM scans)")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let orphans: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE first_scan_id NOT IN (SELECT id FROM scans)")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     assert_eq!(orphans, 0);
 }

@@ -20,21 +20,11 @@ fn diff_ignores_names_but_not_literals() {
     let tags: Vec<&str> = d.iter().map(|l| l.tag).collect();
     assert_eq!(tags, ["equal", "equal", "delete", "insert", "equal"]);
     assert_eq!((d[2].a_no, d[3].b_no), (Some(4), Some(3)));
-    assert!(
-        ir_diff(A, B, false)
-            .iter()
-            .any(|l| l.tag == "delete" && l.text.contains("%pid"))
-    );
+    assert!(ir_diff(A, B, false).iter().any(|l| l.tag == "delete" && l.text.contains("%pid")));
 }
 
 #[test]
 fn shapes_count_as_literals() {
-    assert_eq!(
-        literals("%_ = tt.splat %_ : i32 -> tensor<128x64xf16>"),
-        ["128", "64"]
-    );
-    assert_eq!(
-        blank_specialisation("tensor<256xbf16>"),
-        blank_specialisation("tensor<1024xf32>")
-    );
+    assert_eq!(literals("%_ = tt.splat %_ : i32 -> tensor<128x64xf16>"), ["128", "64"]);
+    assert_eq!(blank_specialisation("tensor<256xbf16>"), blank_specialisation("tensor<1024xf32>"));
 }

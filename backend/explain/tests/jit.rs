@@ -34,10 +34,7 @@ fn jit_phases() -> Option<(Vec<Side>, Phases)> {
 }
 
 fn hash_of(s: &Side) -> String {
-    s.metadata.as_ref().unwrap()["hash"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    s.metadata.as_ref().unwrap()["hash"].as_str().unwrap().to_string()
 }
 
 /// invalidations(entries before the phase, entries before ∪ the phase's).
@@ -45,16 +42,9 @@ fn phase_invalidations(phase: &str) -> Option<Invalidations> {
     let (all, phases) = jit_phases()?;
     let idx = phases.iter().position(|p| p.0 == phase).expect("phase");
     let before: HashSet<&String> = phases[..idx].iter().flat_map(|p| p.1.iter()).collect();
-    let old: Vec<Side> = all
-        .iter()
-        .filter(|s| before.contains(&hash_of(s)))
-        .cloned()
-        .collect();
-    let new: Vec<Side> = all
-        .iter()
-        .filter(|s| before.contains(&hash_of(s)) || phases[idx].1.contains(&hash_of(s)))
-        .cloned()
-        .collect();
+    let old: Vec<Side> = all.iter().filter(|s| before.contains(&hash_of(s))).cloned().collect();
+    let new: Vec<Side> =
+        all.iter().filter(|s| before.contains(&hash_of(s)) || phases[idx].1.contains(&hash_of(s))).cloned().collect();
     Some(invalidations(&old, &new))
 }
 
@@ -63,11 +53,7 @@ fn jit_warm_run_compiles_nothing() {
     let Some(inv) = phase_invalidations("warm") else {
         return;
     };
-    assert!(
-        inv.invalidated.is_empty() && inv.new.is_empty() && inv.removed.is_empty(),
-        "{}",
-        inv.summary
-    );
+    assert!(inv.invalidated.is_empty() && inv.new.is_empty() && inv.removed.is_empty(), "{}", inv.summary);
     assert_eq!(inv.kept.len(), 45);
 }
 
@@ -80,19 +66,9 @@ fn jit_debug_run_is_the_debug_option() {
     assert!(inv.new.is_empty());
     for i in &inv.invalidated {
         assert_eq!(i.cause, Cause::Options, "{}", i.summary);
-        assert!(
-            i.summary
-                .starts_with("debug false → true; everything else equal"),
-            "{}",
-            i.summary
-        );
+        assert!(i.summary.starts_with("debug false → true; everything else equal"), "{}", i.summary);
     }
-    assert!(
-        inv.summary
-            .contains("17 of 45 kernels recompiled after debug false → true"),
-        "{}",
-        inv.summary
-    );
+    assert!(inv.summary.contains("17 of 45 kernels recompiled after debug false → true"), "{}", inv.summary);
 }
 
 #[test]
@@ -102,17 +78,8 @@ fn jit_edit_run_is_a_source_change() {
     };
     assert_eq!(inv.invalidated.len(), 6, "{}", inv.summary);
     for i in &inv.invalidated {
-        assert_eq!(
-            (i.kernel.as_str(), i.cause),
-            ("add_kernel", Cause::Source),
-            "{}",
-            i.summary
-        );
-        assert!(
-            i.summary.starts_with("kernel source changed: "),
-            "{}",
-            i.summary
-        );
+        assert_eq!((i.kernel.as_str(), i.cause), ("add_kernel", Cause::Source), "{}", i.summary);
+        assert!(i.summary.starts_with("kernel source changed: "), "{}", i.summary);
     }
 }
 
@@ -124,68 +91,31 @@ fn jit_line_info_run_is_an_env_change() {
     assert_eq!(inv.invalidated.len(), 45, "{} {:?}", inv.summary, inv.new);
     for i in &inv.invalidated {
         assert_eq!(i.cause, Cause::Env, "{}", i.summary);
-        assert!(
-            i.summary
-                .starts_with("TRITON_DISABLE_LINE_INFO=true on B; everything else equal"),
-            "{}",
-            i.summary
-        );
+        assert!(i.summary.starts_with("TRITON_DISABLE_LINE_INFO=true on B; everything else equal"), "{}", i.summary);
     }
-    assert!(
-        inv.summary
-            .contains("after TRITON_DISABLE_LINE_INFO=true set"),
-        "{}",
-        inv.summary
-    );
+    assert!(inv.summary.contains("after TRITON_DISABLE_LINE_INFO=true set"), "{}", inv.summary);
 }
 
 #[test]
 fn sm80_vs_sm90_is_compiler_then_backend() {
-    let (Some(a100), Some((jit, phases))) = (corpus("a100-upgrade-2-triton-3.5.1"), jit_phases())
-    else {
+    let (Some(a100), Some((jit, phases))) = (corpus("a100-upgrade-2-triton-3.5.1"), jit_phases()) else {
         return;
     };
     let a100 = load_cache("a100", &a100);
-    let a = a100
-        .iter()
-        .find(|s| version(s) == "3.5.1" && s.kernel.as_deref() == Some("add_kernel"))
-        .unwrap();
-    let cands: Vec<Side> = jit
-        .iter()
-        .filter(|s| phases[0].1.contains(&hash_of(s)) && s.kernel == a.kernel)
-        .cloned()
-        .collect();
+    let a = a100.iter().find(|s| version(s) == "3.5.1" && s.kernel.as_deref() == Some("add_kernel")).unwrap();
+    let cands: Vec<Side> =
+        jit.iter().filter(|s| phases[0].1.contains(&hash_of(s)) && s.kernel == a.kernel).cloned().collect();
     let best = nearest(a, &cands, 3);
     assert_eq!(best.len(), 3);
     assert!(best.windows(2).all(|w| w[0].1 <= w[1].1));
     let c = compare(a, &cands[best[0].0]);
     assert_eq!(c.cause, Cause::Compiler, "{}", c.summary);
-    assert!(
-        c.summary
-            .starts_with("Triton 3.5.1 → 3.6.0; also backend: target sm80 → sm90"),
-        "{}",
-        c.summary
-    );
-    let arch = c
-        .components
-        .iter()
-        .find(|r| r.field == "target.arch")
-        .unwrap();
+    assert!(c.summary.starts_with("Triton 3.5.1 → 3.6.0; also backend: target sm80 → sm90"), "{}", c.summary);
+    let arch = c.components.iter().find(|r| r.field == "target.arch").unwrap();
     assert!(arch.differs && arch.component == Cause::Backend);
     // Per-arch defaults follow the target: shown, not causes.
-    let fp8 = c
-        .components
-        .iter()
-        .find(|r| r.field == "supported_fp8_dtypes")
-        .unwrap();
-    assert!(
-        fp8.differs
-            && fp8
-                .note
-                .as_deref()
-                .unwrap()
-                .contains("consequence of the target change")
-    );
+    let fp8 = c.components.iter().find(|r| r.field == "supported_fp8_dtypes").unwrap();
+    assert!(fp8.differs && fp8.note.as_deref().unwrap().contains("consequence of the target change"));
 }
 
 #[test]
@@ -193,10 +123,8 @@ fn constexpr_and_dtype_changes_are_named() {
     let Some((all, phases)) = jit_phases() else {
         return;
     };
-    let adds: Vec<&Side> = all
-        .iter()
-        .filter(|s| phases[0].1.contains(&hash_of(s)) && s.kernel.as_deref() == Some("add_kernel"))
-        .collect();
+    let adds: Vec<&Side> =
+        all.iter().filter(|s| phases[0].1.contains(&hash_of(s)) && s.kernel.as_deref() == Some("add_kernel")).collect();
     let find = |dt: &str, block: u64| {
         *adds
             .iter()
@@ -207,38 +135,23 @@ fn constexpr_and_dtype_changes_are_named() {
             .unwrap()
     };
     let c = compare(find("f32", 256), find("f32", 1024));
-    assert_eq!(
-        (c.cause, c.summary.as_str()),
-        (Cause::Source, "constexpr 256 → 1024; everything else equal")
-    );
+    assert_eq!((c.cause, c.summary.as_str()), (Cause::Source, "constexpr 256 → 1024; everything else equal"));
     let c = compare(find("f16", 1024), find("bf16", 1024));
-    assert_eq!(
-        c.summary,
-        "x_ptr, y_ptr, out_ptr: f16 → bf16; everything else equal"
-    );
+    assert_eq!(c.summary, "x_ptr, y_ptr, out_ptr: f16 → bf16; everything else equal");
     // Same entry; and the same metadata and IR under another key.
     let a = find("f16", 1024);
     assert_eq!(compare(a, a).cause, Cause::None);
-    let b = Side {
-        key: "OTHER".into(),
-        ..a.clone()
-    };
+    let b = Side { key: "OTHER".into(), ..a.clone() };
     let c = compare(a, &b);
     assert_eq!(c.cause, Cause::Compiler);
-    assert!(
-        c.summary
-            .starts_with("same Triton version, different compiler build (triton_key)"),
-        "{}",
-        c.summary
-    );
+    assert!(c.summary.starts_with("same Triton version, different compiler build (triton_key)"), "{}", c.summary);
     assert!(c.summary.contains("ptxas"), "{}", c.summary);
     assert!(c.identical_binary);
 }
 
 #[test]
 fn fp_fusion_off_is_env() {
-    let fixture =
-        std::env::var("CACHELENS_FIXTURE_DIR").unwrap_or_else(|_| "/tmp/explain-fixture".into());
+    let fixture = std::env::var("CACHELENS_FIXTURE_DIR").unwrap_or_else(|_| "/tmp/explain-fixture".into());
     let default = Path::new(&fixture).join("sm90-default/triton-cache");
     if !default.is_dir() {
         eprintln!(
@@ -253,36 +166,15 @@ fn fp_fusion_off_is_env() {
     };
     let (base, off) = (load_cache("default", &default), load_cache("fpoff", &off));
     let inv = invalidations(&base, &off);
-    assert_eq!(
-        inv.invalidated.len(),
-        45,
-        "{} new={:?}",
-        inv.summary,
-        inv.new
-    );
+    assert_eq!(inv.invalidated.len(), 45, "{} new={:?}", inv.summary, inv.new);
     assert_eq!(inv.by_cause, vec![(Cause::Env, 45)], "{}", inv.summary);
-    assert!(
-        inv.summary
-            .contains("after TRITON_DEFAULT_FP_FUSION=false set"),
-        "{}",
-        inv.summary
-    );
+    assert!(inv.summary.contains("after TRITON_DEFAULT_FP_FUSION=false set"), "{}", inv.summary);
     let i = &inv.invalidated[0];
     let a = base.iter().find(|s| s.key == i.old_key).unwrap();
     let c = compare(a, off.iter().find(|s| s.key == i.new_key).unwrap());
-    assert!(
-        c.summary
-            .starts_with("TRITON_DEFAULT_FP_FUSION=false on B; everything else equal"),
-        "{}",
-        c.summary
-    );
+    assert!(c.summary.starts_with("TRITON_DEFAULT_FP_FUSION=false on B; everything else equal"), "{}", c.summary);
     let row = |f: &str| c.components.iter().find(|r| r.field == f).unwrap();
     let ff = row("enable_fp_fusion");
     assert_eq!((ff.component, ff.differs), (Cause::Env, true));
-    assert!(
-        ff.note
-            .as_deref()
-            .unwrap()
-            .contains("TRITON_DEFAULT_FP_FUSION")
-    );
+    assert!(ff.note.as_deref().unwrap().contains("TRITON_DEFAULT_FP_FUSION"));
 }

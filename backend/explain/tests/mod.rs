@@ -17,10 +17,7 @@ pub(super) fn corpus(archive: &str) -> Option<PathBuf> {
     if p.is_dir() {
         Some(p)
     } else {
-        eprintln!(
-            "skipping: {} not found (set CACHELENS_CORPUS_DIR)",
-            p.display()
-        );
+        eprintln!("skipping: {} not found (set CACHELENS_CORPUS_DIR)", p.display());
         None
     }
 }
@@ -34,19 +31,13 @@ fn digest(bytes: &[u8]) -> String {
 
 /// Reads one entry dir into a `Side` (None for entries without kernel metadata).
 fn load_entry(machine: &str, dir: &Path) -> Option<Side> {
-    let meta = std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            let n = p.file_name().unwrap().to_string_lossy().to_string();
-            n.ends_with(".json") && !n.starts_with("__grp__") && !n.ends_with(".autotune.json")
-        })?;
+    let meta = std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| {
+        let n = p.file_name().unwrap().to_string_lossy().to_string();
+        n.ends_with(".json") && !n.starts_with("__grp__") && !n.ends_with(".autotune.json")
+    })?;
     let stem = meta.file_stem()?.to_string_lossy().to_string();
     let read = |ext: &str| std::fs::read_to_string(dir.join(format!("{stem}.{ext}"))).ok();
-    let bin = ["cubin", "hsaco"]
-        .iter()
-        .find_map(|e| std::fs::read(dir.join(format!("{stem}.{e}"))).ok());
+    let bin = ["cubin", "hsaco"].iter().find_map(|e| std::fs::read(dir.join(format!("{stem}.{e}"))).ok());
     Some(Side {
         machine: machine.into(),
         key: dir.file_name()?.to_string_lossy().to_string(),
@@ -60,53 +51,28 @@ fn load_entry(machine: &str, dir: &Path) -> Option<Side> {
 }
 
 pub(super) fn load_cache(machine: &str, cache: &Path) -> Vec<Side> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(cache)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(cache).unwrap().flatten().map(|e| e.path()).collect();
     dirs.sort();
     dirs.iter().filter_map(|d| load_entry(machine, d)).collect()
 }
 
 pub(super) fn version(s: &Side) -> &str {
-    s.metadata.as_ref().unwrap()["triton_version"]
-        .as_str()
-        .unwrap()
+    s.metadata.as_ref().unwrap()["triton_version"].as_str().unwrap()
 }
 
 fn check_upgrade(archive: &str, old_v: &str, new_v: &str, n: usize) {
     let Some(cache) = corpus(archive) else { return };
     let all = load_cache("m", &cache);
-    let old: Vec<Side> = all
-        .iter()
-        .filter(|s| version(s) == old_v)
-        .cloned()
-        .collect();
+    let old: Vec<Side> = all.iter().filter(|s| version(s) == old_v).cloned().collect();
     assert_eq!(old.len(), n);
     let inv = invalidations(&old, &all);
     assert_eq!(inv.kept.len(), n, "{}", inv.summary);
-    assert_eq!(
-        inv.invalidated.len(),
-        n,
-        "{} new={:?}",
-        inv.summary,
-        inv.new
-    );
-    assert!(
-        inv.new.is_empty() && inv.removed.is_empty(),
-        "{}",
-        inv.summary
-    );
+    assert_eq!(inv.invalidated.len(), n, "{} new={:?}", inv.summary, inv.new);
+    assert!(inv.new.is_empty() && inv.removed.is_empty(), "{}", inv.summary);
     assert_eq!(inv.by_cause, vec![(Cause::Compiler, n)]);
     let arrow = format!("{old_v} → {new_v}");
     assert!(inv.summary.contains(&arrow), "{}", inv.summary);
-    assert!(
-        inv.summary
-            .starts_with(&format!("{n} of {n} kernels recompiled")),
-        "{}",
-        inv.summary
-    );
+    assert!(inv.summary.starts_with(&format!("{n} of {n} kernels recompiled")), "{}", inv.summary);
     let by_key: HashMap<&str, &Side> = all.iter().map(|s| (s.key.as_str(), s)).collect();
     let mut olds = HashSet::new();
     for i in &inv.invalidated {
@@ -123,12 +89,7 @@ fn check_upgrade(archive: &str, old_v: &str, new_v: &str, n: usize) {
             super::ir::Prepared::new(nw.source.as_ref().unwrap()),
         );
         assert_eq!((po.ranges, po.shapes), (pn.ranges, pn.shapes));
-        assert!(
-            i.summary
-                .starts_with(&format!("Triton {arrow}; everything else equal")),
-            "{}",
-            i.summary
-        );
+        assert!(i.summary.starts_with(&format!("Triton {arrow}; everything else equal")), "{}", i.summary);
         assert_eq!(i.cause, Cause::Compiler);
     }
 }
@@ -149,41 +110,18 @@ fn upgrade_compare_shows_version_only_fields_as_consequences() {
         return;
     };
     let all = load_cache("a100", &cache);
-    let old: Vec<Side> = all
-        .iter()
-        .filter(|s| version(s) == "3.4.0")
-        .cloned()
-        .collect();
+    let old: Vec<Side> = all.iter().filter(|s| version(s) == "3.4.0").cloned().collect();
     let inv = invalidations(&old, &all);
     let i = &inv.invalidated[0];
-    let (a, b) = (
-        all.iter().find(|s| s.key == i.old_key).unwrap(),
-        all.iter().find(|s| s.key == i.new_key).unwrap(),
-    );
+    let (a, b) = (all.iter().find(|s| s.key == i.old_key).unwrap(), all.iter().find(|s| s.key == i.new_key).unwrap());
     let c = compare(a, b);
     assert_eq!(c.cause, Cause::Compiler);
-    let row = |f: &str| {
-        c.components
-            .iter()
-            .find(|r| r.field == f)
-            .unwrap_or_else(|| panic!("no row {f}"))
-    };
+    let row = |f: &str| c.components.iter().find(|r| r.field == f).unwrap_or_else(|| panic!("no row {f}"));
     let ws = row("warp_size");
-    assert!(
-        ws.differs
-            && ws
-                .note
-                .as_deref()
-                .unwrap()
-                .contains("only in Triton 3.5.1: consequence"),
-        "{ws:?}"
-    );
+    assert!(ws.differs && ws.note.as_deref().unwrap().contains("only in Triton 3.5.1: consequence"), "{ws:?}");
     assert_eq!(row("profile_scratch_size").component, Cause::None);
     let ext = row("extern_libs");
-    assert!(
-        ext.differs && ext.note.as_deref().unwrap().contains("not a cause"),
-        "{ext:?}"
-    );
+    assert!(ext.differs && ext.note.as_deref().unwrap().contains("not a cause"), "{ext:?}");
     // Differing rows first.
     let first_equal = c.components.iter().position(|r| !r.differs).unwrap();
     assert!(c.components[first_equal..].iter().all(|r| !r.differs));

@@ -46,7 +46,14 @@ fn terminal_text_has_headline_rows_and_stats() {
     };
     let (a, b) = (side("A", "3.5.1", 4), side("B", "3.6.0", 8));
     let (ir, _) = ir_report("source", a.source.as_deref(), b.source.as_deref(), true, 3);
-    let r = CompareReport { cmp: compare(&a, &b), kernel_a: Some("k".into()), kernel_b: Some("k".into()), relocated: vec![], ir, ir_rows: vec![] };
+    let r = CompareReport {
+        cmp: compare(&a, &b),
+        kernel_a: Some("k".into()),
+        kernel_b: Some("k".into()),
+        relocated: vec![],
+        ir,
+        ir_rows: vec![],
+    };
     let t = render_text(&r);
     assert!(t.contains("cause: compiler\nTriton 3.5.1 → 3.6.0; also options: num_warps 4 → 8"), "{t}");
     assert!(t.contains(" * compiler  triton_version"), "{t}");

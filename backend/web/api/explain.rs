@@ -19,16 +19,9 @@ pub fn router() -> Router<AppState> {
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
 /// `GET /api/v1/compare?a=M:KEY&b=M:KEY[&ir=ttgir][&strip=0]`.
-async fn compare(
-    State(s): State<AppState>,
-    Query(q): Query<CompareQuery>,
-) -> ApiResult<CompareReport> {
+async fn compare(State(s): State<AppState>, Query(q): Query<CompareQuery>) -> ApiResult<CompareReport> {
     let (a, b) = q.ids()?;
-    Ok(Json(
-        dbx::compare_ids(&s.pool, a, b, q.ir.as_deref(), q.strip())
-            .await
-            .map_err(AppError::from)?,
-    ))
+    Ok(Json(dbx::compare_ids(&s.pool, a, b, q.ir.as_deref(), q.strip()).await.map_err(AppError::from)?))
 }
 
 /// The answer of `/api/v1/nearest`.
@@ -40,23 +33,11 @@ struct NearestAnswer {
 }
 
 /// `GET /api/v1/nearest?entry=M:KEY[&limit=N]`.
-async fn nearest(
-    State(s): State<AppState>,
-    Query(q): Query<NearestQuery>,
-) -> ApiResult<NearestAnswer> {
-    let id = q
-        .entry
-        .as_deref()
-        .ok_or_else(|| AppError::BadRequest("missing entry=MACHINE:KEY".into()))?;
-    let (of, neighbours) = dbx::nearest_of(&s.pool, id, q.limit())
-        .await
-        .map_err(AppError::from)?;
+async fn nearest(State(s): State<AppState>, Query(q): Query<NearestQuery>) -> ApiResult<NearestAnswer> {
+    let id = q.entry.as_deref().ok_or_else(|| AppError::BadRequest("missing entry=MACHINE:KEY".into()))?;
+    let (of, neighbours) = dbx::nearest_of(&s.pool, id, q.limit()).await.map_err(AppError::from)?;
     let kernel = of.side.kernel_name().map(str::to_string);
-    Ok(Json(NearestAnswer {
-        entry: format!("{}:{}", of.row.machine, of.row.key),
-        kernel,
-        neighbours,
-    }))
+    Ok(Json(NearestAnswer { entry: format!("{}:{}", of.row.machine, of.row.key), kernel, neighbours }))
 }
 
 /// `GET /api/v1/invalidations?machine=M[&from=SCAN][&to=SCAN]` or `?a=M1&b=M2`.

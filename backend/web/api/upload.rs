@@ -42,7 +42,8 @@ pub struct MissingResponse {
 
 /// The machine a bearer token may upload for (401 when missing, unknown or revoked).
 pub async fn authenticate(s: &AppState, headers: &HeaderMap) -> Result<String, AppError> {
-    let token = bearer(headers).ok_or_else(|| AppError::Unauthorized("missing upload token (Authorization: Bearer <token>)".into()))?;
+    let token = bearer(headers)
+        .ok_or_else(|| AppError::Unauthorized("missing upload token (Authorization: Bearer <token>)".into()))?;
     match tokens::check(&s.pool, token).await? {
         Check::Machine(m) => Ok(m),
         Check::Revoked => Err(AppError::Unauthorized("this upload token was revoked".into())),
@@ -58,7 +59,11 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// `POST /api/v1/scans`: 201 `{scan_id}` for a new scan, 200 with the same id for a repeat.
-pub async fn post_scan(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Result<(StatusCode, Json<UploadResponse>), ApiError> {
+pub async fn post_scan(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<UploadResponse>), ApiError> {
     let machine = authenticate(&s, &headers).await?;
     let max = s.config.max_upload_bytes;
     let raw = read_capped(&headers, body, max).await?;
@@ -108,7 +113,11 @@ async fn stored_summary(s: &AppState, summary: &mut ScanSummary) -> Result<(), A
 }
 
 /// `POST /api/v1/blobs/missing`: of the given sha256s, those the server has no IR text for.
-pub async fn blobs_missing(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Result<Json<MissingResponse>, ApiError> {
+pub async fn blobs_missing(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<MissingResponse>, ApiError> {
     authenticate(&s, &headers).await?;
     let max = s.config.max_upload_bytes;
     let raw = read_capped(&headers, body, max).await?;
@@ -134,7 +143,8 @@ fn is_gzip(headers: &HeaderMap) -> Result<bool, AppError> {
 /// Read the body, refusing (413) more than `max` bytes as sent.
 async fn read_capped(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes, AppError> {
     let too_large = || AppError::TooLarge(format!("upload larger than the server's limit of {} MiB", max >> 20));
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
@@ -155,7 +165,10 @@ pub fn inflate(raw: &[u8], gzip: bool, max: usize) -> Result<std::borrow::Cow<'_
     let mut dec = flate2::read::MultiGzDecoder::new(raw).take(max as u64 + 1);
     dec.read_to_end(&mut out).map_err(|e| AppError::BadRequest(format!("body is not valid gzip: {e}")))?;
     if out.len() > max {
-        return Err(AppError::TooLarge(format!("upload larger than the server's limit of {} MiB once decompressed", max >> 20)));
+        return Err(AppError::TooLarge(format!(
+            "upload larger than the server's limit of {} MiB once decompressed",
+            max >> 20
+        )));
     }
     Ok(out.into())
 }
@@ -185,7 +198,10 @@ pub fn validate(r: &ScanReport, token_machine: &str) -> Result<(), AppError> {
         return bad(format!("invalid machine name {:?}", trunc(&r.machine)));
     }
     if r.machine != token_machine {
-        return Err(AppError::Forbidden(format!("this token uploads for machine {token_machine:?}, not {:?}", trunc(&r.machine))));
+        return Err(AppError::Forbidden(format!(
+            "this token uploads for machine {token_machine:?}, not {:?}",
+            trunc(&r.machine)
+        )));
     }
     if r.client_id.is_empty() || r.client_id.len() > 128 || !r.client_id.bytes().all(|b| b.is_ascii_graphic()) {
         return bad("client_id must be 1-128 printable ASCII characters".into());

@@ -14,13 +14,7 @@ pub async fn serve(Path(path): Path<String>) -> Response {
     match Static::get(&path) {
         Some(f) => {
             let mime = mime_guess::from_path(&path).first_or_octet_stream();
-            (
-                [
-                    (header::CONTENT_TYPE, mime.as_ref()),
-                    (header::CACHE_CONTROL, "public, max-age=3600"),
-                ],
-                f.data,
-            )
+            ([(header::CONTENT_TYPE, mime.as_ref()), (header::CACHE_CONTROL, "public, max-age=3600")], f.data)
                 .into_response()
         }
         None => (StatusCode::NOT_FOUND, "no such static file").into_response(),

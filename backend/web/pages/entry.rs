@@ -79,12 +79,8 @@ fn compact(v: &Value) -> String {
 }
 
 fn object_rows(json: Option<&str>) -> Vec<(String, String)> {
-    let v: Value = json
-        .and_then(|j| serde_json::from_str(j).ok())
-        .unwrap_or_default();
-    v.as_object()
-        .map(|o| o.iter().map(|(k, v)| (k.clone(), compact(v))).collect())
-        .unwrap_or_default()
+    let v: Value = json.and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default();
+    v.as_object().map(|o| o.iter().map(|(k, v)| (k.clone(), compact(v))).collect()).unwrap_or_default()
 }
 
 pub async fn page(
@@ -101,11 +97,7 @@ pub async fn page(
         return Ok(HtmlTemplate(IrPartial { ir }).into_response());
     }
     let d = load(&s, e, ir).await?;
-    let title = format!(
-        "{} {}",
-        d.e.kernel.as_deref().unwrap_or("entry"),
-        d.e.key.get(..10).unwrap_or(&d.e.key)
-    );
+    let title = format!("{} {}", d.e.kernel.as_deref().unwrap_or("entry"), d.e.key.get(..10).unwrap_or(&d.e.key));
     Ok(HtmlTemplate(Page { title, d }).into_response())
 }
 
@@ -113,21 +105,13 @@ pub async fn page(
 type Group = (Vec<(String, String)>, Vec<String>, Option<String>);
 
 fn group(json: Option<&str>) -> Group {
-    let g: Value = json
-        .and_then(|g| serde_json::from_str(g).ok())
-        .unwrap_or_default();
+    let g: Value = json.and_then(|g| serde_json::from_str(g).ok()).unwrap_or_default();
     let children = g.get("children").and_then(|c| c.as_object());
     let missing = g.get("missing").and_then(|m| m.as_array());
     (
-        children
-            .map(|o| o.iter().map(|(k, v)| (k.clone(), compact(v))).collect())
-            .unwrap_or_default(),
-        missing
-            .map(|a| a.iter().map(compact).collect())
-            .unwrap_or_default(),
-        g.get("written_at")
-            .and_then(|w| w.as_str())
-            .map(str::to_string),
+        children.map(|o| o.iter().map(|(k, v)| (k.clone(), compact(v))).collect()).unwrap_or_default(),
+        missing.map(|a| a.iter().map(compact).collect()).unwrap_or_default(),
+        g.get("written_at").and_then(|w| w.as_str()).map(str::to_string),
     )
 }
 
@@ -157,10 +141,7 @@ async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::P
     };
     let base = href(&e.machine, &e.key);
     Ok(Entry {
-        kernel_href: e
-            .kernel
-            .as_ref()
-            .map(|k| format!("/kernels/{}", fmt::enc(k))),
+        kernel_href: e.kernel.as_ref().map(|k| format!("/kernels/{}", fmt::enc(k))),
         nearest_href: format!("{base}/nearest"),
         created: fmt::time(e.created_at),
         size: fmt::bytes(e.bytes),
@@ -170,9 +151,7 @@ async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::P
             .artifacts
             .iter()
             .map(|a| {
-                let raw = IR_EXTS
-                    .contains(&a.ext.as_str())
-                    .then(|| format!("{base}/raw/{}", fmt::enc(&a.name)));
+                let raw = IR_EXTS.contains(&a.ext.as_str()).then(|| format!("{base}/raw/{}", fmt::enc(&a.name)));
                 (a.name.clone(), fmt::bytes(a.bytes), a.sha256.clone(), raw)
             })
             .collect(),
@@ -181,10 +160,7 @@ async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::P
         group_missing,
         written_at,
         best_config: pages::is_best_config(&s.pool, &e.machine, &e.key).await?,
-        same_binary: same_binary
-            .into_iter()
-            .map(|(m, k)| (format!("{m}:{k}"), href(&m, &k)))
-            .collect(),
+        same_binary: same_binary.into_iter().map(|(m, k)| (format!("{m}:{k}"), href(&m, &k))).collect(),
         variants: variants.iter().take(50).map(variant_link).collect(),
         ir,
         e,
@@ -193,10 +169,8 @@ async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::P
 
 /// The IR viewer for the tab `want` (default: ttgir, else the first IR present).
 async fn ir(s: &AppState, e: &read::EntryRow, want: Option<&str>) -> Result<Ir, super::PageError> {
-    let present: Vec<&read::ArtifactRow> = IR_EXTS
-        .iter()
-        .filter_map(|x| e.artifacts.iter().find(|a| a.ext == *x))
-        .collect();
+    let present: Vec<&read::ArtifactRow> =
+        IR_EXTS.iter().filter_map(|x| e.artifacts.iter().find(|a| a.ext == *x)).collect();
     let chosen = want
         .and_then(|w| present.iter().find(|a| a.ext == w))
         .or_else(|| present.iter().find(|a| a.ext == "ttgir"))
@@ -205,13 +179,7 @@ async fn ir(s: &AppState, e: &read::EntryRow, want: Option<&str>) -> Result<Ir, 
     let base = href(&e.machine, &e.key);
     let tabs = present
         .iter()
-        .map(|a| {
-            (
-                a.ext.clone(),
-                format!("{base}?ir={}", a.ext),
-                chosen.is_some_and(|c| c.name == a.name),
-            )
-        })
+        .map(|a| (a.ext.clone(), format!("{base}?ir={}", a.ext), chosen.is_some_and(|c| c.name == a.name)))
         .collect();
     let Some(a) = chosen else {
         return Ok(Ir {
@@ -238,10 +206,7 @@ async fn ir(s: &AppState, e: &read::EntryRow, want: Option<&str>) -> Result<Ir, 
         code.push('\n');
         shown_lines += 1;
     }
-    let gutter = (1..=shown_lines)
-        .map(|i| i.to_string())
-        .collect::<Vec<_>>()
-        .join("\n");
+    let gutter = (1..=shown_lines).map(|i| i.to_string()).collect::<Vec<_>>().join("\n");
     Ok(Ir {
         tabs,
         raw_href: format!("{base}/raw/{}", fmt::enc(&a.name)),
@@ -255,20 +220,15 @@ async fn ir(s: &AppState, e: &read::EntryRow, want: Option<&str>) -> Result<Ir, 
 }
 
 /// `GET /entries/{machine}/{key}/raw/{artifact}`: an IR file as plain text.
-pub async fn raw(
-    State(s): State<AppState>,
-    Path((machine, key, name)): Path<(String, String, String)>,
-) -> PageResult {
+pub async fn raw(State(s): State<AppState>, Path((machine, key, name)): Path<(String, String, String)>) -> PageResult {
     let e = read::entry(&s.pool, &machine, &key)
         .await?
         .ok_or_else(|| not_found(format!("no entry {key:?} on machine {machine:?}")))?;
     let a = pages::artifact(&s.pool, e.id, &name)
         .await?
         .ok_or_else(|| not_found(format!("entry has no artifact {name:?}")))?;
-    let body = read::blob(&s.pool, &a.sha256).await?.ok_or_else(|| {
-        not_found(format!(
-            "{name} is a binary or was not stored: only IR text is kept"
-        ))
-    })?;
+    let body = read::blob(&s.pool, &a.sha256)
+        .await?
+        .ok_or_else(|| not_found(format!("{name} is a binary or was not stored: only IR text is kept")))?;
     Ok(text(StatusCode::OK, "text/plain; charset=utf-8", body))
 }

@@ -33,9 +33,7 @@ pub fn age(ms: Option<i64>) -> String {
 
 /// A unix day number as `YYYY-MM-DD`.
 pub fn day(d: i64) -> String {
-    chrono::DateTime::from_timestamp(d * 86400, 0)
-        .map(|t| t.format("%Y-%m-%d").to_string())
-        .unwrap_or_default()
+    chrono::DateTime::from_timestamp(d * 86400, 0).map(|t| t.format("%Y-%m-%d").to_string()).unwrap_or_default()
 }
 
 /// An optional number, `–` when unknown.
@@ -48,9 +46,7 @@ pub fn enc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(b as char)
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }

@@ -93,7 +93,8 @@ pub async fn page(State(s): State<AppState>, Path(name): Path<String>, headers: 
     }
     let configs = pages::kernel_autotune_configs(&s.pool, &name).await?;
     let identical = pages::kernel_identical(&s.pool, &name).await?;
-    let ids: Vec<i64> = cells.iter().flat_map(|c| [c.sample_min, c.sample_max]).collect::<BTreeSet<_>>().into_iter().collect();
+    let ids: Vec<i64> =
+        cells.iter().flat_map(|c| [c.sample_min, c.sample_max]).collect::<BTreeSet<_>>().into_iter().collect();
     let names: HashMap<i64, (String, String)> =
         pages::entry_names(&s.pool, &ids).await?.into_iter().map(|(id, m, k)| (id, (m, k))).collect();
     let d = build(name, cells, &configs, identical, &names);
@@ -106,12 +107,10 @@ pub async fn page(State(s): State<AppState>, Path(name): Path<String>, headers: 
 
 fn kwargs(config_json: &str) -> String {
     let v: serde_json::Value = serde_json::from_str(config_json).unwrap_or_default();
-    let kw = v.get("kwargs").and_then(|k| k.as_object()).map(|o| {
-        o.iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
+    let kw = v
+        .get("kwargs")
+        .and_then(|k| k.as_object())
+        .map(|o| o.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "));
     let mut s = kw.unwrap_or_default();
     for k in ["num_warps", "num_stages", "num_ctas", "maxnreg"] {
         if let Some(x) = v.get(k).filter(|x| !x.is_null()) {
@@ -125,20 +124,12 @@ fn kwargs(config_json: &str) -> String {
 /// sizes (integer kwargs ≥ 16) are exactly the dimensions seen in the shapes. Constexprs are not
 /// in the metadata, so this is the evidence there is; without shapes every config fits.
 fn fits_shapes(config_json: &str, shapes: &str) -> bool {
-    let dims: BTreeSet<i64> = shapes
-        .split([',', 'x'])
-        .filter_map(|t| t.trim().parse().ok())
-        .collect();
+    let dims: BTreeSet<i64> = shapes.split([',', 'x']).filter_map(|t| t.trim().parse().ok()).collect();
     let v: serde_json::Value = serde_json::from_str(config_json).unwrap_or_default();
     let blocks: BTreeSet<i64> = v
         .get("kwargs")
         .and_then(|k| k.as_object())
-        .map(|o| {
-            o.values()
-                .filter_map(|x| x.as_i64())
-                .filter(|x| *x >= 16)
-                .collect()
-        })
+        .map(|o| o.values().filter_map(|x| x.as_i64()).filter(|x| *x >= 16).collect())
         .unwrap_or_default();
     dims.is_empty() || blocks.is_empty() || blocks == dims
 }
@@ -284,9 +275,9 @@ fn merge(mut parts: Vec<Cell>, _first: &VariantCell) -> Cell {
         c.more += p.more + p.samples.len() as i64;
         c.best += p.best;
         c.shared_binary += p.shared_binary;
-        let ms: BTreeSet<String> = c.machines.split(", ").chain(p.machines.split(", ")).filter(|s| !s.is_empty()).map(String::from).collect();
+        let ms: BTreeSet<String> =
+            c.machines.split(", ").chain(p.machines.split(", ")).filter(|s| !s.is_empty()).map(String::from).collect();
         c.machines = ms.into_iter().collect::<Vec<_>>().join(", ");
     }
     c
 }
-

@@ -66,38 +66,18 @@ fn href(f: &KernelQuery, page: i64) -> String {
     if page > 1 {
         parts.push(format!("page={page}"));
     }
-    if parts.is_empty() {
-        "/kernels".into()
-    } else {
-        format!("/kernels?{}", parts.join("&"))
-    }
+    if parts.is_empty() { "/kernels".into() } else { format!("/kernels?{}", parts.join("&")) }
 }
 
-pub async fn page(
-    State(s): State<AppState>,
-    Query(f): Query<KernelQuery>,
-    headers: HeaderMap,
-) -> PageResult {
+pub async fn page(State(s): State<AppState>, Query(f): Query<KernelQuery>, headers: HeaderMap) -> PageResult {
     let d = load(&s, &f).await?;
     if is_htmx(&headers) {
         return Ok(HtmlTemplate(Partial { d }).into_response());
     }
     let choices = pages::filter_choices(&s.pool).await?;
-    let sorts = vec![
-        ("variants", "most variants"),
-        ("size", "largest"),
-        ("last", "last compiled"),
-        ("name", "name"),
-    ];
+    let sorts = vec![("variants", "most variants"), ("size", "largest"), ("last", "last compiled"), ("name", "name")];
     let title = "Kernels".into();
-    Ok(HtmlTemplate(Page {
-        title,
-        f,
-        choices,
-        sorts,
-        d,
-    })
-    .into_response())
+    Ok(HtmlTemplate(Page { title, f, choices, sorts, d }).into_response())
 }
 
 async fn load(s: &AppState, f: &KernelQuery) -> Result<Results, super::PageError> {
@@ -106,9 +86,7 @@ async fn load(s: &AppState, f: &KernelQuery) -> Result<Results, super::PageError
     let mut rows = pages::search_kernels(&s.pool, f, PAGE_SIZE, (page - 1) * PAGE_SIZE).await?;
     let more = rows.len() as i64 > PAGE_SIZE;
     rows.truncate(PAGE_SIZE as usize);
-    let filtered = [&f.q, &f.machine, &f.backend, &f.arch, &f.triton_version]
-        .iter()
-        .any(|v| !v.trim().is_empty());
+    let filtered = [&f.q, &f.machine, &f.backend, &f.arch, &f.triton_version].iter().any(|v| !v.trim().is_empty());
     let empty_db = rows.is_empty() && !filtered && page == 1;
     let first = (page - 1) * PAGE_SIZE + 1;
     Ok(Results {

@@ -49,42 +49,28 @@ struct Partial {
     d: Machine,
 }
 
-pub async fn page(
-    State(s): State<AppState>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-) -> PageResult {
+pub async fn page(State(s): State<AppState>, Path(name): Path<String>, headers: HeaderMap) -> PageResult {
     let d = load(&s, &name).await?;
     Ok(if is_htmx(&headers) {
         HtmlTemplate(Partial { d }).into_response()
     } else {
-        HtmlTemplate(Page {
-            title: d.name.clone(),
-            d,
-        })
-        .into_response()
+        HtmlTemplate(Page { title: d.name.clone(), d }).into_response()
     })
 }
 
 async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
     pages::refresh_stats(&s.pool).await?;
-    let m = pages::machine_summary(&s.pool, name)
-        .await?
-        .ok_or_else(|| not_found(format!("no machine named {name:?}")))?;
+    let m =
+        pages::machine_summary(&s.pool, name).await?.ok_or_else(|| not_found(format!("no machine named {name:?}")))?;
     let mut scans = read::scans(&s.pool, Some(name), read::Page::new(Some(200), None)).await?;
     scans.reverse(); // oldest first for the charts
     let point = |r: &read::ScanRow, v: f64| (fmt::time(Some(r.scanned_at)), v);
     let e_pts: Vec<_> = scans.iter().map(|r| point(r, r.entries as f64)).collect();
     let b_pts: Vec<_> = scans.iter().map(|r| point(r, r.bytes as f64)).collect();
     let per_day = pages::compiled_per_day(&s.pool, m.id).await?;
-    let bars: Vec<_> = per_day
-        .iter()
-        .map(|(d, n)| (fmt::day(*d), *n as f64))
-        .collect();
+    let bars: Vec<_> = per_day.iter().map(|(d, n)| (fmt::day(*d), *n as f64)).collect();
     let relocated_paths = match pages::relocated_example(&s.pool, m.id).await? {
-        Some((root, dir, group)) if m.relocated > 0 => {
-            Some((written_root(group.as_deref(), &dir), root))
-        }
+        Some((root, dir, group)) if m.relocated > 0 => Some((written_root(group.as_deref(), &dir), root)),
         _ => None,
     };
     let versions = pages::machine_versions(&s.pool, m.id).await?;
@@ -110,16 +96,9 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
             .collect(),
         scan_entries_svg: svg::line_chart("Entries per scan", &e_pts, |v| format!("{v:.0}")),
         scan_bytes_svg: svg::line_chart("Cache size per scan", &b_pts, |v| fmt::bytes(v as i64)),
-        per_day_svg: svg::bar_chart("Entries compiled per day (UTC)", &bars, |v| {
-            format!("{v:.0}")
-        }),
+        per_day_svg: svg::bar_chart("Entries compiled per day (UTC)", &bars, |v| format!("{v:.0}")),
         days: per_day.len(),
-        scans: scans
-            .into_iter()
-            .rev()
-            .take(20)
-            .map(super::overview::scan_view)
-            .collect(),
+        scans: scans.into_iter().rev().take(20).map(super::overview::scan_view).collect(),
         relocated: m.relocated,
         relocated_paths,
         name: m.name,
@@ -131,14 +110,7 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
 fn written_root(group_json: Option<&str>, dir: &str) -> String {
     let written = group_json
         .and_then(|g| serde_json::from_str::<serde_json::Value>(g).ok())
-        .and_then(|g| {
-            g.get("written_at")
-                .and_then(|w| w.as_str())
-                .map(str::to_string)
-        })
+        .and_then(|g| g.get("written_at").and_then(|w| w.as_str()).map(str::to_string))
         .unwrap_or_else(|| "another path".into());
-    written
-        .strip_suffix(&format!("/{dir}"))
-        .map(str::to_string)
-        .unwrap_or(written)
+    written.strip_suffix(&format!("/{dir}")).map(str::to_string).unwrap_or(written)
 }

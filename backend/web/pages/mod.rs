@@ -44,9 +44,7 @@ impl<T: Template> IntoResponse for HtmlTemplate<T> {
     fn into_response(self) -> Response {
         match self.0.render() {
             Ok(html) => Html(html).into_response(),
-            Err(e) => {
-                PageError(AppError::Internal(anyhow::anyhow!("template: {e}"))).into_response()
-            }
+            Err(e) => PageError(AppError::Internal(anyhow::anyhow!("template: {e}"))).into_response(),
         }
     }
 }
@@ -87,12 +85,7 @@ impl IntoResponse for PageError {
             message: self.0.public_message(),
         };
         let body = page.render().unwrap_or_else(|_| "error".into());
-        (
-            status,
-            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-            body,
-        )
-            .into_response()
+        (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
     }
 }
 

@@ -74,20 +74,12 @@ pub async fn page(State(s): State<AppState>, headers: HeaderMap) -> PageResult {
     Ok(if is_htmx(&headers) {
         HtmlTemplate(Partial { d }).into_response()
     } else {
-        HtmlTemplate(Page {
-            title: "Overview".into(),
-            d,
-        })
-        .into_response()
+        HtmlTemplate(Page { title: "Overview".into(), d }).into_response()
     })
 }
 
 fn pct(part: i64, whole: i64) -> String {
-    if whole == 0 {
-        "0%".into()
-    } else {
-        format!("{:.0}%", 100.0 * part as f64 / whole as f64)
-    }
+    if whole == 0 { "0%".into() } else { format!("{:.0}%", 100.0 * part as f64 / whole as f64) }
 }
 
 async fn load(s: &AppState) -> Result<Overview, super::PageError> {
@@ -96,11 +88,7 @@ async fn load(s: &AppState) -> Result<Overview, super::PageError> {
     let scans = read::scans(&s.pool, None, read::Page::new(Some(10), None)).await?;
     let exts = pages::ext_stats(&s.pool).await?;
     let total: i64 = exts.iter().map(|e| e.bytes).sum();
-    let saving: i64 = exts
-        .iter()
-        .filter(|e| !KEPT_BINARY_ONLY.contains(&e.ext.as_str()))
-        .map(|e| e.bytes)
-        .sum();
+    let saving: i64 = exts.iter().filter(|e| !KEPT_BINARY_ONLY.contains(&e.ext.as_str())).map(|e| e.bytes).sum();
     Ok(Overview {
         machines: machines
             .into_iter()

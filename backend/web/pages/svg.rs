@@ -12,10 +12,7 @@ const PAD_B: f64 = 28.0;
 
 /// Escape text for SVG/XML.
 pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 fn frame(title: &str, max_label: &str, first: &str, last: &str) -> String {
@@ -47,11 +44,8 @@ pub fn line_chart(title: &str, points: &[(String, f64)], fmt: impl Fn(f64) -> St
     let n = points.len();
     let mut s = frame(title, &fmt(max), &points[0].0, &points[n - 1].0);
     let xy = |i: usize, v: f64| {
-        let x = if n == 1 {
-            (PAD_L + W - PAD_R) / 2.0
-        } else {
-            PAD_L + (W - PAD_L - PAD_R) * i as f64 / (n - 1) as f64
-        };
+        let x =
+            if n == 1 { (PAD_L + W - PAD_R) / 2.0 } else { PAD_L + (W - PAD_L - PAD_R) * i as f64 / (n - 1) as f64 };
         (x, H - PAD_B - (H - PAD_T - PAD_B) * v / max)
     };
     let path: Vec<String> = points
