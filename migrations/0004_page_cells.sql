@@ -18,14 +18,15 @@ CREATE TABLE page_variant_cells (
     machines        TEXT NOT NULL,          -- distinct machine names, comma-separated
     reg_min INTEGER, reg_max INTEGER, spill_min INTEGER, spill_max INTEGER,
     shared_min INTEGER, shared_max INTEGER,
-    distinct_binaries INTEGER NOT NULL,     -- entries - this = entries sharing a binary in the cell
+    shared_binary   INTEGER NOT NULL,       -- entries whose binary another key of the kernel also has
     best_config     INTEGER NOT NULL,       -- entries an Inductor .best_config names
     sample_min      INTEGER NOT NULL,
     sample_max      INTEGER NOT NULL
 );
 CREATE INDEX page_variant_cells_kernel ON page_variant_cells(kernel);
 
--- Entries per kernel whose binary is byte-identical to another live entry of the kernel.
+-- Entries per kernel whose binary is byte-identical to a live entry of the kernel under another
+-- key (the same key on two machines is the same compile, not churn).
 CREATE TABLE page_kernel_identical (
     kernel      TEXT PRIMARY KEY,
     identical   INTEGER NOT NULL

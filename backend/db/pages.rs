@@ -102,14 +102,23 @@ const REBUILD: &[&str] = &[
     "INSERT INTO page_ext_stats(ext, files, bytes)
      SELECT a.ext, COUNT(*), SUM(a.bytes) FROM artifacts a JOIN entries e ON e.id = a.entry_id
      WHERE e.removed_at IS NULL GROUP BY a.ext",
+    // binaries that two or more keys of a kernel share (pure key churn)
+    "CREATE TEMP TABLE IF NOT EXISTS dup_binaries(kernel TEXT NOT NULL, sha TEXT NOT NULL, PRIMARY KEY (kernel, sha))
+     WITHOUT ROWID",
+    "DELETE FROM temp.dup_binaries",
+    "INSERT INTO temp.dup_binaries(kernel, sha)
+     SELECT kernel, binary_sha256 FROM entries
+     WHERE removed_at IS NULL AND kernel IS NOT NULL AND binary_sha256 IS NOT NULL
+     GROUP BY kernel, binary_sha256 HAVING COUNT(DISTINCT key) > 1",
     "DELETE FROM page_variant_cells",
     "INSERT INTO page_variant_cells(kernel, backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind,
                                     entries, machines, reg_min, reg_max, spill_min, spill_max, shared_min, shared_max,
-                                    distinct_binaries, best_config, sample_min, sample_max)
+                                    shared_binary, best_config, sample_min, sample_max)
      SELECT e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages,
             CASE WHEN e.num_warps IS NULL AND e.num_stages IS NULL THEN e.kind ELSE '' END AS k,
             COUNT(*), GROUP_CONCAT(DISTINCT m.name), MIN(e.registers), MAX(e.registers), MIN(e.spills), MAX(e.spills),
-            MIN(e.shared_bytes), MAX(e.shared_bytes), COUNT(DISTINCT e.binary_sha256),
+            MIN(e.shared_bytes), MAX(e.shared_bytes),
+            SUM(EXISTS(SELECT 1 FROM temp.dup_binaries d WHERE d.kernel = e.kernel AND d.sha = e.binary_sha256)),
             SUM(EXISTS(SELECT 1 FROM best_configs b WHERE b.triton_cache_hash = e.key AND b.machine_id = e.machine_id)),
             MIN(e.id), MAX(e.id)
      FROM entries e JOIN machines m ON m.id = e.machine_id
@@ -117,10 +126,7 @@ const REBUILD: &[&str] = &[
      GROUP BY e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages, k",
     "DELETE FROM page_kernel_identical",
     "INSERT INTO page_kernel_identical(kernel, identical)
-     SELECT kernel, SUM(n) FROM (SELECT kernel, COUNT(*) AS n FROM entries
-                                 WHERE removed_at IS NULL AND kernel IS NOT NULL AND binary_sha256 IS NOT NULL
-                                 GROUP BY kernel, binary_sha256 HAVING COUNT(*) > 1)
-     GROUP BY kernel",
+     SELECT kernel, SUM(shared_binary) FROM page_variant_cells GROUP BY kernel HAVING SUM(shared_binary) > 0",
     "DELETE FROM page_autotune_configs",
     "INSERT INTO page_autotune_configs(kernel, config_json, num_warps, num_stages, runs, machines, best_ms, wins)
      SELECT e.kernel, a.config_json, MIN(a.num_warps), MIN(a.num_stages), COUNT(*), GROUP_CONCAT(DISTINCT m.name),
@@ -387,14 +393,15 @@ pub async fn artifact(pool: &SqlitePool, entry_id: i64, name: &str) -> sqlx::Res
         .await
 }
 
-/// Other entries with the same binary sha256 (machine, key), this one excluded.
-pub async fn same_binary(pool: &SqlitePool, sha: &str, id: i64, limit: i64) -> sqlx::Result<Vec<(String, String)>> {
+/// Entries with the same binary sha256 under another key (machine, key): the same key on another
+/// machine is the same compile, not churn.
+pub async fn same_binary(pool: &SqlitePool, sha: &str, key: &str, limit: i64) -> sqlx::Result<Vec<(String, String)>> {
     sqlx::query_as(
         "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE e.binary_sha256 = ? AND e.id <> ? ORDER BY e.id LIMIT ?",
+         WHERE e.binary_sha256 = ? AND e.key <> ? ORDER BY e.id LIMIT ?",
     )
     .bind(sha)
-    .bind(id)
+    .bind(key)
     .bind(limit)
     .fetch_all(pool)
     .await
@@ -419,7 +426,7 @@ pub struct VariantCell {
     pub spill_max: Option<i64>,
     pub shared_min: Option<i64>,
     pub shared_max: Option<i64>,
-    pub distinct_binaries: i64,
+    pub shared_binary: i64,
     pub best_config: i64,
     pub sample_min: i64,
     pub sample_max: i64,
@@ -429,7 +436,7 @@ pub struct VariantCell {
 pub async fn kernel_cells(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<VariantCell>> {
     sqlx::query_as(
         "SELECT backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind, entries, machines,
-                reg_min, reg_max, spill_min, spill_max, shared_min, shared_max, distinct_binaries, best_config,
+                reg_min, reg_max, spill_min, spill_max, shared_min, shared_max, shared_binary, best_config,
                 sample_min, sample_max
          FROM page_variant_cells WHERE kernel = ?",
     )

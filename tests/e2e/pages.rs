@@ -124,6 +124,30 @@ async fn every_page_and_partial_on_the_fleet() {
     .await
     .unwrap();
     assert_eq!(cells + others, live, "grid cells plus other entries = live entries");
+    // key churn: entries whose binary another key of the kernel also has (counted here in Rust)
+    let rows: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT key, binary_sha256 FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
+            .fetch_all(&s.pool)
+            .await
+            .unwrap();
+    let mut keys_of: std::collections::HashMap<&str, std::collections::HashSet<&str>> = Default::default();
+    for (k, sha) in &rows {
+        if let Some(sha) = sha {
+            keys_of.entry(sha).or_default().insert(k);
+        }
+    }
+    let churn = rows.iter().filter(|(_, sha)| sha.as_deref().is_some_and(|h| keys_of[h].len() > 1)).count();
+    assert!(churn > 0, "the corpus has matmul variants with identical binaries");
+    assert!(
+        mk.contains(&format!("{churn} entries have a byte-identical binary under another key")),
+        "kernel page counts {churn} churned entries"
+    );
+    let marked: usize = mk
+        .split("title=\"")
+        .filter(|x| x.contains("entries of this cell have a binary"))
+        .map(|x| x[..x.find(' ').unwrap()].parse::<usize>().unwrap())
+        .sum();
+    assert_eq!(marked, churn, "the cells' same-binary marks add up");
     assert!(ok_hx(&s, "/kernels/matmul_kernel").await.contains("class=\"variants\""));
     // an Inductor kernel whose entry a .best_config names
     let b = ok(&s, "/kernels?machine=h100-b&sort=name").await;
@@ -236,4 +260,45 @@ async fn names_and_ir_render_as_text_and_huge_ir_is_capped() {
     let (st, raw) = get(&s, "/entries/m%3Cb%3E1/KEY1/raw/k.ttir").await;
     assert_eq!(st, 200);
     assert_eq!(raw.lines().count(), 25_000, "the raw text is whole");
+}
+
+/// The summary tables follow new scans: a page after an in-place upgrade shows the new figures
+/// (a small database rebuilds well within the page's wait), and a re-scan that changed nothing
+/// leaves them as they were (no rebuild).
+#[tokio::test]
+async fn pages_follow_new_scans() {
+    let (keep, pool) = corpus_db(&[("a100-1", "a100-upgrade-1-triton-3.4.0", "triton-cache")]).await;
+    let s = AppState::new(pool.clone(), Config::default());
+    // the machine's row on the overview: its versions come from the summary tables
+    let row = |page: String| {
+        let from = page.find("href=\"/machines/a100-1\"").expect("a100-1 listed");
+        page[from..from + page[from..].find("</tr>").unwrap()].to_string()
+    };
+    let before = row(ok(&s, "/").await);
+    assert!(before.contains("3.4.0") && !before.contains("3.5.1"), "{before}");
+    let built: i64 = sqlx::query_scalar("SELECT built_at FROM page_stats_version").fetch_one(&pool).await.unwrap();
+
+    // a re-scan that finds nothing new: the tables are current, nothing is rebuilt
+    let dir = keep.last().unwrap().path().to_path_buf();
+    cachelens::collect::scan_local(&pool, &dir.join("cache/triton-cache"), "a100-1").await.unwrap();
+    ok(&s, "/").await;
+    let again: i64 = sqlx::query_scalar("SELECT built_at FROM page_stats_version").fetch_one(&pool).await.unwrap();
+    assert_eq!(again, built, "a no-change re-scan does not rebuild the summaries");
+
+    // the in-place upgrade: the same path now holds Triton 3.5.1's cache
+    std::fs::remove_dir_all(dir.join("cache")).unwrap();
+    unpack("a100-upgrade-2-triton-3.5.1", &dir.join("staging2"));
+    std::fs::rename(dir.join("staging2/a100-upgrade-2-triton-3.5.1"), dir.join("cache")).unwrap();
+    cachelens::collect::scan_local(&pool, &dir.join("cache/triton-cache"), "a100-1").await.unwrap();
+    let after = row(ok(&s, "/").await);
+    // (Triton keeps the old entries: the upgraded cache holds both versions)
+    let live: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE removed_at IS NULL").fetch_one(&pool).await.unwrap();
+    assert!(live > 45, "{live}");
+    assert!(
+        after.contains("3.4.0, 3.5.1") && after.contains(&format!("<td class=\"n\">{live}</td>")),
+        "the overview shows the upgrade: {after}"
+    );
+    let m = ok(&s, "/machines/a100-1").await;
+    assert!(m.contains("3.5.1"), "the machine page too");
 }

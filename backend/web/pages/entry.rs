@@ -136,7 +136,7 @@ async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::P
     };
     variants.retain(|v| v.id != e.id);
     let same_binary = match &e.binary_sha256 {
-        Some(h) => pages::same_binary(&s.pool, h, e.id, 20).await?,
+        Some(h) => pages::same_binary(&s.pool, h, &e.key, 20).await?,
         None => vec![],
     };
     let base = href(&e.machine, &e.key);

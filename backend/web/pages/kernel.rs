@@ -43,7 +43,7 @@ pub struct Cell {
     pub timings_more: usize,
     pub winner: bool,
     pub best: i64,
-    /// Entries of this cell sharing a byte-identical binary with another entry of the cell.
+    /// Entries of this cell whose binary another key of the kernel also has.
     pub shared_binary: i64,
 }
 
@@ -137,7 +137,8 @@ fn fits_shapes(config_json: &str, shapes: &str) -> bool {
 fn timing(a: &AutotuneConfig) -> Timing {
     Timing {
         kwargs: kwargs(&a.config_json),
-        ms: a.best_ms.map(|m| format!("{m:.4} ms")).unwrap_or_else(|| "failed".into()),
+        // Triton records a config that failed to compile or run (out of resources) as Infinity.
+        ms: a.best_ms.filter(|m| m.is_finite()).map(|m| format!("{m:.4} ms")).unwrap_or_else(|| "failed (inf)".into()),
         runs: a.runs,
         wins: a.wins,
         machines: sorted_csv(&a.machines),
@@ -191,7 +192,7 @@ fn cell(c: &VariantCell, configs: &[&AutotuneConfig], names: &HashMap<i64, (Stri
         timings_more: timings.len().saturating_sub(CELL_TIMINGS),
         timings: timings.into_iter().take(CELL_TIMINGS).collect(),
         best: c.best_config,
-        shared_binary: if c.distinct_binaries > 0 { c.entries - c.distinct_binaries } else { 0 },
+        shared_binary: c.shared_binary,
     }
 }
 
@@ -232,13 +233,13 @@ fn build(
                                 cs.iter().filter(|c| c.num_warps == *w && c.num_stages == *st).collect();
                             match here.as_slice() {
                                 [] => Cell::default(),
-                                [c, ..] => {
+                                [..] => {
                                     let t: Vec<&AutotuneConfig> = configs
                                         .iter()
                                         .filter(|a| a.num_warps == *w && a.num_stages == *st)
                                         .filter(|a| fits_shapes(&a.config_json, &shapes))
                                         .collect();
-                                    merge(here.iter().map(|c| cell(c, &t, names)).collect(), c)
+                                    merge(here.iter().map(|c| cell(c, &t, names)).collect())
                                 }
                             }
                         })
@@ -268,7 +269,7 @@ fn build(
 
 /// One grid cell from the summary rows that fall in it (rows differing only in columns the grid
 /// does not show, e.g. a NULL and a missing value, add up).
-fn merge(mut parts: Vec<Cell>, _first: &VariantCell) -> Cell {
+fn merge(mut parts: Vec<Cell>) -> Cell {
     let mut c = parts.remove(0);
     for p in parts {
         c.count += p.count;
