@@ -95,9 +95,11 @@ impl Ingest {
         .bind(source)
         .fetch_one(&mut *tx)
         .await?;
-        let rows = sqlx::query(
-            "SELECT id, key, dir, sig, removed_at IS NOT NULL AS removed, bytes, relocated, kind = 'partial' AS partial
-             FROM entries WHERE machine_id = ? AND root = ?",
+        // (key, id, dir, sig, removed, bytes, relocated, partial), read from `entries_rescan` alone
+        type Row = (String, i64, String, String, bool, i64, bool, bool);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT key, id, dir, sig, removed_at IS NOT NULL, bytes, relocated, kind = 'partial'
+             FROM entries INDEXED BY entries_rescan WHERE machine_id = ? AND root = ?",
         )
         .bind(machine_id)
         .bind(root)
@@ -105,19 +107,8 @@ impl Ingest {
         .await?;
         let existing = rows
             .into_iter()
-            .map(|r| {
-                let key: String = r.get("key");
-                let stats = (r.get("bytes"), r.get("relocated"), r.get("partial"));
-                (
-                    key,
-                    Existing {
-                        id: r.get("id"),
-                        dir: r.get("dir"),
-                        sig: r.get("sig"),
-                        removed: r.get("removed"),
-                        stats,
-                    },
-                )
+            .map(|(key, id, dir, sig, removed, bytes, relocated, partial)| {
+                (key, Existing { id, dir, sig, removed, stats: (bytes, relocated, partial) })
             })
             .collect();
         let summary = ScanSummary { scan_id, machine: machine.into(), root: root.into(), ..Default::default() };
