@@ -334,7 +334,13 @@ pub fn parse_group(text: &str, entry_dir: &Path) -> Result<GroupInfo, String> {
     let here = entry_dir.canonicalize().unwrap_or_else(|_| entry_dir.to_path_buf());
     let parents: Vec<&Path> = children.values().flatten().filter_map(|p| Path::new(p).parent()).collect();
     let written_at = parents.first().filter(|p| parents.iter().all(|q| q == *p)).map(|p| p.display().to_string());
-    let relocated = parents.iter().any(|p| *p != here);
+    // A recorded dir is "here" when it is this entry dir under another name (the cache written
+    // through a symlinked path, e.g. ~/.triton -> /data/triton, and scanned through the real
+    // one). Only a dir with the entry's own name is resolved, and only its path: no file at a
+    // recorded path is ever opened.
+    let same_dir =
+        |p: &Path| *p == here || (p.file_name() == here.file_name() && p.canonicalize().is_ok_and(|c| c == here));
+    let relocated = !parents.iter().all(|p| same_dir(p));
     Ok(GroupInfo { children, relocated, written_at, missing: vec![] })
 }
 

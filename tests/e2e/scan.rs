@@ -627,6 +627,29 @@ async fn relocated_only_when_group_paths_point_elsewhere() {
         .collect();
     assert_eq!(written_at.len(), 24, "each group points to its own old entry dir");
     assert!(written_at.iter().all(|w| w.starts_with(&here.display().to_string())));
+
+    // written through a symlinked path (TRITON_CACHE_DIR=~/link, link -> the real dir) and
+    // scanned through the real one: the same dirs, not relocated
+    let link = root.join("link");
+    std::os::unix::fs::symlink(&moved, &link).unwrap();
+    for d in entry_dirs(&moved) {
+        let g = file_names(&d).into_iter().find(|n| n.starts_with("__grp__")).unwrap();
+        let mut v: Value = serde_json::from_slice(&std::fs::read(d.join(&g)).unwrap()).unwrap();
+        let key = d.file_name().unwrap();
+        if let Some(m) = v["child_paths"].as_object_mut() {
+            for (name, p) in m {
+                *p = Value::from(link.join(key).join(name).display().to_string());
+            }
+        }
+        std::fs::write(d.join(&g), serde_json::to_vec(&v).unwrap()).unwrap();
+    }
+    let s = scan(&pool, &moved, "aliased").await;
+    assert_eq!((s.entries, s.relocated), (25, 0), "a symlink alias of the entry dir is not a relocation");
+    // ... while the link pointing elsewhere makes them relocated again
+    std::fs::remove_file(&link).unwrap();
+    std::fs::create_dir(&link).unwrap();
+    let s = scan(&pool, &moved, "aliased-gone").await;
+    assert_eq!((s.entries, s.relocated), (25, 24));
 }
 
 /// Keys in the 3.2 (43-char urlsafe base64) and 3.1 (64-char hex) formats, and metadata
