@@ -90,7 +90,9 @@ async fn fields_of_each_endpoint() {
         assert!(inv.get(f).is_some(), "invalidations lacks {f}");
     }
     let i = &inv["invalidated"][0];
-    assert_eq!(keys(i), sorted(&["kernel", "old_key", "new_key", "cause", "identical_binary"]), "{i}");
+    for f in ["kernel", "old_key", "new_key", "cause", "identical_binary"] {
+        assert!(i.get(f).is_some(), "invalidated lacks {f}: {i}");
+    }
 }
 
 /// Values that are unknown are JSON `null`, not 0 or "": a launcher `.so` entry has no
