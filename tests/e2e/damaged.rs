@@ -443,6 +443,12 @@ async fn same_key_in_two_device_dirs_and_two_roots() {
         let s = scan(&pool, &other, "m").await;
         assert_eq!((counts(&s), &s.skipped), ((1, 0, 0, 1, 0), &dup_ind), "settled");
     }
+    // an upload of the second root: the client cannot know, the server counts the duplicate
+    let report = cachelens::collect::scan_report(&other, "m").unwrap();
+    assert_eq!(report.entries.len(), 2);
+    let (s, created) = cachelens::collect::ingest_report(&pool, &report, "upload").await.unwrap();
+    assert!(created);
+    assert_eq!((counts(&s), &s.skipped), ((1, 0, 0, 1, 0), &dup_ind), "uploaded");
     let r = rows(&pool, "m").await;
     let row = r.values().find(|e| e.key == name(k)).unwrap();
     assert_eq!(row.dir, format!("triton/0/{}", name(k)), "first copy in path order");
