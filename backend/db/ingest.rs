@@ -32,6 +32,8 @@ pub struct Ingest {
     seen: HashSet<String>,               // keys seen in this scan
     stored_blobs: HashSet<String>,
     written: HashMap<String, (i64, bool, bool)>, // key -> stats of rows (re)written by this scan
+    elsewhere: HashMap<String, String>,          // key -> other root of this machine holding its live row
+    dup_skips: Vec<Skip>,                        // duplicates found here (a report not deduped by its scanner)
     summary: ScanSummary,
 }
 
@@ -111,6 +113,18 @@ impl Ingest {
                 (key, Existing { id, dir, sig, removed, stats: (bytes, relocated, partial) })
             })
             .collect();
+        // One row per (machine, key): a key whose live row belongs to another root stays there
+        // (the root that had it first keeps it); this root's copy is a counted duplicate.
+        let elsewhere: HashMap<String, String> = sqlx::query_as(
+            "SELECT key, root FROM entries INDEXED BY entries_rescan
+             WHERE machine_id = ? AND root <> ? AND removed_at IS NULL",
+        )
+        .bind(machine_id)
+        .bind(root)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
         let summary = ScanSummary { scan_id, machine: machine.into(), root: root.into(), ..Default::default() };
         Ok(Begin::Started(Box::new(Ingest {
             tx,
@@ -122,6 +136,8 @@ impl Ingest {
             seen: HashSet::new(),
             stored_blobs: HashSet::new(),
             written: HashMap::new(),
+            elsewhere,
+            dup_skips: vec![],
             summary,
         })))
     }
@@ -136,7 +152,7 @@ impl Ingest {
             .into_iter()
             .map(|r| (r.get::<String, _>("path"), (r.get::<String, _>("inode_sig"), r.get::<i64, _>("offset"))))
             .collect();
-        Ok(Previous { sigs, event_marks: marks })
+        Ok(Previous { sigs, event_marks: marks, elsewhere: self.elsewhere.clone() })
     }
 
     /// Store a batch of entries read by the scanner. `blobs` supplies IR text for uploads
@@ -144,8 +160,16 @@ impl Ingest {
     pub async fn entries(&mut self, batch: &[Entry], blobs: &BTreeMap<String, String>) -> sqlx::Result<()> {
         let mut fresh: Vec<&Entry> = Vec::with_capacity(batch.len());
         for e in batch {
+            if let Some(other) = self.elsewhere.get(&e.key) {
+                let reason = format!("duplicate key (also in {other})");
+                self.dup_skips.push(Skip { path: e.dir.clone(), reason });
+                continue;
+            }
             if !self.seen.insert(e.key.clone()) {
-                continue; // the same key twice in one report: keep the first
+                // the same key twice in one report: keep the first, count the other
+                let reason = "duplicate key (twice in the report)".to_string();
+                self.dup_skips.push(Skip { path: e.dir.clone(), reason });
+                continue;
             }
             match self.existing.get(&e.key) {
                 Some(x) if !x.removed && x.sig == e.sig => self.summary.unchanged_entries += 1,
@@ -292,7 +316,8 @@ impl Ingest {
 
     /// Mark unchanged and removed entries, store events and best configs, record the scan's
     /// counts and commit.
-    pub async fn finish(mut self, f: Finish) -> sqlx::Result<ScanSummary> {
+    pub async fn finish(mut self, mut f: Finish) -> sqlx::Result<ScanSummary> {
+        f.skipped.append(&mut self.dup_skips);
         let by_dir: HashMap<&str, &str> = self.existing.iter().map(|(k, x)| (x.dir.as_str(), k.as_str())).collect();
         for dir in &f.unchanged {
             if let Some(k) = by_dir.get(dir.as_str())
@@ -304,10 +329,30 @@ impl Ingest {
         // An entry that is still there but could not be read this time (permission denied, a
         // symlink loop...) is not gone: keep its row as it was. One that vanished or was
         // emptied is gone.
+        // A dir that could not be listed (the root itself, an Inductor `triton/<dev>/`) hides
+        // its entries: they are kept too.
+        let mut unlisted = HashSet::new();
         for sk in &f.skipped {
             let present = !(sk.reason.contains("vanished") || sk.reason.starts_with("empty entry dir"));
             if let (true, Some(k)) = (present, by_dir.get(sk.path.as_str())) {
                 self.seen.insert(k.to_string());
+            }
+            if sk.reason.contains(crate::scan::walk::UNREADABLE) {
+                unlisted.insert(sk.path.as_str());
+            }
+        }
+        if !unlisted.is_empty() {
+            for (dir, k) in &by_dir {
+                let mut up = *dir;
+                let hidden = loop {
+                    up = up.rsplit_once('/').map_or("", |(p, _)| p);
+                    if unlisted.contains(up) || up.is_empty() {
+                        break unlisted.contains(up);
+                    }
+                };
+                if hidden {
+                    self.seen.insert(k.to_string());
+                }
             }
         }
         let (mid, scan, now) = (self.machine_id, self.scan_id, self.now);

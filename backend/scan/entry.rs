@@ -5,8 +5,9 @@
 //! kept and the raw metadata JSON is stored as-is. An entry that cannot be fully read is kept and
 //! flagged partial with the reason, never dropped silently.
 
+pub use super::autotune::{parse_autotune, parse_py_json};
 use super::{resources, ttir};
-use crate::model::{Artifact, Autotune, AutotuneConfig, Entry, EntryKind, GroupInfo};
+use crate::model::{Artifact, Entry, EntryKind, GroupInfo};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -27,15 +28,28 @@ pub struct FileStat {
     pub mtime_ms: i64,
 }
 
+/// What an entry dir holds, as listed before reading.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Plain files (following symlinks), by name.
+    pub files: Vec<FileStat>,
+    /// Children that could not be stat'ed: `name: reason`.
+    pub bad: Vec<String>,
+    /// Triton's in-flight temp dirs (`tmp.pid_<pid>_<uuid>/`): `FileCacheManager.put` writes
+    /// each file there, then renames it into the entry dir. Never read.
+    pub tmp: Vec<String>,
+}
+
 /// List the plain files of an entry dir (following symlinks) with size and mtime.
 ///
 /// A child that cannot be stat'ed (a symlink loop, a dangling link, no permission) does not
-/// make the whole entry unreadable: it is returned in the second list with its reason, and
-/// the entry is kept and flagged partial. A plain file that vanished between the listing and
-/// the stat is an error (the entry is being written or deleted: the caller retries).
-pub fn list_files(dir: &Path) -> io::Result<(Vec<FileStat>, Vec<String>)> {
+/// make the whole entry unreadable: it is returned in `bad` with its reason, and the entry is
+/// kept and flagged partial. A plain file that vanished between the listing and the stat is an
+/// error (the entry is being written or deleted: the caller retries).
+pub fn list_files(dir: &Path) -> io::Result<Listing> {
     let mut files = vec![];
     let mut bad = vec![];
+    let mut tmp = vec![];
     for de in fs::read_dir(dir)? {
         let de = de?;
         let path = de.path();
@@ -68,6 +82,10 @@ pub fn list_files(dir: &Path) -> io::Result<(Vec<FileStat>, Vec<String>)> {
             }
         };
         if !md.is_file() {
+            let name = de.file_name().to_string_lossy().into_owned();
+            if md.is_dir() && name.starts_with("tmp.") {
+                tmp.push(name);
+            }
             continue;
         }
         let mtime_ms = md
@@ -80,17 +98,23 @@ pub fn list_files(dir: &Path) -> io::Result<(Vec<FileStat>, Vec<String>)> {
     }
     files.sort_by(|a, b| a.name.cmp(&b.name));
     bad.sort();
-    Ok((files, bad))
+    tmp.sort();
+    Ok(Listing { files, bad, tmp })
 }
 
-/// The change signature of an entry: its file names, sizes and mtimes.
-pub fn signature(files: &[FileStat], bad: &[String]) -> String {
+/// The change signature of an entry: its file names, sizes and mtimes (and its temp dirs: an
+/// entry read mid-write is read again once the write is over).
+pub fn signature(l: &Listing) -> String {
     let mut h = Sha256::new();
-    for b in bad {
+    for b in &l.bad {
         h.update(b.as_bytes());
         h.update([1]);
     }
-    for f in files {
+    for t in &l.tmp {
+        h.update(t.as_bytes());
+        h.update([2]);
+    }
+    for f in &l.files {
         h.update(f.name.as_bytes());
         h.update([0]);
         h.update(f.size.to_le_bytes());
@@ -112,11 +136,16 @@ fn read_hashed(path: &Path, expect: u64, buf: &mut Vec<u8>) -> io::Result<String
 
 /// Read and parse one entry dir. `dir` is relative to `root`. `Err` means the entry was not read
 /// at all (the reason goes to the scan's skip list).
-pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], bad: &[String], sig: String) -> Result<Entry, String> {
+pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String) -> Result<Entry, String> {
     let abs = root.join(dir);
     let key = dir.rsplit('/').next().unwrap_or(dir).to_string();
+    let (files, bad) = (&l.files[..], &l.bad[..]);
     if files.is_empty() && bad.is_empty() {
-        return Err("empty entry dir (Triton creates one on every lookup)".into());
+        return Err(if l.tmp.is_empty() {
+            "empty entry dir (Triton creates one on every lookup)".into()
+        } else {
+            WRITING.into()
+        });
     }
     let mut e = Entry {
         key,
@@ -147,6 +176,10 @@ pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], bad: &[String], si
         sig,
     };
     let mut problems: Vec<String> = bad.iter().map(|b| format!("unreadable {b}")).collect();
+    if !l.tmp.is_empty() {
+        // Mid-write now (re-read when the temp dir goes), or a write that crashed and left it.
+        problems.push(format!("{WRITING}: {}", l.tmp.join(", ")));
+    }
     let mut buf = Vec::new();
     // Indices into `e.artifacts` (whose `text` holds the file's text): no copies of file contents.
     let (mut meta_i, mut group_i, mut autotune_i, mut amdgcn_i, mut ir_i) = (None, None, None, None, None);
@@ -231,9 +264,7 @@ pub fn read_entry(root: &Path, dir: &str, files: &[FileStat], bad: &[String], si
         e.shapes = facts.shapes;
     }
     e.kind = classify(&e, files, meta_i.is_some(), autotune_i.is_some());
-    if meta_i.is_none() && e.kind == EntryKind::Other && files.iter().any(|f| f.name.starts_with("__grp__")) {
-        problems.push("no metadata file".into());
-    }
+    problems.extend(incomplete(files, meta_i.is_some(), group_i.is_some(), e.kind));
     if !problems.is_empty() {
         e.kind = EntryKind::Partial;
         e.partial = Some(problems.join("; "));
@@ -248,13 +279,36 @@ impl Entry {
     }
 }
 
+/// Skip reason / partial reason of an entry with Triton's temp dir inside.
+pub const WRITING: &str = "write in progress (temp dir inside)";
+
+/// What a kernel entry lacks. Triton writes the IR and binary files, then `<name>.json`, then
+/// the group file last, and looks an entry up through its group file only: without it the
+/// entry is a miss (recompiled), whatever else is there.
+fn incomplete(files: &[FileStat], has_meta: bool, has_group: bool, kind: EntryKind) -> Vec<String> {
+    const KERNEL_FILES: &[&str] = &["source", "ttir", "ttgir", "llir", "ptx", "cubin", "amdgcn", "hsaco", "grp"];
+    let has = |x: &str| files.iter().any(|f| crate::model::artifact_ext(&f.name) == x);
+    let mut out = vec![];
+    if !has_meta && kind == EntryKind::Other && KERNEL_FILES.iter().any(|x| has(x)) {
+        out.push("no metadata file".to_string());
+    }
+    if has_meta && !has("cubin") && !has("hsaco") {
+        out.push("no binary (.cubin/.hsaco)".to_string());
+    }
+    if has_meta && !has_group && !has("grp") {
+        out.push("no group file: Triton will recompile".to_string());
+    }
+    out
+}
+
 fn classify(e: &Entry, files: &[FileStat], has_meta: bool, has_autotune: bool) -> EntryKind {
     let exts: Vec<&str> = files.iter().map(|f| crate::model::artifact_ext(&f.name)).collect();
     let has = |x: &str| exts.contains(&x);
     if has_autotune {
         EntryKind::Autotune
     } else if has_meta && (has("cubin") || has("hsaco")) {
-        if ["ttir", "ttgir", "llir", "ptx", "amdgcn", "source"].iter().any(|x| has(x)) {
+        // `.source` does not count: Triton 3.4+ stores it even with TRITON_STORE_BINARY_ONLY=1
+        if ["ttir", "ttgir", "llir", "ptx", "amdgcn"].iter().any(|x| has(x)) {
             EntryKind::Kernel
         } else {
             EntryKind::BinaryOnly
@@ -342,68 +396,4 @@ pub fn parse_group(text: &str, entry_dir: &Path) -> Result<GroupInfo, String> {
         |p: &Path| *p == here || (p.file_name() == here.file_name() && p.canonicalize().is_ok_and(|c| c == here));
     let relocated = !parents.iter().all(|p| same_dir(p));
     Ok(GroupInfo { children, relocated, written_at, missing: vec![] })
-}
-
-/// Parse JSON as Python's `json` module writes it: bare `NaN`, `Infinity` and `-Infinity`
-/// (a failed autotune config is timed as `inf`) become `null`.
-pub fn parse_py_json(text: &str) -> Result<Value, String> {
-    match serde_json::from_str(text) {
-        Ok(v) => Ok(v),
-        Err(first) => {
-            let mut out = String::with_capacity(text.len());
-            let (mut in_str, mut escaped) = (false, false);
-            let mut rest = text;
-            while let Some(c) = rest.chars().next() {
-                if in_str {
-                    in_str = escaped || c != '"';
-                    escaped = !escaped && c == '\\';
-                } else if c == '"' {
-                    in_str = true;
-                } else if let Some(tok) = ["-Infinity", "Infinity", "NaN"].iter().find(|t| rest.starts_with(**t)) {
-                    out.push_str("null");
-                    rest = &rest[tok.len()..];
-                    continue;
-                }
-                out.push(c);
-                rest = &rest[c.len_utf8()..];
-            }
-            serde_json::from_str(&out).map_err(|_| first.to_string())
-        }
-    }
-}
-
-/// Parse `<fn>.autotune.json` and mark the config Triton picked: the smallest timings, compared
-/// as Python compares lists (the median first), as `builtins.min(timings, key=timings.get)` does.
-pub fn parse_autotune(text: &str) -> Result<Autotune, String> {
-    let v = parse_py_json(text)?;
-    let list = v.get("configs_timings").and_then(Value::as_array).ok_or("no configs_timings")?;
-    let mut configs: Vec<AutotuneConfig> = list
-        .iter()
-        .filter_map(|pair| {
-            let pair = pair.as_array()?;
-            let config = pair.first()?.clone();
-            let timings_ms = match pair.get(1)? {
-                Value::Array(a) => a.iter().map(|t| t.as_f64().unwrap_or(f64::INFINITY)).collect(),
-                Value::Number(n) => n.as_f64().into_iter().collect(),
-                _ => vec![],
-            };
-            Some(AutotuneConfig {
-                num_warps: as_i64(config.get("num_warps")),
-                num_stages: as_i64(config.get("num_stages")),
-                config,
-                timings_ms,
-                winner: false,
-            })
-        })
-        .collect();
-    let best = configs
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| !c.timings_ms.is_empty())
-        .min_by(|(_, a), (_, b)| a.timings_ms.partial_cmp(&b.timings_ms).unwrap_or(std::cmp::Ordering::Equal))
-        .map(|(i, _)| i);
-    if let Some(i) = best {
-        configs[i].winner = true;
-    }
-    Ok(Autotune { key: v.get("key").cloned().unwrap_or(Value::Null), configs })
 }

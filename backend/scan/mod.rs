@@ -4,6 +4,7 @@
 //! handed to a sink one by one, so a 100,000-entry cache never sits in memory at once. Entries
 //! whose files (names, sizes, mtimes) are unchanged since the previous scan are not re-read.
 
+pub mod autotune;
 pub mod entry;
 pub mod events;
 pub mod resources;
@@ -24,6 +25,9 @@ pub struct Previous {
     pub sigs: HashMap<String, String>,
     /// event file path -> (inode signature, offset read up to)
     pub event_marks: HashMap<String, (String, i64)>,
+    /// key -> the other root of this machine whose live row holds it: the database has one
+    /// row per (machine, key), so a copy under this root is counted as a duplicate, not read.
+    pub elsewhere: HashMap<String, String>,
 }
 
 /// Everything but the entries (which go to the sink as they are read).
@@ -60,6 +64,12 @@ where
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(dir) = layout.entries.get(i) else { break };
+                    let key = dir.rsplit('/').next().unwrap_or(dir);
+                    if let Some(other) = prev.elsewhere.get(key) {
+                        let reason = format!("duplicate key (also in {other})");
+                        tail.lock().unwrap().skipped.push(Skip { path: dir.clone(), reason });
+                        continue;
+                    }
                     match read_one(root, dir, prev) {
                         Ok(Some(e)) => (sink.lock().unwrap())(e),
                         Ok(None) => tail.lock().unwrap().unchanged.push(dir.clone()),
@@ -91,12 +101,12 @@ fn read_one(root: &Path, dir: &str, prev: &Previous) -> Result<Option<Entry>, St
     let mut last = String::new();
     // A cache being written during the scan: a file can vanish or change under us. Try twice.
     for _ in 0..2 {
-        let (files, bad) = entry::list_files(&abs).map_err(|e| walk::reason(&e))?;
-        let sig = entry::signature(&files, &bad);
+        let listing = entry::list_files(&abs).map_err(|e| walk::reason(&e))?;
+        let sig = entry::signature(&listing);
         if prev.sigs.get(dir) == Some(&sig) {
             return Ok(None);
         }
-        match entry::read_entry(root, dir, &files, &bad, sig) {
+        match entry::read_entry(root, dir, &listing, sig) {
             Ok(e) => return Ok(Some(e)),
             Err(r) if r.contains("during scan") => last = r,
             Err(r) => return Err(r),

@@ -56,10 +56,15 @@ fn skip(out: &mut Layout, path: &Path, root: &Path, why: impl Into<String>) {
 
 /// Directory listing as (name, path, is_dir), following symlinks; unreadable children are skipped.
 fn list(dir: &Path, root: &Path, out: &mut Layout) -> Vec<(String, PathBuf, bool)> {
+    // A dir that cannot be listed is still there: the ingest keeps every entry below it.
+    let unreadable = |e: &io::Error| {
+        let what = if dir == root { "cache dir" } else { "dir" };
+        format!("{what} {UNREADABLE}: {}", reason(e))
+    };
     let rd = match fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) => {
-            skip(out, dir, root, reason(&e));
+            skip(out, dir, root, unreadable(&e));
             return vec![];
         }
     };
@@ -68,7 +73,7 @@ fn list(dir: &Path, root: &Path, out: &mut Layout) -> Vec<(String, PathBuf, bool
         let de = match de {
             Ok(de) => de,
             Err(e) => {
-                skip(out, dir, root, reason(&e));
+                skip(out, dir, root, unreadable(&e));
                 continue;
             }
         };
@@ -99,14 +104,41 @@ fn list(dir: &Path, root: &Path, out: &mut Layout) -> Vec<(String, PathBuf, bool
     items
 }
 
-/// Walk `root` (a Triton cache dir or an Inductor dir holding `triton/<device>/`).
+/// In a skip reason: a dir whose listing failed (its entries are kept, not marked removed).
+pub const UNREADABLE: &str = "unreadable (its entries kept as they were)";
+
+/// Walk `root` (a Triton cache dir, an Inductor dir holding `triton/<device>/`, or that
+/// `triton/` dir itself).
 pub fn walk(root: &Path) -> Layout {
     let mut out = Layout::default();
     walk_cache(root, root, "", &mut out);
+    dedupe(&mut out);
     out
 }
 
+/// One key in several dirs of one root (Inductor keeps a Triton cache per device, so a
+/// multi-GPU node holds the same key in `triton/0/` and `triton/1/`): the database holds one
+/// row per (machine, key), so the first copy in path order is read and the others are counted
+/// as skipped. Always the same copy: a re-scan reads nothing again and moves no row.
+fn dedupe(out: &mut Layout) {
+    let mut first: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    let mut kept = Vec::with_capacity(out.entries.len());
+    for rel in std::mem::take(&mut out.entries) {
+        let key = rel.rsplit('/').next().unwrap_or(&rel).to_string();
+        if let Some(at) = first.get(&key) {
+            let at = at.rsplit_once('/').map_or(".", |(p, _)| p);
+            out.skipped.push(Skip { reason: format!("duplicate key (also in {at}/)"), path: rel });
+        } else {
+            first.insert(key, rel.clone());
+            kept.push(rel);
+        }
+    }
+    out.entries = kept;
+}
+
 fn walk_cache(root: &Path, dir: &Path, prefix: &str, out: &mut Layout) {
+    // Given `<inductor>/triton` itself: its children are the device caches.
+    let devices = prefix.is_empty() && root.file_name().is_some_and(|n| n == "triton");
     for (name, path, is_dir) in list(dir, root, out) {
         let rel = format!("{prefix}{name}");
         if !is_dir {
@@ -125,6 +157,8 @@ fn walk_cache(root: &Path, dir: &Path, prefix: &str, out: &mut Layout) {
             }
         } else if is_key(&name) {
             out.entries.push(rel);
+        } else if devices && name.bytes().all(|b| b.is_ascii_digit()) {
+            walk_cache(root, &path, &format!("{name}/"), out);
         } else if prefix.is_empty() && name == "triton" {
             // Inductor: <dir>/triton/<device>/<KEY>/
             for (dev, dpath, d) in list(&path, root, out) {

@@ -4,7 +4,7 @@
 //! keeps what it can, and never writes into the cache dir.
 
 use crate::common::*;
-use crate::scan::{entry_dirs, file_names, rows, scan};
+use crate::scan::{entry_dirs, file_names, rows, scan, skip_or_fail};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -128,7 +128,7 @@ async fn damaged_cache_counts_every_skip_and_is_left_untouched() {
 
     let runner = permission_runner();
     if let Err(why) = &runner {
-        println!("SKIPPED (chmod 000 part): {why}");
+        skip_or_fail(&format!("chmod 000 part: {why}"));
     }
     let pre = runner.clone().unwrap_or_default();
     if runner.is_ok() {
@@ -235,14 +235,10 @@ async fn cache_written_during_scan() {
             let mut i = 0;
             let mut victims = victims.into_iter();
             while !stop.load(Ordering::Relaxed) {
-                // create one, Triton's way: files into tmp.pid_<pid>_<uuid>/, then rename
-                let tmp = cache.join(format!("tmp.pid_{}_{i}", std::process::id()));
-                std::fs::create_dir(&tmp).unwrap();
+                // create one, Triton's way (FileCacheManager.put): each file written into
+                // <KEY>/tmp.pid_<pid>_<uuid>/, renamed into <KEY>/, the temp dir removed
                 let s = &src[i % src.len()];
-                for n in file_names(s) {
-                    std::fs::copy(s.join(&n), tmp.join(&n)).unwrap();
-                }
-                std::fs::rename(&tmp, cache.join(key(i, "new"))).unwrap();
+                write_like_triton(s, &cache.join(key(i, "new")), usize::MAX);
                 created.fetch_add(1, Ordering::Relaxed);
                 // delete one, file by file (as rm -rf does)
                 if let Some(v) = victims.next() {
@@ -270,12 +266,15 @@ async fn cache_written_during_scan() {
 
     for reason in s.skipped.keys() {
         assert!(
-            ["vanished during scan", "temp dir (write in progress)", "file changed during scan"]
+            ["vanished during scan", "write in progress (temp dir inside)", "file changed during scan"]
                 .contains(&reason.as_str()),
             "unexpected skip reason: {reason}"
         );
     }
     let r = rows(&pool, "busy").await;
+    let mid_write =
+        r.values().filter(|e| e.partial.as_deref().is_some_and(|p| p.contains("write in progress"))).count();
+    println!("{mid_write} entries stored mid-write (partial)");
     // untouched entries: all stored, intact
     for k in before.difference(&victim_names) {
         let e = r.get(k).unwrap_or_else(|| panic!("untouched entry {k} missing"));
@@ -303,4 +302,202 @@ async fn cache_written_during_scan() {
         "no partial entry left once quiet"
     );
     assert_eq!(s2.entries as usize, on_disk.len());
+}
+
+/// Triton's file order: IR and binary, then `<name>.json`, then the group file last.
+fn triton_order(src: &Path) -> Vec<String> {
+    let mut names = file_names(src);
+    let rank = |n: &str| match n {
+        n if n.starts_with("__grp__") => 2,
+        n if n.ends_with(".json") => 1,
+        _ => 0,
+    };
+    names.sort_by_key(|n| rank(n));
+    names
+}
+
+/// Copy the entry `src` to `dest` as Triton's FileCacheManager.put writes it, one file at a
+/// time: into `dest/tmp.pid_<pid>_<n>/`, renamed into `dest/`, the temp dir removed. Stops with
+/// the temp dir holding file number `stop` (not yet renamed); returns that temp dir.
+fn write_like_triton(src: &Path, dest: &Path, stop: usize) -> Option<PathBuf> {
+    std::fs::create_dir_all(dest).unwrap();
+    for (i, n) in triton_order(src).iter().enumerate() {
+        let tmp = dest.join(format!("tmp.pid_{}_{i}", std::process::id()));
+        std::fs::create_dir(&tmp).unwrap();
+        std::fs::copy(src.join(n), tmp.join(n)).unwrap();
+        if i == stop {
+            return Some(tmp);
+        }
+        std::fs::rename(tmp.join(n), dest.join(n)).unwrap();
+        std::fs::remove_dir(&tmp).unwrap();
+    }
+    None
+}
+
+/// Entries Triton did not finish: IR files only, IR and binary without metadata, metadata and
+/// binary without the group file (Triton looks entries up through it: a miss), and entries
+/// being written right now (Triton's temp dir inside the key dir). All kept, flagged partial
+/// with the reason, counted; files inside a temp dir are never read as artifacts.
+#[tokio::test]
+async fn unfinished_entries_are_kept_and_flagged() {
+    let (_t, root) = unpacked("h100-jit-3.6.0");
+    let cache = root.join("triton-cache");
+    let dirs = kernel_dirs(&cache);
+    let name = |d: &Path| d.file_name().unwrap().to_string_lossy().into_owned();
+    let rm = |d: &Path, pred: &dyn Fn(&str) -> bool| {
+        for n in file_names(d).into_iter().filter(|n| pred(n)) {
+            std::fs::remove_file(d.join(n)).unwrap();
+        }
+    };
+    let (no_grp, no_meta, ir_only) = (&dirs[0], &dirs[1], &dirs[2]);
+    rm(no_grp, &|n| n.starts_with("__grp__"));
+    rm(no_meta, &|n| n.ends_with(".json"));
+    rm(ir_only, &|n| !n.ends_with(".ttir") && !n.ends_with(".ttgir"));
+    // a new entry stopped with its 4th file (of 8) in the temp dir; another with its first
+    let src = &dirs[3];
+    let writing = cache.join(crate::scan::hex_to_b32(&hex::encode(Sha256::digest(b"writing"))));
+    let tmp = write_like_triton(src, &writing, 3).unwrap();
+    let first = cache.join(crate::scan::hex_to_b32(&hex::encode(Sha256::digest(b"first"))));
+    write_like_triton(src, &first, 0).unwrap();
+
+    let (_d, pool) = fresh_db().await;
+    let s = scan(&pool, &cache, "m").await;
+    assert_eq!(s.entries, 123, "all kept, the one being written too: {s:?}");
+    assert_eq!(s.partial, 4);
+    assert_eq!(s.skipped.get(cachelens::scan::entry::WRITING), Some(&1), "only a temp dir: {:?}", s.skipped);
+    let r = rows(&pool, "m").await;
+    let why = |d: &Path| r[&name(d)].partial.clone().unwrap_or_else(|| panic!("{} not partial", name(d)));
+    assert_eq!(why(no_grp), "no group file: Triton will recompile");
+    assert!(why(no_meta).contains("no metadata file"), "{}", why(no_meta));
+    assert_eq!(why(ir_only), "no metadata file");
+    assert!(why(&writing).starts_with("write in progress (temp dir inside): tmp.pid_"), "{}", why(&writing));
+    assert!(r.values().all(|e| e.partial.is_none() || e.kind == "partial"));
+    let arts: Vec<String> =
+        sqlx::query_scalar("SELECT a.name FROM artifacts a JOIN entries e ON e.id = a.entry_id WHERE e.key = ?")
+            .bind(name(&writing))
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    let renamed = &triton_order(src)[..3];
+    assert_eq!(arts.iter().collect::<BTreeSet<_>>(), renamed.iter().collect(), "the temp dir's file is not read");
+
+    // the write finishes: both entries re-read, now whole kernels
+    let n = file_names(&tmp).pop().unwrap();
+    std::fs::rename(tmp.join(&n), writing.join(&n)).unwrap();
+    std::fs::remove_dir(&tmp).unwrap();
+    for f in &triton_order(src)[4..] {
+        std::fs::copy(src.join(f), writing.join(f)).unwrap();
+    }
+    std::fs::remove_dir_all(&first).unwrap();
+    write_like_triton(src, &first, usize::MAX);
+    let s2 = scan(&pool, &cache, "m").await;
+    assert_eq!((s2.entries, s2.new_entries, s2.changed_entries, s2.removed_entries), (124, 1, 1, 0), "{s2:?}");
+    assert_eq!(s2.partial, 3);
+    assert!(s2.skipped.is_empty(), "{:?}", s2.skipped);
+    let r = rows(&pool, "m").await;
+    for d in [&writing, &first] {
+        assert_eq!((r[&name(d)].kind.as_str(), r[&name(d)].partial.as_deref()), ("kernel", None));
+    }
+}
+
+/// Inductor keeps one Triton cache per device: a multi-GPU node holds the same key in
+/// `triton/0/` and `triton/1/` (and a key can sit under two scanned roots). One row per
+/// (machine, key): the first copy (root scanned first, then path order) is read, the others
+/// are counted as duplicates; re-scans read nothing again, count nothing new or changed, move
+/// no row and mark nothing removed.
+#[tokio::test]
+async fn same_key_in_two_device_dirs_and_two_roots() {
+    let (_t, root) = unpacked("h100-jit-3.6.0");
+    let dirs = kernel_dirs(&root.join("triton-cache"));
+    let name = |d: &Path| d.file_name().unwrap().to_string_lossy().into_owned();
+    let copy = |src: &Path, dest: &Path| {
+        std::fs::create_dir_all(dest).unwrap();
+        for n in file_names(src) {
+            std::fs::copy(src.join(&n), dest.join(&n)).unwrap(); // new mtimes: another signature
+        }
+    };
+    let (k, k2, k3) = (&dirs[0], &dirs[1], &dirs[2]);
+    let ind = root.join("ind");
+    copy(k, &ind.join("triton/0").join(name(k)));
+    copy(k, &ind.join("triton/1").join(name(k)));
+    copy(k2, &ind.join("triton/1").join(name(k2)));
+    let other = root.join("other");
+    copy(k, &other.join(name(k)));
+    copy(k3, &other.join(name(k3)));
+    let ind_c = ind.canonicalize().unwrap().display().to_string();
+    let counts = |s: &cachelens::model::ScanSummary| {
+        (s.entries, s.new_entries, s.changed_entries, s.unchanged_entries, s.removed_entries)
+    };
+
+    let (_d, pool) = fresh_db().await;
+    let s = scan(&pool, &ind, "m").await;
+    assert_eq!(counts(&s), (2, 2, 0, 0, 0));
+    let dup0 = BTreeMap::from([("duplicate key (also in triton/0/)".to_string(), 1)]);
+    assert_eq!(s.skipped, dup0);
+    let dup_ind = BTreeMap::from([(format!("duplicate key (also in {ind_c})"), 1)]);
+    let s = scan(&pool, &other, "m").await;
+    assert_eq!((counts(&s), &s.skipped), ((1, 1, 0, 0, 0), &dup_ind));
+    for _ in 0..2 {
+        let s = scan(&pool, &ind, "m").await;
+        assert_eq!((counts(&s), &s.skipped), ((2, 0, 0, 2, 0), &dup0), "settled");
+        let s = scan(&pool, &other, "m").await;
+        assert_eq!((counts(&s), &s.skipped), ((1, 0, 0, 1, 0), &dup_ind), "settled");
+    }
+    // an upload of the second root: the client cannot know, the server counts the duplicate
+    let report = cachelens::collect::scan_report(&other, "m").unwrap();
+    assert_eq!(report.entries.len(), 2);
+    let (s, created) = cachelens::collect::ingest_report(&pool, &report, "upload").await.unwrap();
+    assert!(created);
+    assert_eq!((counts(&s), &s.skipped), ((1, 0, 0, 1, 0), &dup_ind), "uploaded");
+    let r = rows(&pool, "m").await;
+    let row = r.values().find(|e| e.key == name(k)).unwrap();
+    assert_eq!(row.dir, format!("triton/0/{}", name(k)), "first copy in path order");
+    assert_eq!(r.len(), 3);
+    assert!(r.values().all(|e| e.removed_at.is_none()));
+
+    // the kept copy goes: the next one takes over (not removed)
+    std::fs::remove_dir_all(ind.join("triton/0").join(name(k))).unwrap();
+    let s = scan(&pool, &ind, "m").await;
+    assert_eq!((counts(&s), s.skipped.len()), ((2, 0, 1, 1, 0), 0));
+    let r = rows(&pool, "m").await;
+    assert!(r.contains_key(&format!("triton/1/{}", name(k))) && r.values().all(|e| e.removed_at.is_none()));
+
+    // `<inductor>/triton` given itself: its device dirs are the caches
+    let s = scan(&pool, &ind.join("triton"), "n").await;
+    assert_eq!((s.entries, s.new_entries), (2, 2), "{s:?}");
+    let r = rows(&pool, "n").await;
+    assert_eq!(r.keys().cloned().collect::<Vec<_>>(), [format!("1/{}", name(k)), format!("1/{}", name(k2))]);
+}
+
+/// A root (or an Inductor `triton/<dev>/`) that cannot be listed loses nothing: its entries
+/// keep their rows (not marked removed) and the summary says the dir was unreadable.
+#[tokio::test]
+async fn unreadable_root_marks_nothing_removed() {
+    let pre = match permission_runner() {
+        Ok(pre) => pre,
+        Err(why) => return skip_or_fail(&why),
+    };
+    let (_t, root) = unpacked("h100-jit-3.6.0");
+    let perm = |p: &Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    let dbdir = tempfile::TempDir::new().unwrap();
+    let db = dbdir.path().join("u.db");
+    let (cache, ind) = (root.join("triton-cache"), root.join("inductor"));
+    for (dir, locked, entries, reason) in [
+        (&cache, cache.clone(), 122, "cache dir unreadable (its entries kept as they were): permission denied"),
+        (&ind, ind.join("triton/0"), 3, "dir unreadable (its entries kept as they were): permission denied"),
+    ] {
+        let s1 = cli_scan(&pre, dir, &db, "u");
+        assert_eq!((s1["entries"].as_i64(), s1["removed_entries"].as_i64()), (Some(entries), Some(0)));
+        perm(&locked, 0o000);
+        let s2 = cli_scan(&pre, dir, &db, "u");
+        perm(&locked, 0o755);
+        assert_eq!(s2["skipped"], serde_json::json!({ reason: 1 }), "{s2}");
+        assert_eq!((s2["entries"].as_i64(), s2["removed_entries"].as_i64()), (Some(entries), Some(0)), "{s2}");
+        let s3 = cli_scan(&pre, dir, &db, "u");
+        assert_eq!((s3["new_entries"].as_i64(), s3["unchanged_entries"].as_i64()), (Some(0), Some(entries)));
+    }
+    let pool = cachelens::db::open(&db).await.unwrap();
+    let r = rows(&pool, "u").await;
+    assert_eq!(r.len(), 125);
+    assert!(r.values().all(|e| e.removed_at.is_none()), "nothing marked removed");
 }

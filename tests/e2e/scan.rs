@@ -97,6 +97,16 @@ pub async fn count(pool: &SqlitePool, sql: &str) -> i64 {
 }
 
 /// Is this dir name a Triton cache key (independent of the scanner's `is_key`)?
+/// A test that cannot run here (a tool missing) fails, unless `CACHELENS_ALLOW_SKIP=1`: a
+/// silent skip would pass in CI without checking anything.
+pub fn skip_or_fail(why: &str) {
+    if std::env::var("CACHELENS_ALLOW_SKIP").is_ok_and(|v| v == "1") {
+        println!("SKIPPED (CACHELENS_ALLOW_SKIP=1): {why}");
+    } else {
+        panic!("cannot run: {why} (set CACHELENS_ALLOW_SKIP=1 to skip)");
+    }
+}
+
 pub fn looks_like_key(name: &str) -> bool {
     key_to_hex(name).is_some()
 }
@@ -472,7 +482,7 @@ async fn corpus_scans_match_the_files() {
             }
             assert_eq!(cubins, 113 + 3 + 62 + 45 + 45 + 90, "every cubin checked");
         }
-        Err(why) => println!("SKIPPED: registers vs cuobjdump: {why}"),
+        Err(why) => skip_or_fail(&format!("registers vs cuobjdump: {why}")),
     }
     for (machine, archive, sub) in ROOTS {
         let root = tmp.path().join(archive).join(sub);
@@ -852,8 +862,7 @@ async fn caches_from_other_triton_versions() {
         }
     }
     if pythons.is_empty() {
-        println!("SKIPPED: no $CACHELENS_PYTHON / $CACHELENS_PYTHONS (a python with triton installed)");
-        return;
+        return skip_or_fail("no $CACHELENS_PYTHON / $CACHELENS_PYTHONS (a python with triton installed)");
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py");
     let (_d, pool) = fresh_db().await;
@@ -871,7 +880,7 @@ async fn caches_from_other_triton_versions() {
             if !out.status.success() {
                 let err = String::from_utf8_lossy(&out.stderr);
                 let last = err.lines().last().unwrap_or("");
-                println!("SKIPPED: {py} --target {target}: workload failed: {last}");
+                skip_or_fail(&format!("{py} --target {target}: workload failed: {last}"));
                 continue;
             }
             let w: Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
@@ -902,6 +911,9 @@ async fn caches_from_other_triton_versions() {
                 assert_eq!(key_to_hex(&e.key), e.meta_hash, "{version}: decode(KEY) == hash");
                 assert!(e.registers.unwrap_or(0) > 0, "{version} {target} {}: registers", e.key);
             }
+            if let (true, Err(why)) = (target.starts_with("cuda"), &cuobj) {
+                skip_or_fail(&format!("registers vs cuobjdump: {why}"));
+            }
             if target.starts_with("cuda")
                 && let Ok(()) = &cuobj
             {
@@ -913,4 +925,85 @@ async fn caches_from_other_triton_versions() {
             println!("triton {version} {target}: {} entries {kinds:?}, key length {key_len}", s.entries);
         }
     }
+}
+
+/// Run scripts/workload.py with `$CACHELENS_PYTHON` into `cache` (CPU only); its JSON summary,
+/// or `None` (after [`skip_or_fail`]) when there is no such python.
+fn workload(cache: &Path, target: &str, env: &[(&str, &str)]) -> Option<Value> {
+    let Some(py) = std::env::var("CACHELENS_PYTHON").ok().filter(|p| !p.is_empty()) else {
+        skip_or_fail("no $CACHELENS_PYTHON (a python with triton installed)");
+        return None;
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py");
+    let out = Command::new(&py)
+        .arg(&script)
+        .args(["--target", target, "--kernels", "add,softmax", "--limit", "3"])
+        .env("TRITON_CACHE_DIR", cache)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "workload.py failed: {}", String::from_utf8_lossy(&out.stderr));
+    Some(serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap())
+}
+
+/// A cache written with `TRITON_STORE_BINARY_ONLY=1` (metadata, binary and group file only):
+/// each compile is one `binary_only` entry, complete (not partial), with its resources.
+#[tokio::test]
+async fn binary_only_cache() {
+    let tmp = tempfile::TempDir::new().unwrap();
+    let cache = tmp.path().join("cache");
+    let Some(w) = workload(&cache, "cuda:80", &[("TRITON_STORE_BINARY_ONLY", "1")]) else { return };
+    let keys: BTreeSet<String> = w["keys"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().into()).collect();
+    assert!(!keys.is_empty());
+    let (_d, pool) = fresh_db().await;
+    let s = scan(&pool, &cache, "bo").await;
+    assert_eq!(s.partial, 0, "{s:?}");
+    let r = rows(&pool, "bo").await;
+    let bo: BTreeSet<String> = r.values().filter(|e| e.kind == "binary_only").map(|e| e.key.clone()).collect();
+    assert_eq!(bo, keys, "one binary_only entry per compile");
+    for e in r.values().filter(|e| e.kind == "binary_only") {
+        let files = file_names(&cache.join(&e.dir));
+        // Triton 3.4+ stores the unoptimised TTIR (`.source`) even so
+        let stored = |n: &String| [".json", ".cubin", ".source"].iter().any(|x| n.ends_with(x));
+        assert!(files.iter().all(stored) && files.len() == 4, "{files:?}");
+        assert!(e.registers.unwrap_or(0) > 0 && e.arch.as_deref() == Some("sm_80") && e.partial.is_none());
+        assert_eq!(key_to_hex(&e.key), e.meta_hash);
+    }
+}
+
+/// `cachelens scan` with no path, no --machine, no --db: the cache is `$TRITON_CACHE_DIR`,
+/// else `$HOME/.triton/cache`; the machine is the hostname; the database is
+/// `$XDG_DATA_HOME/cachelens/cachelens.db`, else `$HOME/.local/share/cachelens/cachelens.db`.
+#[tokio::test]
+async fn cli_scan_default_paths() {
+    let (_t, root) = unpacked("h100-jit-3.6.0");
+    let home = tempfile::TempDir::new().unwrap();
+    std::fs::create_dir_all(home.path().join(".triton")).unwrap();
+    std::fs::rename(root.join("triton-cache"), home.path().join(".triton/cache")).unwrap();
+    let xdg = tempfile::TempDir::new().unwrap();
+    let run = |env: &[(&str, &Path)]| {
+        let mut cmd = Command::new(bin());
+        cmd.args(["scan", "--json"]).env_remove("TRITON_CACHE_DIR").env_remove("XDG_DATA_HOME");
+        cmd.env_remove("CACHELENS_DB")
+            .env_remove("CACHELENS_MACHINE")
+            .env_remove("CACHELENS_SERVER")
+            .env("HOME", home.path());
+        let out = cmd.envs(env.iter().map(|(k, v)| (*k, *v))).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let host = cachelens::collect::hostname();
+    let cache = home.path().join(".triton/cache").canonicalize().unwrap();
+    // HOME alone: ~/.triton/cache into ~/.local/share/cachelens/cachelens.db
+    let s = run(&[]);
+    assert_eq!((s["root"].as_str(), s["machine"].as_str()), (cache.to_str(), Some(host.as_str())));
+    assert_eq!(s["entries"], 122);
+    assert!(home.path().join(".local/share/cachelens/cachelens.db").is_file());
+    // TRITON_CACHE_DIR and XDG_DATA_HOME win
+    let inductor = root.join("inductor");
+    let s = run(&[("TRITON_CACHE_DIR", &inductor), ("XDG_DATA_HOME", xdg.path())]);
+    assert_eq!(s["root"].as_str(), inductor.canonicalize().unwrap().to_str());
+    assert_eq!((s["entries"].as_i64(), s["new_entries"].as_i64()), (Some(3), Some(3)));
+    let pool = cachelens::db::open(&xdg.path().join("cachelens/cachelens.db")).await.unwrap();
+    assert_eq!(rows(&pool, &host).await.len(), 3, "only the second scan went there");
 }

@@ -1,11 +1,12 @@
 //! JSON API v1 of the explainer: `/compare`, `/nearest`, `/invalidations`.
 
+use super::ApiQuery;
 use crate::explain::load::{self as dbx, Neighbour};
 use crate::explain::report::{CompareReport, InvalidationsReport};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use crate::web::explain::{CompareQuery, InvalidationsQuery, NearestQuery};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 
@@ -19,7 +20,7 @@ pub fn router() -> Router<AppState> {
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
 /// `GET /api/v1/compare?a=M:KEY&b=M:KEY[&ir=ttgir][&strip=0]`.
-async fn compare(State(s): State<AppState>, Query(q): Query<CompareQuery>) -> ApiResult<CompareReport> {
+async fn compare(State(s): State<AppState>, ApiQuery(q): ApiQuery<CompareQuery>) -> ApiResult<CompareReport> {
     let (a, b) = q.ids()?;
     Ok(Json(dbx::compare_ids(&s.pool, a, b, q.ir.as_deref(), q.strip()).await.map_err(AppError::from)?))
 }
@@ -33,7 +34,7 @@ struct NearestAnswer {
 }
 
 /// `GET /api/v1/nearest?entry=M:KEY[&limit=N]`.
-async fn nearest(State(s): State<AppState>, Query(q): Query<NearestQuery>) -> ApiResult<NearestAnswer> {
+async fn nearest(State(s): State<AppState>, ApiQuery(q): ApiQuery<NearestQuery>) -> ApiResult<NearestAnswer> {
     let id = q.entry.as_deref().ok_or_else(|| AppError::BadRequest("missing entry=MACHINE:KEY".into()))?;
     let (of, neighbours) = dbx::nearest_of(&s.pool, id, q.limit()).await.map_err(AppError::from)?;
     let kernel = of.side.kernel_name().map(str::to_string);
@@ -43,7 +44,7 @@ async fn nearest(State(s): State<AppState>, Query(q): Query<NearestQuery>) -> Ap
 /// `GET /api/v1/invalidations?machine=M[&from=SCAN][&to=SCAN]` or `?a=M1&b=M2`.
 async fn invalidations(
     State(s): State<AppState>,
-    Query(q): Query<InvalidationsQuery>,
+    ApiQuery(q): ApiQuery<InvalidationsQuery>,
 ) -> ApiResult<InvalidationsReport> {
     Ok(Json(q.run(&s.pool).await?.0))
 }

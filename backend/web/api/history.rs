@@ -1,11 +1,12 @@
 //! `GET /api/v1/history`: hits, misses, compiles and compile time per time bucket.
 
+use super::ApiQuery;
 use crate::db::history::{self, Bucket, HistoryFilter, HistoryPoint};
 use crate::db::read::Page;
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::Deserialize;
 
 /// Query of `/api/v1/history` (and of the `/history` page).
@@ -61,7 +62,7 @@ impl HistoryQuery {
 /// `limit` (default 100, max 10000) and `offset` page through the buckets.
 pub async fn history(
     State(s): State<AppState>,
-    Query(q): Query<HistoryQuery>,
+    ApiQuery(q): ApiQuery<HistoryQuery>,
 ) -> Result<Json<Vec<HistoryPoint>>, ApiError> {
     let bucket = q.bucket()?;
     let page = Page::new(q.limit, q.offset);

@@ -7,10 +7,12 @@ pub mod upload;
 use super::AppState;
 use super::error::{ApiError, AppError};
 use crate::db::read::{self, KernelFilter, Page};
-use axum::extract::{Query, State};
+use axum::extract::{FromRequestParts, Query, State};
+use axum::http::request::Parts;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -22,6 +24,33 @@ pub fn router() -> Router<AppState> {
         .merge(explain::router())
         .route("/history", get(history::history))
         .fallback(|| async { ApiError(AppError::NotFound("no such API endpoint".into())) })
+}
+
+/// The most rows one page of a list endpoint returns (DESIGN.md; `Page::new` caps at it too).
+pub const MAX_LIMIT: i64 = 10_000;
+
+/// The query string of every /api/v1 endpoint. Unlike axum's `Query`, a bad query (`limit=abc`,
+/// a missing or malformed parameter) is a JSON `{error}` 400, as every API error is. `limit`
+/// must be 1..=10000 and `offset` ≥ 0 wherever they are given: a `limit=0` or `limit=20000`
+/// is refused rather than silently changed, so a script never takes a clamped page for the
+/// whole list.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let bad = |msg: String| ApiError(AppError::BadRequest(msg));
+        let Query(p) = Query::<Paging>::from_request_parts(parts, state).await.map_err(|e| bad(e.body_text()))?;
+        if p.limit.is_some_and(|l| !(1..=MAX_LIMIT).contains(&l)) {
+            return Err(bad(format!("limit must be between 1 and {}", MAX_LIMIT)));
+        }
+        if p.offset.is_some_and(|o| o < 0) {
+            return Err(bad("offset must be 0 or more".into()));
+        }
+        let Query(v) = Query::<T>::from_request_parts(parts, state).await.map_err(|e| bad(e.body_text()))?;
+        Ok(ApiQuery(v))
+    }
 }
 
 /// `limit` and `offset` of every list endpoint.
@@ -39,7 +68,7 @@ impl Paging {
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
-async fn machines(State(s): State<AppState>, Query(p): Query<Paging>) -> ApiResult<Vec<read::MachineRow>> {
+async fn machines(State(s): State<AppState>, ApiQuery(p): ApiQuery<Paging>) -> ApiResult<Vec<read::MachineRow>> {
     Ok(Json(read::machines(&s.pool, p.page()).await?))
 }
 
@@ -50,11 +79,11 @@ struct ScansQuery {
     offset: Option<i64>,
 }
 
-async fn scans(State(s): State<AppState>, Query(q): Query<ScansQuery>) -> ApiResult<Vec<read::ScanRow>> {
+async fn scans(State(s): State<AppState>, ApiQuery(q): ApiQuery<ScansQuery>) -> ApiResult<Vec<read::ScanRow>> {
     Ok(Json(read::scans(&s.pool, q.machine.as_deref(), Page::new(q.limit, q.offset)).await?))
 }
 
-async fn kernels(State(s): State<AppState>, Query(f): Query<KernelFilter>) -> ApiResult<Vec<read::KernelRow>> {
+async fn kernels(State(s): State<AppState>, ApiQuery(f): ApiQuery<KernelFilter>) -> ApiResult<Vec<read::KernelRow>> {
     Ok(Json(read::kernels(&s.pool, &f, Page::new(f.limit, f.offset)).await?))
 }
 
@@ -68,7 +97,7 @@ struct EntriesQuery {
     offset: Option<i64>,
 }
 
-async fn entries(State(s): State<AppState>, Query(q): Query<EntriesQuery>) -> ApiResult<Vec<read::EntryRow>> {
+async fn entries(State(s): State<AppState>, ApiQuery(q): ApiQuery<EntriesQuery>) -> ApiResult<Vec<read::EntryRow>> {
     let page = Page::new(q.limit, q.offset);
     Ok(Json(read::entries(&s.pool, q.machine.as_deref(), q.kernel.as_deref(), q.include_removed, page).await?))
 }
