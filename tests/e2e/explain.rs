@@ -1,7 +1,8 @@
 //! Why entries differ, proven on the real corpus through the DB, the JSON API, the pages and
 //! the CLI: in-place upgrades (a100, mi300), the phases of the h100 JIT run (debug, source
 //! edit, line info off), fp-fusion off, and caches compiled here for other targets/options
-//! (with `CACHELENS_PYTHON`, a python with Triton 3.6.0; skipped with a reason without it).
+//! (with `CACHELENS_PYTHON`, a python with Triton 3.6.0, and `CACHELENS_PYTHON_ALT`, one with
+//! another release; without them these tests fail, unless `CACHELENS_ALLOW_SKIP=1`).
 
 use crate::common::*;
 use cachelens::db::explain as dbx;
@@ -321,16 +322,25 @@ async fn explain_h100_jit_phases() {
     assert_eq!(st, 400, "{body}");
 }
 
+/// The python named by env var `var`, or None when it is unset and `CACHELENS_ALLOW_SKIP=1`
+/// (a run without Triton). Unset otherwise fails: a skipped proof must not read as a pass.
+fn python(var: &str, what: &str) -> Option<std::ffi::OsString> {
+    if let Some(py) = std::env::var_os(var).filter(|p| !p.is_empty()) {
+        return Some(py);
+    }
+    let msg = format!("{var} ({what}) is not set; scripts/test.sh sets it (scripts/triton-venv.sh)");
+    assert!(std::env::var("CACHELENS_ALLOW_SKIP").as_deref() == Ok("1"), "{msg}; CACHELENS_ALLOW_SKIP=1 skips");
+    eprintln!("skipping (CACHELENS_ALLOW_SKIP=1): {msg}");
+    None
+}
+
 /// Caches compiled here by scripts/workload.py with `$CACHELENS_PYTHON` (Triton 3.6.0):
-/// sm_90 (all 45 kernels), sm_80 and gfx942 (the add kernels). None (with the reason printed)
-/// when `CACHELENS_PYTHON` is unset.
+/// sm_90 (all 45 kernels), sm_80 and gfx942 (the add kernels). None only when skipping is
+/// allowed (see [`python`]).
 fn generated() -> Option<&'static PathBuf> {
     static GEN: OnceLock<Option<PathBuf>> = OnceLock::new();
     GEN.get_or_init(|| {
-        let Some(py) = std::env::var_os("CACHELENS_PYTHON").filter(|p| !p.is_empty()) else {
-            eprintln!("skipping generated-cache cases: CACHELENS_PYTHON (a python with Triton 3.6.0) is not set");
-            return None;
-        };
+        let py = python("CACHELENS_PYTHON", "a python with Triton 3.6.0")?;
         let dir = tempfile::TempDir::new().unwrap().keep();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py");
         for (name, target, kernels) in [
@@ -377,13 +387,17 @@ async fn explain_generated_caches() {
     assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "env", "count": 45}]), "{}", inv["summary"]);
     let s = inv["summary"].as_str().unwrap();
     assert!(s.starts_with("45 of 45 kernels recompiled after TRITON_DEFAULT_FP_FUSION=false set"), "{s}");
+    assert_eq!(arr(&inv["new"]).len() + arr(&inv["removed"]).len(), 0, "{}", inv["summary"]);
     let c = compare_of(&state, &inv["invalidated"][0]).await;
     assert_eq!(c["cause"], "env");
+    let s = c["summary"].as_str().unwrap();
+    assert!(s.starts_with("TRITON_DEFAULT_FP_FUSION=false on B; everything else equal"), "{s}");
     let ff = arr(&c["components"]).iter().find(|r| r["field"] == "enable_fp_fusion").unwrap();
     assert_eq!(
-        (ff["component"].as_str(), ff["a"].as_bool(), ff["b"].as_bool()),
-        (Some("env"), Some(true), Some(false))
+        (ff["component"].as_str(), ff["a"].as_bool(), ff["b"].as_bool(), ff["differs"].as_bool()),
+        (Some("env"), Some(true), Some(false), Some(true))
     );
+    assert!(ff["note"].as_str().unwrap().contains("TRITON_DEFAULT_FP_FUSION"), "{ff}");
     // The same kernels for sm_80: backend.
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=gen-sm80").await;
     assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "backend", "count": 6}]), "{}", inv["summary"]);
@@ -420,13 +434,19 @@ async fn explain_generated_caches() {
     assert!(arr(&c["relocated"]).is_empty());
 }
 
-/// With `CACHELENS_PYTHON_ALT` (a python with another Triton release): the add kernels compiled
-/// by it against the same ones by 3.6.0 → compiler, with the version pair in the summary.
+/// key → (signature, shapes) of a machine's entries.
+async fn variants(state: &AppState, machine: &str) -> HashMap<String, (Value, Value)> {
+    let e = get_json(state, &format!("/api/v1/entries?machine={machine}&limit=1000")).await;
+    arr(&e).iter().map(|e| (e["key"].as_str().unwrap().into(), (e["signature"].clone(), e["shapes"].clone()))).collect()
+}
+
+/// With `CACHELENS_PYTHON_ALT` (a python with another Triton release; scripts/test.sh makes
+/// one with 3.4.0): the add kernels compiled by it against the same ones by 3.6.0 → compiler,
+/// both versions named, every kernel matched to its counterpart.
 #[tokio::test]
 async fn explain_generated_other_triton_version() {
     let Some(dir) = generated() else { return };
-    let Some(alt) = std::env::var_os("CACHELENS_PYTHON_ALT").filter(|p| !p.is_empty()) else {
-        eprintln!("skipping: CACHELENS_PYTHON_ALT (a python with a Triton other than 3.6.0) is not set");
+    let Some(alt) = python("CACHELENS_PYTHON_ALT", "a python with a Triton other than 3.6.0") else {
         return;
     };
     let cache = tempfile::TempDir::new().unwrap();
@@ -435,18 +455,39 @@ async fn explain_generated_other_triton_version() {
         .arg(&script)
         .args(["--target", "cuda:90", "--kernels", "add"])
         .env("TRITON_CACHE_DIR", cache.path())
+        .env_remove("TRITON_DEFAULT_FP_FUSION")
+        .env_remove("TRITON_DEBUG")
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(out.stdout.trim_ascii_end().rsplit(|b| *b == b'\n').next().unwrap()).unwrap();
     let version = v["triton_version"].as_str().unwrap().to_string();
-    assert_ne!(version, "3.6.0");
+    assert_ne!(version, "3.6.0", "CACHELENS_PYTHON_ALT must have another Triton than 3.6.0");
     let (_keep, state) = scan_generated(dir).await;
     cachelens::collect::scan_local(&state.pool, cache.path(), "gen-alt").await.unwrap();
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-alt&b=gen-sm90").await;
-    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "compiler", "count": 6}]), "{}", inv["summary"]);
     let s = inv["summary"].as_str().unwrap();
+    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "compiler", "count": 6}]), "{s}");
     assert!(s.starts_with(&format!("6 of 6 kernels recompiled after Triton {version} → 3.6.0")), "{s}");
+    // gen-sm90 also holds softmax, layernorm and matmul: new there, but no add kernel is.
+    assert!(arr(&inv["removed"]).is_empty(), "every kernel matched: {inv}");
+    assert!(arr(&inv["new"]).iter().all(|n| n["kernel"] != "add_kernel"), "every kernel matched: {inv}");
+    let list = arr(&inv["invalidated"]);
+    let olds: HashSet<&str> = list.iter().map(|i| i["old_key"].as_str().unwrap()).collect();
+    let news: HashSet<&str> = list.iter().map(|i| i["new_key"].as_str().unwrap()).collect();
+    assert_eq!((list.len(), olds.len(), news.len()), (6, 6, 6), "one to one");
+    let (alt_e, sm90) = (variants(&state, "gen-alt").await, variants(&state, "gen-sm90").await);
+    assert_eq!(olds, alt_e.keys().map(String::as_str).collect(), "every alt entry invalidated");
+    for i in list {
+        assert_eq!(i["cause"], "compiler", "{i}");
+        assert_eq!(i["kernel"], "add_kernel");
+        assert_eq!(i["summary"], format!("Triton {version} → 3.6.0; everything else equal"), "{i}");
+        // Matched to its own variant: same block size and dtype.
+        assert_eq!(alt_e[i["old_key"].as_str().unwrap()], sm90[i["new_key"].as_str().unwrap()], "{i}");
+        let c = compare_of(&state, i).await;
+        let tv = arr(&c["components"]).iter().find(|r| r["field"] == "triton_version").unwrap();
+        assert_eq!((tv["a"].as_str(), tv["b"].as_str()), (Some(version.as_str()), Some("3.6.0")));
+    }
 }
 
 #[tokio::test]
