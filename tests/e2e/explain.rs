@@ -398,6 +398,12 @@ async fn explain_generated_caches() {
         (Some("env"), Some(true), Some(false), Some(true))
     );
     assert!(ff["note"].as_str().unwrap().contains("TRITON_DEFAULT_FP_FUSION"), "{ff}");
+    // Both 3.6.0 but installed in different venvs: libdevice's path differs, and CUDA keys it
+    // by content, so it is shown and is no cause ("everything else equal" above).
+    let ext = arr(&c["components"]).iter().find(|r| r["field"] == "extern_libs").unwrap();
+    assert_ne!(ext["a"], ext["b"], "install paths differ: {ext}");
+    assert_eq!(ext["differs"], true);
+    assert_eq!(ext["note"], "path differs but CUDA keys these libraries by content: not a cause", "{ext}");
     // The same kernels for sm_80: backend.
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=gen-sm80").await;
     assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "backend", "count": 6}]), "{}", inv["summary"]);

@@ -2,6 +2,7 @@
 //! `../shared/corpus` next to the repo, as the e2e tests), unpacked once into the target dir.
 //! A missing archive fails the test: these tests are the proof of the explain logic.
 
+mod fields;
 mod ir;
 mod jit;
 mod report;
