@@ -143,6 +143,23 @@ async fn explain_compare_api_and_errors() {
     assert_eq!(raw["ir"]["strip"], false);
     // Same entry: no cause.
     assert_eq!(get_json(&state, &format!("/api/v1/compare?a={a}&b={a}")).await["cause"], "none");
+    // Corpus: 3.5.1 matmul variants that differ only in num_stages compiled to one cubin.
+    let e = get_json(&state, "/api/v1/entries?machine=a100-1&kernel=matmul_kernel&limit=1000").await;
+    let e: Vec<&Value> = arr(&e).iter().filter(|x| x["triton_version"] == "3.5.1").collect();
+    let (x, y) = e
+        .iter()
+        .flat_map(|x| e.iter().map(move |y| (*x, *y)))
+        .find(|(x, y)| {
+            x["key"] != y["key"] && x["binary_sha256"].is_string() && x["binary_sha256"] == y["binary_sha256"]
+        })
+        .expect("a100 3.5.1 matmul variants with one cubin");
+    let (xa, ya) = (format!("a100-1:{}", x["key"].as_str().unwrap()), format!("a100-1:{}", y["key"].as_str().unwrap()));
+    let c = get_json(&state, &format!("/api/v1/compare?a={xa}&b={ya}")).await;
+    let s = c["summary"].as_str().unwrap();
+    assert_eq!((c["cause"].as_str(), c["identical_binary"].as_bool()), (Some("options"), Some(true)), "{s}");
+    assert!(s.starts_with("num_stages ") && s.ends_with("(identical binary: pure key churn)"), "{s}");
+    let (st, page) = get(&state, &format!("/compare?a={xa}&b={ya}")).await;
+    assert!(st == 200 && page.contains("The recompile was pure key churn."), "{page}");
     // Errors: 400 malformed, 404 unknown, JSON bodies.
     for (uri, status) in [
         (format!("/api/v1/compare?a=nocolon&b={b}"), 400),
@@ -335,7 +352,8 @@ fn python(var: &str, what: &str) -> Option<std::ffi::OsString> {
 }
 
 /// Caches compiled here by scripts/workload.py with `$CACHELENS_PYTHON` (Triton 3.6.0):
-/// sm_90 (all 45 kernels), sm_80 and gfx942 (the add kernels). None only when skipping is
+/// sm_90 (all 45 kernels), sm_80, gfx942 and sm_90 with `TRITON_F32_DEFAULT=ieee` (the add
+/// kernels). None only when skipping is
 /// allowed (see [`python`]).
 fn generated() -> Option<&'static PathBuf> {
     static GEN: OnceLock<Option<PathBuf>> = OnceLock::new();
@@ -343,19 +361,25 @@ fn generated() -> Option<&'static PathBuf> {
         let py = python("CACHELENS_PYTHON", "a python with Triton 3.6.0")?;
         let dir = tempfile::TempDir::new().unwrap().keep();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py");
-        for (name, target, kernels) in [
-            ("sm90", "cuda:90", "add,softmax,layernorm,matmul"),
-            ("sm80", "cuda:80", "add"),
-            ("gfx942", "hip:gfx942", "add"),
+        // TRITON_F32_DEFAULT is in the key, but 3.6.0 reads it only where a tl.dot is traced:
+        // the add kernels get new keys and byte-identical binaries (pure key churn).
+        for (name, target, kernels, env) in [
+            ("sm90", "cuda:90", "add,softmax,layernorm,matmul", None),
+            ("sm80", "cuda:80", "add", None),
+            ("gfx942", "hip:gfx942", "add", None),
+            ("f32ieee", "cuda:90", "add", Some(("TRITON_F32_DEFAULT", "ieee"))),
         ] {
-            let out = std::process::Command::new(&py)
-                .arg(&script)
+            let mut cmd = std::process::Command::new(&py);
+            cmd.arg(&script)
                 .args(["--target", target, "--kernels", kernels])
                 .env("TRITON_CACHE_DIR", dir.join(name))
                 .env_remove("TRITON_DEFAULT_FP_FUSION")
-                .env_remove("TRITON_DEBUG")
-                .output()
-                .unwrap();
+                .env_remove("TRITON_F32_DEFAULT")
+                .env_remove("TRITON_DEBUG");
+            if let Some((k, v)) = env {
+                cmd.env(k, v);
+            }
+            let out = cmd.output().unwrap();
             assert!(out.status.success(), "workload.py {target}: {}", String::from_utf8_lossy(&out.stderr));
             let v: Value =
                 serde_json::from_slice(out.stdout.trim_ascii_end().rsplit(|b| *b == b'\n').next().unwrap()).unwrap();
@@ -368,7 +392,7 @@ fn generated() -> Option<&'static PathBuf> {
 
 async fn scan_generated(gen_dir: &Path) -> (Vec<tempfile::TempDir>, AppState) {
     let (keep, pool) = corpus_db(&[("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache")]).await;
-    for m in ["sm90", "sm80", "gfx942"] {
+    for m in ["sm90", "sm80", "gfx942", "f32ieee"] {
         cachelens::collect::scan_local(&pool, &gen_dir.join(m), &format!("gen-{m}")).await.unwrap();
     }
     (keep, AppState::new(pool, Config::default()))
@@ -438,6 +462,46 @@ async fn explain_generated_caches() {
     assert!(c["summary"].as_str().unwrap().starts_with("num_warps 4 → 8"), "{}", c["summary"]);
     // The generated cache sits where it was written: not relocated.
     assert!(arr(&c["relocated"]).is_empty());
+}
+
+/// A key-only change (`TRITON_F32_DEFAULT` on kernels without a dot): every add kernel
+/// recompiled to the same bytes, said by the invalidations and compare APIs and pages.
+#[tokio::test]
+async fn explain_generated_pure_key_churn() {
+    let Some(dir) = generated() else { return };
+    let (_keep, state) = scan_generated(dir).await;
+    let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=gen-f32ieee").await;
+    let s = inv["summary"].as_str().unwrap();
+    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "env", "count": 6}]), "{s}");
+    assert!(
+        s.starts_with("6 of 45 kernels recompiled after TRITON_F32_DEFAULT=ieee set; 6 had identical binaries"),
+        "{s}"
+    );
+    let list = arr(&inv["invalidated"]);
+    assert_eq!(list.len(), 6);
+    for i in list {
+        assert_eq!(i["identical_binary"], true, "{i}");
+        assert_eq!(
+            i["summary"],
+            "TRITON_F32_DEFAULT=ieee on B; everything else equal (identical binary: pure key churn)"
+        );
+        let c = compare_of(&state, i).await;
+        assert_eq!((c["cause"].as_str(), c["identical_binary"].as_bool()), (Some("env"), Some(true)), "{c}");
+        let bin = arr(&c["components"]).iter().find(|r| r["field"] == "binary sha256").unwrap();
+        assert!(bin["a"].is_string() && bin["a"] == bin["b"], "{bin}");
+        assert_eq!(bin["note"], "same bytes under different keys: pure key churn");
+    }
+    // The pages: a badge per row, and the compare view's notice.
+    let (st, page) = get(&state, "/invalidations?a=gen-sm90&b=gen-f32ieee").await;
+    assert_eq!(st, 200);
+    assert_eq!(page.matches("<span class=\"badge\">identical binary</span>").count(), 6, "{page}");
+    let (a, b) = (list[0]["a"].as_str().unwrap(), list[0]["b"].as_str().unwrap());
+    let (st, cmp) = get(&state, &format!("/compare?a={a}&b={b}")).await;
+    assert_eq!(st, 200);
+    assert!(cmp.contains("id=\"identical-binary\"") && cmp.contains("The recompile was pure key churn."), "{cmp}");
+    // A real recompile is not flagged.
+    let (_, cmp) = get(&state, &format!("/compare?a={a}&b={}", list[1]["b"].as_str().unwrap())).await;
+    assert!(!cmp.contains("id=\"identical-binary\""), "{cmp}");
 }
 
 /// key → (signature, shapes) of a machine's entries.

@@ -16,7 +16,12 @@ fn add_entry(archive: &str, v: &str) -> Side {
 fn edited(s: &Side, edit: impl FnOnce(&mut Map<String, Value>)) -> Side {
     let mut m = s.metadata.clone().unwrap();
     edit(m.as_object_mut().unwrap());
-    Side { key: format!("{}-EDITED", s.key), metadata: Some(m), binary_sha256: s.binary_sha256.as_ref().map(|h| format!("{h}-edited")), ..s.clone() }
+    Side {
+        key: format!("{}-EDITED", s.key),
+        metadata: Some(m),
+        binary_sha256: s.binary_sha256.as_ref().map(|h| format!("{h}-edited")),
+        ..s.clone()
+    }
 }
 
 fn row<'a>(c: &'a Comparison, field: &str) -> &'a Row {
