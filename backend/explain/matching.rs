@@ -47,21 +47,36 @@ fn distance(an: &Analysis) -> (usize, usize) {
     (an.causes().count(), an.differing())
 }
 
-/// Nearest neighbours: ranks `candidates` (normally the same kernel) by how few key inputs
-/// differ from `of`. Returns (index into candidates, differing fields, headline cause), best
-/// first, at most `limit`. Ties go to fewer differing rows overall, then to the lower index.
-pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<(usize, usize, Cause)> {
+/// A nearest neighbour of an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Near {
+    /// Index into the candidates.
+    pub index: usize,
+    /// Components (compiler, backend, env, source, options) with a differing key input.
+    pub components: usize,
+    /// Differing key inputs (fields).
+    pub differing: usize,
+    /// Headline cause.
+    pub cause: Cause,
+}
+
+/// Nearest neighbours: ranks `candidates` (normally the same kernel) by how few components of
+/// the key differ from `of`, then how few key inputs (fields), then how few differing rows
+/// overall, then the lower index. Best first, at most `limit`.
+pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<Near> {
     let p = Prep::new(of);
-    let mut ranked: Vec<((usize, usize), usize, Cause)> = candidates
+    let mut ranked: Vec<((usize, usize, usize), Near)> = candidates
         .iter()
         .enumerate()
-        .map(|(i, c)| {
+        .map(|(index, c)| {
             let an = analyse(of, &p, c, &Prep::new(c), false);
-            (distance(&an), i, an.headline().unwrap_or(Cause::None))
+            let (components, differing) = (an.components(), an.causes().count());
+            let cause = an.headline().unwrap_or(Cause::None);
+            ((components, differing, an.differing()), Near { index, components, differing, cause })
         })
         .collect();
-    ranked.sort_by_key(|r| (r.0, r.1));
-    ranked.into_iter().take(limit).map(|(d, i, c)| (i, d.0, c)).collect()
+    ranked.sort_by_key(|r| (r.0, r.1.index));
+    ranked.into_iter().take(limit).map(|(_, n)| n).collect()
 }
 
 fn kernel(s: &Side) -> String {

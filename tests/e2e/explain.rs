@@ -191,7 +191,8 @@ async fn explain_nearest_and_cross_arch() {
     let near = get_json(&state, &format!("/api/v1/nearest?entry={id}&limit=200")).await;
     assert_eq!(near["kernel"], "add_kernel");
     let list = arr(&near["neighbours"]);
-    assert!(list.windows(2).all(|w| w[0]["differing"].as_u64() <= w[1]["differing"].as_u64()), "ranked");
+    let rank = |n: &Value| (n["components"].as_u64().unwrap(), n["differing"].as_u64().unwrap());
+    assert!(list.windows(2).all(|w| rank(&w[0]) <= rank(&w[1])), "ranked by components, then fields");
     assert_eq!(list[0]["id"], add["a"], "the nearest is its own predecessor");
     assert!(list.iter().all(|n| n["id"] != id), "not itself");
     let h100 = list.iter().find(|n| n["machine"] == "h100-a").expect("h100 add kernels are neighbours");

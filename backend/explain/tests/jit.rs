@@ -97,8 +97,8 @@ fn sm80_vs_sm90_is_compiler_then_backend() {
         jit.iter().filter(|s| phases[0].1.contains(&hash_of(s)) && s.kernel == a.kernel).cloned().collect();
     let best = nearest(a, &cands, 3);
     assert_eq!(best.len(), 3);
-    assert!(best.windows(2).all(|w| w[0].1 <= w[1].1));
-    let c = compare(a, &cands[best[0].0]);
+    assert!(best.windows(2).all(|w| (w[0].components, w[0].differing) <= (w[1].components, w[1].differing)));
+    let c = compare(a, &cands[best[0].index]);
     assert_eq!(c.cause, Cause::Compiler, "{}", c.summary);
     assert!(c.summary.starts_with("Triton 3.5.1 → 3.6.0; also backend: target sm80 → sm90"), "{}", c.summary);
     let arch = c.components.iter().find(|r| r.field == "target.arch").unwrap();
