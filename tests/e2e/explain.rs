@@ -571,6 +571,8 @@ async fn explain_pages() {
         "{page}"
     );
     assert!(page.contains("id=\"scan-picker\""), "scan picker");
+    // Says how entries are paired: option/constexpr/signature changes are variants, not recompiles.
+    assert!(page.contains("id=\"pairing\"") && page.contains("A change to one of those is another variant"), "{page}");
     assert_eq!(page.matches("class=\"inv-row\"").count(), 45);
     assert!(page.contains("will miss on them where they sit now"), "relocated entries flagged");
     let href = page
