@@ -516,10 +516,10 @@ async fn variants(state: &AppState, machine: &str) -> HashMap<String, (Value, Va
 /// both versions named, every kernel matched to its counterpart.
 #[tokio::test]
 async fn explain_generated_other_triton_version() {
-    let Some(dir) = generated() else { return };
     let Some(alt) = python("CACHELENS_PYTHON_ALT", "a python with a Triton other than 3.6.0") else {
         return;
     };
+    let Some(dir) = generated() else { return };
     let cache = tempfile::TempDir::new().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py");
     let out = std::process::Command::new(alt)
