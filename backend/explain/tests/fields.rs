@@ -1,28 +1,9 @@
-//! Field rules and nearest ranking on real corpus entries edited one field at a time: options
-//! that env vars set, `extern_libs` paths per backend and version.
+//! Field rules on real corpus entries edited one field at a time: options that env vars set,
+//! `extern_libs` paths per backend and version.
 
-use super::{corpus, load_cache, version};
+use super::{add_entry, edited};
 use crate::explain::*;
-use serde_json::{Map, Value, json};
-
-/// The first add kernel of Triton `v` in `archive`.
-fn add_entry(archive: &str, v: &str) -> Side {
-    let all = load_cache("m", &corpus(archive));
-    all.into_iter().find(|s| s.kernel.as_deref() == Some("add_kernel") && version(s) == v).expect("an add kernel")
-}
-
-/// A copy of `s` under another key, its metadata edited by `edit` (and another binary, as a
-/// recompile with other inputs gives).
-fn edited(s: &Side, edit: impl FnOnce(&mut Map<String, Value>)) -> Side {
-    let mut m = s.metadata.clone().unwrap();
-    edit(m.as_object_mut().unwrap());
-    Side {
-        key: format!("{}-EDITED", s.key),
-        metadata: Some(m),
-        binary_sha256: s.binary_sha256.as_ref().map(|h| format!("{h}-edited")),
-        ..s.clone()
-    }
-}
+use serde_json::{Value, json};
 
 fn row<'a>(c: &'a Comparison, field: &str) -> &'a Row {
     c.components.iter().find(|r| r.field == field).unwrap_or_else(|| panic!("no row {field}: {c:?}"))
@@ -113,30 +94,4 @@ fn extern_libs_path_is_a_cause_only_where_triton_keys_the_path() {
         assert_eq!(c.cause, Cause::Compiler, "{}", c.summary);
         assert!(c.summary.starts_with("same Triton version, different compiler build (triton_key)"), "{}", c.summary);
     }
-}
-
-#[test]
-fn nearest_ranks_by_components_then_fields() {
-    let base = add_entry("h100-fpfusion-off-triton-3.6.0", "3.6.0");
-    // Three option fields differ: one component.
-    let options = edited(&base, |m| {
-        m.insert("num_warps".into(), json!(8));
-        m.insert("num_stages".into(), json!(4));
-        m.insert("maxnreg".into(), json!(128));
-    });
-    // Two fields in two components (compiler, options).
-    let two = edited(&base, |m| {
-        m.insert("triton_version".into(), json!("3.5.1"));
-        m.insert("num_warps".into(), json!(8));
-    });
-    // One field: the nearest.
-    let one = edited(&base, |m| {
-        m.insert("num_warps".into(), json!(8));
-    });
-    let cands = [two, options, one];
-    let near = nearest(&base, &cands, 10);
-    let got: Vec<(usize, usize, usize, Cause)> =
-        near.iter().map(|n| (n.index, n.components, n.differing, n.cause)).collect();
-    assert_eq!(got, [(2, 1, 1, Cause::Options), (1, 1, 3, Cause::Options), (0, 2, 2, Cause::Compiler)]);
-    assert_eq!(nearest(&base, &cands, 1).len(), 1);
 }

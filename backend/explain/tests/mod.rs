@@ -5,9 +5,11 @@
 mod fields;
 mod ir;
 mod jit;
+mod matching;
 mod report;
 
 use super::*;
+use serde_json::{Map, Value};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
@@ -93,6 +95,25 @@ pub(super) fn load_cache(machine: &str, cache: &Path) -> Vec<Side> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(cache).unwrap().flatten().map(|e| e.path()).collect();
     dirs.sort();
     dirs.iter().filter_map(|d| load_entry(machine, d)).collect()
+}
+
+/// The first add kernel of Triton `v` in `archive`.
+pub(super) fn add_entry(archive: &str, v: &str) -> Side {
+    let all = load_cache("m", &corpus(archive));
+    all.into_iter().find(|s| s.kernel.as_deref() == Some("add_kernel") && version(s) == v).expect("an add kernel")
+}
+
+/// A copy of `s` under another key, its metadata edited by `edit` (and another binary, as a
+/// recompile with other inputs gives).
+pub(super) fn edited(s: &Side, edit: impl FnOnce(&mut Map<String, Value>)) -> Side {
+    let mut m = s.metadata.clone().unwrap();
+    edit(m.as_object_mut().unwrap());
+    Side {
+        key: format!("{}-EDITED", s.key),
+        metadata: Some(m),
+        binary_sha256: s.binary_sha256.as_ref().map(|h| format!("{h}-edited")),
+        ..s.clone()
+    }
 }
 
 pub(super) fn version(s: &Side) -> &str {
