@@ -25,7 +25,13 @@ if [ -n "$CACHELENS_PYTHON" ]; then
     export CUOBJDUMP="$tdir/backends/nvidia/bin/cuobjdump"
   fi
 fi
-echo "python with triton: ${CACHELENS_PYTHON:-none}; cuobjdump: ${CUOBJDUMP:-none}"
+# A second Triton release, for the explain test across compiler versions (one more wheel).
+if [ -z "${CACHELENS_PYTHON_ALT:-}" ]; then
+  CACHELENS_PYTHON_ALT=$(TRITON_VERSION=3.4.0 bash scripts/triton-venv.sh "$root/.venv-triton-alt" | tail -n 1) \
+    || CACHELENS_PYTHON_ALT=""
+fi
+export CACHELENS_PYTHON_ALT
+echo "python with triton: ${CACHELENS_PYTHON:-none} (other release: ${CACHELENS_PYTHON_ALT:-none}); cuobjdump: ${CUOBJDUMP:-none}"
 
 suite "cargo build" cargo build --release --locked
 suite "style (cargo fmt --check, cargo clippy -D warnings)" \

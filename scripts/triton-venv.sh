@@ -5,7 +5,9 @@
 #
 # Idempotent: an existing venv that already has the wanted Triton and pytest is left alone.
 # The last line printed is the venv's python, so callers can do PY=$(scripts/triton-venv.sh | tail -1).
-# TRITON_VERSION (default 3.6.0) picks another release. Plain pip settings apply (e.g.
+# TRITON_VERSION (default 3.6.0) picks another release into another DIR: scripts/test.sh also
+# runs `TRITON_VERSION=3.4.0 scripts/triton-venv.sh .venv-triton-alt` (CACHELENS_PYTHON_ALT, for
+# the explain test across compiler versions). Plain pip settings apply (e.g.
 # PIP_FIND_LINKS=/dir/with/wheels). Triton compiles for a named target without any GPU, so this
 # works on CPU-only machines. Needs only python3 >= 3.9; on Debian without python3-venv it
 # installs that package (as root) or bootstraps pip from its wheel on PyPI.

@@ -36,6 +36,13 @@ impl Analysis {
     pub fn headline(&self) -> Option<Cause> {
         self.causes().map(|f| f.row.component).min_by_key(|c| c.rank())
     }
+    /// How many components have a cause.
+    pub fn components(&self) -> usize {
+        let mut c: Vec<usize> = self.causes().map(|f| f.row.component.rank()).collect();
+        c.sort_unstable();
+        c.dedup();
+        c.len()
+    }
     /// Every differing row (causes and consequences).
     pub fn differing(&self) -> usize {
         self.findings.iter().filter(|f| f.row.differs).count()

@@ -174,8 +174,10 @@ fn one_sided(cx: &Context, k: &str, f: impl Fn(Cause) -> Finding) -> Finding {
 
 /// A compile option present on both sides.
 fn option(cx: &Context, k: &str, f: impl Fn(Cause) -> Finding) -> Finding {
+    // Only a differing env var explains the option: with the same value on both sides, the
+    // option was set per launch (e.g. `enable_fp_fusion=True`) and is a cause itself.
     if let Some((env, _)) = ENV_OPTIONS.iter().find(|(_, o)| *o == k)
-        && (cx.a.contains_key(*env) || cx.b.contains_key(*env))
+        && cx.a.get(*env) != cx.b.get(*env)
     {
         return f(Cause::Env).consequence(format!("set by {env}"));
     }

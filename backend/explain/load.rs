@@ -86,14 +86,17 @@ pub struct Neighbour {
     pub key: String,
     /// `machine:key`.
     pub id: String,
-    /// Differing key inputs.
+    /// Components of the key with a differing input (the first ranking criterion).
+    pub components: usize,
+    /// Differing key inputs (fields; the tie-break).
     pub differing: usize,
     pub cause: crate::explain::Cause,
     pub summary: String,
     pub identical_binary: bool,
 }
 
-/// The closest entries of the same kernel on any machine, fewest differing key inputs first.
+/// The closest entries of the same kernel on any machine: fewest differing components first,
+/// then fewest differing key inputs.
 pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
     let of = load_id(pool, id).await?;
     let kernel = of.side.kernel_name().map(str::to_string);
@@ -104,15 +107,16 @@ pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Lo
     cands.retain(|c| !(c.machine == of.side.machine && c.key == of.side.key));
     let out = nearest(&of.side, &cands, limit)
         .into_iter()
-        .map(|(i, differing, cause)| {
-            let c = &cands[i];
+        .map(|n| {
+            let c = &cands[n.index];
             let cmp = compare(&of.side, c);
             Neighbour {
                 machine: c.machine.clone(),
                 key: c.key.clone(),
                 id: format!("{}:{}", c.machine, c.key),
-                differing,
-                cause,
+                components: n.components,
+                differing: n.differing,
+                cause: n.cause,
                 summary: cmp.summary,
                 identical_binary: cmp.identical_binary,
             }

@@ -47,21 +47,36 @@ fn distance(an: &Analysis) -> (usize, usize) {
     (an.causes().count(), an.differing())
 }
 
-/// Nearest neighbours: ranks `candidates` (normally the same kernel) by how few key inputs
-/// differ from `of`. Returns (index into candidates, differing fields, headline cause), best
-/// first, at most `limit`. Ties go to fewer differing rows overall, then to the lower index.
-pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<(usize, usize, Cause)> {
+/// A nearest neighbour of an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Near {
+    /// Index into the candidates.
+    pub index: usize,
+    /// Components (compiler, backend, env, source, options) with a differing key input.
+    pub components: usize,
+    /// Differing key inputs (fields).
+    pub differing: usize,
+    /// Headline cause.
+    pub cause: Cause,
+}
+
+/// Nearest neighbours: ranks `candidates` (normally the same kernel) by how few components of
+/// the key differ from `of`, then how few key inputs (fields), then how few differing rows
+/// overall, then the lower index. Best first, at most `limit`.
+pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<Near> {
     let p = Prep::new(of);
-    let mut ranked: Vec<((usize, usize), usize, Cause)> = candidates
+    let mut ranked: Vec<((usize, usize, usize), Near)> = candidates
         .iter()
         .enumerate()
-        .map(|(i, c)| {
+        .map(|(index, c)| {
             let an = analyse(of, &p, c, &Prep::new(c), false);
-            (distance(&an), i, an.headline().unwrap_or(Cause::None))
+            let (components, differing) = (an.components(), an.causes().count());
+            let cause = an.headline().unwrap_or(Cause::None);
+            ((components, differing, an.differing()), Near { index, components, differing, cause })
         })
         .collect();
-    ranked.sort_by_key(|r| (r.0, r.1));
-    ranked.into_iter().take(limit).map(|(d, i, c)| (i, d.0, c)).collect()
+    ranked.sort_by_key(|r| (r.0, r.1.index));
+    ranked.into_iter().take(limit).map(|(_, n)| n).collect()
 }
 
 fn kernel(s: &Side) -> String {
@@ -74,7 +89,9 @@ fn kernel(s: &Side) -> String {
 /// first, to an old entry of the same kernel (an old entry that is still present counts: an
 /// in-place upgrade keeps the old generation on disk). A match whose differences include the
 /// variant's identity (signature, block sizes/shapes, num_warps, num_stages, ...) is a new
-/// variant, not a recompile: it is listed as new.
+/// variant, not a recompile: it is listed as new. One exception: when a kernel's only
+/// unmatched old entry is gone and it has exactly one unmatched new entry, differing from it
+/// only in launch options, the two are paired (the kernel recompiled with other options).
 pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
     let dedup = |v: &[Side]| -> Vec<Side> {
         let mut seen = HashSet::new();
@@ -96,6 +113,8 @@ pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
     let new_prep: HashMap<usize, Prep> = fresh.iter().map(|&i| (i, Prep::new(&new[i]))).collect();
     // Every candidate pair, most similar first; assign greedily one to one.
     let mut pairs: Vec<((usize, usize), usize, usize, bool)> = Vec::new();
+    // Pairs whose only differing key inputs are launch options (num_warps, num_stages, ...).
+    let mut options_only: HashSet<(usize, usize)> = HashSet::new();
     for &n in &fresh {
         let Some(name) = new[n].kernel_name() else {
             continue;
@@ -103,6 +122,9 @@ pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
         for &o in by_kernel.get(name).map(Vec::as_slice).unwrap_or(&[]) {
             let an = analyse(&old[o], &old_prep[o], &new[n], &new_prep[&n], false);
             let variant = an.causes().any(|f| is_variant_field(&f.row.field) || is_config_option(&f.row.field));
+            if variant && an.causes().all(|f| is_config_option(&f.row.field)) {
+                options_only.insert((n, o));
+            }
             pairs.push((distance(&an), n, o, variant));
         }
     }
@@ -116,6 +138,28 @@ pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
         used_new.insert(n);
         used_old.insert(o);
         matched.push((n, o));
+    }
+    // A kernel whose one vanished variant was replaced by exactly one new variant that differs
+    // only in launch options: that is the kernel recompiled with other options, not a new
+    // variant beside an unrelated removal. With more on either side the pairing is a guess.
+    let mut gone: HashMap<String, Vec<usize>> = HashMap::new();
+    for (o, s) in old.iter().enumerate() {
+        if !new_keys.contains(s.key.as_str()) && !used_old.contains(&o) {
+            gone.entry(kernel(s)).or_default().push(o);
+        }
+    }
+    let mut added: HashMap<String, Vec<usize>> = HashMap::new();
+    for &n in fresh.iter().filter(|n| !used_new.contains(*n)) {
+        added.entry(kernel(&new[n])).or_default().push(n);
+    }
+    for (k, olds) in &gone {
+        if let ([o], Some([n])) = (olds.as_slice(), added.get(k).map(Vec::as_slice))
+            && options_only.contains(&(*n, *o))
+        {
+            used_new.insert(*n);
+            used_old.insert(*o);
+            matched.push((*n, *o));
+        }
     }
     matched.sort();
     let mut phrases: Vec<String> = Vec::new();

@@ -25,7 +25,7 @@ mod text;
 
 pub use compare::compare;
 pub use ir::{DiffLine, ir_diff, strip_locations};
-pub use matching::{Invalidated, Invalidations, invalidations, nearest};
+pub use matching::{Invalidated, Invalidations, Near, invalidations, nearest};
 pub use text::{render_diff, render_text};
 
 use serde::Serialize;

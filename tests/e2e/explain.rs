@@ -1,7 +1,6 @@
 //! Why entries differ, proven on the real corpus through the DB, the JSON API, the pages and
 //! the CLI: in-place upgrades (a100, mi300), the phases of the h100 JIT run (debug, source
-//! edit, line info off), fp-fusion off, and caches compiled here for other targets/options
-//! (with `CACHELENS_PYTHON`, a python with Triton 3.6.0; skipped with a reason without it).
+//! edit, line info off). Caches compiled here: explain_generated.rs.
 
 use crate::common::*;
 use cachelens::db::explain as dbx;
@@ -9,8 +8,7 @@ use cachelens::explain::load as xl;
 use cachelens::web::{AppState, Config};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::Path;
 
 async fn upgrades() -> (Vec<tempfile::TempDir>, AppState) {
     let (keep, pool) = corpus_db(&[
@@ -35,7 +33,7 @@ async fn get_htmx(state: &AppState, uri: &str) -> (u16, String) {
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
-fn arr(v: &Value) -> &Vec<Value> {
+pub(crate) fn arr(v: &Value) -> &Vec<Value> {
     v.as_array().unwrap_or_else(|| panic!("not an array: {v}"))
 }
 
@@ -142,6 +140,23 @@ async fn explain_compare_api_and_errors() {
     assert_eq!(raw["ir"]["strip"], false);
     // Same entry: no cause.
     assert_eq!(get_json(&state, &format!("/api/v1/compare?a={a}&b={a}")).await["cause"], "none");
+    // Corpus: 3.5.1 matmul variants that differ only in num_stages compiled to one cubin.
+    let e = get_json(&state, "/api/v1/entries?machine=a100-1&kernel=matmul_kernel&limit=1000").await;
+    let e: Vec<&Value> = arr(&e).iter().filter(|x| x["triton_version"] == "3.5.1").collect();
+    let (x, y) = e
+        .iter()
+        .flat_map(|x| e.iter().map(move |y| (*x, *y)))
+        .find(|(x, y)| {
+            x["key"] != y["key"] && x["binary_sha256"].is_string() && x["binary_sha256"] == y["binary_sha256"]
+        })
+        .expect("a100 3.5.1 matmul variants with one cubin");
+    let (xa, ya) = (format!("a100-1:{}", x["key"].as_str().unwrap()), format!("a100-1:{}", y["key"].as_str().unwrap()));
+    let c = get_json(&state, &format!("/api/v1/compare?a={xa}&b={ya}")).await;
+    let s = c["summary"].as_str().unwrap();
+    assert_eq!((c["cause"].as_str(), c["identical_binary"].as_bool()), (Some("options"), Some(true)), "{s}");
+    assert!(s.starts_with("num_stages ") && s.ends_with("(identical binary: pure key churn)"), "{s}");
+    let (st, page) = get(&state, &format!("/compare?a={xa}&b={ya}")).await;
+    assert!(st == 200 && page.contains("The recompile was pure key churn."), "{page}");
     // Errors: 400 malformed, 404 unknown, JSON bodies.
     for (uri, status) in [
         (format!("/api/v1/compare?a=nocolon&b={b}"), 400),
@@ -173,7 +188,8 @@ async fn explain_nearest_and_cross_arch() {
     let near = get_json(&state, &format!("/api/v1/nearest?entry={id}&limit=200")).await;
     assert_eq!(near["kernel"], "add_kernel");
     let list = arr(&near["neighbours"]);
-    assert!(list.windows(2).all(|w| w[0]["differing"].as_u64() <= w[1]["differing"].as_u64()), "ranked");
+    let rank = |n: &Value| (n["components"].as_u64().unwrap(), n["differing"].as_u64().unwrap());
+    assert!(list.windows(2).all(|w| rank(&w[0]) <= rank(&w[1])), "ranked by components, then fields");
     assert_eq!(list[0]["id"], add["a"], "the nearest is its own predecessor");
     assert!(list.iter().all(|n| n["id"] != id), "not itself");
     let h100 = list.iter().find(|n| n["machine"] == "h100-a").expect("h100 add kernels are neighbours");
@@ -321,134 +337,6 @@ async fn explain_h100_jit_phases() {
     assert_eq!(st, 400, "{body}");
 }
 
-/// Caches compiled here by scripts/workload.py with `$CACHELENS_PYTHON` (Triton 3.6.0):
-/// sm_90 (all 45 kernels), sm_80 and gfx942 (the add kernels). None (with the reason printed)
-/// when `CACHELENS_PYTHON` is unset.
-fn generated() -> Option<&'static PathBuf> {
-    static GEN: OnceLock<Option<PathBuf>> = OnceLock::new();
-    GEN.get_or_init(|| {
-        let Some(py) = std::env::var_os("CACHELENS_PYTHON").filter(|p| !p.is_empty()) else {
-            eprintln!("skipping generated-cache cases: CACHELENS_PYTHON (a python with Triton 3.6.0) is not set");
-            return None;
-        };
-        let dir = tempfile::TempDir::new().unwrap().keep();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py");
-        for (name, target, kernels) in [
-            ("sm90", "cuda:90", "add,softmax,layernorm,matmul"),
-            ("sm80", "cuda:80", "add"),
-            ("gfx942", "hip:gfx942", "add"),
-        ] {
-            let out = std::process::Command::new(&py)
-                .arg(&script)
-                .args(["--target", target, "--kernels", kernels])
-                .env("TRITON_CACHE_DIR", dir.join(name))
-                .env_remove("TRITON_DEFAULT_FP_FUSION")
-                .env_remove("TRITON_DEBUG")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "workload.py {target}: {}", String::from_utf8_lossy(&out.stderr));
-            let v: Value =
-                serde_json::from_slice(out.stdout.trim_ascii_end().rsplit(|b| *b == b'\n').next().unwrap()).unwrap();
-            assert_eq!(v["triton_version"], "3.6.0", "CACHELENS_PYTHON must have Triton 3.6.0");
-        }
-        Some(dir)
-    })
-    .as_ref()
-}
-
-async fn scan_generated(gen_dir: &Path) -> (Vec<tempfile::TempDir>, AppState) {
-    let (keep, pool) = corpus_db(&[("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache")]).await;
-    for m in ["sm90", "sm80", "gfx942"] {
-        cachelens::collect::scan_local(&pool, &gen_dir.join(m), &format!("gen-{m}")).await.unwrap();
-    }
-    (keep, AppState::new(pool, Config::default()))
-}
-
-async fn compare_of(state: &AppState, i: &Value) -> Value {
-    get_json(state, &format!("/api/v1/compare?a={}&b={}", i["a"].as_str().unwrap(), i["b"].as_str().unwrap())).await
-}
-
-#[tokio::test]
-async fn explain_generated_caches() {
-    let Some(dir) = generated() else { return };
-    let (_keep, state) = scan_generated(dir).await;
-    // fp fusion off (corpus) against a default sm_90 3.6.0 cache: env, all 45.
-    let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=h100-c").await;
-    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "env", "count": 45}]), "{}", inv["summary"]);
-    let s = inv["summary"].as_str().unwrap();
-    assert!(s.starts_with("45 of 45 kernels recompiled after TRITON_DEFAULT_FP_FUSION=false set"), "{s}");
-    let c = compare_of(&state, &inv["invalidated"][0]).await;
-    assert_eq!(c["cause"], "env");
-    let ff = arr(&c["components"]).iter().find(|r| r["field"] == "enable_fp_fusion").unwrap();
-    assert_eq!(
-        (ff["component"].as_str(), ff["a"].as_bool(), ff["b"].as_bool()),
-        (Some("env"), Some(true), Some(false))
-    );
-    // The same kernels for sm_80: backend.
-    let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=gen-sm80").await;
-    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "backend", "count": 6}]), "{}", inv["summary"]);
-    let c = compare_of(&state, &inv["invalidated"][0]).await;
-    assert_eq!(c["cause"], "backend");
-    assert!(
-        c["summary"].as_str().unwrap().starts_with("target sm90 → sm80; everything else equal"),
-        "{}",
-        c["summary"]
-    );
-    // For AMD gfx942: backend, arch and warp size.
-    let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=gen-gfx942").await;
-    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "backend", "count": 6}]), "{}", inv["summary"]);
-    let c = compare_of(&state, &inv["invalidated"][0]).await;
-    let s = c["summary"].as_str().unwrap();
-    assert!(s.starts_with("backend cuda → hip, target sm90 → gfx942, warp size 32 → 64; everything else equal"), "{s}");
-    // Another num_warps, same softmax block: options.
-    let e = get_json(&state, "/api/v1/entries?machine=gen-sm90&kernel=softmax_kernel").await;
-    let e = arr(&e);
-    let w4 = e.iter().find(|x| x["num_warps"] == 4).unwrap();
-    let w8 = e.iter().find(|x| x["num_warps"] == 8 && x["shapes"] == w4["shapes"]).unwrap();
-    let c = get_json(
-        &state,
-        &format!(
-            "/api/v1/compare?a=gen-sm90:{}&b=gen-sm90:{}",
-            w4["key"].as_str().unwrap(),
-            w8["key"].as_str().unwrap()
-        ),
-    )
-    .await;
-    assert_eq!(c["cause"], "options", "{}", c["summary"]);
-    assert!(c["summary"].as_str().unwrap().starts_with("num_warps 4 → 8"), "{}", c["summary"]);
-    // The generated cache sits where it was written: not relocated.
-    assert!(arr(&c["relocated"]).is_empty());
-}
-
-/// With `CACHELENS_PYTHON_ALT` (a python with another Triton release): the add kernels compiled
-/// by it against the same ones by 3.6.0 → compiler, with the version pair in the summary.
-#[tokio::test]
-async fn explain_generated_other_triton_version() {
-    let Some(dir) = generated() else { return };
-    let Some(alt) = std::env::var_os("CACHELENS_PYTHON_ALT").filter(|p| !p.is_empty()) else {
-        eprintln!("skipping: CACHELENS_PYTHON_ALT (a python with a Triton other than 3.6.0) is not set");
-        return;
-    };
-    let cache = tempfile::TempDir::new().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py");
-    let out = std::process::Command::new(alt)
-        .arg(&script)
-        .args(["--target", "cuda:90", "--kernels", "add"])
-        .env("TRITON_CACHE_DIR", cache.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(out.stdout.trim_ascii_end().rsplit(|b| *b == b'\n').next().unwrap()).unwrap();
-    let version = v["triton_version"].as_str().unwrap().to_string();
-    assert_ne!(version, "3.6.0");
-    let (_keep, state) = scan_generated(dir).await;
-    cachelens::collect::scan_local(&state.pool, cache.path(), "gen-alt").await.unwrap();
-    let inv = get_json(&state, "/api/v1/invalidations?a=gen-alt&b=gen-sm90").await;
-    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "compiler", "count": 6}]), "{}", inv["summary"]);
-    let s = inv["summary"].as_str().unwrap();
-    assert!(s.starts_with(&format!("6 of 6 kernels recompiled after Triton {version} → 3.6.0")), "{s}");
-}
-
 #[tokio::test]
 async fn explain_pages() {
     let (_keep, state) = upgrades().await;
@@ -459,6 +347,8 @@ async fn explain_pages() {
         "{page}"
     );
     assert!(page.contains("id=\"scan-picker\""), "scan picker");
+    // Says how entries are paired: option/constexpr/signature changes are variants, not recompiles.
+    assert!(page.contains("id=\"pairing\"") && page.contains("A change to one of those is another variant"), "{page}");
     assert_eq!(page.matches("class=\"inv-row\"").count(), 45);
     assert!(page.contains("will miss on them where they sit now"), "relocated entries flagged");
     let href = page

@@ -3,6 +3,7 @@ mod api_read;
 mod common;
 mod damaged;
 mod explain;
+mod explain_generated;
 mod fuzz;
 mod history;
 mod pages;

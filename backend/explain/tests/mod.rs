@@ -1,25 +1,66 @@
-//! Tests on the real caches of the corpus (`CACHELENS_CORPUS_DIR`, default `/tmp/corpus`,
-//! holding the extracted archives); a test whose cache is absent prints why and passes.
+//! Tests on the real caches of the corpus: the archives in `$CACHELENS_CORPUS` (default
+//! `../shared/corpus` next to the repo, as the e2e tests), unpacked once into the target dir.
+//! A missing archive fails the test: these tests are the proof of the explain logic.
 
+mod fields;
 mod ir;
 mod jit;
+mod matching;
 mod report;
 
 use super::*;
+use serde_json::{Map, Value};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
 
-pub(super) fn corpus(archive: &str) -> Option<PathBuf> {
-    let root = std::env::var("CACHELENS_CORPUS_DIR").unwrap_or_else(|_| "/tmp/corpus".into());
-    let p = Path::new(&root).join(archive).join("triton-cache");
-    if p.is_dir() {
-        Some(p)
-    } else {
-        eprintln!("skipping: {} not found (set CACHELENS_CORPUS_DIR)", p.display());
-        None
+/// The dir of the corpus archives.
+fn corpus_archives() -> PathBuf {
+    std::env::var_os("CACHELENS_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"))
+}
+
+/// `<archive>/`, unpacked from `<archive>.tar.xz` once per test process. It goes under the
+/// target dir (next to the test binary), keyed by the archive's size and mtime, so that runs
+/// reuse it and nothing piles up in /tmp; another process racing on it loses the rename and
+/// uses the winner's copy.
+pub(super) fn unpacked(archive: &str) -> PathBuf {
+    static DONE: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut done = DONE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = done.get(archive) {
+        return p.clone();
     }
+    let file = corpus_archives().join(format!("{archive}.tar.xz"));
+    let meta = std::fs::metadata(&file).unwrap_or_else(|e| {
+        panic!("corpus archive {} missing ({e}): set CACHELENS_CORPUS to the corpus dir", file.display())
+    });
+    let mtime = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).unwrap_or_default();
+    let exe = std::env::current_exe().unwrap();
+    let root = exe.ancestors().nth(2).unwrap().join("explain-corpus");
+    let dest = root.join(format!("{archive}-{}-{}", meta.len(), mtime.as_secs()));
+    if !dest.is_dir() {
+        let tmp = root.join(format!("tmp-{archive}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let st = std::process::Command::new("tar").arg("xJf").arg(&file).arg("-C").arg(&tmp).status().unwrap();
+        assert!(st.success(), "tar xJf {} failed", file.display());
+        if std::fs::rename(tmp.join(archive), &dest).is_err() {
+            assert!(dest.is_dir(), "could not move the unpacked {archive} to {}", dest.display());
+        }
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    done.insert(archive.to_string(), dest.clone());
+    dest
+}
+
+/// The `triton-cache/` of a corpus archive.
+pub(super) fn corpus(archive: &str) -> PathBuf {
+    let p = unpacked(archive).join("triton-cache");
+    assert!(p.is_dir(), "{} has no triton-cache/", archive);
+    p
 }
 
 /// A stand-in for sha256 (equality is all the tests need).
@@ -56,12 +97,31 @@ pub(super) fn load_cache(machine: &str, cache: &Path) -> Vec<Side> {
     dirs.iter().filter_map(|d| load_entry(machine, d)).collect()
 }
 
+/// The first add kernel of Triton `v` in `archive`.
+pub(super) fn add_entry(archive: &str, v: &str) -> Side {
+    let all = load_cache("m", &corpus(archive));
+    all.into_iter().find(|s| s.kernel.as_deref() == Some("add_kernel") && version(s) == v).expect("an add kernel")
+}
+
+/// A copy of `s` under another key, its metadata edited by `edit` (and another binary, as a
+/// recompile with other inputs gives).
+pub(super) fn edited(s: &Side, edit: impl FnOnce(&mut Map<String, Value>)) -> Side {
+    let mut m = s.metadata.clone().unwrap();
+    edit(m.as_object_mut().unwrap());
+    Side {
+        key: format!("{}-EDITED", s.key),
+        metadata: Some(m),
+        binary_sha256: s.binary_sha256.as_ref().map(|h| format!("{h}-edited")),
+        ..s.clone()
+    }
+}
+
 pub(super) fn version(s: &Side) -> &str {
     s.metadata.as_ref().unwrap()["triton_version"].as_str().unwrap()
 }
 
 fn check_upgrade(archive: &str, old_v: &str, new_v: &str, n: usize) {
-    let Some(cache) = corpus(archive) else { return };
+    let cache = corpus(archive);
     let all = load_cache("m", &cache);
     let old: Vec<Side> = all.iter().filter(|s| version(s) == old_v).cloned().collect();
     assert_eq!(old.len(), n);
@@ -106,9 +166,7 @@ fn mi300_upgrade_matches_every_entry_to_its_predecessor() {
 
 #[test]
 fn upgrade_compare_shows_version_only_fields_as_consequences() {
-    let Some(cache) = corpus("a100-upgrade-2-triton-3.5.1") else {
-        return;
-    };
+    let cache = corpus("a100-upgrade-2-triton-3.5.1");
     let all = load_cache("a100", &cache);
     let old: Vec<Side> = all.iter().filter(|s| version(s) == "3.4.0").cloned().collect();
     let inv = invalidations(&old, &all);

@@ -1,0 +1,97 @@
+//! Field rules on real corpus entries edited one field at a time: options that env vars set,
+//! `extern_libs` paths per backend and version.
+
+use super::{add_entry, edited};
+use crate::explain::*;
+use serde_json::{Value, json};
+
+fn row<'a>(c: &'a Comparison, field: &str) -> &'a Row {
+    c.components.iter().find(|r| r.field == field).unwrap_or_else(|| panic!("no row {field}: {c:?}"))
+}
+
+#[test]
+fn env_set_option_is_a_consequence_only_when_the_env_var_differs() {
+    // Corpus: TRITON_DEFAULT_FP_FUSION=0, so enable_fp_fusion false.
+    let off = add_entry("h100-fpfusion-off-triton-3.6.0", "3.6.0");
+    assert_eq!(off.metadata.as_ref().unwrap()["TRITON_DEFAULT_FP_FUSION"], "false");
+    // Same env, but a launch passed enable_fp_fusion=True: the option itself is the cause.
+    let launch = edited(&off, |m| {
+        m.insert("enable_fp_fusion".into(), json!(true));
+    });
+    let c = compare(&off, &launch);
+    assert_eq!(c.cause, Cause::Options, "{}", c.summary);
+    assert_eq!(c.summary, "enable_fp_fusion false → true; everything else equal");
+    let ff = row(&c, "enable_fp_fusion");
+    assert_eq!((ff.component, ff.differs, ff.note.as_deref()), (Cause::Options, true, None));
+    assert!(!row(&c, "TRITON_DEFAULT_FP_FUSION").differs);
+    // The env var set on one side only: it is the cause, the option its consequence.
+    let default = edited(&off, |m| {
+        m.remove("TRITON_DEFAULT_FP_FUSION");
+        m.insert("enable_fp_fusion".into(), json!(true));
+    });
+    let c = compare(&default, &off);
+    assert_eq!(c.cause, Cause::Env, "{}", c.summary);
+    assert_eq!(c.summary, "TRITON_DEFAULT_FP_FUSION=false on B; everything else equal");
+    let ff = row(&c, "enable_fp_fusion");
+    assert_eq!((ff.component, ff.differs), (Cause::Env, true));
+    assert_eq!(ff.note.as_deref(), Some("set by TRITON_DEFAULT_FP_FUSION"));
+}
+
+#[test]
+fn f32_default_env_explains_the_precision_only_when_it_differs() {
+    let base = add_entry("h100-fpfusion-off-triton-3.6.0", "3.6.0");
+    let ieee = edited(&base, |m| {
+        m.insert("TRITON_F32_DEFAULT".into(), json!("ieee"));
+        m.insert("default_dot_input_precision".into(), json!("ieee"));
+    });
+    let c = compare(&base, &ieee);
+    assert_eq!(c.cause, Cause::Env, "{}", c.summary);
+    assert_eq!(c.summary, "TRITON_F32_DEFAULT=ieee on B; everything else equal");
+    assert_eq!(row(&c, "default_dot_input_precision").note.as_deref(), Some("set by TRITON_F32_DEFAULT"));
+    // The same env var on both sides: a differing precision is an option of its own.
+    let tf32 = edited(&ieee, |m| {
+        m.insert("default_dot_input_precision".into(), json!("tf32"));
+    });
+    let c = compare(&ieee, &tf32);
+    assert_eq!(c.cause, Cause::Options, "{}", c.summary);
+    assert_eq!(c.summary, "default_dot_input_precision ieee → tf32; everything else equal");
+    assert_eq!(row(&c, "default_dot_input_precision").component, Cause::Options);
+}
+
+/// `s` with every extern_libs path moved to another install dir (same file names).
+fn moved_libs(s: &Side) -> Side {
+    edited(s, |m| {
+        let libs = m["extern_libs"].as_array().unwrap().iter().map(|l| {
+            let file = l[1].as_str().unwrap().rsplit('/').next().unwrap();
+            json!([l[0], format!("/opt/other-venv/lib/{file}")])
+        });
+        m.insert("extern_libs".into(), Value::Array(libs.collect()));
+    })
+}
+
+#[test]
+fn extern_libs_path_is_a_cause_only_where_triton_keys_the_path() {
+    // AMD before 3.9 hashes the library paths into the key: a moved install is the cause.
+    let amd36 = add_entry("mi300-upgrade-2-triton-3.9.0", "3.6.0");
+    let c = compare(&amd36, &moved_libs(&amd36));
+    assert_eq!(c.cause, Cause::Options, "{}", c.summary);
+    assert!(c.summary.starts_with("extern_libs [[") && c.summary.ends_with("everything else equal"), "{}", c.summary);
+    let r = row(&c, "extern_libs");
+    assert!(r.differs && r.note.as_deref().unwrap().ends_with("keys these libraries by path: a cause"), "{r:?}");
+    // AMD from 3.9 and CUDA hash the contents: the path is shown, no cause; with nothing else
+    // differing the new key is put down to the compiler build.
+    for (s, who) in [
+        (add_entry("mi300-upgrade-2-triton-3.9.0", "3.9.0"), "AMD from 3.9"),
+        (add_entry("h100-fpfusion-off-triton-3.6.0", "3.6.0"), "CUDA"),
+    ] {
+        let c = compare(&s, &moved_libs(&s));
+        let r = row(&c, "extern_libs");
+        assert!(r.differs && r.component == Cause::Options, "{r:?}");
+        assert_eq!(
+            r.note.as_deref(),
+            Some(format!("path differs but {who} keys these libraries by content: not a cause").as_str())
+        );
+        assert_eq!(c.cause, Cause::Compiler, "{}", c.summary);
+        assert!(c.summary.starts_with("same Triton version, different compiler build (triton_key)"), "{}", c.summary);
+    }
+}
