@@ -12,5 +12,7 @@ pub mod explain;
 pub mod model;
 pub mod run;
 pub mod scan;
+#[cfg(test)]
+pub(crate) mod test_corpus;
 pub mod upload;
 pub mod web;

@@ -1,6 +1,5 @@
-//! Tests on the real caches of the corpus: the archives in `$CACHELENS_CORPUS` (default
-//! `../shared/corpus` next to the repo, as the e2e tests), unpacked once into the target dir.
-//! A missing archive fails the test: these tests are the proof of the explain logic.
+//! Tests on the real caches of the corpus (unpacked by [`crate::test_corpus`]). A missing
+//! archive fails the test: these tests are the proof of the explain logic.
 
 mod fields;
 mod ir;
@@ -14,51 +13,10 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
-
-/// The dir of the corpus archives.
-fn corpus_archives() -> PathBuf {
-    std::env::var_os("CACHELENS_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"))
-}
-
-/// `<archive>/`, unpacked from `<archive>.tar.xz` once per test process. It goes under the
-/// target dir (next to the test binary), keyed by the archive's size and mtime, so that runs
-/// reuse it and nothing piles up in /tmp; another process racing on it loses the rename and
-/// uses the winner's copy.
-pub(super) fn unpacked(archive: &str) -> PathBuf {
-    static DONE: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
-    let mut done = DONE.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = done.get(archive) {
-        return p.clone();
-    }
-    let file = corpus_archives().join(format!("{archive}.tar.xz"));
-    let meta = std::fs::metadata(&file).unwrap_or_else(|e| {
-        panic!("corpus archive {} missing ({e}): set CACHELENS_CORPUS to the corpus dir", file.display())
-    });
-    let mtime = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).unwrap_or_default();
-    let exe = std::env::current_exe().unwrap();
-    let root = exe.ancestors().nth(2).unwrap().join("explain-corpus");
-    let dest = root.join(format!("{archive}-{}-{}", meta.len(), mtime.as_secs()));
-    if !dest.is_dir() {
-        let tmp = root.join(format!("tmp-{archive}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir_all(&tmp).unwrap();
-        let st = std::process::Command::new("tar").arg("xJf").arg(&file).arg("-C").arg(&tmp).status().unwrap();
-        assert!(st.success(), "tar xJf {} failed", file.display());
-        if std::fs::rename(tmp.join(archive), &dest).is_err() {
-            assert!(dest.is_dir(), "could not move the unpacked {archive} to {}", dest.display());
-        }
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
-    done.insert(archive.to_string(), dest.clone());
-    dest
-}
 
 /// The `triton-cache/` of a corpus archive.
 pub(super) fn corpus(archive: &str) -> PathBuf {
-    let p = unpacked(archive).join("triton-cache");
+    let p = crate::test_corpus::unpacked(archive).join("triton-cache");
     assert!(p.is_dir(), "{} has no triton-cache/", archive);
     p
 }
