@@ -23,7 +23,7 @@ triton = pytest.importorskip("triton")
 MANAGER = "cachelens_hook:TrackingCacheManager"
 KERNELS = "add,softmax,layernorm"  # 15 kernels, a few seconds on a CPU
 N = 15
-FIELDS = {"v", "ts", "host", "pid", "key", "kernel", "event", "compile_ms", "stages_ms"}
+FIELDS = {"v", "ts", "host", "pid", "key", "kernel", "event", "compile_ms", "stages_ms", "seq"}
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +71,7 @@ def check_line(e):
     assert e["v"] == 1
     assert isinstance(e["ts"], float) and e["ts"] > 1.6e9
     assert isinstance(e["host"], str) and isinstance(e["pid"], int)
+    assert isinstance(e["seq"], int) and e["seq"] >= 0
     assert isinstance(e["key"], str) and e["key"]
     assert e["event"] in ("hit", "miss", "compile")
     if e["event"] == "compile":

@@ -5,6 +5,7 @@ mod damaged;
 mod explain;
 mod fuzz;
 mod history;
+mod history_exact;
 mod pages;
 mod scan;
 mod tokens;

@@ -8,7 +8,7 @@
 //! upload stores all of itself or nothing.
 
 use crate::db::tokens::{self, Check};
-use crate::model::{REPORT_FORMAT, ScanReport, ScanSummary, valid_machine_name};
+use crate::model::{EventFileMark, HookEvent, REPORT_FORMAT, ScanReport, ScanSummary, valid_machine_name};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use axum::Json;
@@ -38,6 +38,14 @@ pub struct MissingRequest {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct MissingResponse {
     pub missing: Vec<String>,
+    /// How far the server has read each hook event file of the token's machine: a client scans
+    /// events from there on, so an upload carries only lines the server has not got. (Absent
+    /// from older servers: the client then sends every line, which the server dedupes.)
+    #[serde(default)]
+    pub event_files: Vec<EventFileMark>,
+    /// The server's upload size limit (decompressed), so a client can keep under it.
+    #[serde(default)]
+    pub max_upload_bytes: Option<u64>,
 }
 
 /// The machine a bearer token may upload for (401 when missing, unknown or revoked).
@@ -81,10 +89,15 @@ pub async fn post_scan(
     .map_err(|e| AppError::Internal(e.into()))??;
     let (mut summary, created) = {
         let _one_writer = s.write_lock.lock().await;
-        if let Some(t) = bearer(&headers) {
-            tokens::touch(&s.pool, t).await?;
+        let stored = crate::collect::ingest_report(&s.pool, &report, "upload").await?;
+        // Only an upload that was stored counts as a use of its token. The scan is committed by
+        // now: failing to note the use must not turn it into an error (the client would retry).
+        if let Some(t) = bearer(&headers)
+            && let Err(e) = tokens::touch(&s.pool, t).await
+        {
+            tracing::warn!("could not record the upload token's last use: {e}");
         }
-        crate::collect::ingest_report(&s.pool, &report, "upload").await?
+        stored
     };
     if !created {
         stored_summary(&s, &mut summary).await?;
@@ -118,7 +131,7 @@ pub async fn blobs_missing(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<MissingResponse>, ApiError> {
-    authenticate(&s, &headers).await?;
+    let machine = authenticate(&s, &headers).await?;
     let max = s.config.max_upload_bytes;
     let raw = read_capped(&headers, body, max).await?;
     let gzip = is_gzip(&headers)?;
@@ -128,7 +141,11 @@ pub async fn blobs_missing(
     if let Some(bad) = req.sha256.iter().find(|h| !is_sha256(h)) {
         return Err(AppError::Unprocessable(format!("not a sha256: {:?}", trunc(bad))).into());
     }
-    Ok(Json(MissingResponse { missing: crate::db::read::missing_blobs(&s.pool, &req.sha256).await? }))
+    Ok(Json(MissingResponse {
+        missing: crate::db::read::missing_blobs(&s.pool, &req.sha256).await?,
+        event_files: crate::db::read::event_marks(&s.pool, &machine).await?,
+        max_upload_bytes: Some(max as u64),
+    }))
 }
 
 fn is_gzip(headers: &HeaderMap) -> Result<bool, AppError> {
@@ -230,8 +247,16 @@ pub fn validate(r: &ScanReport, token_machine: &str) -> Result<(), AppError> {
             return bad(format!("path {:?} is not a relative path inside the cache", trunc(p)));
         }
     }
-    if r.event_files.iter().any(|f| f.path.contains('\0')) {
-        return bad("event file path with NUL".into());
+    for f in &r.event_files {
+        if f.path.is_empty() || f.path.len() > 4096 || f.path.contains('\0') {
+            return bad(format!("event file path {:?} is empty, too long or has a NUL", trunc(&f.path)));
+        }
+        if f.inode_sig.is_empty() || f.inode_sig.len() > 128 || f.offset < 0 {
+            return bad(format!("event file {:?} has a bad inode signature or offset", trunc(&f.path)));
+        }
+    }
+    if let Some((i, why)) = r.events.iter().enumerate().find_map(|(i, e)| bad_event(e).map(|w| (i, w))) {
+        return bad(format!("hook event {i}: {why}"));
     }
     for (sha, text) in &r.blobs {
         if !is_sha256(sha) || hex::encode(Sha256::digest(text.as_bytes())) != *sha {
@@ -239,6 +264,33 @@ pub fn validate(r: &ScanReport, token_machine: &str) -> Result<(), AppError> {
         }
     }
     Ok(())
+}
+
+/// What is wrong with an uploaded hook event, if anything: the fields the scanner fills from a
+/// hook line, in the ranges the hook writes (lines are under 4 KB; times after 2001, before 2100).
+fn bad_event(e: &HookEvent) -> Option<String> {
+    const TS_MS: std::ops::Range<i64> = 1_000_000_000_000..4_102_444_800_000;
+    let short = |s: &str, max: usize| !s.is_empty() && s.len() <= max && !s.contains('\0');
+    if !matches!(e.event.as_str(), "hit" | "miss" | "compile") {
+        return Some(format!("event {:?} is not hit, miss or compile", trunc(&e.event)));
+    }
+    if !TS_MS.contains(&e.ts) || e.ts_us.is_some_and(|us| (us - e.ts * 1000).abs() > 1000) {
+        return Some(format!("time {} (ms) / {:?} (µs) is out of range or inconsistent", e.ts, e.ts_us));
+    }
+    if !short(&e.host, 255) || !is_name(&e.key) || e.kernel.as_deref().is_some_and(|k| !short(k, 4000)) {
+        return Some("host, key or kernel is empty, too long or not a plain name".into());
+    }
+    if e.pid < 0 || e.seq.is_some_and(|s| s < 0) {
+        return Some("negative pid or seq".into());
+    }
+    if e.compile_ms.is_some_and(|ms| !ms.is_finite() || !(0.0..1e9).contains(&ms)) {
+        return Some("compile_ms is not a duration".into());
+    }
+    match &e.stages_ms {
+        None => None,
+        Some(v) if v.is_object() && v.to_string().len() <= 4000 => None,
+        Some(_) => Some("stages_ms is not a small object".into()),
+    }
 }
 
 /// One path component: no separators, no `..`, no NUL.
