@@ -247,6 +247,20 @@ async fn hook_events_count_exactly_once_across_rescans() {
     assert_eq!(s4.removed_entries, 1);
     check().await;
 
+    // Per kernel (the page's "top missing kernels"), as JSON: matmul misses most (62 compiles).
+    let per_kernel = get_json(&state, "/api/v1/history/kernels?machine=hooked").await;
+    assert_eq!(per_kernel[0]["name"], "matmul_kernel");
+    assert_eq!(per_kernel[0]["misses"], 62);
+    let add = per_kernel.as_array().unwrap().iter().find(|k| k["name"] == "add_kernel").unwrap();
+    assert_eq!(
+        *add,
+        serde_json::json!({"name": "add_kernel", "hits": 5, "misses": 28, "compiles": 27, "inferred_compiles": 24,
+                           "compile_ms": 310.75, "hook_events": 12, "hit_rate": 5.0 / 33.0})
+    );
+    let one = get_json(&state, "/api/v1/history/kernels?machine=hooked&limit=1&offset=1").await;
+    assert_eq!(one.as_array().unwrap().len(), 1);
+    assert_eq!(one[0]["name"], per_kernel[1]["name"]);
+
     // The page: full, and the htmx partial for a filter change.
     let (status, html) = get(&state, "/history?machine=hooked&bucket=hour").await;
     assert_eq!(status, 200);

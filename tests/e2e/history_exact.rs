@@ -253,3 +253,37 @@ async fn recompiles_in_place_keep_every_compile() {
     assert_eq!(scan().await.unwrap().removed_entries, 1);
     assert_eq!(series().await, [(h0, 24, 24, 24, 0), (h5, 1, 1, 1, 0), (h6, 1, 0, 1, 2)]);
 }
+
+/// Events stored before migration 0007 know only their millisecond (lookups within one were
+/// merged into one row). Their lines read again (a rotated file, an upload of the whole file)
+/// claim those rows: the counts become exact, nothing counts twice.
+#[tokio::test]
+async fn lines_read_again_claim_rows_stored_before_exact_identity() {
+    let (_t, dir) = unpacked("h100-jit-3.6.0");
+    let root = dir.join("triton-cache");
+    let since = format!("machine=old&from={}", now_ms() - 1000);
+    hook_emit(&root, &"D".repeat(52), 200, false);
+    let (_db, pool) = fresh_db().await;
+    let state = AppState::new(pool.clone(), Config::default());
+    let scan = || cachelens::collect::scan_local(&pool, &root, "old");
+    assert_eq!(scan().await.unwrap().events, 200);
+    // What the old schema kept: one row per (host, pid, key, event, millisecond).
+    for sql in [
+        "DELETE FROM events WHERE id NOT IN (SELECT MIN(id) FROM events GROUP BY machine_id, host, pid, key, event, ts)",
+        "UPDATE events SET legacy = 1, seq = -1, ts_us = ts * 1000",
+    ] {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+    }
+    let kept = totals(&state, &since).await.0;
+    assert!(kept < 200, "{kept}");
+    let reread = || async {
+        sqlx::query("DELETE FROM event_files").execute(&pool).await.unwrap();
+        scan().await.unwrap().events
+    };
+    assert_eq!(reread().await, 200 - kept);
+    assert_eq!(totals(&state, &since).await, (200, 0, 0, 200));
+    assert_eq!(reread().await, 0);
+    assert_eq!(totals(&state, &since).await, (200, 0, 0, 200));
+    let legacy: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE legacy = 1").fetch_one(&pool).await.unwrap();
+    assert_eq!(legacy, 0);
+}
