@@ -40,7 +40,8 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[PathBuf]) ->
     anyhow::ensure!(crate::model::valid_machine_name(machine), "invalid machine name {machine:?} (use --machine)");
     let mut summaries = vec![];
     for p in paths {
-        let up = crate::upload::scan_and_upload(server, token, p, machine, crate::upload::Retry::new(a.retries)).await?;
+        let up =
+            crate::upload::scan_and_upload(server, token, p, machine, crate::upload::Retry::new(a.retries)).await?;
         if !a.json {
             println!(
                 "uploaded {:.1} KiB (gzip) with {} of {} IR blobs the server lacked, {} hook event lines{}",

@@ -258,8 +258,7 @@ impl Ingest {
             .collect();
         // `created_at` above is the entry's latest compile (metadata mtime); a recompile in
         // place overwrites it. Every distinct compile time seen is kept for history.
-        let compiled: Vec<(i64, i64)> =
-            chunk.iter().filter_map(|e| e.created_at.map(|t| (ids[&e.key], t))).collect();
+        let compiled: Vec<(i64, i64)> = chunk.iter().filter_map(|e| e.created_at.map(|t| (ids[&e.key], t))).collect();
         if !compiled.is_empty() {
             let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO entry_compiles(entry_id, compiled_at) ");
             qb.push_values(&compiled, |mut b, (id, t)| {

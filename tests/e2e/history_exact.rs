@@ -284,6 +284,7 @@ async fn lines_read_again_claim_rows_stored_before_exact_identity() {
     assert_eq!(totals(&state, &since).await, (200, 0, 0, 200));
     assert_eq!(reread().await, 0);
     assert_eq!(totals(&state, &since).await, (200, 0, 0, 200));
-    let legacy: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE legacy = 1").fetch_one(&pool).await.unwrap();
+    let legacy: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE legacy = 1").fetch_one(&pool).await.unwrap();
     assert_eq!(legacy, 0);
 }
