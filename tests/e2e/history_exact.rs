@@ -232,7 +232,7 @@ async fn recompiles_in_place_keep_every_compile() {
     assert_eq!(scan().await.unwrap().changed_entries, 1);
     let h5 = h0 + 5 * 3_600_000;
     assert_eq!(series().await, [(h0, 24, 24, 24, 0), (h5, 1, 1, 1, 0)]);
-    let e = get_json(&state, &format!("/api/v1/entries?machine=rc&kernel=add_kernel&limit=100")).await;
+    let e = get_json(&state, "/api/v1/entries?machine=rc&kernel=add_kernel&limit=100").await;
     let row = e.as_array().unwrap().iter().find(|r| r["key"] == k.as_str()).unwrap();
     assert_eq!(row["created_at"], t1, "the entry shows its latest compile");
 
