@@ -185,8 +185,9 @@ def test_concurrent_writers_whole_lines(tmp_path):
     for line in lines:
         e = json.loads(line)
         check_line(e)
-        per_pid[e["pid"]] = per_pid.get(e["pid"], 0) + 1
-    assert sorted(per_pid.values()) == [500] * 8
+        per_pid.setdefault(e["pid"], []).append(e["seq"])
+    # each process numbers its lines 0, 1, 2...: (host, pid, ts, seq) identifies every line
+    assert sorted(per_pid.values()) == [list(range(500))] * 8
 
 
 def test_rotation_caps_size(tmp_path, monkeypatch):
