@@ -171,6 +171,18 @@ async fn uploads_with_bad_hook_events_are_refused() {
     let (status, answer) = post_raw(&srv.url, "/api/v1/scans", Some(&token), body, false).await;
     assert_eq!(status, 201, "{answer}");
     assert_eq!(answer["summary"]["events"], 1);
+
+    // The scanner leaves out (with a reason) a line the server would refuse, so that one bad
+    // line cannot make every upload of the machine fail.
+    let root = tempfile::TempDir::new().unwrap();
+    std::fs::create_dir(root.path().join(".cachelens")).unwrap();
+    let k = "E".repeat(52);
+    let text = hook_line(ts, 0, &k, "hit", None) + &hook_line(5_000, 1, &k, "hit", None);
+    std::fs::write(root.path().join(".cachelens/events-gpu-7.jsonl"), text).unwrap();
+    let up = scan_and_upload(&srv.url, &token, root.path(), "ev", Retry::new(2)).await.unwrap();
+    assert_eq!((up.events_sent, up.response.summary.events), (1, 1));
+    let skipped = &up.response.summary.skipped;
+    assert!(skipped.keys().any(|r| r.contains("hook event line: time 5000 ms")), "{skipped:?}");
 }
 
 /// Rewrite every file of an entry the way Triton stores one (a temp file renamed over it),

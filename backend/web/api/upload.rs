@@ -8,7 +8,7 @@
 //! upload stores all of itself or nothing.
 
 use crate::db::tokens::{self, Check};
-use crate::model::{EventFileMark, HookEvent, REPORT_FORMAT, ScanReport, ScanSummary, valid_machine_name};
+use crate::model::{EventFileMark, REPORT_FORMAT, ScanReport, ScanSummary, valid_machine_name};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use axum::Json;
@@ -255,6 +255,7 @@ pub fn validate(r: &ScanReport, token_machine: &str) -> Result<(), AppError> {
             return bad(format!("event file {:?} has a bad inode signature or offset", trunc(&f.path)));
         }
     }
+    let bad_event = crate::scan::events::problem;
     if let Some((i, why)) = r.events.iter().enumerate().find_map(|(i, e)| bad_event(e).map(|w| (i, w))) {
         return bad(format!("hook event {i}: {why}"));
     }
@@ -264,33 +265,6 @@ pub fn validate(r: &ScanReport, token_machine: &str) -> Result<(), AppError> {
         }
     }
     Ok(())
-}
-
-/// What is wrong with an uploaded hook event, if anything: the fields the scanner fills from a
-/// hook line, in the ranges the hook writes (lines are under 4 KB; times after 2001, before 2100).
-fn bad_event(e: &HookEvent) -> Option<String> {
-    const TS_MS: std::ops::Range<i64> = 1_000_000_000_000..4_102_444_800_000;
-    let short = |s: &str, max: usize| !s.is_empty() && s.len() <= max && !s.contains('\0');
-    if !matches!(e.event.as_str(), "hit" | "miss" | "compile") {
-        return Some(format!("event {:?} is not hit, miss or compile", trunc(&e.event)));
-    }
-    if !TS_MS.contains(&e.ts) || e.ts_us.is_some_and(|us| (us - e.ts * 1000).abs() > 1000) {
-        return Some(format!("time {} (ms) / {:?} (µs) is out of range or inconsistent", e.ts, e.ts_us));
-    }
-    if !short(&e.host, 255) || !is_name(&e.key) || e.kernel.as_deref().is_some_and(|k| !short(k, 4000)) {
-        return Some("host, key or kernel is empty, too long or not a plain name".into());
-    }
-    if e.pid < 0 || e.seq.is_some_and(|s| s < 0) {
-        return Some("negative pid or seq".into());
-    }
-    if e.compile_ms.is_some_and(|ms| !ms.is_finite() || !(0.0..1e9).contains(&ms)) {
-        return Some("compile_ms is not a duration".into());
-    }
-    match &e.stages_ms {
-        None => None,
-        Some(v) if v.is_object() && v.to_string().len() <= 4000 => None,
-        Some(_) => Some("stages_ms is not a small object".into()),
-    }
 }
 
 /// One path component: no separators, no `..`, no NUL.
