@@ -300,3 +300,53 @@ async fn lines_read_again_claim_rows_stored_before_exact_identity() {
         sqlx::query_scalar("SELECT COUNT(*) FROM events WHERE legacy = 1").fetch_one(&pool).await.unwrap();
     assert_eq!(legacy, 0);
 }
+
+/// Real Triton (`$CACHELENS_PYTHON`, 3.6.0): the add kernels compiled, then recompiled in place
+/// with `TRITON_ALWAYS_COMPILE=1` (Triton replaces every file of the entry), then once more under
+/// the hook. Each compile a scan saw counts once; the hook's compiles are not inferred again.
+#[tokio::test]
+async fn real_triton_recompiles_count_each_compile() {
+    let Some(py) = std::env::var_os("CACHELENS_PYTHON").filter(|p| !p.is_empty()) else {
+        eprintln!("skipping: CACHELENS_PYTHON (a python with Triton 3.6.0) is not set");
+        return;
+    };
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = tempfile::TempDir::new().unwrap();
+    let cache = tmp.path().join("cache");
+    let run = |extra: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new(&py);
+        cmd.arg(repo.join("scripts/workload.py")).args(["--kernels", "add"]);
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("TRITON_") || k.starts_with("CACHELENS_HOOK")) {
+            cmd.env_remove(k);
+        }
+        cmd.env("TRITON_CACHE_DIR", &cache).env("PYTHONPATH", repo.join("hook"));
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "workload failed: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let (_db, pool) = fresh_db().await;
+    let state = AppState::new(pool.clone(), Config::default());
+    let scan = || cachelens::collect::scan_local(&pool, &cache, "tri");
+    let q = "machine=tri&kernel=add_kernel";
+    let inferred = || async {
+        let v = get_json(&state, &format!("/api/v1/history?{q}&bucket=day")).await;
+        v.as_array().unwrap().iter().map(|p| p["inferred_compiles"].as_i64().unwrap()).sum::<i64>()
+    };
+
+    run(&[]);
+    let n = scan().await.unwrap().new_entries;
+    assert!(n >= 6, "{n}");
+    assert_eq!((totals(&state, q).await.2, inferred().await), (n, n));
+
+    run(&[("TRITON_ALWAYS_COMPILE", "1")]);
+    assert_eq!(scan().await.unwrap().changed_entries, n, "every entry rewritten");
+    assert_eq!((totals(&state, q).await.2, inferred().await), (2 * n, 2 * n));
+
+    run(&[("TRITON_ALWAYS_COMPILE", "1"), ("TRITON_CACHE_MANAGER", "cachelens_hook:TrackingCacheManager")]);
+    let s = scan().await.unwrap();
+    assert_eq!((s.changed_entries, s.events), (n, 2 * n), "a miss and a compile per kernel");
+    assert_eq!(totals(&state, q).await, (0, 3 * n, 3 * n, 2 * n));
+    assert_eq!(inferred().await, 2 * n, "the hook's compiles are not inferred again");
+}
