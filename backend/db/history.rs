@@ -8,8 +8,10 @@
 //!   *inferred*; its duration is unknown. An inferred compile that a hook `compile` event of the
 //!   same machine and key accounts for is not counted again: the hook logs its event right
 //!   after Triton stored the entry, so the metadata was written within the `compile_ms` before
-//!   the event (give or take [`MATCH_SLACK_MS`] of clock and file-time granularity). Other
-//!   compiles of that key (before the hook was enabled, or by jobs without it) still count.
+//!   the event (give or take [`MATCH_SLACK_MS`] of clock and file-time granularity); of the
+//!   entry's compile times in that window, the event accounts for the nearest one only (two
+//!   recompiles a second apart are two compiles). Other compiles of that key (before the hook
+//!   was enabled, or by jobs without it) still count.
 //!
 //! Counting hook events: `hit` is a hit; `miss` is a miss; a `compile` is a compile. The hook
 //! logs every lookup that compiles as `miss` then `compile` — with `TRITON_ALWAYS_COMPILE=1` a
@@ -172,7 +174,10 @@ where
                              WHERE x.machine_id = en.machine_id AND x.key = en.key AND x.event = 'compile'
                                AND x.ts BETWEEN c.compiled_at - {MATCH_SLACK_MS}
                                             AND c.compiled_at + CAST(COALESCE(x.compile_ms, 0) AS INTEGER)
-                                                + {MATCH_SLACK_MS}))
+                                                + {MATCH_SLACK_MS}
+                               AND NOT EXISTS (SELECT 1 FROM entry_compiles o
+                                               WHERE o.entry_id = c.entry_id
+                                                 AND ABS(x.ts - o.compiled_at) < ABS(x.ts - c.compiled_at))))
          GROUP BY k"
     );
     let mut out: BTreeMap<K, Counts> = BTreeMap::new();
