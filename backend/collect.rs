@@ -90,10 +90,19 @@ pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow
 
 /// Scan `root` fully into one report (for an upload). IR text goes into `blobs`.
 pub fn scan_report(root: &Path, machine: &str) -> anyhow::Result<ScanReport> {
+    scan_report_from(root, machine, &Previous::default())
+}
+
+/// [`scan_report`], reading hook events from `prev.event_marks` on (where the server got to),
+/// at most `prev.max_event_bytes` of them. Entries are always all read: the server compares
+/// their signatures itself, and a report says which entries are gone by leaving them out.
+pub fn scan_report_from(root: &Path, machine: &str, prev: &Previous) -> anyhow::Result<ScanReport> {
     let started = Instant::now();
     let root = resolve_root(root)?;
     let mut entries = vec![];
-    let tail = scan::scan(&root, &Previous::default(), threads(), |e| entries.push(e));
+    let prev =
+        Previous { event_marks: prev.event_marks.clone(), max_event_bytes: prev.max_event_bytes, ..Default::default() };
+    let tail = scan::scan(&root, &prev, threads(), |e| entries.push(e));
     // Move the IR text into `blobs` (once per sha256): entries keep only the hash, so a big
     // cache's report does not hold every identical IR file many times over.
     let mut blobs = BTreeMap::new();

@@ -212,8 +212,16 @@ pub struct BestConfig {
 /// One line of the hook's event file.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct HookEvent {
-    /// Unix milliseconds.
+    /// Unix milliseconds (what history buckets by).
     pub ts: i64,
+    /// Unix microseconds as the hook wrote them. With `seq` this identifies the line: the same
+    /// line read again (re-scan, re-upload, rotated file) is stored once, two lines twice.
+    /// Reports from before this field carry only `ts` (then `ts * 1000`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ts_us: Option<i64>,
+    /// The hook's line counter within its process (absent in lines of older hooks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<i64>,
     pub host: String,
     pub pid: i64,
     pub key: String,

@@ -40,15 +40,15 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[PathBuf]) ->
     anyhow::ensure!(crate::model::valid_machine_name(machine), "invalid machine name {machine:?} (use --machine)");
     let mut summaries = vec![];
     for p in paths {
-        let (root, m) = (p.clone(), machine.to_string());
-        let report = tokio::task::spawn_blocking(move || collect::scan_report(&root, &m)).await??;
-        let up = crate::upload::upload_report(server, token, report, crate::upload::Retry::new(a.retries)).await?;
+        let up =
+            crate::upload::scan_and_upload(server, token, p, machine, crate::upload::Retry::new(a.retries)).await?;
         if !a.json {
             println!(
-                "uploaded {:.1} KiB (gzip) with {} of {} IR blobs the server lacked{}",
+                "uploaded {:.1} KiB (gzip) with {} of {} IR blobs the server lacked, {} hook event lines{}",
                 up.body_bytes as f64 / 1024.0,
                 up.blobs_sent,
                 up.blobs_total,
+                up.events_sent,
                 if up.response.created {
                     String::new()
                 } else {

@@ -1,5 +1,7 @@
 //! The upload client behind `cachelens scan PATH --server URL --token T`.
 //!
+//! It first asks the server how far it has read this machine's hook event files and scans
+//! events from there on (an upload carries only new lines, and at most [`MAX_EVENT_BYTES`]).
 //! It asks the server which IR blobs it lacks (`POST /api/v1/blobs/missing`), keeps only those
 //! in the report, gzips the report once and POSTs it to `/api/v1/scans`. Connection errors, 5xx
 //! and 429 are retried with exponential backoff and jitter; other 4xx are final. Every retry
@@ -22,6 +24,8 @@ pub struct Uploaded {
     pub blobs_total: usize,
     /// Tries the POST of the report took.
     pub tries: u32,
+    /// Hook event lines the report carried.
+    pub events_sent: usize,
 }
 
 /// Retry policy: `tries` attempts in all, waiting `base`·2ⁿ (capped at 30 s, ±50% jitter).
@@ -144,6 +148,43 @@ fn gzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
     Ok(enc.finish()?)
 }
 
+/// What the server has of this machine's hook event files, as the scanner's marks, and the
+/// most event bytes to put in one upload. Asked through `blobs/missing` with no blobs; a server
+/// that does not say (an older one) gets every event line, which it dedupes.
+pub async fn server_event_marks(server: &str, token: &str, retry: Retry) -> anyhow::Result<crate::scan::Previous> {
+    let http = client()?;
+    let base = server.trim_end_matches('/');
+    let body = gzip(&serde_json::to_vec(&MissingRequest { sha256: vec![] })?)?;
+    let (_, text, _) = post(&http, &format!("{base}/api/v1/blobs/missing"), token, &body, retry).await?;
+    let r: MissingResponse = serde_json::from_str(&text).context("server's answer to blobs/missing")?;
+    // Event lines become JSON a little larger than themselves, next to the entries: a quarter
+    // of the server's limit leaves room; the rest goes with the next upload.
+    let max = r.max_upload_bytes.map_or(MAX_EVENT_BYTES, |m| (m / 4).clamp(64 << 10, MAX_EVENT_BYTES));
+    Ok(crate::scan::Previous {
+        event_marks: r.event_files.into_iter().map(|m| (m.path, (m.inode_sig, m.offset))).collect(),
+        max_event_bytes: Some(max),
+        ..Default::default()
+    })
+}
+
+/// Most hook event bytes one upload carries (two full 64 MiB event files would not fit the
+/// server's limit and would be refused on every try).
+pub const MAX_EVENT_BYTES: u64 = 32 << 20;
+
+/// Scan `root` and upload it: hook events only from where the server got to.
+pub async fn scan_and_upload(
+    server: &str,
+    token: &str,
+    root: &std::path::Path,
+    machine: &str,
+    retry: Retry,
+) -> anyhow::Result<Uploaded> {
+    let prev = server_event_marks(server, token, retry).await?;
+    let (root, m) = (root.to_path_buf(), machine.to_string());
+    let report = tokio::task::spawn_blocking(move || crate::collect::scan_report_from(&root, &m, &prev)).await??;
+    upload_report(server, token, report, retry).await
+}
+
 /// Upload one report to `server` (base URL, e.g. `https://cachelens.example.org`).
 pub async fn upload_report(
     server: &str,
@@ -163,8 +204,9 @@ pub async fn upload_report(
         report.blobs.retain(|sha, _| missing.contains(sha));
     }
     let blobs_sent = report.blobs.len();
+    let events_sent = report.events.len();
     let body = tokio::task::spawn_blocking(move || gzip(&serde_json::to_vec(&report)?)).await??;
     let (_, text, tries) = post(&http, &format!("{base}/api/v1/scans"), token, &body, retry).await?;
     let response: UploadResponse = serde_json::from_str(&text).context("server's answer to the upload")?;
-    Ok(Uploaded { response, body_bytes: body.len(), blobs_sent, blobs_total, tries })
+    Ok(Uploaded { response, body_bytes: body.len(), blobs_sent, blobs_total, tries, events_sent })
 }

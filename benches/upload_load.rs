@@ -1,5 +1,6 @@
 //! Upload load test: N concurrent clients (machines) each upload scans of M entries to one
-//! server while readers hit the pages' JSON API; prints throughput and read latency, then checks
+//! server while readers load the HTML pages (overview, kernel search, a kernel page, an entry
+//! page) and the JSON API; prints throughput and read latency per kind, then checks
 //! that every scan was stored exactly once. Run by `scripts/upload-load.sh`.
 //!
 //! Env: `CLIENTS` (50), `ENTRIES` (1000 per scan), `SCANS` (2 per client, each sent twice:
@@ -9,6 +10,7 @@
 use cachelens::model::ScanReport;
 use cachelens::upload::{Retry, upload_report};
 use cachelens::web::{AppState, Config};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -90,31 +92,48 @@ async fn main() -> anyhow::Result<()> {
         db.display()
     );
 
-    // readers: the JSON the pages show, in a loop, until the uploads are done
+    // readers, until the uploads are done: the JSON API, and the HTML pages a person opens
+    // (overview, kernel search, a kernel page, an entry page), each timed on its own
+    let (ki, kernel) = base
+        .entries
+        .iter()
+        .enumerate()
+        .find_map(|(i, e)| e.kernel.clone().map(|k| (i, k)))
+        .ok_or_else(|| anyhow::anyhow!("no kernel entry in the corpus cache"))?;
+    let ki = ki % entries.max(1);
+    let entry_key = format!("LOAD{ki:06}{}", &base.entries[ki].key[..base.entries[ki].key.len().min(40)]);
+    let targets: Arc<Vec<(&'static str, String)>> = Arc::new(vec![
+        ("api", "/api/v1/machines".into()),
+        ("api", "/api/v1/scans?limit=50".into()),
+        ("api", "/api/v1/kernels".into()),
+        ("api", "/api/v1/entries?limit=100".into()),
+        ("api", "/api/v1/entries?machine=load-001&limit=200".into()),
+        ("overview", "/".into()),
+        ("kernel search", format!("/kernels?q={}", &kernel[..kernel.len().min(4)])),
+        ("kernel page", format!("/kernels/{kernel}")),
+        ("entry page", format!("/entries/load-000/{entry_key}")),
+    ]);
     let done = Arc::new(AtomicBool::new(false));
     let mut reader_tasks = vec![];
     for r in 0..readers {
-        let (url, done) = (url.clone(), done.clone());
+        let (url, done, targets) = (url.clone(), done.clone(), targets.clone());
         reader_tasks.push(tokio::spawn(async move {
             let http = cachelens::upload::client().unwrap();
-            let paths = [
-                "/api/v1/machines",
-                "/api/v1/scans?limit=50",
-                "/api/v1/kernels",
-                "/api/v1/entries?limit=100",
-                "/api/v1/entries?machine=load-001&limit=200",
-            ];
-            let (mut lat, mut errors, mut i) = (vec![], 0usize, r);
+            let (mut lat, mut errors, mut i) = (BTreeMap::<&str, Vec<f64>>::new(), BTreeMap::<String, usize>::new(), r);
             while !done.load(Ordering::Relaxed) {
+                let (kind, path) = &targets[i % targets.len()];
+                i += 1;
                 let t = Instant::now();
-                match http.get(format!("{url}{}", paths[i % paths.len()])).send().await {
+                match http.get(format!("{url}{path}")).send().await {
                     Ok(resp) if resp.status().is_success() => {
                         let _ = resp.bytes().await;
-                        lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                        lat.entry(*kind).or_default().push(t.elapsed().as_secs_f64() * 1000.0);
                     }
-                    _ => errors += 1,
+                    // the kernel and entry pages exist once the first scans are stored
+                    Ok(resp) if resp.status() == reqwest::StatusCode::NOT_FOUND && kind.ends_with(" page") => {}
+                    Ok(resp) => *errors.entry(format!("{kind} {}", resp.status())).or_default() += 1,
+                    Err(e) => *errors.entry(format!("{kind} {e}")).or_default() += 1,
                 }
-                i += 1;
             }
             (lat, errors)
         }));
@@ -155,11 +174,15 @@ async fn main() -> anyhow::Result<()> {
     }
     let secs = started.elapsed().as_secs_f64();
     done.store(true, Ordering::Relaxed);
-    let (mut lat, mut read_errors) = (vec![], 0);
+    let (mut lat, mut read_errors) = (BTreeMap::<&str, Vec<f64>>::new(), BTreeMap::<String, usize>::new());
     for r in reader_tasks {
         let (l, e) = r.await?;
-        lat.extend(l);
-        read_errors += e;
+        for (k, v) in l {
+            lat.entry(k).or_default().extend(v);
+        }
+        for (k, n) in e {
+            *read_errors.entry(k).or_default() += n;
+        }
     }
 
     let uploads = clients * scans * 2;
@@ -171,14 +194,18 @@ async fn main() -> anyhow::Result<()> {
         (clients * scans * entries) as f64 / secs
     );
     println!("sent: {:.1} MiB gzip in all", sent.load(Ordering::Relaxed) as f64 / 1048576.0);
-    let n = lat.len();
-    println!(
-        "reads during the load: {n} requests ({:.0}/s), p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms, {read_errors} errors",
-        n as f64 / secs,
-        pct(&mut lat, 0.5),
-        pct(&mut lat, 0.99),
-        pct(&mut lat, 1.0)
-    );
+    let n: usize = lat.values().map(Vec::len).sum();
+    let n_errors: usize = read_errors.values().sum();
+    println!("reads during the load: {n} requests ({:.0}/s), {n_errors} errors {read_errors:?}", n as f64 / secs);
+    for (kind, v) in &mut lat {
+        println!(
+            "  {kind:<13} {:>6} requests, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            v.len(),
+            pct(v, 0.5),
+            pct(v, 0.99),
+            pct(v, 1.0)
+        );
+    }
 
     // exactly once: one row per (machine, client_id), every id answered is there, entries match
     let (n_scans, dup, n_entries, blobs): (i64, i64, i64, i64) = sqlx::query_as(

@@ -2,16 +2,23 @@
 //!
 //! Two sources, merged so that no compile is counted twice:
 //! - hook events (`events`): exact hits, misses, compiles and compile times;
-//! - entry compile times (`entries.created_at`, the metadata mtime, removed entries included):
-//!   every kernel entry was compiled once at that time, so without the hook a compile (and the
-//!   miss that caused it) still shows. Such a compile is *inferred*; its duration is unknown.
-//!   An entry whose key has a hook `compile` event on the same machine is not inferred again:
-//!   the hook saw that compile (its mtime is that compile's, or a later one the hook also saw).
+//! - entry compile times (`entry_compiles`: every metadata mtime seen for an entry, scan after
+//!   scan, removed entries included): each is one compile, so without the hook a compile (and
+//!   the miss that caused it) still shows, recompiles in place too. Such a compile is
+//!   *inferred*; its duration is unknown. An inferred compile that a hook `compile` event of the
+//!   same machine and key accounts for is not counted again: the hook logs its event right
+//!   after Triton stored the entry, so the metadata was written within the `compile_ms` before
+//!   the event (give or take [`MATCH_SLACK_MS`] of clock and file-time granularity); of the
+//!   entry's compile times in that window, the event accounts for the nearest one only (two
+//!   recompiles a second apart are two compiles). Other compiles of that key (before the hook
+//!   was enabled, or by jobs without it) still count.
 //!
-//! Counting hook events: `hit` is a hit; `miss` is a miss; a `compile` is a compile, and also a
-//! miss when the lookup before it (same machine, host, pid and key) was not logged as `miss` —
-//! with `TRITON_ALWAYS_COMPILE=1` a hook may log a found entry as a lone `compile`. A `miss`
-//! with no `compile` (the compile failed or the job died) is a miss without a compile.
+//! Counting hook events: `hit` is a hit; `miss` is a miss; a `compile` is a compile. The hook
+//! logs every lookup that compiles as `miss` then `compile` — with `TRITON_ALWAYS_COMPILE=1` a
+//! lookup that finds the entry too, since Triton compiles it again. A `compile` with no `miss`
+//! before it (same machine, host, pid and key: the miss was in a rotated-away file, or a hook
+//! of another make logged only compiles) is counted as a miss as well. A `miss` with no
+//! `compile` (the compile failed or the job died) is a miss without a compile.
 
 use serde::Serialize;
 use sqlx::{Row, SqlitePool};
@@ -20,6 +27,10 @@ use std::collections::BTreeMap;
 /// Entry kinds that are Triton compiles (launchers are built by the C compiler, autotune
 /// files record benchmarks; partial entries never became usable).
 const COMPILED_KINDS: &str = "('kernel', 'binary_only')";
+
+/// How far an entry's metadata mtime may lie outside its hook compile event's window
+/// `[ts - compile_ms, ts]` and still be that compile (clock steps, coarse file times).
+pub const MATCH_SLACK_MS: i64 = 2_000;
 
 /// Time bucket width (UTC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -83,7 +94,7 @@ pub struct Counts {
     pub misses: i64,
     /// Compiles: hook `compile` events plus inferred compiles.
     pub compiles: i64,
-    /// Compiles known only from an entry's metadata mtime (no hook event for its key).
+    /// Compiles known only from an entry's metadata mtime (no hook compile event near it).
     pub inferred_compiles: i64,
     /// Total compile time of the hook's compiles; `None` when none carried a time.
     pub compile_ms: Option<f64>,
@@ -140,7 +151,7 @@ where
     let hook = format!(
         "WITH ev AS (
            SELECT e.ts, e.kernel, m.name AS machine, e.event, e.compile_ms,
-                  LAG(e.event) OVER (PARTITION BY e.machine_id, e.host, e.pid, e.key ORDER BY e.ts, e.id) AS prev
+                  LAG(e.event) OVER (PARTITION BY e.machine_id, e.host, e.pid, e.key ORDER BY e.ts_us, e.seq, e.id) AS prev
            FROM events e JOIN machines m ON m.id = e.machine_id
            WHERE (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR e.kernel = ?2))
          SELECT {key} AS k,
@@ -154,13 +165,19 @@ where
     );
     let inferred = format!(
         "SELECT {key} AS k, COUNT(*) AS n FROM (
-           SELECT en.created_at AS ts, en.kernel, m.name AS machine
-           FROM entries en JOIN machines m ON m.id = en.machine_id
-           WHERE en.created_at IS NOT NULL AND en.kind IN {COMPILED_KINDS}
+           SELECT c.compiled_at AS ts, en.kernel, m.name AS machine
+           FROM entry_compiles c JOIN entries en ON en.id = c.entry_id JOIN machines m ON m.id = en.machine_id
+           WHERE en.kind IN {COMPILED_KINDS}
              AND (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR en.kernel = ?2)
-             AND (?3 IS NULL OR en.created_at >= ?3) AND (?4 IS NULL OR en.created_at < ?4)
+             AND (?3 IS NULL OR c.compiled_at >= ?3) AND (?4 IS NULL OR c.compiled_at < ?4)
              AND NOT EXISTS (SELECT 1 FROM events x
-                             WHERE x.machine_id = en.machine_id AND x.key = en.key AND x.event = 'compile'))
+                             WHERE x.machine_id = en.machine_id AND x.key = en.key AND x.event = 'compile'
+                               AND x.ts BETWEEN c.compiled_at - {MATCH_SLACK_MS}
+                                            AND c.compiled_at + CAST(COALESCE(x.compile_ms, 0) AS INTEGER)
+                                                + {MATCH_SLACK_MS}
+                               AND NOT EXISTS (SELECT 1 FROM entry_compiles o
+                                               WHERE o.entry_id = c.entry_id
+                                                 AND ABS(x.ts - o.compiled_at) < ABS(x.ts - c.compiled_at))))
          GROUP BY k"
     );
     let mut out: BTreeMap<K, Counts> = BTreeMap::new();

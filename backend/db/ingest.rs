@@ -152,7 +152,7 @@ impl Ingest {
             .into_iter()
             .map(|r| (r.get::<String, _>("path"), (r.get::<String, _>("inode_sig"), r.get::<i64, _>("offset"))))
             .collect();
-        Ok(Previous { sigs, event_marks: marks, elsewhere: self.elsewhere.clone() })
+        Ok(Previous { sigs, event_marks: marks, elsewhere: self.elsewhere.clone(), max_event_bytes: None })
     }
 
     /// Store a batch of entries read by the scanner. `blobs` supplies IR text for uploads
@@ -256,6 +256,16 @@ impl Ingest {
             .into_iter()
             .map(|r| (r.get::<String, _>("key"), r.get::<i64, _>("id")))
             .collect();
+        // `created_at` above is the entry's latest compile (metadata mtime); a recompile in
+        // place overwrites it. Every distinct compile time seen is kept for history.
+        let compiled: Vec<(i64, i64)> = chunk.iter().filter_map(|e| e.created_at.map(|t| (ids[&e.key], t))).collect();
+        if !compiled.is_empty() {
+            let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO entry_compiles(entry_id, compiled_at) ");
+            qb.push_values(&compiled, |mut b, (id, t)| {
+                b.push_bind(*id).push_bind(*t);
+            });
+            qb.build().execute(&mut *self.tx).await?;
+        }
         let id_list: Vec<i64> = ids.values().copied().collect();
         for table in ["artifacts", "autotune"] {
             let mut del = QueryBuilder::<Sqlite>::new(format!("DELETE FROM {table} WHERE entry_id IN ("));

@@ -20,11 +20,15 @@ const WAIT_FOR_REBUILD: std::time::Duration = std::time::Duration::from_secs(2);
 /// The data the summary tables are derived from, as (last scan that changed anything, last entry
 /// id). A re-scan that found nothing new, changed or removed does not make them stale.
 async fn data_version(pool: &SqlitePool) -> sqlx::Result<(i64, i64)> {
+    data_version_on(&mut *pool.acquire().await?).await
+}
+
+async fn data_version_on(conn: &mut sqlx::SqliteConnection) -> sqlx::Result<(i64, i64)> {
     sqlx::query_as(
         "SELECT COALESCE((SELECT MAX(id) FROM scans WHERE new_entries + changed_entries + removed_entries > 0), 0),
                 COALESCE((SELECT MAX(id) FROM entries), 0)",
     )
-    .fetch_one(pool)
+    .fetch_one(conn)
     .await
 }
 
@@ -54,17 +58,85 @@ pub async fn refresh_stats(pool: &SqlitePool) -> sqlx::Result<()> {
     }
 }
 
-/// Rebuild every summary table in one transaction, unless another rebuild made them current.
+/// Rebuild every summary table, unless another rebuild made them current.
+///
+/// Locking: at a million entries the aggregates take 25-33 s. Run in a write transaction they
+/// held SQLite's write lock that long, and an upload waiting for it (busy timeout 30 s) could
+/// fail. So the aggregates are computed inside a read transaction (WAL: writers go on) into
+/// TEMP copies of the tables — the temp database is private to this connection, writing it
+/// takes no lock on the main one — and only copying the results into the real tables takes the
+/// write lock, in one short transaction (rows per kernel variant, not per entry), which an
+/// upload then waits out well within its busy timeout. Pages read the old tables until it
+/// commits. The version recorded is the read snapshot's: data that lands meanwhile makes the
+/// tables stale again, so the next page rebuilds.
 async fn rebuild_if_stale(pool: &SqlitePool) -> sqlx::Result<()> {
     let _guard = REFRESH.lock().await;
-    let now = data_version(pool).await?;
-    if built_version(pool).await? == Some(now) {
-        return Ok(());
-    }
+    let mut conn = pool.acquire().await?;
     let started = std::time::Instant::now();
-    let mut tx = pool.begin().await?;
+    let result = stage_and_swap(&mut conn).await;
+    // Drop the staging tables whatever happened: the connection goes back to the pool.
+    for t in PAGE_TABLES {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS temp.{}", staged(t))))
+            .execute(&mut *conn)
+            .await;
+    }
+    if result? {
+        tracing::info!(ms = started.elapsed().as_millis() as u64, "summary tables rebuilt");
+    }
+    Ok(())
+}
+
+/// The summary tables a rebuild writes.
+const PAGE_TABLES: &[&str] = &[
+    "page_kernel_stats",
+    "page_kernel_totals",
+    "page_machine_stats",
+    "page_ext_stats",
+    "page_variant_cells",
+    "page_kernel_identical",
+    "page_autotune_configs",
+    "page_machine_kernels",
+    "page_machine_versions",
+    "page_machine_days",
+    "page_choices",
+];
+
+/// Name of a summary table's staging copy (in `temp`).
+fn staged(table: &str) -> String {
+    format!("rebuild_{table}")
+}
+
+/// A [`REBUILD`] statement pointed at the staging copies (no table name is part of another:
+/// see the test below).
+fn on_staging(sql: &str) -> String {
+    PAGE_TABLES.iter().fold(sql.to_string(), |s, t| s.replace(t, &format!("temp.{}", staged(t))))
+}
+
+/// Stage (read transaction) then swap (short write transaction). False when already current.
+async fn stage_and_swap(conn: &mut sqlx::SqliteConnection) -> sqlx::Result<bool> {
+    use sqlx::Connection;
+    let mut read = conn.begin().await?;
+    let now = data_version_on(&mut read).await?;
+    let built: Option<(i64, i64)> =
+        sqlx::query_as("SELECT max_scan_id, max_entry_id FROM page_stats_version WHERE id = 1")
+            .fetch_optional(&mut *read)
+            .await?;
+    if built == Some(now) {
+        return Ok(false);
+    }
+    for t in PAGE_TABLES {
+        let sql = format!("CREATE TEMP TABLE IF NOT EXISTS {} AS SELECT * FROM main.{t} WHERE 0", staged(t));
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *read).await?;
+    }
     for sql in REBUILD {
-        sqlx::query(*sql).execute(&mut *tx).await?;
+        sqlx::query(sqlx::AssertSqlSafe(on_staging(sql))).execute(&mut *read).await?;
+    }
+    read.commit().await?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    for t in PAGE_TABLES {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM main.{t}"))).execute(&mut *tx).await?;
+        let sql = format!("INSERT INTO main.{t} SELECT * FROM temp.{}", staged(t));
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
     }
     sqlx::query(
         "INSERT INTO page_stats_version(id, max_scan_id, max_entry_id, built_at) VALUES (1, ?, ?, ?)
@@ -77,8 +149,7 @@ async fn rebuild_if_stale(pool: &SqlitePool) -> sqlx::Result<()> {
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    tracing::info!(ms = started.elapsed().as_millis() as u64, "summary tables rebuilt");
-    Ok(())
+    Ok(true)
 }
 
 /// The statements of a rebuild, in order (later tables read earlier ones).
@@ -485,4 +556,23 @@ pub async fn entry_names(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<Vec<(i6
     .bind(serde_json::to_string(ids).unwrap_or_default())
     .fetch_all(pool)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rebuild_statement_writes_staging_tables_only() {
+        for a in PAGE_TABLES {
+            for b in PAGE_TABLES {
+                assert!(a == b || !a.contains(b), "{a} contains {b}");
+            }
+        }
+        for sql in REBUILD {
+            let s = on_staging(sql);
+            let bare = s.replace("temp.rebuild_page_", "");
+            assert!(!bare.contains("page_"), "{s}");
+        }
+    }
 }

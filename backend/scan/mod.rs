@@ -28,6 +28,9 @@ pub struct Previous {
     /// key -> the other root of this machine whose live row holds it: the database has one
     /// row per (machine, key), so a copy under this root is counted as a duplicate, not read.
     pub elsewhere: HashMap<String, String>,
+    /// At most this many bytes of event lines per scan (`None`: all). An upload is size-capped
+    /// by the server; what is left is read by the next scan, from the mark this one leaves.
+    pub max_event_bytes: Option<u64>,
 }
 
 /// Everything but the entries (which go to the sink as they are read).
@@ -86,9 +89,13 @@ where
             Err(reason) => tail.skipped.push(Skip { path: rel.clone(), reason }),
         }
     }
+    let mut budget = prev.max_event_bytes.unwrap_or(u64::MAX);
     for path in &layout.event_files {
         let key = path.display().to_string();
-        if let Some(mark) = events::read_events(path, prev.event_marks.get(&key), &mut tail.events, &mut tail.skipped) {
+        let before = prev.event_marks.get(&key);
+        if let Some(mark) = events::read_events(path, before, budget, &mut tail.events, &mut tail.skipped) {
+            let from = before.filter(|(sig, _)| *sig == mark.inode_sig).map_or(0, |p| p.1);
+            budget = budget.saturating_sub((mark.offset - from).max(0) as u64);
             tail.event_files.push(mark);
         }
     }

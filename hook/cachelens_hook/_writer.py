@@ -3,6 +3,7 @@
 No Triton import here. Every public function swallows its own errors; after MAX_FAILURES
 consecutive failures the writer switches itself off for the rest of the process.
 """
+import itertools
 import json
 import logging
 import os
@@ -26,6 +27,11 @@ _dirs_made = set()
 
 # json.dumps(..., separators=...) builds a new encoder per call; reuse one.
 _encode = json.JSONEncoder(separators=(",", ":")).encode
+
+# Numbers the lines of this process: with host, pid and ts it identifies a line exactly, so the
+# scanner counts two lookups within one microsecond twice and a line read twice once.
+# (next() on itertools.count is atomic under the GIL; a forked child has its own pid.)
+_seq = itertools.count()
 
 _OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 
@@ -80,6 +86,7 @@ def format_line(key, kernel, event, compile_ms=None, stages_ms=None, ts=None):
         "event": event,
         "compile_ms": None if compile_ms is None else round(float(compile_ms), 3),
         "stages_ms": stages_ms or None,
+        "seq": next(_seq),
     }
     line = _encode(rec)
     if len(line.encode("utf-8")) > MAX_LINE:

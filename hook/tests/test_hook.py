@@ -23,7 +23,7 @@ triton = pytest.importorskip("triton")
 MANAGER = "cachelens_hook:TrackingCacheManager"
 KERNELS = "add,softmax,layernorm"  # 15 kernels, a few seconds on a CPU
 N = 15
-FIELDS = {"v", "ts", "host", "pid", "key", "kernel", "event", "compile_ms", "stages_ms"}
+FIELDS = {"v", "ts", "host", "pid", "key", "kernel", "event", "compile_ms", "stages_ms", "seq"}
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +71,7 @@ def check_line(e):
     assert e["v"] == 1
     assert isinstance(e["ts"], float) and e["ts"] > 1.6e9
     assert isinstance(e["host"], str) and isinstance(e["pid"], int)
+    assert isinstance(e["seq"], int) and e["seq"] >= 0
     assert isinstance(e["key"], str) and e["key"]
     assert e["event"] in ("hit", "miss", "compile")
     if e["event"] == "compile":
@@ -184,8 +185,9 @@ def test_concurrent_writers_whole_lines(tmp_path):
     for line in lines:
         e = json.loads(line)
         check_line(e)
-        per_pid[e["pid"]] = per_pid.get(e["pid"], 0) + 1
-    assert sorted(per_pid.values()) == [500] * 8
+        per_pid.setdefault(e["pid"], []).append(e["seq"])
+    # each process numbers its lines 0, 1, 2...: (host, pid, ts, seq) identifies every line
+    assert sorted(per_pid.values()) == [list(range(500))] * 8
 
 
 def test_rotation_caps_size(tmp_path, monkeypatch):

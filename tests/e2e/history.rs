@@ -152,8 +152,9 @@ async fn bucket(state: &cachelens::web::AppState, query: &str, t: i64) -> (i64, 
 }
 
 /// Hook event files in a copy of a real cache: scanned, appended to, re-scanned. Each event
-/// counts once; a half-written line waits for its end; an entry whose compile the hook saw is not
-/// inferred again from its mtime; removed entries keep their compile.
+/// counts once; a half-written line waits for its end; hook compiles hours after an entry's
+/// metadata mtime are other compiles than the one the mtime records (both count; the matching of
+/// the two sources is `recompiles_in_place_keep_every_compile`); removed entries keep their compile.
 #[tokio::test]
 async fn hook_events_count_exactly_once_across_rescans() {
     let (_t, dir) = unpacked("h100-jit-3.6.0");
@@ -205,8 +206,8 @@ async fn hook_events_count_exactly_once_across_rescans() {
     let all = "machine=hooked&bucket=hour&limit=10000";
     // hits 5; misses: 3 miss events, the lone ALWAYS_COMPILE compile, the unfinished one.
     assert_eq!(bucket(&state, all, h1).await, (5, 5, 4, 0, Some(650.75), 13));
-    // 113 compiled entries, 4 of them recompiled under the hook: 109 inferred at their mtimes.
-    assert_eq!(bucket(&state, all, h0).await, (0, 109, 109, 109, None, 0));
+    // 113 compiled entries, each inferred at its mtime (the hook's compiles are 4 h later).
+    assert_eq!(bucket(&state, all, h0).await, (0, 113, 113, 113, None, 0));
 
     append(&events, tail);
     let mut b = String::new();
@@ -217,20 +218,20 @@ async fn hook_events_count_exactly_once_across_rescans() {
     append(&events, &b);
 
     let check = || async {
-        assert_eq!(bucket(&state, all, h0).await, (0, 109, 109, 109, None, 0));
+        assert_eq!(bucket(&state, all, h0).await, (0, 113, 113, 113, None, 0));
         assert_eq!(bucket(&state, all, h1).await, (6, 5, 4, 0, Some(650.75), 14));
         assert_eq!(bucket(&state, all, h2).await, (2, 1, 1, 0, Some(10.0), 4));
         let v = get_json(&state, &format!("/api/v1/history?{all}")).await;
         assert_eq!(v.as_array().unwrap().len(), 3);
         assert_eq!(v[1]["hit_rate"], 6.0 / 11.0);
-        // Per kernel: add_kernel has 24 entries, 2 of them compiled under the hook.
+        // Per kernel: add_kernel has 24 entries.
         let add = "machine=hooked&kernel=add_kernel&bucket=hour";
-        assert_eq!(bucket(&state, add, h0).await, (0, 22, 22, 22, None, 0));
+        assert_eq!(bucket(&state, add, h0).await, (0, 24, 24, 24, None, 0));
         assert_eq!(bucket(&state, add, h1).await, (4, 3, 2, 0, Some(300.75), 9));
         assert_eq!(bucket(&state, add, h2).await, (1, 1, 1, 0, Some(10.0), 3));
         // Per day: everything in one bucket.
         let day = h0 / 86_400_000 * 86_400_000;
-        assert_eq!(bucket(&state, "machine=hooked&bucket=day", day).await, (8, 115, 114, 109, Some(660.75), 18));
+        assert_eq!(bucket(&state, "machine=hooked&bucket=day", day).await, (8, 119, 118, 113, Some(660.75), 18));
     };
     let s2 = scan().await.unwrap();
     assert_eq!(s2.events, 5, "the completed line and the four appended");
@@ -246,17 +247,31 @@ async fn hook_events_count_exactly_once_across_rescans() {
     assert_eq!(s4.removed_entries, 1);
     check().await;
 
+    // Per kernel (the page's "top missing kernels"), as JSON: matmul misses most (62 compiles).
+    let per_kernel = get_json(&state, "/api/v1/history/kernels?machine=hooked").await;
+    assert_eq!(per_kernel[0]["name"], "matmul_kernel");
+    assert_eq!(per_kernel[0]["misses"], 62);
+    let add = per_kernel.as_array().unwrap().iter().find(|k| k["name"] == "add_kernel").unwrap();
+    assert_eq!(
+        *add,
+        serde_json::json!({"name": "add_kernel", "hits": 5, "misses": 28, "compiles": 27, "inferred_compiles": 24,
+                           "compile_ms": 310.75, "hook_events": 12, "hit_rate": 5.0 / 33.0})
+    );
+    let one = get_json(&state, "/api/v1/history/kernels?machine=hooked&limit=1&offset=1").await;
+    assert_eq!(one.as_array().unwrap().len(), 1);
+    assert_eq!(one[0]["name"], per_kernel[1]["name"]);
+
     // The page: full, and the htmx partial for a filter change.
     let (status, html) = get(&state, "/history?machine=hooked&bucket=hour").await;
     assert_eq!(status, 200);
     assert!(html.contains("<html") && html.contains("id=\"history-chart\""), "{html}");
-    assert!(html.contains("<b id=\"total-hits\">8</b>") && html.contains("<b id=\"total-misses\">115</b>"), "{html}");
-    assert!(html.contains("<b id=\"total-hit-rate\">6.5%</b>"), "{html}");
+    assert!(html.contains("<b id=\"total-hits\">8</b>") && html.contains("<b id=\"total-misses\">119</b>"), "{html}");
+    assert!(html.contains("<b id=\"total-hit-rate\">6.3%</b>"), "{html}");
     let top = html.split("id=\"top-kernels\"").nth(1).unwrap();
     assert!(top.find("matmul_kernel").unwrap() < top.find("add_kernel").unwrap(), "matmul misses most (62)");
     let partial =
         get_with(&state, "/history?machine=hooked&kernel=add_kernel&bucket=day", &[("HX-Request", "true")]).await;
-    assert!(!partial.contains("<html") && partial.contains("<b id=\"total-misses\">26</b>"), "{partial}");
+    assert!(!partial.contains("<html") && partial.contains("<b id=\"total-misses\">28</b>"), "{partial}");
 }
 
 /// GET with extra headers; returns the body (asserting 200).

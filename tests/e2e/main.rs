@@ -6,6 +6,7 @@ mod explain;
 mod explain_generated;
 mod fuzz;
 mod history;
+mod history_exact;
 mod pages;
 mod scan;
 mod tokens;

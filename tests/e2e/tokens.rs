@@ -73,6 +73,36 @@ async fn a_token_uploads_only_for_its_machine_and_not_once_revoked() {
     assert_eq!(scans, 1);
 }
 
+/// A token's last use is an upload that was stored: one refused, or one whose ingest failed
+/// (here an injected database error), leaves it untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_stored_upload_marks_its_token_used() {
+    let srv = server(Config::default()).await;
+    let token = cachelens::db::tokens::create(&srv.pool, "t-used").await.unwrap();
+    let last_used = || async { cachelens::db::tokens::list(&srv.pool).await.unwrap()[0].last_used_at };
+    let report = |machine: &str| {
+        serde_json::to_vec(&serde_json::json!({"format": 1, "client_id": "c1", "machine": machine, "root": "/cache",
+                                               "scanned_at": 1_700_000_000_000i64, "duration_ms": 1, "entries": []}))
+        .unwrap()
+    };
+    let (status, _) = post_raw(&srv.url, "/api/v1/scans", Some(&token), report("other"), false).await;
+    assert_eq!(status, 403);
+    assert_eq!(last_used().await, None);
+    sqlx::query("CREATE TRIGGER fail_scan BEFORE UPDATE ON scans BEGIN SELECT RAISE(ABORT, 'injected'); END")
+        .execute(&srv.pool)
+        .await
+        .unwrap();
+    let (status, _) = post_raw(&srv.url, "/api/v1/scans", Some(&token), report("t-used"), false).await;
+    assert_eq!(status, 500);
+    assert_eq!(last_used().await, None, "a failed upload is not a use");
+    let scans: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM scans").fetch_one(&srv.pool).await.unwrap();
+    assert_eq!(scans, 0);
+    sqlx::query("DROP TRIGGER fail_scan").execute(&srv.pool).await.unwrap();
+    let (status, _) = post_raw(&srv.url, "/api/v1/scans", Some(&token), report("t-used"), false).await;
+    assert_eq!(status, 201);
+    assert!(last_used().await.is_some());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_token_guards_pages_and_api_but_not_uploads() {
     let srv = server(Config { read_token: Some("r3ad-s3cret".into()), ..Config::default() }).await;

@@ -1,7 +1,8 @@
-//! `GET /api/v1/history`: hits, misses, compiles and compile time per time bucket.
+//! `GET /api/v1/history`: hits, misses, compiles and compile time per time bucket;
+//! `GET /api/v1/history/kernels`: the same per kernel, the kernels that miss most first.
 
 use super::ApiQuery;
-use crate::db::history::{self, Bucket, HistoryFilter, HistoryPoint};
+use crate::db::history::{self, Bucket, HistoryFilter, HistoryPoint, NamedCounts};
 use crate::db::read::Page;
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
@@ -49,13 +50,15 @@ impl HistoryQuery {
 /// One object per time bucket that saw any activity, oldest first (empty buckets are left out):
 /// `{t, hits, misses, compiles, inferred_compiles, compile_ms, hook_events, hit_rate}`.
 /// - `t`: bucket start in unix **milliseconds**, UTC (`day` buckets start at 00:00 UTC).
-/// - With the hook (`hook_events > 0`): `hits`, `misses` and `compiles` count its events; a
-///   `compile` not preceded by a `miss` (a found entry recompiled under `TRITON_ALWAYS_COMPILE`)
-///   counts as a miss too. `compile_ms` sums the hook's compile times.
-/// - Without it, compiles still show: an entry's metadata mtime is its compile time (removed
-///   entries included). Those are `inferred_compiles`, counted in `compiles` and `misses`, with
-///   no time (`compile_ms` is `null` when no compile in the bucket had one). An entry whose key
-///   has a hook `compile` event on that machine is not counted again.
+/// - With the hook (`hook_events > 0`): `hits`, `misses` and `compiles` count its events (the
+///   hook logs `miss` then `compile`, also for a found entry recompiled under
+///   `TRITON_ALWAYS_COMPILE`); a `compile` with no `miss` before it counts as a miss too.
+///   `compile_ms` sums the hook's compile times.
+/// - Without it, compiles still show: every metadata mtime a scan saw for an entry is a compile
+///   (recompiles in place and removed entries included). Those are `inferred_compiles`, counted
+///   in `compiles` and `misses`, with no time (`compile_ms` is `null` when no compile in the
+///   bucket had one). A compile that a hook `compile` event of the same key accounts for (the
+///   mtime lies within that compile's duration before the event) is not counted again.
 /// - `hit_rate` = hits / (hits + misses), `null` without hook events (hits are unknown then).
 ///
 /// `machine` and `kernel` filter by exact name; `from`/`to` (unix ms) bound the time range;
@@ -67,5 +70,21 @@ pub async fn history(
     let bucket = q.bucket()?;
     let page = Page::new(q.limit, q.offset);
     let rows = history::series(&s.pool, &q.filter(), bucket).await?;
+    Ok(Json(rows.into_iter().skip(page.offset as usize).take(page.limit as usize).collect()))
+}
+
+/// `GET /api/v1/history/kernels?machine=&kernel=&from=&to=&limit=&offset=`
+///
+/// Per kernel over the whole range (no buckets), those that miss most first, then the costliest
+/// in compile time: `[{name, hits, misses, compiles, inferred_compiles, compile_ms, hook_events,
+/// hit_rate}]`, the fields counted as in `/api/v1/history`. Kernels without a name (hook events
+/// that carried none) are `(unknown)`.
+pub async fn kernels(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<HistoryQuery>,
+) -> Result<Json<Vec<NamedCounts>>, ApiError> {
+    q.bucket()?; // ignored here, but not silently wrong
+    let page = Page::new(q.limit, q.offset);
+    let rows = history::by_kernel(&s.pool, &q.filter()).await?;
     Ok(Json(rows.into_iter().skip(page.offset as usize).take(page.limit as usize).collect()))
 }

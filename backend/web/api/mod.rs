@@ -23,6 +23,7 @@ pub fn router() -> Router<AppState> {
         .route("/entries", get(entries))
         .merge(explain::router())
         .route("/history", get(history::history))
+        .route("/history/kernels", get(history::kernels))
         .fallback(|| async { ApiError(AppError::NotFound("no such API endpoint".into())) })
 }
 

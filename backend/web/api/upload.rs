@@ -8,7 +8,7 @@
 //! upload stores all of itself or nothing.
 
 use crate::db::tokens::{self, Check};
-use crate::model::{REPORT_FORMAT, ScanReport, ScanSummary, valid_machine_name};
+use crate::model::{EventFileMark, REPORT_FORMAT, ScanReport, ScanSummary, valid_machine_name};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use axum::Json;
@@ -38,6 +38,14 @@ pub struct MissingRequest {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct MissingResponse {
     pub missing: Vec<String>,
+    /// How far the server has read each hook event file of the token's machine: a client scans
+    /// events from there on, so an upload carries only lines the server has not got. (Absent
+    /// from older servers: the client then sends every line, which the server dedupes.)
+    #[serde(default)]
+    pub event_files: Vec<EventFileMark>,
+    /// The server's upload size limit (decompressed), so a client can keep under it.
+    #[serde(default)]
+    pub max_upload_bytes: Option<u64>,
 }
 
 /// The machine a bearer token may upload for (401 when missing, unknown or revoked).
@@ -81,10 +89,15 @@ pub async fn post_scan(
     .map_err(|e| AppError::Internal(e.into()))??;
     let (mut summary, created) = {
         let _one_writer = s.write_lock.lock().await;
-        if let Some(t) = bearer(&headers) {
-            tokens::touch(&s.pool, t).await?;
+        let stored = crate::collect::ingest_report(&s.pool, &report, "upload").await?;
+        // Only an upload that was stored counts as a use of its token. The scan is committed by
+        // now: failing to note the use must not turn it into an error (the client would retry).
+        if let Some(t) = bearer(&headers)
+            && let Err(e) = tokens::touch(&s.pool, t).await
+        {
+            tracing::warn!("could not record the upload token's last use: {e}");
         }
-        crate::collect::ingest_report(&s.pool, &report, "upload").await?
+        stored
     };
     if !created {
         stored_summary(&s, &mut summary).await?;
@@ -118,7 +131,7 @@ pub async fn blobs_missing(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<MissingResponse>, ApiError> {
-    authenticate(&s, &headers).await?;
+    let machine = authenticate(&s, &headers).await?;
     let max = s.config.max_upload_bytes;
     let raw = read_capped(&headers, body, max).await?;
     let gzip = is_gzip(&headers)?;
@@ -128,7 +141,11 @@ pub async fn blobs_missing(
     if let Some(bad) = req.sha256.iter().find(|h| !is_sha256(h)) {
         return Err(AppError::Unprocessable(format!("not a sha256: {:?}", trunc(bad))).into());
     }
-    Ok(Json(MissingResponse { missing: crate::db::read::missing_blobs(&s.pool, &req.sha256).await? }))
+    Ok(Json(MissingResponse {
+        missing: crate::db::read::missing_blobs(&s.pool, &req.sha256).await?,
+        event_files: crate::db::read::event_marks(&s.pool, &machine).await?,
+        max_upload_bytes: Some(max as u64),
+    }))
 }
 
 fn is_gzip(headers: &HeaderMap) -> Result<bool, AppError> {
@@ -230,8 +247,17 @@ pub fn validate(r: &ScanReport, token_machine: &str) -> Result<(), AppError> {
             return bad(format!("path {:?} is not a relative path inside the cache", trunc(p)));
         }
     }
-    if r.event_files.iter().any(|f| f.path.contains('\0')) {
-        return bad("event file path with NUL".into());
+    for f in &r.event_files {
+        if f.path.is_empty() || f.path.len() > 4096 || f.path.contains('\0') {
+            return bad(format!("event file path {:?} is empty, too long or has a NUL", trunc(&f.path)));
+        }
+        if f.inode_sig.is_empty() || f.inode_sig.len() > 128 || f.offset < 0 {
+            return bad(format!("event file {:?} has a bad inode signature or offset", trunc(&f.path)));
+        }
+    }
+    let bad_event = crate::scan::events::problem;
+    if let Some((i, why)) = r.events.iter().enumerate().find_map(|(i, e)| bad_event(e).map(|w| (i, w))) {
+        return bad(format!("hook event {i}: {why}"));
     }
     for (sha, text) in &r.blobs {
         if !is_sha256(sha) || hex::encode(Sha256::digest(text.as_bytes())) != *sha {
