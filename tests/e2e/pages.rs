@@ -66,7 +66,9 @@ async fn every_page_and_partial_on_the_fleet() {
     assert!(m.contains(">3.4.0<") && m.contains(">3.5.1<"), "both Triton versions listed");
     assert!(m.contains("href=\"/history?machine=a100-1\""));
     assert!(
-        m.contains("<svg class=\"chart\"") && m.contains("Entries per scan") && m.contains("Entries compiled per day")
+        m.contains("<svg class=\"chart\"")
+            && m.contains("Entries (all cache dirs)")
+            && m.contains("Entries compiled per day")
     );
     assert!(
         m.contains("id=\"relocated-warning\"")
@@ -74,7 +76,7 @@ async fn every_page_and_partial_on_the_fleet() {
     );
     assert!(m.contains("Biggest kernels") && m.contains("href=\"/kernels/"));
     let mh = ok_hx(&s, "/machines/a100-1").await;
-    assert!(mh.contains("Entries per scan"));
+    assert!(mh.contains("Entries (all cache dirs)"));
 
     // kernel list: full page, search partial, filters, same list on a full load
     let k = ok(&s, "/kernels").await;

@@ -123,6 +123,10 @@ fn group(json: Option<&str>) -> Group {
 }
 
 fn variant_link(v: &read::EntryRow) -> (String, String) {
+    if v.num_warps.is_none() && v.num_stages.is_none() {
+        // autotune results and launchers: no version or options to show
+        return (format!("{} · {}:{}", v.kind, v.machine, v.key.get(..10).unwrap_or(&v.key)), href(&v.machine, &v.key));
+    }
     let label = format!(
         "{} · w{} s{} · {}:{}",
         v.triton_version.as_deref().unwrap_or("?"),
@@ -143,9 +147,11 @@ async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::P
     };
     variants.retain(|v| v.id != e.id);
     let variants_more = match &e.kernel {
-        // the live entries of the kernel, less this one (if live) and those listed
-        Some(k) if variants.len() > VARIANTS => {
-            pages::kernel_live_entries(&s.pool, k).await? - i64::from(e.removed_at.is_none()) - VARIANTS as i64
+        // a full list may hide more: the live entries of the kernel, less this one (if live) and
+        // those listed
+        Some(k) if variants.len() >= VARIANTS => {
+            let live = pages::kernel_live_entries(&s.pool, k).await?;
+            (live - i64::from(e.removed_at.is_none()) - VARIANTS as i64).max(0)
         }
         _ => 0,
     };

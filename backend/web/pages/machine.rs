@@ -76,8 +76,7 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
         pages::machine_summary(&s.pool, name).await?.ok_or_else(|| not_found(format!("no machine named {name:?}")))?;
     let mut scans = read::scans(&s.pool, Some(name), read::Page::new(Some(200), None)).await?;
     scans.reverse(); // oldest first for the charts
-    let e_pts: Vec<_> = scans.iter().map(|r| (r.scanned_at, r.entries as f64)).collect();
-    let b_pts: Vec<_> = scans.iter().map(|r| (r.scanned_at, r.bytes as f64)).collect();
+    let (e_pts, b_pts) = machine_totals(&scans);
     let per_day = pages::compiled_per_day(&s.pool, m.id).await?;
     let (bars, days_note) = day_bars(&per_day);
     let relocated_paths = match pages::relocated_example(&s.pool, m.id).await? {
@@ -99,7 +98,7 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
                 href: v
                     .as_deref()
                     .map(|v| format!("/kernels?machine={}&triton_version={}", fmt::enc(name), fmt::enc(v))),
-                label: v.unwrap_or_else(|| "unknown (not in the metadata)".into()),
+                label: v.unwrap_or_else(|| "no version recorded (autotune results, old Triton)".into()),
                 entries: n,
                 size: fmt::bytes(b),
             })
@@ -113,9 +112,14 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
                 name: k.name,
             })
             .collect(),
-        scan_entries_svg: svg::line_chart("Entries per scan", &e_pts, |t| fmt::time(Some(t)), |v| format!("{v:.0}")),
+        scan_entries_svg: svg::line_chart(
+            "Entries (all cache dirs)",
+            &e_pts,
+            |t| fmt::time(Some(t)),
+            |v| format!("{v:.0}"),
+        ),
         scan_bytes_svg: svg::line_chart(
-            "Cache size per scan",
+            "Cache size (all cache dirs)",
             &b_pts,
             |t| fmt::time(Some(t)),
             |v| fmt::bytes(v as i64),
@@ -128,6 +132,24 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
         relocated_paths,
         name: m.name,
     })
+}
+
+/// (unix ms, value) points of a chart.
+type Points = Vec<(i64, f64)>;
+
+/// The machine's entries and bytes after each scan (oldest first): a scan covers one cache dir,
+/// so the machine's total then is that scan's figures plus the latest of each other dir. (Plotting
+/// each scan alone would show a machine with a big and a small cache dir as emptying and
+/// refilling.)
+fn machine_totals(scans: &[read::ScanRow]) -> (Points, Points) {
+    let mut latest: std::collections::HashMap<&str, (i64, i64)> = Default::default();
+    let (mut entries, mut bytes) = (vec![], vec![]);
+    for r in scans {
+        latest.insert(&r.root, (r.entries, r.bytes));
+        entries.push((r.scanned_at, latest.values().map(|v| v.0).sum::<i64>() as f64));
+        bytes.push((r.scanned_at, latest.values().map(|v| v.1).sum::<i64>() as f64));
+    }
+    (entries, bytes)
 }
 
 /// Days the per-day chart shows at most: a year-old cache still gets readable bars.

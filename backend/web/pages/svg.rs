@@ -64,8 +64,19 @@ fn labels_that_fit(chars: usize) -> usize {
     ((PLOT_W / (chars as f64 * CHAR_W + 16.0)) as usize).max(2)
 }
 
+/// An x-axis label for unix ms `t` as precise as the chart's time span needs: scans a few
+/// seconds apart get seconds, a month of scans gets dates (UTC).
+fn tick_label(t: i64, span_ms: i64) -> String {
+    let f = match span_ms {
+        ..120_000 => "%H:%M:%S",
+        ..172_800_000 => "%m-%d %H:%M",
+        _ => "%Y-%m-%d",
+    };
+    chrono::DateTime::from_timestamp_millis(t).map(|d| d.format(f).to_string()).unwrap_or_default()
+}
+
 /// A line chart over time: `(unix ms, value)` points, x spaced by real time (a week without
-/// scans shows as a week). `time` labels the x axis, `fmt` the values.
+/// scans shows as a week). `time` names a point's time (tooltips), `fmt` its value.
 pub fn line_chart(
     title: &str,
     points: &[(i64, f64)],
@@ -83,16 +94,18 @@ pub fn line_chart(
     let ticks: Vec<(f64, String)> = if span <= 0.0 {
         vec![(x_of(t0), time(t0))]
     } else {
-        let k = labels_that_fit(time(t0).chars().count());
-        let mut ticks: Vec<(f64, String)> = vec![];
-        for i in 0..k {
-            let t = t0 + ((t1 - t0) as f64 * i as f64 / (k - 1) as f64) as i64;
-            let label = time(t);
-            if ticks.last().is_none_or(|l| l.1 != label) {
-                ticks.push((x_of(t), label));
-            }
+        let k = labels_that_fit(tick_label(t0, t1 - t0).chars().count());
+        let ticks: Vec<(f64, String)> = (0..k)
+            .map(|i| t0 + ((t1 - t0) as f64 * i as f64 / (k - 1) as f64) as i64)
+            .map(|t| (x_of(t), tick_label(t, t1 - t0)))
+            .collect();
+        // a span shorter than the labels' precision repeats labels: name only the two ends
+        if ticks.windows(2).any(|w| w[0].1 == w[1].1) {
+            let (a, b) = (tick_label(t0, t1 - t0), tick_label(t1, t1 - t0));
+            if a == b { vec![(x_of(t0), a)] } else { vec![(x_of(t0), a), (x_of(t1), b)] }
+        } else {
+            ticks
         }
-        ticks
     };
     let mut s = frame(title, &fmt(max), &ticks);
     let y_of = |v: f64| H - PAD_B - (H - PAD_T - PAD_B) * v / max;
@@ -177,7 +190,8 @@ mod tests {
         assert_eq!(cx.len(), 3);
         let (a, b) = (cx[1] - cx[0], cx[2] - cx[1]);
         assert!((b / a - 9.0).abs() < 0.05, "gaps proportional to time: {cx:?}");
-        assert!(s.contains(">h0<") && s.contains(">h10<"), "first and last time labelled");
+        assert!(s.contains(">h0: 1</title>") && s.contains(">h10: 3</title>"), "points name their time");
+        assert!(s.contains(">01-01 00:00<") && s.contains(">01-01 10:00<"), "first and last time on the axis");
         assert!(s.matches("class=\"lbl x\"").count() > 2, "more than first/last when they fit");
     }
 

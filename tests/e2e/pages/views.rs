@@ -87,7 +87,7 @@ async fn lists_charts_and_figures_match_the_database_and_the_files() {
     .unwrap();
     assert_eq!(scans.len(), 2);
     let m = ok(&s, "/machines/a100-1").await;
-    let chart = &m[m.find("aria-label=\"Cache size per scan\"").expect("bytes chart")..];
+    let chart = &m[m.find("aria-label=\"Cache size (all cache dirs)\"").expect("bytes chart")..];
     let chart = &chart[..chart.find("</svg>").unwrap()];
     assert_eq!(chart.matches("<circle").count(), 2, "one point per scan");
     for (b,) in &scans {
@@ -131,6 +131,17 @@ async fn lists_charts_and_figures_match_the_database_and_the_files() {
         "the entries past the 50 listed are counted ({live} live)"
     );
 
+    // the same for an entry listed among its own kernel's first variants (an A100 one)
+    let first: String = sqlx::query_scalar(
+        "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'a100-1' AND e.kernel = 'matmul_kernel'
+         ORDER BY e.triton_version, e.num_warps, e.num_stages, e.id LIMIT 1",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let e = ok(&s, &format!("/entries/a100-1/{first}")).await;
+    assert!(e.contains(&format!("and {} more — ", live - 51)), "the count does not depend on where the entry sorts");
+
     // an entry without IR (a launcher)
     let launcher: String =
         sqlx::query_scalar("SELECT key FROM entries WHERE kind = 'launcher' LIMIT 1").fetch_one(&pool).await.unwrap();
@@ -166,10 +177,7 @@ async fn machine_version_links_encode_and_unknown_is_not_a_link() {
     let plus = hrefs.iter().find(|h| h.contains("gitabc123")).unwrap();
     assert!(plus.ends_with("triton_version=3.4.0%2Bgitabc123"), "{plus}");
     assert_eq!(listed(&ok(&s, plus).await), ["matmul_kernel"], "the link finds the local build's kernels");
-    assert!(
-        m.contains("unknown (not in the metadata)") && !m.contains("triton_version=unknown"),
-        "unknown is not a link"
-    );
+    assert!(m.contains("no version recorded") && !m.contains("triton_version=unknown"), "unknown is not a link");
 }
 
 /// A machine with no scans; an entry whose IR exceeds the viewer's byte cap, and one whose file
