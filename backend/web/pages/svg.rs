@@ -69,7 +69,7 @@ fn labels_that_fit(chars: usize) -> usize {
 fn tick_label(t: i64, span_ms: i64) -> String {
     let f = match span_ms {
         ..120_000 => "%H:%M:%S",
-        ..172_800_000 => "%m-%d %H:%M",
+        120_000..172_800_000 => "%m-%d %H:%M",
         _ => "%Y-%m-%d",
     };
     chrono::DateTime::from_timestamp_millis(t).map(|d| d.format(f).to_string()).unwrap_or_default()
