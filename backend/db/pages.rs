@@ -132,7 +132,8 @@ const REBUILD: &[&str] = &[
     // version) of the kernel's entries in the same cache (machine + root), whose compiles it
     // timed. A cache dir holding several versions of the kernel (an in-place upgrade) is narrowed
     // to those whose entries first appeared in the same scan as the autotune file; a run with no
-    // compiled entries beside it keeps NULLs (listed below the grids, in none of them).
+    // compiled entries beside it keeps NULLs (listed below the grids, in none of them). One row
+    // per machine: a cell shows the timings of the machines whose entries it holds.
     "INSERT INTO page_autotune_configs(kernel, backend, arch, triton_version, config_json, num_warps, num_stages,
                                        runs, machines, best_ms, wins)
      WITH runs AS (
@@ -149,9 +150,9 @@ const REBUILD: &[&str] = &[
          UNION ALL
          SELECT r.id, NULL, NULL, NULL FROM runs r WHERE NOT EXISTS (SELECT 1 FROM cand c WHERE c.id = r.id))
      SELECT e.kernel, p.backend, p.arch, p.triton_version, a.config_json, MIN(a.num_warps), MIN(a.num_stages),
-            COUNT(*), GROUP_CONCAT(DISTINCT m.name), MIN(a.best_ms), SUM(a.winner)
+            COUNT(*), MIN(m.name), MIN(a.best_ms), SUM(a.winner)
      FROM pick p JOIN entries e ON e.id = p.id JOIN autotune a ON a.entry_id = e.id JOIN machines m ON m.id = e.machine_id
-     GROUP BY e.kernel, p.backend, p.arch, p.triton_version, a.config_json",
+     GROUP BY e.kernel, p.backend, p.arch, p.triton_version, e.machine_id, a.config_json",
     "DELETE FROM page_machine_kernels",
     "INSERT INTO page_machine_kernels(machine_id, kernel, entries, bytes, last_compiled)
      SELECT machine_id, kernel, SUM(entries), SUM(bytes), MAX(last_compiled) FROM page_kernel_stats GROUP BY machine_id, kernel",
@@ -475,7 +476,7 @@ pub async fn kernel_cells(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<V
 #[derive(Debug, Serialize, FromRow)]
 pub struct AutotuneConfig {
     /// The (backend, arch, version) of the cache the run sat in; `None` when no compiled entry
-    /// of the kernel sits beside it.
+    /// of the kernel sits beside it. `machines` is the one machine the runs were on.
     pub backend: Option<String>,
     pub arch: Option<String>,
     pub triton_version: Option<String>,

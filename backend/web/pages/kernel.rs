@@ -234,7 +234,8 @@ fn build(
     let grids = groups
         .into_iter()
         .map(|((backend, arch, version, signature, shapes), cs)| {
-            // only the runs measured in a cache of this backend, arch and version
+            // only the runs measured in a cache of this backend, arch and version (and, per cell
+            // below, on a machine that has entries in the cell)
             let measured: Vec<&AutotuneConfig> = configs
                 .iter()
                 .filter(|a| {
@@ -254,9 +255,12 @@ fn build(
                             match here.as_slice() {
                                 [] => Cell::default(),
                                 [..] => {
+                                    // timed on a machine whose entries the cell holds
+                                    let on: BTreeSet<&str> = here.iter().flat_map(|c| c.machines.split(',')).collect();
                                     let t: Vec<&AutotuneConfig> = measured
                                         .iter()
                                         .copied()
+                                        .filter(|a| on.contains(a.machines.as_str()))
                                         .filter(|a| a.num_warps == *w && a.num_stages == *st)
                                         .filter(|a| fits_shapes(&a.config_json, &shapes))
                                         .collect();

@@ -31,6 +31,7 @@ fn winner_times(grid: &str) -> Vec<String> {
 async fn autotune_timings_stay_in_the_grid_they_were_measured_in() {
     let (_keep, pool) = corpus_db(&[
         ("h100-a", "h100-jit-3.6.0", "triton-cache"),
+        ("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache"),
         ("a100-1", "a100-upgrade-1-triton-3.4.0", "triton-cache"),
         ("a100-1", "a100-upgrade-2-triton-3.5.1", "triton-cache"),
     ])
@@ -63,6 +64,19 @@ async fn autotune_timings_stay_in_the_grid_they_were_measured_in() {
     let want: std::collections::BTreeSet<String> = best.iter().map(|m| format!("{m:.4}")).collect();
     let shown: std::collections::BTreeSet<String> = h100.iter().flat_map(|(_, g)| winner_times(g)).collect();
     assert_eq!(shown, want, "the H100 grids mark the H100 winners");
+    // h100-c compiled sm_90 3.6.0 too (with fp fusion off) and never autotuned: cells holding only
+    // its entries show no timing
+    let mut only_c = 0;
+    for (_, g) in &h100 {
+        for td in g.split("<td class=\"").skip(1) {
+            let td = &td[..td.find("</td>").unwrap()];
+            if td.contains("</span> on h100-c</div>") {
+                only_c += 1;
+                assert!(!td.contains("class=\"kwargs\""), "an h100-c cell shows h100-a's timings: {td}");
+            }
+        }
+    }
+    assert!(only_c > 0, "the corpus has cells with h100-c entries only");
     for (_, g) in &h100 {
         assert!(
             g.split("<div class=\"kwargs\" title=\"")
