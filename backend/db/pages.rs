@@ -133,15 +133,18 @@ const REBUILD: &[&str] = &[
     // timed. A cache dir holding several versions of the kernel (an in-place upgrade) is narrowed
     // to those whose entries first appeared in the same scan as the autotune file; a run with no
     // compiled entries beside it keeps NULLs (listed below the grids, in none of them). One row
-    // per machine: a cell shows the timings of the machines whose entries it holds.
+    // per machine: a cell shows the timings of the machines whose entries it holds. (The joins are
+    // pinned: from the few autotune rows, then the kernel's entries on that machine — not every
+    // entry of the cache dir per run, which a fleet of large caches could not afford.)
     "INSERT INTO page_autotune_configs(kernel, backend, arch, triton_version, config_json, num_warps, num_stages,
                                        runs, machines, best_ms, wins)
      WITH runs AS (
          SELECT DISTINCT e.id, e.machine_id, e.root, e.kernel, e.first_scan_id
-         FROM autotune a JOIN entries e ON e.id = a.entry_id WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL),
+         FROM autotune a CROSS JOIN entries e ON e.id = a.entry_id WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL),
      cand AS (
          SELECT r.id, k.backend, k.arch, k.triton_version, MAX(k.first_scan_id = r.first_scan_id) AS same_scan
-         FROM runs r JOIN entries k ON k.kernel = r.kernel AND k.machine_id = r.machine_id AND k.root = r.root
+         FROM runs r CROSS JOIN entries k INDEXED BY entries_kernel
+              ON k.kernel = r.kernel AND k.machine_id = r.machine_id AND k.root = r.root
          WHERE k.removed_at IS NULL AND k.backend IS NOT NULL
          GROUP BY r.id, k.backend, k.arch, k.triton_version),
      pick AS (
