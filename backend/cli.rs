@@ -84,7 +84,9 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "CACHELENS_LISTEN", default_value = "127.0.0.1:8600")]
     pub listen: SocketAddr,
-    /// Load the bundled demo caches into a fresh database and serve them.
+    /// Load the bundled demo caches into a fresh database and serve them: a temporary database,
+    /// or the --db file if it does not exist yet (an existing database is refused, so real scans
+    /// never mix with the demo).
     #[arg(long)]
     pub demo: bool,
     /// Largest accepted upload in MiB (after decompression).

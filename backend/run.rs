@@ -109,8 +109,9 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
     let present: Vec<_> = paths.iter().filter(|p| std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_some())).collect();
     let demo = present.is_empty();
     let db = if demo {
-        // keep the demo apart from the real default database
-        DbArg { db: Some(a.db.db.clone().unwrap_or_else(|| crate::db::default_path().with_file_name("demo.db"))) }
+        // keep the demo apart from the real default database; a --db the user named is never
+        // deleted (serve refuses to load the demo into it if it exists)
+        DbArg { db: Some(a.db.db.clone().unwrap_or_else(demo_db_default)) }
     } else {
         a.db.clone()
     };
@@ -119,7 +120,10 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
             "no Triton cache at {}: loading the bundled demo caches",
             paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         );
-        let _ = std::fs::remove_file(db.path());
+        if a.db.db.is_none() {
+            // our own demo database from an earlier run: start it afresh
+            let _ = std::fs::remove_file(demo_db_default());
+        }
     } else {
         let pool = db::open(&db.path()).await?;
         let machine = collect::hostname();
@@ -132,8 +136,32 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
     serve(ServeArgs { db, listen: a.listen, demo, max_upload_mb: 256, read_token: None }).await
 }
 
+/// Where `up` keeps its demo database: beside the default one, never in it.
+fn demo_db_default() -> PathBuf {
+    crate::db::default_path().with_file_name("demo.db")
+}
+
+/// The database `serve` opens. `--demo` loads into a fresh database: a temporary one, or the
+/// `--db` file when it does not exist yet — never into an existing database, whose real scans
+/// would be mixed with the demo machines.
+fn serve_db_path(a: &ServeArgs) -> anyhow::Result<PathBuf> {
+    match (&a.db.db, a.demo) {
+        (None, true) => Ok(tempfile_dir()?.join("demo.db")),
+        (Some(p), true) => {
+            anyhow::ensure!(
+                !p.exists(),
+                "--demo loads the bundled caches into a fresh database, and {} already exists: \
+                 leave out --db (and CACHELENS_DB) to use a temporary one, or name a file that does not exist",
+                p.display()
+            );
+            Ok(p.clone())
+        }
+        (_, false) => Ok(a.db.path()),
+    }
+}
+
 async fn serve(a: ServeArgs) -> anyhow::Result<()> {
-    let db_path = if a.demo && a.db.db.is_none() { tempfile_dir()?.join("demo.db") } else { a.db.path() };
+    let db_path = serve_db_path(&a)?;
     let pool = db::open(&db_path).await?;
     if a.demo {
         let work = db_path.with_extension("demo-caches");

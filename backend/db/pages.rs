@@ -199,12 +199,34 @@ const REBUILD: &[&str] = &[
     "INSERT INTO page_kernel_identical(kernel, identical)
      SELECT kernel, SUM(shared_binary) FROM page_variant_cells GROUP BY kernel HAVING SUM(shared_binary) > 0",
     "DELETE FROM page_autotune_configs",
-    "INSERT INTO page_autotune_configs(kernel, config_json, num_warps, num_stages, runs, machines, best_ms, wins)
-     SELECT e.kernel, a.config_json, MIN(a.num_warps), MIN(a.num_stages), COUNT(*), GROUP_CONCAT(DISTINCT m.name),
-            MIN(a.best_ms), SUM(a.winner)
-     FROM autotune a JOIN entries e ON e.id = a.entry_id JOIN machines m ON m.id = e.machine_id
-     WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL
-     GROUP BY e.kernel, a.config_json",
+    // An autotune run's file names no backend, arch or version: it belongs to the (backend, arch,
+    // version) of the kernel's entries in the same cache (machine + root), whose compiles it
+    // timed. A cache dir holding several versions of the kernel (an in-place upgrade) is narrowed
+    // to those whose entries first appeared in the same scan as the autotune file; a run with no
+    // compiled entries beside it keeps NULLs (listed below the grids, in none of them). One row
+    // per machine: a cell shows the timings of the machines whose entries it holds. (The joins are
+    // pinned: from the few autotune rows, then the kernel's entries on that machine — not every
+    // entry of the cache dir per run, which a fleet of large caches could not afford.)
+    "INSERT INTO page_autotune_configs(kernel, backend, arch, triton_version, config_json, num_warps, num_stages,
+                                       runs, machines, best_ms, wins)
+     WITH runs AS (
+         SELECT DISTINCT e.id, e.machine_id, e.root, e.kernel, e.first_scan_id
+         FROM autotune a CROSS JOIN entries e ON e.id = a.entry_id WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL),
+     cand AS (
+         SELECT r.id, k.backend, k.arch, k.triton_version, MAX(k.first_scan_id = r.first_scan_id) AS same_scan
+         FROM runs r CROSS JOIN entries k INDEXED BY entries_kernel
+              ON k.kernel = r.kernel AND k.machine_id = r.machine_id AND k.root = r.root
+         WHERE k.removed_at IS NULL AND k.backend IS NOT NULL
+         GROUP BY r.id, k.backend, k.arch, k.triton_version),
+     pick AS (
+         SELECT c.id, c.backend, c.arch, c.triton_version FROM cand c
+         WHERE c.same_scan = (SELECT MAX(c2.same_scan) FROM cand c2 WHERE c2.id = c.id)
+         UNION ALL
+         SELECT r.id, NULL, NULL, NULL FROM runs r WHERE NOT EXISTS (SELECT 1 FROM cand c WHERE c.id = r.id))
+     SELECT e.kernel, p.backend, p.arch, p.triton_version, a.config_json, MIN(a.num_warps), MIN(a.num_stages),
+            COUNT(*), MIN(m.name), MIN(a.best_ms), SUM(a.winner)
+     FROM pick p JOIN entries e ON e.id = p.id JOIN autotune a ON a.entry_id = e.id JOIN machines m ON m.id = e.machine_id
+     GROUP BY e.kernel, p.backend, p.arch, p.triton_version, e.machine_id, a.config_json",
     "DELETE FROM page_machine_kernels",
     "INSERT INTO page_machine_kernels(machine_id, kernel, entries, bytes, last_compiled)
      SELECT machine_id, kernel, SUM(entries), SUM(bytes), MAX(last_compiled) FROM page_kernel_stats GROUP BY machine_id, kernel",
@@ -426,6 +448,14 @@ pub async fn kernel_entries(pool: &SqlitePool, kernel: &str, limit: i64) -> sqlx
     .await
 }
 
+/// How many live entries a kernel has (every kind), read from the `entries_kernel` index.
+pub async fn kernel_live_entries(pool: &SqlitePool, kernel: &str) -> sqlx::Result<i64> {
+    sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE kernel = ? AND removed_at IS NULL")
+        .bind(kernel)
+        .fetch_one(pool)
+        .await
+}
+
 /// Where an entry sits and its raw JSON columns.
 #[derive(Debug, FromRow)]
 pub struct EntryDetail {
@@ -519,6 +549,11 @@ pub async fn kernel_cells(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<V
 /// One autotune config of a kernel, summed over the runs that measured it.
 #[derive(Debug, Serialize, FromRow)]
 pub struct AutotuneConfig {
+    /// The (backend, arch, version) of the cache the run sat in; `None` when no compiled entry
+    /// of the kernel sits beside it. `machines` is the one machine the runs were on.
+    pub backend: Option<String>,
+    pub arch: Option<String>,
+    pub triton_version: Option<String>,
     pub config_json: String,
     pub num_warps: Option<i64>,
     pub num_stages: Option<i64>,
@@ -530,7 +565,8 @@ pub struct AutotuneConfig {
 
 pub async fn kernel_autotune_configs(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<AutotuneConfig>> {
     sqlx::query_as(
-        "SELECT config_json, num_warps, num_stages, runs, machines, best_ms, wins FROM page_autotune_configs
+        "SELECT backend, arch, triton_version, config_json, num_warps, num_stages, runs, machines, best_ms, wins
+         FROM page_autotune_configs
          WHERE kernel = ? ORDER BY best_ms IS NULL, best_ms",
     )
     .bind(kernel)

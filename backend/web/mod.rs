@@ -62,8 +62,22 @@ pub fn app(state: AppState) -> Router {
         .merge(pages::router())
         .route("/history", axum::routing::get(history::page))
         .route("/login", axum::routing::get(auth::login))
+        .layer(axum::middleware::map_response(vary_on_htmx))
         // Keep this layer after every route: it guards them all (see auth.rs).
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::read_access))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// Every HTML view answers either the whole page or the fragment htmx swaps in, depending on
+/// `HX-Request` (a history restore gets the whole page): say so to caches, or a browser or proxy
+/// may serve a cached fragment as a page (the back button showing a bare table). One layer for
+/// every page and partial, so that no handler can forget it.
+async fn vary_on_htmx(mut resp: axum::response::Response) -> axum::response::Response {
+    use axum::http::{HeaderValue, header};
+    let html = resp.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    if html {
+        resp.headers_mut().append(header::VARY, HeaderValue::from_static("HX-Request, HX-History-Restore-Request"));
+    }
+    resp
 }

@@ -78,6 +78,12 @@ try {
   check(await page.locator('table.variants').count() > 0, 'variants grid');
   check(await page.locator('table.variants .badge.win').count() > 0, 'autotune winner marked');
   await page.screenshot({ path: `${shots}/4-kernel-matmul.png`, fullPage: true });
+  // autotune timings sit in the grid they were measured in: the H100's, not the A100's
+  const sm80 = page.locator('section.variant-group', { has: page.locator('h2', { hasText: 'sm_80' }) });
+  check(await sm80.count() > 0 && await sm80.locator('.badge.win, .kwargs').count() === 0, 'no autotune timings in the sm_80 grids');
+  const winnerGrid = page.locator('section.variant-group', { has: page.locator('.badge.win') }).first();
+  check((await winnerGrid.locator('h2').innerText()).includes('sm_90'), 'the winner is in an sm_90 grid');
+  await winnerGrid.screenshot({ path: `${shots}/4b-kernel-winner-grid.png` });
 
   // 5. an entry, then another IR tab through htmx
   await page.locator('table.variants td a.mono').first().click();

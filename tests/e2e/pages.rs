@@ -1,10 +1,14 @@
 //! The HTML dashboard on the whole corpus: every page and partial, 404s, empty states, escaping.
 
+mod demo;
+mod grid;
+mod views;
+
 use crate::common::*;
 use cachelens::web::{AppState, Config};
 
 /// GET with `HX-Request: true` (what htmx sends): (status, body).
-async fn get_hx(state: &AppState, uri: &str) -> (u16, String) {
+pub(crate) async fn get_hx(state: &AppState, uri: &str) -> (u16, String) {
     use tower::ServiceExt;
     let req =
         axum::http::Request::builder().uri(uri).header("HX-Request", "true").body(axum::body::Body::empty()).unwrap();
@@ -14,14 +18,14 @@ async fn get_hx(state: &AppState, uri: &str) -> (u16, String) {
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
-async fn ok(state: &AppState, uri: &str) -> String {
+pub(crate) async fn ok(state: &AppState, uri: &str) -> String {
     let (status, body) = get(state, uri).await;
     assert_eq!(status, 200, "GET {uri}: {body}");
     assert!(body.starts_with("<!doctype html>"), "GET {uri} is a full page");
     body
 }
 
-async fn ok_hx(state: &AppState, uri: &str) -> String {
+pub(crate) async fn ok_hx(state: &AppState, uri: &str) -> String {
     let (status, body) = get_hx(state, uri).await;
     assert_eq!(status, 200, "GET {uri} (htmx): {body}");
     assert!(!body.contains("<html") && !body.contains("<header"), "GET {uri} (htmx) is a fragment: {body}");
@@ -29,7 +33,7 @@ async fn ok_hx(state: &AppState, uri: &str) -> String {
 }
 
 /// The `<div id="{id}">…` block of a full page (the part htmx swaps).
-fn inner<'a>(page: &'a str, id: &str) -> &'a str {
+pub(crate) fn inner<'a>(page: &'a str, id: &str) -> &'a str {
     let start = page.find(&format!("<div id=\"{id}\">")).unwrap_or_else(|| panic!("no #{id}")) + id.len() + 11;
     &page[start..]
 }
@@ -62,7 +66,9 @@ async fn every_page_and_partial_on_the_fleet() {
     assert!(m.contains(">3.4.0<") && m.contains(">3.5.1<"), "both Triton versions listed");
     assert!(m.contains("href=\"/history?machine=a100-1\""));
     assert!(
-        m.contains("<svg class=\"chart\"") && m.contains("Entries per scan") && m.contains("Entries compiled per day")
+        m.contains("<svg class=\"chart\"")
+            && m.contains("Entries (all cache dirs)")
+            && m.contains("Entries compiled per day")
     );
     assert!(
         m.contains("id=\"relocated-warning\"")
@@ -70,7 +76,7 @@ async fn every_page_and_partial_on_the_fleet() {
     );
     assert!(m.contains("Biggest kernels") && m.contains("href=\"/kernels/"));
     let mh = ok_hx(&s, "/machines/a100-1").await;
-    assert!(mh.contains("Entries per scan"));
+    assert!(mh.contains("Entries (all cache dirs)"));
 
     // kernel list: full page, search partial, filters, same list on a full load
     let k = ok(&s, "/kernels").await;

@@ -11,6 +11,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use serde_json::Value;
 
+/// Other variants of the kernel listed on an entry page; the kernel page has them all.
+pub const VARIANTS: usize = 50;
+
 /// IR tabs, in pipeline order.
 pub const IR_EXTS: &[&str] = &["source", "ttir", "ttgir", "llir", "ptx", "amdgcn"];
 /// The viewer shows at most this many lines...
@@ -27,7 +30,9 @@ pub struct Ir {
     pub code: String,
     pub total_lines: usize,
     pub shown_lines: usize,
-    pub missing: bool,
+    /// Why the text is not shown, when it is not: the scanner keeps no text over its storage
+    /// limit (and none that is not UTF-8).
+    pub missing: Option<String>,
 }
 
 pub struct Entry {
@@ -46,6 +51,8 @@ pub struct Entry {
     pub best_config: bool,
     pub same_binary: Vec<(String, String)>,
     pub variants: Vec<(String, String)>,
+    /// Other live entries of the kernel beyond the [`VARIANTS`] listed.
+    pub variants_more: i64,
     pub ir: Ir,
 }
 
@@ -116,6 +123,10 @@ fn group(json: Option<&str>) -> Group {
 }
 
 fn variant_link(v: &read::EntryRow) -> (String, String) {
+    if v.num_warps.is_none() && v.num_stages.is_none() {
+        // autotune results and launchers: no version or options to show
+        return (format!("{} · {}:{}", v.kind, v.machine, v.key.get(..10).unwrap_or(&v.key)), href(&v.machine, &v.key));
+    }
     let label = format!(
         "{} · w{} s{} · {}:{}",
         v.triton_version.as_deref().unwrap_or("?"),
@@ -131,10 +142,19 @@ async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::P
     let det = pages::entry_detail(&s.pool, e.id).await?;
     let (group, group_missing, written_at) = group(det.group_json.as_deref());
     let mut variants = match &e.kernel {
-        Some(k) => pages::kernel_entries(&s.pool, k, 51).await?,
+        Some(k) => pages::kernel_entries(&s.pool, k, VARIANTS as i64 + 1).await?,
         None => vec![],
     };
     variants.retain(|v| v.id != e.id);
+    let variants_more = match &e.kernel {
+        // a full list may hide more: the live entries of the kernel, less this one (if live) and
+        // those listed
+        Some(k) if variants.len() >= VARIANTS => {
+            let live = pages::kernel_live_entries(&s.pool, k).await?;
+            (live - i64::from(e.removed_at.is_none()) - VARIANTS as i64).max(0)
+        }
+        _ => 0,
+    };
     let same_binary = match &e.binary_sha256 {
         Some(h) => pages::same_binary(&s.pool, h, &e.key, 20).await?,
         None => vec![],
@@ -161,7 +181,8 @@ async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::P
         written_at,
         best_config: pages::is_best_config(&s.pool, &e.machine, &e.key).await?,
         same_binary: same_binary.into_iter().map(|(m, k)| (format!("{m}:{k}"), href(&m, &k))).collect(),
-        variants: variants.iter().take(50).map(variant_link).collect(),
+        variants: variants.iter().take(VARIANTS).map(variant_link).collect(),
+        variants_more,
         ir,
         e,
     })
@@ -190,7 +211,7 @@ async fn ir(s: &AppState, e: &read::EntryRow, want: Option<&str>) -> Result<Ir, 
             code: String::new(),
             total_lines: 0,
             shown_lines: 0,
-            missing: true,
+            missing: None,
         });
     };
     let content = read::blob(&s.pool, &a.sha256).await?;
@@ -215,8 +236,22 @@ async fn ir(s: &AppState, e: &read::EntryRow, want: Option<&str>) -> Result<Ir, 
         code,
         total_lines,
         shown_lines,
-        missing: content.is_none(),
+        missing: content.is_none().then(|| not_stored(a.bytes)),
     })
+}
+
+/// Why an IR file's text is not in the database.
+fn not_stored(bytes: i64) -> String {
+    let limit = crate::scan::entry::MAX_TEXT_BYTES as i64;
+    if bytes > limit {
+        format!(
+            "is {}, over the scanner's {} storage limit for IR text: its text was not stored",
+            fmt::bytes(bytes),
+            fmt::bytes(limit)
+        )
+    } else {
+        "was not stored (its text is not UTF-8)".into()
+    }
 }
 
 /// `GET /entries/{machine}/{key}/raw/{artifact}`: an IR file as plain text.
@@ -227,8 +262,12 @@ pub async fn raw(State(s): State<AppState>, Path((machine, key, name)): Path<(St
     let a = pages::artifact(&s.pool, e.id, &name)
         .await?
         .ok_or_else(|| not_found(format!("entry has no artifact {name:?}")))?;
-    let body = read::blob(&s.pool, &a.sha256)
-        .await?
-        .ok_or_else(|| not_found(format!("{name} is a binary or was not stored: only IR text is kept")))?;
+    let body = read::blob(&s.pool, &a.sha256).await?.ok_or_else(|| {
+        if IR_EXTS.contains(&a.ext.as_str()) {
+            not_found(format!("{name} {}", not_stored(a.bytes)))
+        } else {
+            not_found(format!("{name} is a binary: only IR text is kept"))
+        }
+    })?;
     Ok(text(StatusCode::OK, "text/plain; charset=utf-8", body))
 }

@@ -1,6 +1,7 @@
 //! `/kernels/{name}` — the variants grid of one kernel: num_warps across, num_stages down, one
 //! grid per (backend/arch, Triton version, signature, shapes). Cells carry how many entries, on
-//! which machines, their resources, the autotune configs measured for them (winner marked),
+//! which machines, their resources, the autotune configs measured for them in a cache of that
+//! grid's backend, arch and version (winner marked),
 //! Inductor best configs and byte-identical binaries, with sample entries to open.
 //!
 //! Everything comes from the summary tables (`page_variant_cells`, `page_autotune_configs`):
@@ -24,6 +25,8 @@ pub struct EntryLink {
 }
 
 pub struct Timing {
+    /// The grid the run was measured in ("cuda / sm_90 · Triton 3.6.0").
+    pub measured_in: String,
     pub kwargs: String,
     pub ms: String,
     pub runs: i64,
@@ -136,6 +139,10 @@ fn fits_shapes(config_json: &str, shapes: &str) -> bool {
 
 fn timing(a: &AutotuneConfig) -> Timing {
     Timing {
+        measured_in: match &a.backend {
+            Some(_) => grid_title(&a.backend, &a.arch, &a.triton_version),
+            None => "a cache with no compiled entry of this kernel".into(),
+        },
         kwargs: kwargs(&a.config_json),
         // Triton records a config that failed to compile or run (out of resources) as Infinity.
         ms: a.best_ms.filter(|m| m.is_finite()).map(|m| format!("{m:.4} ms")).unwrap_or_else(|| "failed (inf)".into()),
@@ -196,7 +203,14 @@ fn cell(c: &VariantCell, configs: &[&AutotuneConfig], names: &HashMap<i64, (Stri
     }
 }
 
-type GridKey = (String, String, String, String);
+/// "cuda / sm_90 · Triton 3.6.0": what a grid (and an autotune run) was compiled for.
+fn grid_title(backend: &Option<String>, arch: &Option<String>, version: &Option<String>) -> String {
+    let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
+    format!("{} / {} · Triton {}", o(backend), o(arch), version.as_deref().unwrap_or("unknown"))
+}
+
+/// (backend, arch, version, signature, shapes) of one grid.
+type GridKey = (Option<String>, Option<String>, Option<String>, String, String);
 
 fn build(
     name: String,
@@ -213,14 +227,21 @@ fn build(
             others.push(Other { kind: c.kind.clone(), cell: cell(c, &[], names) });
             continue;
         }
-        let title = format!("{} / {}", o(&c.backend), o(&c.arch));
-        let version = c.triton_version.clone().unwrap_or_else(|| "unknown".into());
-        groups.entry((title, version, o(&c.signature), c.shapes.clone().unwrap_or_default())).or_default().push(c);
+        let key = (c.backend.clone(), c.arch.clone(), c.triton_version.clone());
+        groups.entry((key.0, key.1, key.2, o(&c.signature), c.shapes.clone().unwrap_or_default())).or_default().push(c);
     }
     others.sort_by(|a, b| a.kind.cmp(&b.kind));
     let grids = groups
         .into_iter()
-        .map(|((title, version, signature, shapes), cs)| {
+        .map(|((backend, arch, version, signature, shapes), cs)| {
+            // only the runs measured in a cache of this backend, arch and version (and, per cell
+            // below, on a machine that has entries in the cell)
+            let measured: Vec<&AutotuneConfig> = configs
+                .iter()
+                .filter(|a| {
+                    a.backend.is_some() && a.backend == backend && a.arch == arch && a.triton_version == version
+                })
+                .collect();
             let warps: BTreeSet<Option<i64>> = cs.iter().map(|c| c.num_warps).collect();
             let stages: BTreeSet<Option<i64>> = cs.iter().map(|c| c.num_stages).collect();
             let rows = stages
@@ -234,8 +255,12 @@ fn build(
                             match here.as_slice() {
                                 [] => Cell::default(),
                                 [..] => {
-                                    let t: Vec<&AutotuneConfig> = configs
+                                    // timed on a machine whose entries the cell holds
+                                    let on: BTreeSet<&str> = here.iter().flat_map(|c| c.machines.split(',')).collect();
+                                    let t: Vec<&AutotuneConfig> = measured
                                         .iter()
+                                        .copied()
+                                        .filter(|a| on.contains(a.machines.as_str()))
                                         .filter(|a| a.num_warps == *w && a.num_stages == *st)
                                         .filter(|a| fits_shapes(&a.config_json, &shapes))
                                         .collect();
@@ -248,7 +273,7 @@ fn build(
                 })
                 .collect();
             Grid {
-                title: format!("{title} · Triton {version}"),
+                title: grid_title(&backend, &arch, &version),
                 signature,
                 shapes,
                 warps: warps.iter().map(|w| format!("num_warps={}", fmt::num(*w))).collect(),

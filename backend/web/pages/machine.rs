@@ -17,6 +17,16 @@ pub struct KernelLink {
     pub size: String,
 }
 
+/// One Triton version present on a machine.
+pub struct VersionRow {
+    pub label: String,
+    /// The machine's kernels of this version; `None` for entries whose metadata names no version
+    /// (old Triton releases): the kernel filter cannot select those.
+    pub href: Option<String>,
+    pub entries: i64,
+    pub size: String,
+}
+
 pub struct Machine {
     pub name: String,
     pub enc: String,
@@ -24,13 +34,15 @@ pub struct Machine {
     pub kernels: i64,
     pub size: String,
     pub last_scan: String,
-    pub versions: Vec<(String, i64, String)>,
+    pub versions: Vec<VersionRow>,
     pub biggest: Vec<KernelLink>,
     pub scans: Vec<ScanView>,
     pub scan_entries_svg: String,
     pub scan_bytes_svg: String,
     pub per_day_svg: String,
     pub days: usize,
+    /// What the per-day chart covers, in words.
+    pub days_note: String,
     pub relocated: i64,
     /// (where the group files point, where the entries sit)
     pub relocated_paths: Option<(String, String)>,
@@ -64,11 +76,9 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
         pages::machine_summary(&s.pool, name).await?.ok_or_else(|| not_found(format!("no machine named {name:?}")))?;
     let mut scans = read::scans(&s.pool, Some(name), read::Page::new(Some(200), None)).await?;
     scans.reverse(); // oldest first for the charts
-    let point = |r: &read::ScanRow, v: f64| (fmt::time(Some(r.scanned_at)), v);
-    let e_pts: Vec<_> = scans.iter().map(|r| point(r, r.entries as f64)).collect();
-    let b_pts: Vec<_> = scans.iter().map(|r| point(r, r.bytes as f64)).collect();
+    let (e_pts, b_pts) = machine_totals(&scans);
     let per_day = pages::compiled_per_day(&s.pool, m.id).await?;
-    let bars: Vec<_> = per_day.iter().map(|(d, n)| (fmt::day(*d), *n as f64)).collect();
+    let (bars, days_note) = day_bars(&per_day);
     let relocated_paths = match pages::relocated_example(&s.pool, m.id).await? {
         Some((root, dir, group)) if m.relocated > 0 => Some((written_root(group.as_deref(), &dir), root)),
         _ => None,
@@ -83,7 +93,15 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
         last_scan: fmt::age(m.last_scan_at),
         versions: versions
             .into_iter()
-            .map(|(v, n, b)| (v.unwrap_or_else(|| "unknown".into()), n, fmt::bytes(b)))
+            .map(|(v, n, b)| VersionRow {
+                // a local build's version ("3.6.0+git1a2b3c") has a `+`, a space in a query string
+                href: v
+                    .as_deref()
+                    .map(|v| format!("/kernels?machine={}&triton_version={}", fmt::enc(name), fmt::enc(v))),
+                label: v.unwrap_or_else(|| "no version recorded (autotune results, old Triton)".into()),
+                entries: n,
+                size: fmt::bytes(b),
+            })
             .collect(),
         biggest: biggest
             .into_iter()
@@ -94,15 +112,73 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
                 name: k.name,
             })
             .collect(),
-        scan_entries_svg: svg::line_chart("Entries per scan", &e_pts, |v| format!("{v:.0}")),
-        scan_bytes_svg: svg::line_chart("Cache size per scan", &b_pts, |v| fmt::bytes(v as i64)),
+        scan_entries_svg: svg::line_chart(
+            "Entries (all cache dirs)",
+            &e_pts,
+            |t| fmt::time(Some(t)),
+            |v| format!("{v:.0}"),
+        ),
+        scan_bytes_svg: svg::line_chart(
+            "Cache size (all cache dirs)",
+            &b_pts,
+            |t| fmt::time(Some(t)),
+            |v| fmt::bytes(v as i64),
+        ),
         per_day_svg: svg::bar_chart("Entries compiled per day (UTC)", &bars, |v| format!("{v:.0}")),
         days: per_day.len(),
+        days_note,
         scans: scans.into_iter().rev().take(20).map(super::overview::scan_view).collect(),
         relocated: m.relocated,
         relocated_paths,
         name: m.name,
     })
+}
+
+/// (unix ms, value) points of a chart.
+type Points = Vec<(i64, f64)>;
+
+/// The machine's entries and bytes after each scan (oldest first): a scan covers one cache dir,
+/// so the machine's total then is that scan's figures plus the latest of each other dir. (Plotting
+/// each scan alone would show a machine with a big and a small cache dir as emptying and
+/// refilling.)
+fn machine_totals(scans: &[read::ScanRow]) -> (Points, Points) {
+    let mut latest: std::collections::HashMap<&str, (i64, i64)> = Default::default();
+    let (mut entries, mut bytes) = (vec![], vec![]);
+    for r in scans {
+        latest.insert(&r.root, (r.entries, r.bytes));
+        entries.push((r.scanned_at, latest.values().map(|v| v.0).sum::<i64>() as f64));
+        bytes.push((r.scanned_at, latest.values().map(|v| v.1).sum::<i64>() as f64));
+    }
+    (entries, bytes)
+}
+
+/// Days the per-day chart shows at most: a year-old cache still gets readable bars.
+const MAX_DAYS: i64 = 90;
+
+/// One bar per day from the first to the last day with compiles — days without any are bars of
+/// zero, so gaps show — over the last [`MAX_DAYS`] at most; and a sentence saying what is shown.
+fn day_bars(per_day: &[(i64, i64)]) -> (Vec<(String, f64)>, String) {
+    let (Some(first), Some(last)) = (per_day.first().map(|d| d.0), per_day.last().map(|d| d.0)) else {
+        return (vec![], String::new());
+    };
+    let from = first.max(last - MAX_DAYS + 1);
+    let by_day: std::collections::HashMap<i64, i64> = per_day.iter().copied().collect();
+    let bars = (from..=last).map(|d| (fmt::day(d), by_day.get(&d).copied().unwrap_or(0) as f64)).collect();
+    let total: i64 = per_day.iter().map(|d| d.1).sum();
+    let mut note = format!(
+        "{total} entries compiled on {} day(s) between {} and {}",
+        per_day.len(),
+        fmt::day(first),
+        fmt::day(last)
+    );
+    if from > first {
+        let before: i64 = per_day.iter().filter(|d| d.0 < from).map(|d| d.1).sum();
+        note.push_str(&format!(
+            "; the chart shows the last {MAX_DAYS} days ({before} compiled before {})",
+            fmt::day(from)
+        ));
+    }
+    (bars, note)
 }
 
 /// The directory the group file's children point into, minus the entry's own dir: the cache

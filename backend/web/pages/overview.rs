@@ -53,6 +53,8 @@ pub struct Overview {
     pub exts: Vec<ExtView>,
     pub total: String,
     pub saving: String,
+    /// The same in bytes (in the page as a data attribute: exact, for scripts and tests).
+    pub saving_bytes: i64,
     pub saving_pct: String,
 }
 
@@ -117,6 +119,7 @@ async fn load(s: &AppState) -> Result<Overview, super::PageError> {
             .collect(),
         total: fmt::bytes(total),
         saving: fmt::bytes(saving),
+        saving_bytes: saving,
         saving_pct: pct(saving, total),
     })
 }
