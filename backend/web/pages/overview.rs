@@ -10,8 +10,9 @@ use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 
 /// Artifact types that `TRITON_STORE_BINARY_ONLY=1` still writes (metadata, group file, the
-/// binary), or that it does not concern (launchers, autotune results).
-const KEPT_BINARY_ONLY: &[&str] = &["json", "grp", "cubin", "hsaco", "so", "autotune.json"];
+/// binary, and `.source`: Triton 3.4+ stores the unoptimised TTIR before the option is looked at,
+/// and older releases write none), or that it does not concern (launchers, autotune results).
+const KEPT_BINARY_ONLY: &[&str] = &["json", "grp", "cubin", "hsaco", "so", "autotune.json", "source"];
 
 pub struct MachineView {
     pub name: String,

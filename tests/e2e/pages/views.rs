@@ -32,7 +32,7 @@ fn ir_bytes(cache: &Path) -> i64 {
         }
         for f in std::fs::read_dir(&d).unwrap().map(|f| f.unwrap().path()) {
             let ext = f.extension().map(|e| e.to_string_lossy().to_string()).unwrap_or_default();
-            if ["source", "ttir", "ttgir", "llir", "ptx", "amdgcn"].contains(&ext.as_str()) {
+            if ["ttir", "ttgir", "llir", "ptx", "amdgcn"].contains(&ext.as_str()) {
                 sum += std::fs::metadata(&f).unwrap().len() as i64;
             }
         }
