@@ -137,6 +137,36 @@ fn fits_shapes(config_json: &str, shapes: &str) -> bool {
     dims.is_empty() || blocks.is_empty() || blocks == dims
 }
 
+/// Block sizes of a config in the order its kwargs were written (Triton keeps the dict order).
+fn block_sizes(config_json: &str) -> Vec<i64> {
+    let v: serde_json::Value = serde_json::from_str(config_json).unwrap_or_default();
+    v.get("kwargs")
+        .and_then(|k| k.as_object())
+        .map(|o| o.values().filter_map(|x| x.as_i64()).filter(|x| *x >= 16).collect())
+        .unwrap_or_default()
+}
+
+/// How many of the 2-D tile shapes `AxB` list A before B in the config's kwargs order.
+fn order_agreement(blocks: &[i64], shapes: &str) -> usize {
+    let pos = |d: i64| blocks.iter().position(|b| *b == d);
+    shapes
+        .split(',')
+        .filter_map(|s| s.split_once('x'))
+        .filter_map(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+        .filter(|&(a, b): &(i64, i64)| matches!((pos(a), pos(b)), (Some(i), Some(j)) if i < j))
+        .count()
+}
+
+/// Of configs whose block sizes are the same set (BM=128 BN=64 and BM=64 BN=128 both fit a grid
+/// whose tiles use 128, 64 and 32), keep those whose kwargs order agrees best with the order of
+/// the dimensions in the TTIR's 2-D tiles: kernels write `BM, BN, BK` and build `BM x BN`,
+/// `BM x BK` tiles. With no such evidence (a tie), all of them stay.
+fn best_order_fit<'a>(fit: Vec<&'a AutotuneConfig>, shapes: &str) -> Vec<&'a AutotuneConfig> {
+    let score = |a: &AutotuneConfig| order_agreement(&block_sizes(&a.config_json), shapes);
+    let best = fit.iter().map(|a| score(a)).max().unwrap_or(0);
+    fit.into_iter().filter(|a| score(a) == best).collect()
+}
+
 fn timing(a: &AutotuneConfig) -> Timing {
     Timing {
         measured_in: match &a.backend {
@@ -257,13 +287,14 @@ fn build(
                                 [..] => {
                                     // timed on a machine whose entries the cell holds
                                     let on: BTreeSet<&str> = here.iter().flat_map(|c| c.machines.split(',')).collect();
-                                    let t: Vec<&AutotuneConfig> = measured
+                                    let fit: Vec<&AutotuneConfig> = measured
                                         .iter()
                                         .copied()
                                         .filter(|a| on.contains(a.machines.as_str()))
                                         .filter(|a| a.num_warps == *w && a.num_stages == *st)
                                         .filter(|a| fits_shapes(&a.config_json, &shapes))
                                         .collect();
+                                    let t = best_order_fit(fit, &shapes);
                                     merge(here.iter().map(|c| cell(c, &t, names)).collect())
                                 }
                             }

@@ -85,6 +85,20 @@ async fn autotune_timings_stay_in_the_grid_they_were_measured_in() {
             "every timing in the H100 grid was measured on h100-a"
         );
     }
+    // BM=64 BN=128 and BM=128 BN=64 use the same block sizes: each timing sits in the grid whose
+    // TTIR has its BM x BN accumulator tile, so each winner shows once, not in both grids
+    for (_, g) in &h100 {
+        let shapes = &g[g.find("shapes <code>").expect("grid shapes") + 13..];
+        let shapes = &shapes[..shapes.find("</code>").unwrap()];
+        for k in g.split("<div class=\"kwargs\"").skip(1) {
+            let k = &k[..k.find("</div>").unwrap()];
+            let val = |n: &str| k.split(&format!(" {n}=")).nth(1).and_then(|v| v.split(' ').next()).map(str::to_string);
+            let (bm, bn) = (val("BM").expect("BM"), val("BN").expect("BN"));
+            assert!(shapes.split(',').any(|t| t == format!("{bm}x{bn}")), "BM={bm} BN={bn} timing in grid {shapes}");
+        }
+    }
+    let per_grid: Vec<String> = h100.iter().flat_map(|(_, g)| winner_times(g)).collect();
+    assert_eq!(per_grid.len(), want.len(), "each winning config shows in one cell: {per_grid:?}");
     // the full list says where each config was measured
     let table = &page[page.find("id=\"autotune\"").unwrap()..];
     assert_eq!(table.matches("<td>cuda / sm_90 · Triton 3.6.0</td>").count(), 30, "30 configs, all measured on sm_90");
