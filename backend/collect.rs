@@ -56,19 +56,34 @@ pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow
             let _ = tx.blocking_send(e);
         })
     });
-    let empty = BTreeMap::new();
-    let mut batch: Vec<crate::model::Entry> = Vec::with_capacity(256);
-    let mut batch_bytes = 0usize;
-    while let Some(e) = rx.recv().await {
-        batch_bytes += e.artifacts.iter().filter_map(|a| a.text.as_ref().map(String::len)).sum::<usize>();
-        batch.push(e);
-        if batch.len() == 256 || batch_bytes > 24 << 20 {
-            ingest.entries(&batch, &empty).await?;
-            batch.clear();
-            batch_bytes = 0;
+    // Two stages, so that the scanner threads keep reading while SQLite writes a batch: one
+    // fills the next batch while the other stores the last (a single loop stalled the readers
+    // for every insert and left both cores half idle).
+    let (btx, mut brx) = tokio::sync::mpsc::channel::<Vec<crate::model::Entry>>(1);
+    let batcher = async move {
+        let mut batch: Vec<crate::model::Entry> = Vec::with_capacity(256);
+        let mut batch_bytes = 0usize;
+        while let Some(e) = rx.recv().await {
+            batch_bytes += e.artifacts.iter().filter_map(|a| a.text.as_ref().map(String::len)).sum::<usize>();
+            batch.push(e);
+            if batch.len() == 256 || batch_bytes > 24 << 20 {
+                if btx.send(std::mem::replace(&mut batch, Vec::with_capacity(256))).await.is_err() {
+                    return; // the writer failed; its error is reported below
+                }
+                batch_bytes = 0;
+            }
         }
-    }
-    ingest.entries(&batch, &empty).await?;
+        let _ = btx.send(batch).await;
+    };
+    let writer = async {
+        let empty = BTreeMap::new();
+        while let Some(batch) = brx.recv().await {
+            ingest.entries(&batch, &empty).await?;
+        }
+        anyhow::Ok(())
+    };
+    let ((), written) = tokio::join!(batcher, writer);
+    written?;
     let tail = scanner.await?;
     let summary = ingest
         .finish(Finish {

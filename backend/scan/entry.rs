@@ -136,7 +136,7 @@ fn read_hashed(path: &Path, expect: u64, buf: &mut Vec<u8>) -> io::Result<String
 
 /// Read and parse one entry dir. `dir` is relative to `root`. `Err` means the entry was not read
 /// at all (the reason goes to the scan's skip list).
-pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String) -> Result<Entry, String> {
+pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String, sent: &super::TextSent) -> Result<Entry, String> {
     let abs = root.join(dir);
     let key = dir.rsplit('/').next().unwrap_or(dir).to_string();
     let (files, bad) = (&l.files[..], &l.bad[..]);
@@ -195,7 +195,9 @@ pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String) -> Result<En
             }
         };
         let ext = crate::model::artifact_ext(&f.name);
-        let text = if TEXT_EXTS.contains(&ext) && buf.len() <= MAX_TEXT_BYTES {
+        // The scanner parses these; the other IR is text only to be stored, once per sha256.
+        let parsed = matches!(ext, "json" | "grp" | "autotune.json" | "amdgcn" | "source" | "ttir");
+        let text = if TEXT_EXTS.contains(&ext) && buf.len() <= MAX_TEXT_BYTES && (parsed || !sent.contains(&sha)) {
             std::str::from_utf8(&buf).ok().map(str::to_string)
         } else {
             None

@@ -13,7 +13,7 @@ pub mod walk;
 
 use crate::model::{BestConfig, Entry, EventFileMark, HookEvent, Skip};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -61,6 +61,9 @@ where
     let tail = Mutex::new(Tail { skipped: layout.skipped, ..Tail::default() });
     let sink = Mutex::new(sink);
     let next = AtomicUsize::new(0);
+    // IR whose text an entry already handed to `sink` in this scan: later copies carry only the
+    // hash (both sinks store a blob once per sha256), sparing a copy of every cloned file.
+    let sent = TextSent::default();
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
             s.spawn(|| {
@@ -73,8 +76,11 @@ where
                         tail.lock().unwrap().skipped.push(Skip { path: dir.clone(), reason });
                         continue;
                     }
-                    match read_one(root, dir, prev) {
-                        Ok(Some(e)) => (sink.lock().unwrap())(e),
+                    match read_one(root, dir, prev, &sent) {
+                        Ok(Some(e)) => {
+                            sent.mark(&e);
+                            (sink.lock().unwrap())(e)
+                        }
                         Ok(None) => tail.lock().unwrap().unchanged.push(dir.clone()),
                         Err(reason) => tail.lock().unwrap().skipped.push(Skip { path: dir.clone(), reason }),
                     }
@@ -102,8 +108,28 @@ where
     tail
 }
 
+/// The sha256s (first 128 bits) of the IR texts already handed to the sink during one scan.
+#[derive(Default)]
+pub struct TextSent(Mutex<HashSet<u128>>);
+
+impl TextSent {
+    fn id(sha: &str) -> Option<u128> {
+        u128::from_str_radix(sha.get(..32)?, 16).ok()
+    }
+
+    /// Whether an entry handed to the sink already carried this text.
+    pub fn contains(&self, sha: &str) -> bool {
+        Self::id(sha).is_some_and(|id| self.0.lock().unwrap().contains(&id))
+    }
+
+    fn mark(&self, e: &Entry) {
+        let mut set = self.0.lock().unwrap();
+        set.extend(e.artifacts.iter().filter(|a| a.text.is_some()).filter_map(|a| Self::id(&a.sha256)));
+    }
+}
+
 /// Read one entry dir, or `Ok(None)` when it is unchanged since the previous scan.
-fn read_one(root: &Path, dir: &str, prev: &Previous) -> Result<Option<Entry>, String> {
+fn read_one(root: &Path, dir: &str, prev: &Previous, sent: &TextSent) -> Result<Option<Entry>, String> {
     let abs = root.join(dir);
     let mut last = String::new();
     // A cache being written during the scan: a file can vanish or change under us. Try twice.
@@ -113,7 +139,7 @@ fn read_one(root: &Path, dir: &str, prev: &Previous) -> Result<Option<Entry>, St
         if prev.sigs.get(dir) == Some(&sig) {
             return Ok(None);
         }
-        match entry::read_entry(root, dir, &listing, sig) {
+        match entry::read_entry(root, dir, &listing, sig, sent) {
             Ok(e) => return Ok(Some(e)),
             Err(r) if r.contains("during scan") => last = r,
             Err(r) => return Err(r),

@@ -1007,3 +1007,62 @@ async fn cli_scan_default_paths() {
     let pool = cachelens::db::open(&xdg.path().join("cachelens/cachelens.db")).await.unwrap();
     assert_eq!(rows(&pool, &host).await.len(), 3, "only the second scan went there");
 }
+
+/// Entries cloned under new keys (identical IR, as the scan benchmark builds them): every clone's
+/// IR stays viewable, each text is stored once, locally and in an upload report.
+#[tokio::test]
+async fn cloned_entries_share_their_ir_and_each_shows_it() {
+    let (_t, dir) = unpacked("a100-upgrade-1-triton-3.4.0");
+    let cache = dir.join("triton-cache");
+    let keys: Vec<PathBuf> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .filter(|p| p.join("__grp__add_kernel.json").exists() || p.join("__grp__softmax_kernel.json").exists())
+        .collect();
+    assert!(keys.len() >= 4);
+    let mut clones = vec![];
+    for (i, k) in keys.iter().enumerate() {
+        // a valid base32 key: CLONE, a letter per clone, padding
+        let clone = cache.join(format!("{:A<52}", format!("CLONE{}", (b'B' + i as u8) as char)));
+        std::fs::create_dir(&clone).unwrap();
+        for f in std::fs::read_dir(k).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, clone.join(f.file_name().unwrap())).unwrap();
+        }
+        clones.push(clone.file_name().unwrap().to_string_lossy().to_string());
+    }
+    let (_d, pool) = fresh_db().await;
+    cachelens::collect::scan_local(&pool, &cache, "m").await.unwrap();
+    // every llir/ptx artifact of every entry, clone or not, has its text in blobs, stored once
+    let rows = sqlx::query(
+        "SELECT a.ext, COUNT(*), COUNT(b.sha256), COUNT(DISTINCT a.sha256),
+                COUNT(DISTINCT CASE WHEN e.key NOT LIKE 'CLONE%' THEN a.sha256 END),
+                SUM(e.key LIKE 'CLONE%')
+         FROM artifacts a JOIN entries e ON e.id = a.entry_id
+         LEFT JOIN blobs b ON b.sha256 = a.sha256 WHERE a.ext IN ('llir', 'ptx', 'ttgir') GROUP BY a.ext",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        let (ext, n, with_text, distinct, originals, cloned): (String, i64, i64, i64, i64, i64) =
+            (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5));
+        assert_eq!(n, with_text, "{ext}: every artifact's text is stored");
+        assert_eq!(cloned, keys.len() as i64, "{ext}: every clone has one");
+        assert_eq!(distinct, originals, "{ext}: each clone shares its original's text");
+    }
+    let state = cachelens::web::AppState::new(pool.clone(), cachelens::web::Config::default());
+    for key in &clones {
+        let (code, page) = get(&state, &format!("/entries/m/{key}?ir=llir")).await;
+        assert_eq!(code, 200);
+        assert!(page.contains("define ") && !page.contains("was not stored"), "{key}: llir shown");
+    }
+    // an upload report carries each text once, for originals and clones alike
+    let r = cachelens::collect::scan_report(&cache, "m").unwrap();
+    for e in &r.entries {
+        for a in e.artifacts.iter().filter(|a| ["llir", "ptx", "ttgir"].contains(&a.ext())) {
+            assert!(r.blobs.contains_key(&a.sha256), "{}/{}: text in the report", e.key, a.name);
+        }
+    }
+}
