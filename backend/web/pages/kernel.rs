@@ -126,16 +126,14 @@ fn kwargs(config_json: &str) -> String {
 /// Whether an autotune config could have produced entries with these TTIR shapes: its block
 /// sizes (integer kwargs ≥ 16) are exactly the dimensions seen in the shapes. Constexprs are not
 /// in the metadata, so this is the evidence there is; without shapes every config fits.
-fn fits_shapes(config_json: &str, shapes: &str) -> bool {
+fn fits_shapes(blocks: &[i64], shapes: &str) -> bool {
     let dims: BTreeSet<i64> = shapes.split([',', 'x']).filter_map(|t| t.trim().parse().ok()).collect();
-    let v: serde_json::Value = serde_json::from_str(config_json).unwrap_or_default();
-    let blocks: BTreeSet<i64> = v
-        .get("kwargs")
-        .and_then(|k| k.as_object())
-        .map(|o| o.values().filter_map(|x| x.as_i64()).filter(|x| *x >= 16).collect())
-        .unwrap_or_default();
+    let blocks: BTreeSet<i64> = blocks.iter().copied().collect();
     dims.is_empty() || blocks.is_empty() || blocks == dims
 }
+
+/// Each config's block sizes, parsed once per page (not once per cell and grid).
+type Blocks<'a> = HashMap<&'a str, Vec<i64>>;
 
 /// Block sizes of a config in the order its kwargs were written (Triton keeps the dict order).
 fn block_sizes(config_json: &str) -> Vec<i64> {
@@ -161,8 +159,8 @@ fn order_agreement(blocks: &[i64], shapes: &str) -> usize {
 /// whose tiles use 128, 64 and 32), keep those whose kwargs order agrees best with the order of
 /// the dimensions in the TTIR's 2-D tiles: kernels write `BM, BN, BK` and build `BM x BN`,
 /// `BM x BK` tiles. With no such evidence (a tie), all of them stay.
-fn best_order_fit<'a>(fit: Vec<&'a AutotuneConfig>, shapes: &str) -> Vec<&'a AutotuneConfig> {
-    let score = |a: &AutotuneConfig| order_agreement(&block_sizes(&a.config_json), shapes);
+fn best_order_fit<'a>(fit: Vec<&'a AutotuneConfig>, shapes: &str, blocks: &Blocks) -> Vec<&'a AutotuneConfig> {
+    let score = |a: &AutotuneConfig| order_agreement(&blocks[a.config_json.as_str()], shapes);
     let best = fit.iter().map(|a| score(a)).max().unwrap_or(0);
     fit.into_iter().filter(|a| score(a) == best).collect()
 }
@@ -261,6 +259,7 @@ fn build(
         groups.entry((key.0, key.1, key.2, o(&c.signature), c.shapes.clone().unwrap_or_default())).or_default().push(c);
     }
     others.sort_by(|a, b| a.kind.cmp(&b.kind));
+    let blocks: Blocks = configs.iter().map(|a| (a.config_json.as_str(), block_sizes(&a.config_json))).collect();
     let grids = groups
         .into_iter()
         .map(|((backend, arch, version, signature, shapes), cs)| {
@@ -290,11 +289,11 @@ fn build(
                                     let fit: Vec<&AutotuneConfig> = measured
                                         .iter()
                                         .copied()
-                                        .filter(|a| on.contains(a.machines.as_str()))
+                                        .filter(|a| a.machines.split(',').any(|m| on.contains(m)))
                                         .filter(|a| a.num_warps == *w && a.num_stages == *st)
-                                        .filter(|a| fits_shapes(&a.config_json, &shapes))
+                                        .filter(|a| fits_shapes(&blocks[a.config_json.as_str()], &shapes))
                                         .collect();
-                                    let t = best_order_fit(fit, &shapes);
+                                    let t = best_order_fit(fit, &shapes, &blocks);
                                     merge(here.iter().map(|c| cell(c, &t, names)).collect())
                                 }
                             }
