@@ -161,7 +161,7 @@ impl Ingest {
         let mut fresh: Vec<&Entry> = Vec::with_capacity(batch.len());
         for e in batch {
             if let Some(other) = self.elsewhere.get(&e.key) {
-                let reason = format!("duplicate key (also in {other})");
+                let reason = crate::scan::duplicate_key(other);
                 self.dup_skips.push(Skip { path: e.dir.clone(), reason });
                 continue;
             }

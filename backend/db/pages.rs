@@ -56,7 +56,11 @@ async fn data_version_on(conn: &mut sqlx::SqliteConnection) -> sqlx::Result<(i64
 }
 
 async fn built_version(pool: &SqlitePool) -> sqlx::Result<Option<(i64, i64)>> {
-    sqlx::query_as("SELECT max_scan_id, max_entry_id FROM page_stats_version WHERE id = 1").fetch_optional(pool).await
+    built_version_on(&mut *pool.acquire().await?).await
+}
+
+async fn built_version_on(conn: &mut sqlx::SqliteConnection) -> sqlx::Result<Option<(i64, i64)>> {
+    sqlx::query_as("SELECT max_scan_id, max_entry_id FROM page_stats_version WHERE id = 1").fetch_optional(conn).await
 }
 
 /// Make the summary tables current before a page reads them. Cheap when nothing changed (two
@@ -68,11 +72,10 @@ pub async fn refresh_stats(pool: &SqlitePool) -> sqlx::Result<()> {
     if built.is_some() && built == Some(data_version(pool).await?) {
         return Ok(());
     }
-    let running = REFRESH.try_lock().is_err();
-    let quick = last_rebuild_ms(pool) <= QUICK_REBUILD_MS;
-    if built.is_some() && running {
+    if built.is_some() && REFRESH.try_lock().is_err() {
         return Ok(()); // the rebuild under way serves the next pages; this one shows the last figures
     }
+    let quick = last_rebuild_ms(pool) <= QUICK_REBUILD_MS;
     let p = pool.clone();
     let task = tokio::spawn(async move { rebuild_if_stale(&p).await });
     let joined = match (built, quick) {
@@ -151,11 +154,7 @@ async fn stage_and_swap(conn: &mut sqlx::SqliteConnection) -> sqlx::Result<bool>
     use sqlx::Connection;
     let mut read = conn.begin().await?;
     let now = data_version_on(&mut read).await?;
-    let built: Option<(i64, i64)> =
-        sqlx::query_as("SELECT max_scan_id, max_entry_id FROM page_stats_version WHERE id = 1")
-            .fetch_optional(&mut *read)
-            .await?;
-    if built == Some(now) {
+    if built_version_on(&mut read).await? == Some(now) {
         return Ok(false);
     }
     for t in PAGE_TABLES {

@@ -28,12 +28,13 @@ fn inode_sig(md: &fs::Metadata) -> String {
     format!("{}:{}", md.dev(), md.ino())
 }
 
-/// Read the events appended to `path` since `prev` (inode, offset), at most about `max_bytes` of
-/// them (whole lines; the mark says where the next read resumes).
+/// Read the events appended to `path` since `prev` (inode, offset), at most about `budget` bytes
+/// of them (whole lines; the mark says where the next read resumes). What was read is taken off
+/// `budget`, so one budget can span several files.
 pub fn read_events(
     path: &Path,
     prev: Option<&(String, i64)>,
-    max_bytes: u64,
+    budget: &mut u64,
     out: &mut Vec<HookEvent>,
     skipped: &mut Vec<Skip>,
 ) -> Option<EventFileMark> {
@@ -48,6 +49,7 @@ pub fn read_events(
     };
     let md = f.metadata().ok()?;
     let sig = inode_sig(&md);
+    let max_bytes = *budget;
     let mut offset = match prev {
         Some((s, off)) if *s == sig && (*off as u64) <= md.len() => *off as u64,
         _ => 0,
@@ -55,6 +57,7 @@ pub fn read_events(
     if f.seek(SeekFrom::Start(offset)).is_err() {
         return None;
     }
+    let start = offset;
     let mut buf = Vec::new();
     if let Err(e) = f.by_ref().take(max_bytes).read_to_end(&mut buf) {
         fail(skipped, format!("hook events {}", super::walk::reason(&e)));
@@ -95,6 +98,7 @@ pub fn read_events(
         }
     }
     offset += whole as u64;
+    *budget = budget.saturating_sub(offset - start);
     Some(EventFileMark { path: shown, inode_sig: sig, offset: offset as i64 })
 }
 

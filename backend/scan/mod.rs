@@ -72,7 +72,7 @@ where
                     let Some(dir) = layout.entries.get(i) else { break };
                     let key = dir.rsplit('/').next().unwrap_or(dir);
                     if let Some(other) = prev.elsewhere.get(key) {
-                        let reason = format!("duplicate key (also in {other})");
+                        let reason = duplicate_key(other);
                         tail.lock().unwrap().skipped.push(Skip { path: dir.clone(), reason });
                         continue;
                     }
@@ -98,14 +98,18 @@ where
     let mut budget = prev.max_event_bytes.unwrap_or(u64::MAX);
     for path in &layout.event_files {
         let key = path.display().to_string();
-        let before = prev.event_marks.get(&key);
-        if let Some(mark) = events::read_events(path, before, budget, &mut tail.events, &mut tail.skipped) {
-            let from = before.filter(|(sig, _)| *sig == mark.inode_sig).map_or(0, |p| p.1);
-            budget = budget.saturating_sub((mark.offset - from).max(0) as u64);
+        if let Some(mark) =
+            events::read_events(path, prev.event_marks.get(&key), &mut budget, &mut tail.events, &mut tail.skipped)
+        {
             tail.event_files.push(mark);
         }
     }
     tail
+}
+
+/// The skip reason of a key whose row another copy (in the dir or root `elsewhere`) holds.
+pub fn duplicate_key(elsewhere: &str) -> String {
+    format!("duplicate key (also in {elsewhere})")
 }
 
 /// The sha256s (first 128 bits) of the IR texts already handed to the sink during one scan.

@@ -127,7 +127,7 @@ fn dedupe(out: &mut Layout) {
         let key = rel.rsplit('/').next().unwrap_or(&rel).to_string();
         if let Some(at) = first.get(&key) {
             let at = at.rsplit_once('/').map_or(".", |(p, _)| p);
-            out.skipped.push(Skip { reason: format!("duplicate key (also in {at}/)"), path: rel });
+            out.skipped.push(Skip { reason: super::duplicate_key(&format!("{at}/")), path: rel });
         } else {
             first.insert(key, rel.clone());
             kept.push(rel);

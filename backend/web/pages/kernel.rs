@@ -255,8 +255,16 @@ fn build(
             others.push(Other { kind: c.kind.clone(), cell: cell(c, &[], names) });
             continue;
         }
-        let key = (c.backend.clone(), c.arch.clone(), c.triton_version.clone());
-        groups.entry((key.0, key.1, key.2, o(&c.signature), c.shapes.clone().unwrap_or_default())).or_default().push(c);
+        groups
+            .entry((
+                c.backend.clone(),
+                c.arch.clone(),
+                c.triton_version.clone(),
+                o(&c.signature),
+                c.shapes.clone().unwrap_or_default(),
+            ))
+            .or_default()
+            .push(c);
     }
     others.sort_by(|a, b| a.kind.cmp(&b.kind));
     let blocks: Blocks = configs.iter().map(|a| (a.config_json.as_str(), block_sizes(&a.config_json))).collect();
