@@ -37,9 +37,10 @@ suite "cargo build" cargo build --release --locked
 suite "style (cargo fmt --check, cargo clippy -D warnings)" \
   sh -c 'cargo fmt --check && cargo clippy --locked --all-targets -q -- -D warnings'
 suite "rust tests" cargo test --locked -- --test-threads 2
-for t in scripts/test-*.sh; do
-  [ -e "$t" ] && suite "$(basename "$t" .sh)" bash "$t"
-done
+suite "hook (pytest against real triton)" sh -c '"${CACHELENS_PYTHON:?needs a python with triton}" -m pytest hook/tests -q'
+suite "history-ci (hook -> scan -> history API)" bash scripts/history-ci.sh
+suite "browser-test" bash scripts/browser-test.sh
+suite "browser-test-explain" bash scripts/browser-test-explain.sh
 
 echo
 echo "suites: ${passed} passed, ${failed} failed"
