@@ -4,14 +4,16 @@
 //! that every scan was stored exactly once. Run by `scripts/upload-load.sh`.
 //!
 //! Env: `CLIENTS` (50), `ENTRIES` (1000 per scan), `SCANS` (2 per client, each sent twice:
-//! the repeat must change nothing), `READERS` (4), `CACHELENS_CORPUS`.
-//! Reports are real corpus entries (h100-jit-3.6.0) cloned under new keys.
+//! the repeat must change nothing), `READERS` (4).
+//! Reports are real corpus entries (demo/h100-jit-3.6.0) cloned under new keys.
+
+#[path = "../backend/test_corpus.rs"]
+mod test_corpus;
 
 use cachelens::model::ScanReport;
 use cachelens::upload::{Retry, upload_report};
 use cachelens::web::{AppState, Config};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
@@ -64,18 +66,9 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 async fn main() -> anyhow::Result<()> {
     let (clients, entries, scans, readers) =
         (env("CLIENTS", 50), env("ENTRIES", 1000), env("SCANS", 2), env("READERS", 4));
-    let corpus = std::env::var_os("CACHELENS_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"));
     let tmp = tempfile::TempDir::new()?;
-    let st = std::process::Command::new("tar")
-        .arg("xJf")
-        .arg(corpus.join("h100-jit-3.6.0.tar.xz"))
-        .arg("-C")
-        .arg(tmp.path())
-        .status()?;
-    anyhow::ensure!(st.success(), "cannot unpack the corpus from {}", corpus.display());
-    let base = Arc::new(cachelens::collect::scan_report(&tmp.path().join("h100-jit-3.6.0/triton-cache"), "base")?);
+    let jit = test_corpus::unpacked("h100-jit-3.6.0");
+    let base = Arc::new(cachelens::collect::scan_report(&jit.join("triton-cache"), "base")?);
 
     let db = tmp.path().join("load.db");
     let pool = cachelens::db::open(&db).await?;

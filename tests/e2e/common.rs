@@ -1,34 +1,33 @@
-//! Shared fixtures: the real Triton caches in ../shared/corpus, unpacked into temp dirs and
-//! scanned into temp-file SQLite databases.
+//! Shared test helpers: the real Triton caches of `demo/` (through the one corpus helper,
+//! backend/test_corpus.rs), scanned into temp-file SQLite databases; requests to the app;
+//! cache key names; skipping a test that needs a missing tool.
 #![allow(dead_code)]
 
+#[path = "../../backend/test_corpus.rs"]
+mod test_corpus;
+
+use cachelens::model::ScanSummary;
 use cachelens::web::{AppState, Config};
+use sha2::{Digest, Sha256};
 use sqlx::SqlitePool;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
-/// The corpus dir: `$CACHELENS_CORPUS` or `../shared/corpus` next to the repo.
-pub fn corpus_dir() -> PathBuf {
-    std::env::var_os("CACHELENS_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus"))
-}
-
-/// Unpack `<name>.tar.xz` from the corpus into `dest` (giving `dest/<name>/...`), keeping mtimes.
+/// A copy of corpus archive `name` at `dest/<name>/...` (mtimes kept), for the test to change.
 pub fn unpack(name: &str, dest: &Path) {
-    let archive = corpus_dir().join(format!("{name}.tar.xz"));
-    assert!(archive.exists(), "corpus archive missing: {}", archive.display());
-    std::fs::create_dir_all(dest).unwrap();
-    let st = std::process::Command::new("tar").arg("xJf").arg(&archive).arg("-C").arg(dest).status().unwrap();
-    assert!(st.success(), "tar failed for {}", archive.display());
+    test_corpus::copy_into(name, dest);
 }
 
-/// A temp dir with one corpus archive unpacked; returns (tempdir, path to `<name>/`).
+/// A temp dir with a copy of one corpus archive; returns (tempdir, path to `<name>/`).
 pub fn unpacked(name: &str) -> (TempDir, PathBuf) {
     let t = TempDir::new().unwrap();
-    unpack(name, t.path());
-    let p = t.path().join(name);
+    let p = test_corpus::copy_into(name, t.path());
     (t, p)
+}
+
+/// Corpus archive `name`, unpacked once per test run and shared: read it, never change it.
+pub fn corpus_read_only(name: &str) -> PathBuf {
+    test_corpus::unpacked(name)
 }
 
 /// A fresh temp-file database.
@@ -83,14 +82,27 @@ pub async fn fleet() -> (Vec<TempDir>, AppState) {
     (keep, AppState::new(pool, Config::default()))
 }
 
-/// GET `uri` through `app(state).oneshot`; returns (status, body text).
-pub async fn get(state: &AppState, uri: &str) -> (u16, String) {
+/// GET `uri` through `app(state).oneshot` with extra request headers; returns (status, body text).
+pub async fn get_with(state: &AppState, uri: &str, headers: &[(&str, &str)]) -> (u16, String) {
     use tower::ServiceExt;
-    let req = axum::http::Request::builder().uri(uri).body(axum::body::Body::empty()).unwrap();
-    let resp = cachelens::web::app(state.clone()).oneshot(req).await.unwrap();
+    let mut req = axum::http::Request::builder().uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = cachelens::web::app(state.clone()).oneshot(req.body(axum::body::Body::empty()).unwrap()).await.unwrap();
     let status = resp.status().as_u16();
     let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
     (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// GET `uri`; returns (status, body text).
+pub async fn get(state: &AppState, uri: &str) -> (u16, String) {
+    get_with(state, uri, &[]).await
+}
+
+/// GET with `HX-Request: true` (what htmx sends): (status, body).
+pub async fn get_hx(state: &AppState, uri: &str) -> (u16, String) {
+    get_with(state, uri, &[("HX-Request", "true")]).await
 }
 
 /// GET a JSON endpoint, asserting 200.
@@ -103,4 +115,109 @@ pub async fn get_json(state: &AppState, uri: &str) -> serde_json::Value {
 /// The cachelens binary built for this test run.
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_cachelens"))
+}
+
+/// A JSON array, or a panic that shows the value.
+pub fn arr(v: &serde_json::Value) -> &Vec<serde_json::Value> {
+    v.as_array().unwrap_or_else(|| panic!("not an array: {v}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cache key names, file digests, counting rows, skipping
+
+pub fn sha256_file(p: &Path) -> String {
+    hex::encode(Sha256::digest(std::fs::read(p).unwrap()))
+}
+
+/// Decode a cache key dir name to the hex sha256 it encodes, independently of the scanner:
+/// base32 without padding (52 chars, 3.3+), urlsafe base64 (43 chars, 3.2), hex (64, 3.1).
+pub fn key_to_hex(key: &str) -> Option<String> {
+    fn bits(key: &str, width: u32, val: impl Fn(u8) -> Option<u32>) -> Option<Vec<u8>> {
+        let (mut acc, mut n, mut out) = (0u64, 0u32, vec![]);
+        for b in key.bytes() {
+            acc = (acc << width) | u64::from(val(b)?);
+            n += width;
+            if n >= 8 {
+                n -= 8;
+                out.push((acc >> n) as u8);
+                acc &= (1 << n) - 1;
+            }
+        }
+        Some(out)
+    }
+    let bytes = match key.len() {
+        52 => bits(key, 5, |b| match b {
+            b'A'..=b'Z' => Some(u32::from(b - b'A')),
+            b'2'..=b'7' => Some(u32::from(b - b'2') + 26),
+            _ => None,
+        })?,
+        43 => bits(key, 6, |b| match b {
+            b'A'..=b'Z' => Some(u32::from(b - b'A')),
+            b'a'..=b'z' => Some(u32::from(b - b'a') + 26),
+            b'0'..=b'9' => Some(u32::from(b - b'0') + 52),
+            b'-' => Some(62),
+            b'_' => Some(63),
+            _ => None,
+        })?,
+        64 => hex::decode(key).ok()?,
+        _ => return None,
+    };
+    (bytes.len() == 32).then(|| hex::encode(bytes))
+}
+
+pub fn hex_to_b32(hexs: &str) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    let (mut acc, mut n, mut out) = (0u64, 0u32, String::new());
+    for b in hex::decode(hexs).unwrap() {
+        acc = (acc << 8) | u64::from(b);
+        n += 8;
+        while n >= 5 {
+            n -= 5;
+            out.push(A[((acc >> n) & 31) as usize] as char);
+        }
+    }
+    if n > 0 {
+        out.push(A[((acc << (5 - n)) & 31) as usize] as char);
+    }
+    out
+}
+
+pub fn hex_to_b64url(hexs: &str) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let (mut acc, mut n, mut out) = (0u64, 0u32, String::new());
+    for b in hex::decode(hexs).unwrap() {
+        acc = (acc << 8) | u64::from(b);
+        n += 8;
+        while n >= 6 {
+            n -= 6;
+            out.push(A[((acc >> n) & 63) as usize] as char);
+        }
+    }
+    if n > 0 {
+        out.push(A[((acc << (6 - n)) & 63) as usize] as char);
+    }
+    out
+}
+
+pub async fn count(pool: &SqlitePool, sql: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
+        .fetch_one(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// Is this dir name a Triton cache key (independent of the scanner's `is_key`)?
+/// A test that cannot run here (a tool missing) fails, unless `CACHELENS_ALLOW_SKIP=1`: a
+/// silent skip would pass in CI without checking anything.
+pub fn skip_or_fail(why: &str) {
+    if std::env::var("CACHELENS_ALLOW_SKIP").is_ok_and(|v| v == "1") {
+        println!("SKIPPED (CACHELENS_ALLOW_SKIP=1): {why}");
+    } else {
+        panic!("cannot run: {why} (set CACHELENS_ALLOW_SKIP=1 to skip)");
+    }
+}
+
+/// Scan `root` into `pool` as `machine` (the CLI's local scan).
+pub async fn scan(pool: &SqlitePool, root: &Path, machine: &str) -> ScanSummary {
+    cachelens::collect::scan_local(pool, root, machine).await.unwrap()
 }

@@ -4,7 +4,7 @@
 //! keeps what it can, and never writes into the cache dir.
 
 use crate::common::*;
-use crate::scan::{entry_dirs, file_names, rows, scan, skip_or_fail};
+use crate::scan::{entry_dirs, file_names, rows};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -207,8 +207,7 @@ async fn cache_written_during_scan() {
     let cache = root.join("triton-cache");
     let src = kernel_dirs(&cache);
     // grow to ~1600 entries (hard links) so that the scan takes a while
-    let key =
-        |i: usize, tag: &str| crate::scan::hex_to_b32(&hex::encode(Sha256::digest(format!("{tag}-{i}").as_bytes())));
+    let key = |i: usize, tag: &str| hex_to_b32(&hex::encode(Sha256::digest(format!("{tag}-{i}").as_bytes())));
     let mut victims = vec![];
     for i in 0..1500 {
         let d = cache.join(key(i, "clone"));
@@ -355,9 +354,9 @@ async fn unfinished_entries_are_kept_and_flagged() {
     rm(ir_only, &|n| !n.ends_with(".ttir") && !n.ends_with(".ttgir"));
     // a new entry stopped with its 4th file (of 8) in the temp dir; another with its first
     let src = &dirs[3];
-    let writing = cache.join(crate::scan::hex_to_b32(&hex::encode(Sha256::digest(b"writing"))));
+    let writing = cache.join(hex_to_b32(&hex::encode(Sha256::digest(b"writing"))));
     let tmp = write_like_triton(src, &writing, 3).unwrap();
-    let first = cache.join(crate::scan::hex_to_b32(&hex::encode(Sha256::digest(b"first"))));
+    let first = cache.join(hex_to_b32(&hex::encode(Sha256::digest(b"first"))));
     write_like_triton(src, &first, 0).unwrap();
 
     let (_d, pool) = fresh_db().await;

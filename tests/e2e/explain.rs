@@ -22,21 +22,6 @@ async fn upgrades() -> (Vec<tempfile::TempDir>, AppState) {
     (keep, AppState::new(pool, Config::default()))
 }
 
-/// GET with `HX-Request: true`; returns (status, body).
-async fn get_htmx(state: &AppState, uri: &str) -> (u16, String) {
-    use tower::ServiceExt;
-    let req =
-        axum::http::Request::builder().uri(uri).header("HX-Request", "true").body(axum::body::Body::empty()).unwrap();
-    let resp = cachelens::web::app(state.clone()).oneshot(req).await.unwrap();
-    let status = resp.status().as_u16();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-    (status, String::from_utf8_lossy(&bytes).into_owned())
-}
-
-pub(crate) fn arr(v: &Value) -> &Vec<Value> {
-    v.as_array().unwrap_or_else(|| panic!("not an array: {v}"))
-}
-
 /// Checks an in-place upgrade of `machine`: `n` of `n` recompiled, every one matched to its
 /// predecessor (same kernel, nothing but the compiler differs), through DB and API.
 async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str, n: usize) {
@@ -210,27 +195,8 @@ async fn explain_nearest_and_cross_arch() {
         page.contains("<html") && page.contains(&format!("/compare?a={id}&b={}", add["a"].as_str().unwrap())),
         "{page}"
     );
-    let (_, part) = get_htmx(&state, &format!("/entries/{m}/{k}/nearest")).await;
+    let (_, part) = get_hx(&state, &format!("/entries/{m}/{k}/nearest")).await;
     assert!(!part.contains("<html") && part.contains("neighbours"));
-}
-
-/// base32 (RFC 4648) without padding: Triton's cache key dir name of a hex hash.
-fn base32(hex_hash: &str) -> String {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-    let bytes = hex::decode(hex_hash).unwrap();
-    let (mut out, mut acc, mut bits) = (String::new(), 0u32, 0);
-    for b in bytes {
-        acc = (acc << 8) | b as u32;
-        bits += 8;
-        while bits >= 5 {
-            bits -= 5;
-            out.push(A[((acc >> bits) & 31) as usize] as char);
-        }
-    }
-    if bits > 0 {
-        out.push(A[((acc << (5 - bits)) & 31) as usize] as char);
-    }
-    out
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -262,7 +228,7 @@ async fn explain_h100_jit_phases() {
         if phase == "warm" && e["cache_hit"] == false {
             phase = "line-info".into();
         }
-        let key = base32(e["hash"].as_str().unwrap());
+        let key = hex_to_b32(e["hash"].as_str().unwrap());
         assert!(jit.join("triton-cache").join(&key).is_dir(), "key dir of {}", e["hash"]);
         match phases.iter_mut().find(|p| p.0 == phase) {
             Some(p) => p.1.push(key),
@@ -370,10 +336,10 @@ async fn explain_pages() {
     assert!(cmp.contains("href=\"/entries/a100-1/"), "entry links");
     assert!(!cmp.contains("/entries//"), "entry links");
     // htmx gets the partial only.
-    let (s, part) = get_htmx(&state, &href).await;
+    let (s, part) = get_hx(&state, &href).await;
     assert_eq!(s, 200);
     assert!(!part.contains("<html") && part.contains("id=\"headline\""));
-    let (_, part) = get_htmx(&state, "/invalidations?machine=mi300-1").await;
+    let (_, part) = get_hx(&state, "/invalidations?machine=mi300-1").await;
     assert!(
         !part.contains("<html") && part.contains("25 of 25 kernels recompiled after Triton 3.6.0 → 3.9.0"),
         "{part}"

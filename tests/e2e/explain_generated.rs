@@ -5,7 +5,6 @@
 //! `CACHELENS_ALLOW_SKIP=1`.
 
 use crate::common::*;
-use crate::explain::arr;
 use cachelens::web::{AppState, Config};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};

@@ -8,25 +8,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::Path;
 
-/// Triton's key dir name for a hex hash: RFC 4648 base32 of the bytes, no padding (3.3+).
-fn base32(hex_hash: &str) -> String {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-    let bytes = hex::decode(hex_hash).unwrap();
-    let (mut out, mut buf, mut bits) = (String::new(), 0u32, 0);
-    for b in bytes {
-        buf = (buf << 8) | b as u32;
-        bits += 8;
-        while bits >= 5 {
-            out.push(ALPHABET[((buf >> (bits - 5)) & 31) as usize] as char);
-            bits -= 5;
-        }
-    }
-    if bits > 0 {
-        out.push(ALPHABET[((buf << (5 - bits)) & 31) as usize] as char);
-    }
-    out
-}
-
 /// Split ascending times (ms) into runs wherever two follow each other more than `gap` apart.
 fn runs(times: &[(i64, i64)], gap: i64) -> Vec<i64> {
     let mut out: Vec<i64> = vec![];
@@ -62,7 +43,7 @@ async fn compiles_inferred_from_mtimes_match_ground_truth() {
         .filter(|e| e["cache_hit"] == false && e["cache_dir"].as_str().unwrap().ends_with("/triton-cache"))
         .collect();
     assert_eq!(compiles.len(), 113);
-    let want_keys: BTreeSet<String> = compiles.iter().map(|e| base32(e["hash"].as_str().unwrap())).collect();
+    let want_keys: BTreeSet<String> = compiles.iter().map(|e| hex_to_b32(e["hash"].as_str().unwrap())).collect();
     assert_eq!(want_keys.len(), 113, "every compile made a distinct entry");
     let mut ts: Vec<(i64, &str)> =
         compiles.iter().map(|e| ((e["ts"].as_f64().unwrap() * 1000.0) as i64, e["phase"].as_str().unwrap())).collect();
@@ -269,20 +250,7 @@ async fn hook_events_count_exactly_once_across_rescans() {
     assert!(html.contains("<b id=\"total-hit-rate\">6.3%</b>"), "{html}");
     let top = html.split("id=\"top-kernels\"").nth(1).unwrap();
     assert!(top.find("matmul_kernel").unwrap() < top.find("add_kernel").unwrap(), "matmul misses most (62)");
-    let partial =
-        get_with(&state, "/history?machine=hooked&kernel=add_kernel&bucket=day", &[("HX-Request", "true")]).await;
+    let (status, partial) = get_hx(&state, "/history?machine=hooked&kernel=add_kernel&bucket=day").await;
+    assert_eq!(status, 200);
     assert!(!partial.contains("<html") && partial.contains("<b id=\"total-misses\">28</b>"), "{partial}");
-}
-
-/// GET with extra headers; returns the body (asserting 200).
-async fn get_with(state: &cachelens::web::AppState, uri: &str, headers: &[(&str, &str)]) -> String {
-    use tower::ServiceExt;
-    let mut req = axum::http::Request::builder().uri(uri);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = cachelens::web::app(state.clone()).oneshot(req.body(axum::body::Body::empty()).unwrap()).await.unwrap();
-    assert_eq!(resp.status(), 200);
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-    String::from_utf8_lossy(&bytes).into_owned()
 }

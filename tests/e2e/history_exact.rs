@@ -312,7 +312,7 @@ async fn lines_read_again_claim_rows_stored_before_exact_identity() {
 #[tokio::test]
 async fn real_triton_recompiles_count_each_compile() {
     let Some(py) = std::env::var_os("CACHELENS_PYTHON").filter(|p| !p.is_empty()) else {
-        crate::scan::skip_or_fail("CACHELENS_PYTHON (a python with Triton 3.6.0) is not set");
+        skip_or_fail("CACHELENS_PYTHON (a python with Triton 3.6.0) is not set");
         return;
     };
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));

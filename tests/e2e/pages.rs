@@ -7,17 +7,6 @@ mod views;
 use crate::common::*;
 use cachelens::web::{AppState, Config};
 
-/// GET with `HX-Request: true` (what htmx sends): (status, body).
-pub(crate) async fn get_hx(state: &AppState, uri: &str) -> (u16, String) {
-    use tower::ServiceExt;
-    let req =
-        axum::http::Request::builder().uri(uri).header("HX-Request", "true").body(axum::body::Body::empty()).unwrap();
-    let resp = cachelens::web::app(state.clone()).oneshot(req).await.unwrap();
-    let status = resp.status().as_u16();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-    (status, String::from_utf8_lossy(&bytes).into_owned())
-}
-
 pub(crate) async fn ok(state: &AppState, uri: &str) -> String {
     let (status, body) = get(state, uri).await;
     assert_eq!(status, 200, "GET {uri}: {body}");

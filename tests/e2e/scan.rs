@@ -4,7 +4,6 @@
 //! versions when a Python with Triton is at hand.
 
 use crate::common::*;
-use cachelens::model::ScanSummary;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use sqlx::{Row, SqlitePool};
@@ -13,99 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 // ---------------------------------------------------------------------------------------------
-// Helpers (also used by damaged.rs)
-
-pub fn sha256_file(p: &Path) -> String {
-    hex::encode(Sha256::digest(std::fs::read(p).unwrap()))
-}
-
-/// Decode a cache key dir name to the hex sha256 it encodes, independently of the scanner:
-/// base32 without padding (52 chars, 3.3+), urlsafe base64 (43 chars, 3.2), hex (64, 3.1).
-pub fn key_to_hex(key: &str) -> Option<String> {
-    fn bits(key: &str, width: u32, val: impl Fn(u8) -> Option<u32>) -> Option<Vec<u8>> {
-        let (mut acc, mut n, mut out) = (0u64, 0u32, vec![]);
-        for b in key.bytes() {
-            acc = (acc << width) | u64::from(val(b)?);
-            n += width;
-            if n >= 8 {
-                n -= 8;
-                out.push((acc >> n) as u8);
-                acc &= (1 << n) - 1;
-            }
-        }
-        Some(out)
-    }
-    let bytes = match key.len() {
-        52 => bits(key, 5, |b| match b {
-            b'A'..=b'Z' => Some(u32::from(b - b'A')),
-            b'2'..=b'7' => Some(u32::from(b - b'2') + 26),
-            _ => None,
-        })?,
-        43 => bits(key, 6, |b| match b {
-            b'A'..=b'Z' => Some(u32::from(b - b'A')),
-            b'a'..=b'z' => Some(u32::from(b - b'a') + 26),
-            b'0'..=b'9' => Some(u32::from(b - b'0') + 52),
-            b'-' => Some(62),
-            b'_' => Some(63),
-            _ => None,
-        })?,
-        64 => hex::decode(key).ok()?,
-        _ => return None,
-    };
-    (bytes.len() == 32).then(|| hex::encode(bytes))
-}
-
-pub fn hex_to_b32(hexs: &str) -> String {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-    let (mut acc, mut n, mut out) = (0u64, 0u32, String::new());
-    for b in hex::decode(hexs).unwrap() {
-        acc = (acc << 8) | u64::from(b);
-        n += 8;
-        while n >= 5 {
-            n -= 5;
-            out.push(A[((acc >> n) & 31) as usize] as char);
-        }
-    }
-    if n > 0 {
-        out.push(A[((acc << (5 - n)) & 31) as usize] as char);
-    }
-    out
-}
-
-pub fn hex_to_b64url(hexs: &str) -> String {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let (mut acc, mut n, mut out) = (0u64, 0u32, String::new());
-    for b in hex::decode(hexs).unwrap() {
-        acc = (acc << 8) | u64::from(b);
-        n += 8;
-        while n >= 6 {
-            n -= 6;
-            out.push(A[((acc >> n) & 63) as usize] as char);
-        }
-    }
-    if n > 0 {
-        out.push(A[((acc << (6 - n)) & 63) as usize] as char);
-    }
-    out
-}
-
-pub async fn count(pool: &SqlitePool, sql: &str) -> i64 {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
-        .fetch_one(pool)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-}
-
-/// Is this dir name a Triton cache key (independent of the scanner's `is_key`)?
-/// A test that cannot run here (a tool missing) fails, unless `CACHELENS_ALLOW_SKIP=1`: a
-/// silent skip would pass in CI without checking anything.
-pub fn skip_or_fail(why: &str) {
-    if std::env::var("CACHELENS_ALLOW_SKIP").is_ok_and(|v| v == "1") {
-        println!("SKIPPED (CACHELENS_ALLOW_SKIP=1): {why}");
-    } else {
-        panic!("cannot run: {why} (set CACHELENS_ALLOW_SKIP=1 to skip)");
-    }
-}
+// Helpers (also used by damaged.rs; the generic ones are in common.rs)
 
 pub fn looks_like_key(name: &str) -> bool {
     key_to_hex(name).is_some()
@@ -187,10 +94,6 @@ pub fn amdgcn_vgprs(text: &str) -> i64 {
         .find_map(|l| l.trim().strip_prefix("; NumVgprs:"))
         .map(|v| v.trim().parse().unwrap())
         .expect("NumVgprs in .amdgcn")
-}
-
-pub async fn scan(pool: &SqlitePool, root: &Path, machine: &str) -> ScanSummary {
-    cachelens::collect::scan_local(pool, root, machine).await.unwrap()
 }
 
 /// One row of `entries`, as the tests read it.

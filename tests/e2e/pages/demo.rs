@@ -25,19 +25,7 @@ fn key_dirs(dir: &Path) -> i64 {
 /// last snapshot of an in-place upgrade holds both generations; an Inductor dir's caches sit
 /// in `triton/<device>/`.
 fn expected_entries() -> Vec<(&'static str, i64)> {
-    let t = tempfile::TempDir::new().unwrap();
-    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("demo");
-    let unpack = |name: &str| {
-        let st = Command::new("tar")
-            .arg("xJf")
-            .arg(demo.join(format!("{name}.tar.xz")))
-            .arg("-C")
-            .arg(t.path())
-            .status()
-            .unwrap();
-        assert!(st.success(), "tar {name}");
-        t.path().join(name)
-    };
+    let unpack = corpus_read_only;
     let inductor = |root: &Path| -> i64 {
         std::fs::read_dir(root.join("inductor/triton")).unwrap().map(|d| key_dirs(&d.unwrap().path())).sum()
     };

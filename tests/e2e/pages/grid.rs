@@ -1,7 +1,7 @@
 //! The kernel page's variants grid keeps autotune timings in the grid they were measured in;
 //! every HTML view says `Vary: HX-Request`.
 
-use super::{get_hx, ok};
+use super::ok;
 use crate::common::*;
 use cachelens::web::{AppState, Config};
 
