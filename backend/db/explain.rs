@@ -37,9 +37,19 @@ pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<O
         source,
         ttir,
         binary_sha256: row.binary_sha256.clone(),
+        code_sha256: code_of(pool, row.id).await?,
         relocated: row.relocated,
     };
     Ok(Some(Loaded { side, row, group_at }))
+}
+
+/// The machine-code digest the scanner recorded for an entry's binary (`code_sha256` in its
+/// resources JSON; absent for entries scanned before it was recorded).
+async fn code_of(pool: &SqlitePool, entry_id: i64) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar("SELECT json_extract(resources_json, '$.code_sha256') FROM entries WHERE id = ?")
+        .bind(entry_id)
+        .fetch_one(pool)
+        .await
 }
 
 /// Text of one entry's IR artifact of the given extension (`source`, `ttir`, `ttgir`, `llir`,
@@ -88,6 +98,7 @@ struct SideRow {
     kernel: Option<String>,
     metadata_json: Option<String>,
     binary_sha256: Option<String>,
+    code_sha256: Option<String>,
     relocated: bool,
 }
 
@@ -112,13 +123,15 @@ async fn sides(pool: &SqlitePool, sql: &str, binds: &[&str]) -> sqlx::Result<Vec
                 source,
                 ttir,
                 binary_sha256: r.binary_sha256,
+                code_sha256: r.code_sha256,
                 relocated: r.relocated,
             }
         })
         .collect())
 }
 
-const SIDE_COLUMNS: &str = "e.id, m.name AS machine, e.key, e.kernel, e.metadata_json, e.binary_sha256, e.relocated";
+const SIDE_COLUMNS: &str = "e.id, m.name AS machine, e.key, e.kernel, e.metadata_json, e.binary_sha256,
+     json_extract(e.resources_json, '$.code_sha256') AS code_sha256, e.relocated";
 
 /// A scan: its machine and root.
 #[derive(Debug, Clone, FromRow)]

@@ -57,6 +57,12 @@ fn version(m: &Map<String, Value>) -> Option<String> {
     m.get("triton_version").and_then(|v| v.as_str()).map(str::to_string)
 }
 
+/// Same machine code under different keys: the same bytes, or the same [`super::code_digest`].
+pub(crate) fn identical_code(a: &Side, b: &Side) -> bool {
+    let same = |x: &Option<String>, y: &Option<String>| x.is_some() && x == y;
+    a.key != b.key && (same(&a.binary_sha256, &b.binary_sha256) || same(&a.code_sha256, &b.code_sha256))
+}
+
 /// Compares two sides. `detailed` runs the IR line diff too (for summaries, not ranking).
 pub(crate) fn analyse(a: &Side, pa: &Prep, b: &Side, pb: &Prep, detailed: bool) -> Analysis {
     let (ma, mb) = (object(a), object(b));
@@ -92,6 +98,15 @@ pub(crate) fn analyse(a: &Side, pa: &Prep, b: &Side, pb: &Prep, detailed: bool) 
         bin.row.note = Some("same bytes under different keys: pure key churn".into());
     }
     findings.push(bin);
+    if a.code_sha256.is_some() || b.code_sha256.is_some() {
+        let code = |s: &Side| s.code_sha256.as_ref().map(|h| json!(h)).unwrap_or(Value::Null);
+        let mut f = Finding::new(Cause::None, "machine code sha256", code(a), code(b))
+            .consequence("output of the compile (code and kernel info sections, debug info left out)");
+        if identical_code(a, b) && a.binary_sha256 != b.binary_sha256 {
+            f.row.note = Some("same machine code: the bytes differ only in debug info".into());
+        }
+        findings.push(f);
+    }
     if a.relocated || b.relocated {
         let who = match (a.relocated, b.relocated) {
             (true, true) => "both group files point",
@@ -198,8 +213,11 @@ pub(crate) fn build(a: &Side, pa: &Prep, b: &Side, pb: &Prep) -> (Comparison, St
         None => unexplained(a, b, &mut an),
     };
     let mut summary = if rest.is_empty() { head.clone() } else { format!("{head}; {rest}") };
+    let identical_code = identical_code(a, b);
     if identical_binary {
         summary.push_str(" (identical binary: pure key churn)");
+    } else if identical_code {
+        summary.push_str(" (same machine code: only debug info differs, pure key churn)");
     }
     let mut rows: Vec<(usize, Finding)> = an.findings.into_iter().enumerate().collect();
     rows.sort_by_key(|(i, f)| (!f.row.differs, !f.cause, f.row.component.rank(), *i));
@@ -210,6 +228,7 @@ pub(crate) fn build(a: &Side, pa: &Prep, b: &Side, pb: &Prep) -> (Comparison, St
         summary,
         components: rows.into_iter().map(|(_, f)| f.row).collect(),
         identical_binary,
+        identical_code,
         source_changed_lines: an.source.changed_lines,
     };
     (cmp, head)

@@ -93,6 +93,7 @@ pub struct Neighbour {
     pub cause: crate::explain::Cause,
     pub summary: String,
     pub identical_binary: bool,
+    pub identical_code: bool,
 }
 
 /// The closest entries of the same kernel on any machine: fewest differing components first,
@@ -119,6 +120,7 @@ pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Lo
                 cause: n.cause,
                 summary: cmp.summary,
                 identical_binary: cmp.identical_binary,
+                identical_code: cmp.identical_code,
             }
         })
         .collect();

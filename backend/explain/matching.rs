@@ -22,6 +22,8 @@ pub struct Invalidated {
     pub summary: String,
     /// Same binary under the new key: pure key churn.
     pub identical_binary: bool,
+    /// Same machine code under the new key (bytes may differ in debug info): pure key churn.
+    pub identical_code: bool,
 }
 
 /// An old set of entries against a new one.
@@ -175,6 +177,7 @@ pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
                 cause: cmp.cause,
                 summary: cmp.summary,
                 identical_binary: cmp.identical_binary,
+                identical_code: cmp.identical_code,
             }
         })
         .collect();
@@ -238,7 +241,9 @@ fn summarize(
             format!("by cause: {}", c.join(", "))
         };
         let same = inv.iter().filter(|i| i.identical_binary).count();
-        format!("{} of {old} kernels recompiled {why}; {same} had identical binaries", inv.len())
+        let code = inv.iter().filter(|i| i.identical_code && !i.identical_binary).count();
+        let code = if code > 0 { format!(", {code} more the same machine code (only debug info differs)") } else { String::new() };
+        format!("{} of {old} kernels recompiled {why}; {same} had identical binaries{code}", inv.len())
     };
     if new > 0 || removed > 0 {
         s.push_str(&format!("; {new} new, {removed} removed"));

@@ -11,7 +11,9 @@
 //! - [`ir_diff`] / [`strip_locations`]: IR text diffs without location noise.
 //! - [`invalidations`]: an old set of entries against a new one (two scans, two machines).
 //! - [`nearest`]: the most similar entries to one entry.
+//! - [`code_digest`]: a binary's machine code, debug info left out (`identical_code`).
 
+mod code;
 mod compare;
 mod fields;
 mod ir;
@@ -23,6 +25,7 @@ mod source;
 mod tests;
 mod text;
 
+pub use code::code_digest;
 pub use compare::compare;
 pub use ir::{DiffLine, ir_diff, strip_locations};
 pub use matching::{Invalidated, Invalidations, Near, invalidations, nearest};
@@ -47,6 +50,8 @@ pub struct Side {
     pub ttir: Option<String>,
     /// sha256 of the `.cubin` / `.hsaco`.
     pub binary_sha256: Option<String>,
+    /// [`code_digest`] of the binary: its machine code and kernel info, debug info left out.
+    pub code_sha256: Option<String>,
     /// Its group file points elsewhere (Triton will miss on it).
     pub relocated: bool,
 }
@@ -138,6 +143,9 @@ pub struct Comparison {
     pub components: Vec<Row>,
     /// Same binary sha256 under different keys: pure key churn.
     pub identical_binary: bool,
+    /// Same machine code under different keys (the bytes may differ, only in debug info):
+    /// pure key churn too. True whenever `identical_binary` is.
+    pub identical_code: bool,
     /// Changed lines of the kernel IR (locations and value names ignored), when compared.
     pub source_changed_lines: Option<usize>,
 }

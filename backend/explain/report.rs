@@ -214,6 +214,8 @@ pub struct InvalidatedRow {
     pub cause: Cause,
     pub summary: String,
     pub identical_binary: bool,
+    /// Same machine code (bytes may differ only in debug info): pure key churn.
+    pub identical_code: bool,
     /// `machine:key` of the old and new entry (the `a` and `b` of `/compare`).
     pub a: String,
     pub b: String,
@@ -252,6 +254,8 @@ pub struct InvalidationsReport {
     pub new: Vec<KernelKey>,
     pub removed: Vec<KernelKey>,
     pub by_cause: Vec<CauseCount>,
+    /// Invalidated pairs with the same machine code (identical binaries included).
+    pub identical_code: usize,
     pub summary: String,
     /// New-side entries whose group file points elsewhere.
     pub relocated: usize,
@@ -269,6 +273,7 @@ pub fn invalidations_report(
     relocated_total: usize,
 ) -> InvalidationsReport {
     let kk = |v: Vec<(String, String)>| v.into_iter().map(|(kernel, key)| KernelKey { kernel, key }).collect();
+    let identical_code = inv.invalidated.iter().filter(|i| i.identical_code).count();
     let invalidated = inv
         .invalidated
         .into_iter()
@@ -282,6 +287,7 @@ pub fn invalidations_report(
             cause: i.cause,
             summary: i.summary,
             identical_binary: i.identical_binary,
+            identical_code: i.identical_code,
         })
         .collect();
     let mut summary = inv.summary;
@@ -302,6 +308,7 @@ pub fn invalidations_report(
         new: kk(inv.new),
         removed: kk(inv.removed),
         by_cause: inv.by_cause.into_iter().map(|(cause, count)| CauseCount { cause, count }).collect(),
+        identical_code,
         summary,
         relocated: relocated_total,
         relocated_consequence: (relocated_total > 0).then(|| {

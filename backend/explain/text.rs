@@ -23,6 +23,8 @@ pub fn render_text(r: &CompareReport) -> String {
     let _ = writeln!(o, "\ncause: {}\n{}", c.cause.as_str(), c.summary);
     if c.identical_binary {
         let _ = writeln!(o, "identical binary: the same bytes under both keys, pure key churn");
+    } else if c.identical_code {
+        let _ = writeln!(o, "same machine code: only debug info differs, pure key churn");
     }
     for x in &r.relocated {
         let _ = writeln!(o, "relocated {}: {}", x.side.to_uppercase(), x.consequence);

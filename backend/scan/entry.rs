@@ -184,6 +184,7 @@ pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String, sent: &super
     // Indices into `e.artifacts` (whose `text` holds the file's text): no copies of file contents.
     let (mut meta_i, mut group_i, mut autotune_i, mut amdgcn_i, mut ir_i) = (None, None, None, None, None);
     let mut cubin: Option<Vec<u8>> = None;
+    let mut hsaco: Option<Vec<u8>> = None;
     for f in files {
         let sha = match read_hashed(&abs.join(&f.name), f.size, &mut buf) {
             Ok(s) => s,
@@ -214,6 +215,7 @@ pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String, sent: &super
                 e.created_at = Some(f.mtime_ms);
             }
             "cubin" => cubin = Some(std::mem::take(&mut buf)),
+            "hsaco" => hsaco = Some(std::mem::take(&mut buf)),
             "amdgcn" if has_text => amdgcn_i = Some(i),
             "source" if has_text => ir_i = Some(i),
             "ttir" if has_text && ir_i.is_none() => ir_i = Some(i),
@@ -259,6 +261,18 @@ pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String, sent: &super
     } else if let Some(text) = amdgcn_i.and_then(|i| e.artifacts[i].text.as_deref()) {
         let r = resources::from_amdgcn(text, e.kernel.as_deref());
         apply_resources(&mut e, r);
+    }
+    // The machine code's digest (debug info left out): `identical_code` in the explainer.
+    let code = match (&cubin, &hsaco) {
+        (Some(b), _) => crate::explain::code_digest("cubin", b).ok(),
+        (None, Some(b)) => crate::explain::code_digest("hsaco", b).ok(),
+        _ => None,
+    };
+    if let Some(d) = code {
+        let r = e.resources.get_or_insert_with(|| Value::Object(Default::default()));
+        if let Some(o) = r.as_object_mut() {
+            o.insert("code_sha256".into(), d.into());
+        }
     }
     if let Some(ir) = ir_i.and_then(|i| e.artifacts[i].text.as_deref()) {
         let facts = ttir::facts(ir, e.kernel.as_deref());

@@ -1,6 +1,7 @@
 //! Tests on the real caches of the corpus (unpacked by [`crate::test_corpus`]). A missing
 //! archive fails the test: these tests are the proof of the explain logic.
 
+mod code;
 mod fields;
 mod ir;
 mod jit;
@@ -36,7 +37,7 @@ fn load_entry(machine: &str, dir: &Path) -> Option<Side> {
     })?;
     let stem = meta.file_stem()?.to_string_lossy().to_string();
     let read = |ext: &str| std::fs::read_to_string(dir.join(format!("{stem}.{ext}"))).ok();
-    let bin = ["cubin", "hsaco"].iter().find_map(|e| std::fs::read(dir.join(format!("{stem}.{e}"))).ok());
+    let bin = ["cubin", "hsaco"].iter().find_map(|e| Some((*e, std::fs::read(dir.join(format!("{stem}.{e}"))).ok()?)));
     Some(Side {
         machine: machine.into(),
         key: dir.file_name()?.to_string_lossy().to_string(),
@@ -44,7 +45,8 @@ fn load_entry(machine: &str, dir: &Path) -> Option<Side> {
         metadata: serde_json::from_str(&read("json")?).ok(),
         source: read("source"),
         ttir: read("ttir"),
-        binary_sha256: bin.map(|b| digest(&b)),
+        binary_sha256: bin.as_ref().map(|b| digest(&b.1)),
+        code_sha256: bin.and_then(|(ext, b)| code_digest(ext, &b).ok()),
         relocated: false,
     })
 }
@@ -70,6 +72,7 @@ pub(super) fn edited(s: &Side, edit: impl FnOnce(&mut Map<String, Value>)) -> Si
         key: format!("{}-EDITED", s.key),
         metadata: Some(m),
         binary_sha256: s.binary_sha256.as_ref().map(|h| format!("{h}-edited")),
+        code_sha256: s.code_sha256.as_ref().map(|h| format!("{h}-edited")),
         ..s.clone()
     }
 }
