@@ -44,9 +44,10 @@ pub struct ScanReport {
     pub blobs: BTreeMap<String, String>,
 }
 
-/// What kind of directory an entry is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// What kind of directory an entry is. Stored as its snake_case name (`entries.kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "snake_case")]
+#[sqlx(rename_all = "snake_case")]
 pub enum EntryKind {
     /// A compiled kernel with metadata, IR and binary.
     Kernel,
@@ -58,7 +59,9 @@ pub enum EntryKind {
     Autotune,
     /// A kernel entry missing files its group names (crash mid-write), or with no metadata.
     Partial,
-    /// Anything else Triton put in a key dir.
+    /// Anything else Triton put in a key dir. Also what a kind this version does not know
+    /// (from a newer client's upload) is read as.
+    #[serde(other)]
     Other,
 }
 
@@ -71,6 +74,55 @@ impl EntryKind {
             EntryKind::Autotune => "autotune",
             EntryKind::Partial => "partial",
             EntryKind::Other => "other",
+        }
+    }
+
+    /// An SQL list of kinds, `('kernel', 'binary_only')`, for `kind IN ...`.
+    pub fn sql_list(kinds: &[EntryKind]) -> String {
+        let names: Vec<String> = kinds.iter().map(|k| format!("'{}'", k.as_str())).collect();
+        format!("({})", names.join(", "))
+    }
+}
+
+impl std::fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a hook event records. Stored as its name (`events.event`). A report carrying any other
+/// value is not a report this version reads (an upload gets 422; the scanner skips the line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[serde(rename_all = "snake_case")]
+#[sqlx(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A cache lookup that found a usable entry.
+    Hit,
+    /// A lookup that did not (a compile follows unless it failed).
+    Miss,
+    /// A compile finished and was stored (with its `compile_ms`).
+    Compile,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Hit => "hit",
+            EventKind::Miss => "miss",
+            EventKind::Compile => "compile",
+        }
+    }
+}
+
+impl std::str::FromStr for EventKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<EventKind, String> {
+        match s {
+            "hit" => Ok(EventKind::Hit),
+            "miss" => Ok(EventKind::Miss),
+            "compile" => Ok(EventKind::Compile),
+            _ => Err(format!("event {:?} is not hit, miss or compile", s.chars().take(40).collect::<String>())),
         }
     }
 }
@@ -226,8 +278,7 @@ pub struct HookEvent {
     pub pid: i64,
     pub key: String,
     pub kernel: Option<String>,
-    /// `hit`, `miss` or `compile`.
-    pub event: String,
+    pub event: EventKind,
     pub compile_ms: Option<f64>,
     pub stages_ms: Option<serde_json::Value>,
 }
@@ -259,6 +310,34 @@ pub struct ScanSummary {
     pub events: i64,
     pub best_configs: i64,
     pub duration_ms: i64,
+}
+
+/// The answer to an upload (`POST /api/v1/scans`).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct UploadResponse {
+    pub scan_id: i64,
+    /// False when the same scan (machine, client_id) was stored before: nothing was written.
+    pub created: bool,
+    pub summary: ScanSummary,
+}
+
+/// `POST /api/v1/blobs/missing` body and answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MissingRequest {
+    pub sha256: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MissingResponse {
+    pub missing: Vec<String>,
+    /// How far the server has read each hook event file of the token's machine: a client scans
+    /// events from there on, so an upload carries only lines the server has not got. (Absent
+    /// from older servers: the client then sends every line, which the server dedupes.)
+    #[serde(default)]
+    pub event_files: Vec<EventFileMark>,
+    /// The server's upload size limit (decompressed), so a client can keep under it.
+    #[serde(default)]
+    pub max_upload_bytes: Option<u64>,
 }
 
 /// Machine names become URL parts and file-ish labels: letters, digits, `.`, `_`, `-`, 1–64

@@ -2,8 +2,9 @@
 //! hash, relocation), entry sets at a scan (for invalidations), and a kernel's entries on every
 //! machine (for nearest neighbours).
 
-use super::read::{self, EntryRow};
+use super::entries::{self, EntryRow};
 use crate::explain::Side;
+use crate::model::EntryKind;
 use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqlitePool};
 use std::collections::HashMap;
 
@@ -17,14 +18,15 @@ pub struct Loaded {
 }
 
 /// Kinds of entries that hold a compiled kernel.
-const KERNEL_KINDS: &str = "('kernel', 'binary_only', 'partial')";
+const KERNEL_KINDS: &[EntryKind] = &[EntryKind::Kernel, EntryKind::BinaryOnly, EntryKind::Partial];
 
 /// One entry as a [`Side`], by machine and key (removed entries included).
 pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Option<Loaded>> {
-    let Some(row) = read::entry(pool, machine, key).await? else {
+    let Some(row) = entries::entry(pool, machine, key).await? else {
         return Ok(None);
     };
-    let (meta, group, _) = read::entry_json(pool, row.id).await?;
+    let d = entries::entry_detail(pool, row.id).await?;
+    let (meta, group) = (d.metadata_json, d.group_json);
     let mut ir = ir_texts(pool, &[row.id]).await?;
     let (source, ttir) = ir.remove(&row.id).unwrap_or_default();
     let group: Option<serde_json::Value> = group.and_then(|g| serde_json::from_str(&g).ok());
@@ -155,9 +157,10 @@ pub async fn scans_of(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<Scan
 /// `first_scan_id <= S` and not removed by S.
 pub async fn sides_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<Side>> {
     let id = s.id.to_string();
+    let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
         "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE m.name = ?1 AND e.root = ?2 AND e.kind IN {KERNEL_KINDS}
+         WHERE m.name = ?1 AND e.root = ?2 AND e.kind IN {kinds}
            AND e.first_scan_id <= CAST(?3 AS INTEGER)
            AND (e.removed_scan_id IS NULL OR e.removed_scan_id > CAST(?3 AS INTEGER))
          ORDER BY e.kernel, e.key"
@@ -167,18 +170,20 @@ pub async fn sides_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<Side>>
 
 /// Kernel entries a machine holds now (every root).
 pub async fn sides_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<Side>> {
+    let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
         "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE m.name = ?1 AND e.kind IN {KERNEL_KINDS} AND e.removed_at IS NULL ORDER BY e.kernel, e.key"
+         WHERE m.name = ?1 AND e.kind IN {kinds} AND e.removed_at IS NULL ORDER BY e.kernel, e.key"
     );
     sides(pool, &sql, &[machine]).await
 }
 
 /// Entries of one kernel on every machine, present now.
 pub async fn kernel_sides(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<Side>> {
+    let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
         "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE e.kernel = ?1 AND e.kind IN {KERNEL_KINDS} AND e.removed_at IS NULL ORDER BY m.name, e.key"
+         WHERE e.kernel = ?1 AND e.kind IN {kinds} AND e.removed_at IS NULL ORDER BY m.name, e.key"
     );
     sides(pool, &sql, &[kernel]).await
 }

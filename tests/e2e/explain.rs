@@ -43,9 +43,9 @@ async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str
     let scans = get_json(state, &format!("/api/v1/scans?machine={machine}")).await;
     let (first, second) = (scans[1]["id"].as_i64().unwrap(), scans[0]["id"].as_i64().unwrap());
     // Through the DB.
-    let (from, to, _) = xl::pick_scans(&state.pool, machine, None, None).await.unwrap();
+    let (from, to, _) = xl::pick_scans(state.db.pool(), machine, None, None).await.unwrap();
     assert_eq!((from.as_ref().map(|s| s.id), to.id), (Some(first), second), "defaults: previous scan → latest");
-    let r = xl::invalidations_scans(&state.pool, from.as_ref(), &to).await.unwrap();
+    let r = xl::invalidations_scans(state.db.pool(), from.as_ref(), &to).await.unwrap();
     assert_eq!((r.invalidated.len(), r.kept, r.new.len(), r.removed.len()), (n, n, 0, 0), "{}", r.summary);
     // Through the API, explicit and default scans alike.
     let inv = get_json(state, &format!("/api/v1/invalidations?machine={machine}&from={first}&to={second}")).await;
