@@ -348,3 +348,53 @@ pub fn valid_machine_name(name: &str) -> bool {
         && !name.starts_with('.')
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kind added by a newer client is read as `other`, not refused: the entry is kept.
+    #[test]
+    fn unknown_entry_kind_from_another_client_reads_as_other() {
+        let k: EntryKind = serde_json::from_str("\"kernel\"").unwrap();
+        assert_eq!(k, EntryKind::Kernel);
+        let k: EntryKind = serde_json::from_str("\"from_the_future\"").unwrap();
+        assert_eq!(k, EntryKind::Other);
+    }
+
+    /// An event kind this version cannot count makes an upload a 422 naming it (never a 500).
+    #[test]
+    fn unknown_event_kind_in_an_upload_is_a_422() {
+        let report = |event: &str| {
+            serde_json::json!({"format": REPORT_FORMAT, "client_id": "c", "machine": "m", "root": "/r",
+                "scanned_at": 1_763_000_000_000i64, "duration_ms": 1, "entries": [],
+                "events": [{"ts": 1_763_000_000_000i64, "host": "h", "pid": 1, "key": "k", "kernel": null,
+                            "event": event, "compile_ms": null, "stages_ms": null}]})
+            .to_string()
+        };
+        let ok = crate::web::api::upload::decode(report("hit").as_bytes(), false, 1 << 20).unwrap();
+        assert_eq!(ok.events[0].event, EventKind::Hit);
+        let err = crate::web::api::upload::decode(report("evicted").as_bytes(), false, 1 << 20).unwrap_err();
+        assert!(matches!(&err, crate::web::error::AppError::Unprocessable(m) if m.contains("evicted")), "{err:?}");
+        assert_eq!("evicted".parse::<EventKind>().unwrap_err(), "event \"evicted\" is not hit, miss or compile");
+    }
+
+    /// The SQL that counts events and selects entry kinds compares the stored text with these
+    /// names: the enums must be stored as exactly them.
+    #[tokio::test]
+    async fn kinds_are_stored_as_their_names() {
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        for k in [EventKind::Hit, EventKind::Miss, EventKind::Compile] {
+            let s: String = sqlx::query_scalar("SELECT ?").bind(k).fetch_one(&pool).await.unwrap();
+            assert_eq!(s, k.as_str());
+        }
+        let kinds = [EntryKind::Kernel, EntryKind::BinaryOnly, EntryKind::Launcher, EntryKind::Autotune];
+        for k in kinds.into_iter().chain([EntryKind::Partial, EntryKind::Other]) {
+            let s: String = sqlx::query_scalar("SELECT ?").bind(k).fetch_one(&pool).await.unwrap();
+            assert_eq!(s, k.as_str());
+            let back: EntryKind = sqlx::query_scalar("SELECT ?").bind(&s).fetch_one(&pool).await.unwrap();
+            assert_eq!(back, k);
+        }
+        assert_eq!(EntryKind::sql_list(&[EntryKind::Kernel, EntryKind::BinaryOnly]), "('kernel', 'binary_only')");
+    }
+}

@@ -3,6 +3,7 @@
 //! machine (for nearest neighbours).
 
 use super::entries::{self, EntryRow};
+use super::scans::ScanRef;
 use crate::explain::Side;
 use crate::model::EntryKind;
 use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqlitePool};
@@ -121,37 +122,6 @@ async fn sides(pool: &SqlitePool, sql: &str, binds: &[&str]) -> sqlx::Result<Vec
 }
 
 const SIDE_COLUMNS: &str = "e.id, m.name AS machine, e.key, e.kernel, e.metadata_json, e.binary_sha256, e.relocated";
-
-/// A scan: its machine and root.
-#[derive(Debug, Clone, FromRow)]
-pub struct ScanRef {
-    pub id: i64,
-    pub machine: String,
-    pub root: String,
-    pub scanned_at: i64,
-}
-
-/// One scan by id.
-pub async fn scan(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<ScanRef>> {
-    sqlx::query_as(
-        "SELECT s.id, m.name AS machine, s.root, s.scanned_at FROM scans s JOIN machines m ON m.id = s.machine_id
-         WHERE s.id = ?",
-    )
-    .bind(id)
-    .fetch_optional(pool)
-    .await
-}
-
-/// Every scan of a machine, oldest first.
-pub async fn scans_of(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<ScanRef>> {
-    sqlx::query_as(
-        "SELECT s.id, m.name AS machine, s.root, s.scanned_at FROM scans s JOIN machines m ON m.id = s.machine_id
-         WHERE m.name = ? ORDER BY s.scanned_at, s.id",
-    )
-    .bind(machine)
-    .fetch_all(pool)
-    .await
-}
 
 /// Kernel entries of the scan's machine and root that were present right after that scan:
 /// `first_scan_id <= S` and not removed by S.

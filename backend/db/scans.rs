@@ -36,3 +36,34 @@ pub async fn scans(pool: &SqlitePool, machine: Option<&str>, page: Page) -> sqlx
     .fetch_all(pool)
     .await
 }
+
+/// A scan: its machine and root.
+#[derive(Debug, Clone, FromRow)]
+pub struct ScanRef {
+    pub id: i64,
+    pub machine: String,
+    pub root: String,
+    pub scanned_at: i64,
+}
+
+/// Every scan of a machine, oldest first.
+pub async fn scans_of(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<ScanRef>> {
+    sqlx::query_as(
+        "SELECT s.id, m.name AS machine, s.root, s.scanned_at FROM scans s JOIN machines m ON m.id = s.machine_id
+         WHERE m.name = ? ORDER BY s.scanned_at, s.id",
+    )
+    .bind(machine)
+    .fetch_all(pool)
+    .await
+}
+
+/// One scan by id.
+pub async fn scan(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<ScanRef>> {
+    sqlx::query_as(
+        "SELECT s.id, m.name AS machine, s.root, s.scanned_at FROM scans s JOIN machines m ON m.id = s.machine_id
+         WHERE s.id = ?",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await
+}

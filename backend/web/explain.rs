@@ -3,7 +3,7 @@
 
 use super::AppState;
 use super::error::AppError;
-use crate::db::explain::ScanRef;
+use crate::db::scans::ScanRef;
 use crate::explain::load::{self as dbx, ExplainError, Neighbour};
 use crate::explain::report::{CompareReport, IR_KINDS, InvalidationsReport};
 use askama::Template;

@@ -325,8 +325,8 @@ async fn explain_h100_jit_phases() {
     assert_eq!(li["by_cause"], serde_json::json!([{"cause": "env", "count": 45}]), "{}", li["summary"]);
     assert!(li["summary"].as_str().unwrap().contains("TRITON_DISABLE_LINE_INFO"), "{}", li["summary"]);
     // The same through the DB functions.
-    let to = dbx::scan(&pool, scans[4]).await.unwrap().unwrap();
-    let from = dbx::scan(&pool, scans[3]).await.unwrap().unwrap();
+    let to = cachelens::db::scans::scan(&pool, scans[4]).await.unwrap().unwrap();
+    let from = cachelens::db::scans::scan(&pool, scans[3]).await.unwrap().unwrap();
     let r = xl::invalidations_scans(&pool, Some(&from), &to).await.unwrap();
     assert_eq!(r.invalidated.len(), 45);
     assert!(r.invalidated.iter().all(|i| i.cause == cachelens::explain::Cause::Env));
