@@ -1,8 +1,11 @@
-//! An entry's files (`artifacts`) and the IR texts stored once by sha256 (`blobs`).
+//! An entry's files (`artifacts`) and the IR texts stored once by sha256 (`blobs`): writing them
+//! (during an ingest) and reading them.
 
 use super::entries::EntryRow;
+use crate::model::Artifact;
 use serde::Serialize;
-use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqlitePool};
+use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
+use std::collections::{BTreeMap, HashSet};
 
 #[derive(Debug, Serialize, Clone, FromRow)]
 pub struct ArtifactRow {
@@ -52,4 +55,40 @@ pub async fn missing_blobs(pool: &SqlitePool, shas: &[String]) -> sqlx::Result<V
         missing.extend(part.iter().filter(|s| !have.contains(*s)).cloned());
     }
     Ok(missing)
+}
+
+/// Store the files of (re)written entries, `(entry id, file)`, and the IR texts not stored yet:
+/// from the file itself (local scans) or from the report's `blobs` (uploads). `stored` holds
+/// the sha256s this ingest has written, so a text shared by many entries is written once.
+pub async fn insert(
+    conn: &mut SqliteConnection,
+    arts: &[(i64, &Artifact)],
+    blobs: &BTreeMap<String, String>,
+    stored: &mut HashSet<String>,
+) -> sqlx::Result<()> {
+    for part in arts.chunks(1000) {
+        let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO artifacts(entry_id, name, ext, bytes, sha256) ");
+        qb.push_values(part, |mut b, (id, a)| {
+            b.push_bind(*id)
+                .push_bind(a.name.clone())
+                .push_bind(a.ext().to_string())
+                .push_bind(a.bytes)
+                .push_bind(a.sha256.clone());
+        });
+        qb.build().execute(&mut *conn).await?;
+    }
+    for (_, a) in arts {
+        let text = a.text.as_deref().or_else(|| blobs.get(&a.sha256).map(String::as_str));
+        if let Some(text) = text
+            && stored.insert(a.sha256.clone())
+        {
+            sqlx::query("INSERT OR IGNORE INTO blobs(sha256, bytes, content) VALUES (?, ?, ?)")
+                .bind(&a.sha256)
+                .bind(text.len() as i64)
+                .bind(text)
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
+    Ok(())
 }

@@ -1,8 +1,9 @@
 //! Hook events as stored: inserting them (once per line, whatever re-reads it) and how far each
-//! event file of a machine has been read. Counting them is `history`'s.
+//! event file of a machine has been read (written by an ingest, read by uploading clients).
+//! Counting them is `history`'s.
 
 use crate::model::{EventFileMark, HookEvent};
-use sqlx::{QueryBuilder, Sqlite, SqlitePool, Transaction};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection, SqlitePool, Transaction};
 
 /// Insert hook events, ignoring lines already stored; returns how many were new.
 ///
@@ -87,4 +88,21 @@ async fn claim_legacy(tx: &mut Transaction<'static, Sqlite>, machine_id: i64, e:
     .execute(&mut **tx)
     .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// Record how far each event file was read (the next scan or upload resumes there).
+pub async fn store_marks(conn: &mut SqliteConnection, machine_id: i64, marks: &[EventFileMark]) -> sqlx::Result<()> {
+    for m in marks {
+        sqlx::query(
+            "INSERT INTO event_files(machine_id, path, inode_sig, offset) VALUES (?, ?, ?, ?)
+             ON CONFLICT(machine_id, path) DO UPDATE SET inode_sig = excluded.inode_sig, offset = excluded.offset",
+        )
+        .bind(machine_id)
+        .bind(&m.path)
+        .bind(&m.inode_sig)
+        .bind(m.offset)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
 }

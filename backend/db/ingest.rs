@@ -279,30 +279,7 @@ impl Ingest {
         }
         let arts: Vec<(i64, &crate::model::Artifact)> =
             chunk.iter().flat_map(|e| e.artifacts.iter().map(|a| (ids[&e.key], a))).collect();
-        for part in arts.chunks(1000) {
-            let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO artifacts(entry_id, name, ext, bytes, sha256) ");
-            qb.push_values(part, |mut b, (id, a)| {
-                b.push_bind(*id)
-                    .push_bind(a.name.clone())
-                    .push_bind(a.ext().to_string())
-                    .push_bind(a.bytes)
-                    .push_bind(a.sha256.clone());
-            });
-            qb.build().execute(&mut *self.tx).await?;
-        }
-        for (_, a) in &arts {
-            let text = a.text.as_deref().or_else(|| blobs.get(&a.sha256).map(String::as_str));
-            if let Some(text) = text
-                && self.stored_blobs.insert(a.sha256.clone())
-            {
-                sqlx::query("INSERT OR IGNORE INTO blobs(sha256, bytes, content) VALUES (?, ?, ?)")
-                    .bind(&a.sha256)
-                    .bind(text.len() as i64)
-                    .bind(text)
-                    .execute(&mut *self.tx)
-                    .await?;
-            }
-        }
+        super::artifacts::insert(&mut self.tx, &arts, blobs, &mut self.stored_blobs).await?;
         for e in chunk {
             let Some(at) = &e.autotune else { continue };
             for (i, c) in at.configs.iter().enumerate() {
@@ -402,18 +379,7 @@ impl Ingest {
         }
         self.summary.removed_entries = gone.len() as i64;
         self.summary.events = super::events::insert_events(&mut self.tx, mid, &f.events).await?;
-        for m in &f.event_files {
-            sqlx::query(
-                "INSERT INTO event_files(machine_id, path, inode_sig, offset) VALUES (?, ?, ?, ?)
-                 ON CONFLICT(machine_id, path) DO UPDATE SET inode_sig = excluded.inode_sig, offset = excluded.offset",
-            )
-            .bind(mid)
-            .bind(&m.path)
-            .bind(&m.inode_sig)
-            .bind(m.offset)
-            .execute(&mut *self.tx)
-            .await?;
-        }
+        super::events::store_marks(&mut self.tx, mid, &f.event_files).await?;
         for b in &f.best_configs {
             sqlx::query(
                 "INSERT INTO best_configs(machine_id, path, triton_cache_hash, num_warps, num_stages, config_json, last_seen_at)

@@ -135,6 +135,9 @@ async fn stage_and_swap(conn: &mut SqliteConnection) -> sqlx::Result<bool> {
         return Ok(false);
     }
     for (live, staged) in TABLES {
+        // (dropped first in case a failed rebuild left one on this connection)
+        let drop = format!("DROP TABLE IF EXISTS temp.{staged}");
+        sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut *read).await?;
         let sql = format!("CREATE TEMP TABLE {staged} AS SELECT * FROM main.{live} WHERE 0");
         sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *read).await?;
     }

@@ -273,7 +273,7 @@ pub struct VariantCell {
     pub sample_max: i64,
 }
 
-/// Every cell of a kernel's variants grid (call [`refresh_stats`] first).
+/// Every cell of a kernel's variants grid (call [`super::Db::fresh_summaries`] first).
 pub async fn kernel_cells(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<VariantCell>> {
     sqlx::query_as(
         "SELECT backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind, entries, machines,

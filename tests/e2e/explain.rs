@@ -3,7 +3,6 @@
 //! edit, line info off). Caches compiled here: explain_generated.rs.
 
 use crate::common::*;
-use cachelens::db::explain as dbx;
 use cachelens::explain::load as xl;
 use cachelens::web::{AppState, Config};
 use serde_json::Value;
