@@ -44,9 +44,10 @@ pub struct ScanReport {
     pub blobs: BTreeMap<String, String>,
 }
 
-/// What kind of directory an entry is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// What kind of directory an entry is. Stored as its snake_case name (`entries.kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "snake_case")]
+#[sqlx(rename_all = "snake_case")]
 pub enum EntryKind {
     /// A compiled kernel with metadata, IR and binary.
     Kernel,
@@ -58,7 +59,9 @@ pub enum EntryKind {
     Autotune,
     /// A kernel entry missing files its group names (crash mid-write), or with no metadata.
     Partial,
-    /// Anything else Triton put in a key dir.
+    /// Anything else Triton put in a key dir. Also what a kind this version does not know
+    /// (from a newer client's upload) is read as.
+    #[serde(other)]
     Other,
 }
 
@@ -71,6 +74,55 @@ impl EntryKind {
             EntryKind::Autotune => "autotune",
             EntryKind::Partial => "partial",
             EntryKind::Other => "other",
+        }
+    }
+
+    /// An SQL list of kinds, `('kernel', 'binary_only')`, for `kind IN ...`.
+    pub fn sql_list(kinds: &[EntryKind]) -> String {
+        let names: Vec<String> = kinds.iter().map(|k| format!("'{}'", k.as_str())).collect();
+        format!("({})", names.join(", "))
+    }
+}
+
+impl std::fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a hook event records. Stored as its name (`events.event`). A report carrying any other
+/// value is not a report this version reads (an upload gets 422; the scanner skips the line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[serde(rename_all = "snake_case")]
+#[sqlx(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A cache lookup that found a usable entry.
+    Hit,
+    /// A lookup that did not (a compile follows unless it failed).
+    Miss,
+    /// A compile finished and was stored (with its `compile_ms`).
+    Compile,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Hit => "hit",
+            EventKind::Miss => "miss",
+            EventKind::Compile => "compile",
+        }
+    }
+}
+
+impl std::str::FromStr for EventKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<EventKind, String> {
+        match s {
+            "hit" => Ok(EventKind::Hit),
+            "miss" => Ok(EventKind::Miss),
+            "compile" => Ok(EventKind::Compile),
+            _ => Err(format!("event {:?} is not hit, miss or compile", s.chars().take(40).collect::<String>())),
         }
     }
 }
@@ -226,8 +278,7 @@ pub struct HookEvent {
     pub pid: i64,
     pub key: String,
     pub kernel: Option<String>,
-    /// `hit`, `miss` or `compile`.
-    pub event: String,
+    pub event: EventKind,
     pub compile_ms: Option<f64>,
     pub stages_ms: Option<serde_json::Value>,
 }
@@ -261,6 +312,34 @@ pub struct ScanSummary {
     pub duration_ms: i64,
 }
 
+/// The answer to an upload (`POST /api/v1/scans`).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct UploadResponse {
+    pub scan_id: i64,
+    /// False when the same scan (machine, client_id) was stored before: nothing was written.
+    pub created: bool,
+    pub summary: ScanSummary,
+}
+
+/// `POST /api/v1/blobs/missing` body and answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MissingRequest {
+    pub sha256: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MissingResponse {
+    pub missing: Vec<String>,
+    /// How far the server has read each hook event file of the token's machine: a client scans
+    /// events from there on, so an upload carries only lines the server has not got. (Absent
+    /// from older servers: the client then sends every line, which the server dedupes.)
+    #[serde(default)]
+    pub event_files: Vec<EventFileMark>,
+    /// The server's upload size limit (decompressed), so a client can keep under it.
+    #[serde(default)]
+    pub max_upload_bytes: Option<u64>,
+}
+
 /// Machine names become URL parts and file-ish labels: letters, digits, `.`, `_`, `-`, 1–64
 /// chars, not starting with `.` (no path-like names).
 pub fn valid_machine_name(name: &str) -> bool {
@@ -268,4 +347,54 @@ pub fn valid_machine_name(name: &str) -> bool {
         && name.len() <= 64
         && !name.starts_with('.')
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kind added by a newer client is read as `other`, not refused: the entry is kept.
+    #[test]
+    fn unknown_entry_kind_from_another_client_reads_as_other() {
+        let k: EntryKind = serde_json::from_str("\"kernel\"").unwrap();
+        assert_eq!(k, EntryKind::Kernel);
+        let k: EntryKind = serde_json::from_str("\"from_the_future\"").unwrap();
+        assert_eq!(k, EntryKind::Other);
+    }
+
+    /// An event kind this version cannot count makes an upload a 422 naming it (never a 500).
+    #[test]
+    fn unknown_event_kind_in_an_upload_is_a_422() {
+        let report = |event: &str| {
+            serde_json::json!({"format": REPORT_FORMAT, "client_id": "c", "machine": "m", "root": "/r",
+                "scanned_at": 1_763_000_000_000i64, "duration_ms": 1, "entries": [],
+                "events": [{"ts": 1_763_000_000_000i64, "host": "h", "pid": 1, "key": "k", "kernel": null,
+                            "event": event, "compile_ms": null, "stages_ms": null}]})
+            .to_string()
+        };
+        let ok = crate::web::api::upload::decode(report("hit").as_bytes(), false, 1 << 20).unwrap();
+        assert_eq!(ok.events[0].event, EventKind::Hit);
+        let err = crate::web::api::upload::decode(report("evicted").as_bytes(), false, 1 << 20).unwrap_err();
+        assert!(matches!(&err, crate::web::error::AppError::Unprocessable(m) if m.contains("evicted")), "{err:?}");
+        assert_eq!("evicted".parse::<EventKind>().unwrap_err(), "event \"evicted\" is not hit, miss or compile");
+    }
+
+    /// The SQL that counts events and selects entry kinds compares the stored text with these
+    /// names: the enums must be stored as exactly them.
+    #[tokio::test]
+    async fn kinds_are_stored_as_their_names() {
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        for k in [EventKind::Hit, EventKind::Miss, EventKind::Compile] {
+            let s: String = sqlx::query_scalar("SELECT ?").bind(k).fetch_one(&pool).await.unwrap();
+            assert_eq!(s, k.as_str());
+        }
+        let kinds = [EntryKind::Kernel, EntryKind::BinaryOnly, EntryKind::Launcher, EntryKind::Autotune];
+        for k in kinds.into_iter().chain([EntryKind::Partial, EntryKind::Other]) {
+            let s: String = sqlx::query_scalar("SELECT ?").bind(k).fetch_one(&pool).await.unwrap();
+            assert_eq!(s, k.as_str());
+            let back: EntryKind = sqlx::query_scalar("SELECT ?").bind(&s).fetch_one(&pool).await.unwrap();
+            assert_eq!(back, k);
+        }
+        assert_eq!(EntryKind::sql_list(&[EntryKind::Kernel, EntryKind::BinaryOnly]), "('kernel', 'binary_only')");
+    }
 }

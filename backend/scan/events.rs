@@ -73,6 +73,13 @@ pub fn read_events(
     for line in buf[..whole].split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
         match serde_json::from_slice::<Line>(line) {
             Ok(l) => {
+                let event = match l.event.parse() {
+                    Ok(event) => event,
+                    Err(why) => {
+                        fail(skipped, format!("hook event line: {why}"));
+                        continue;
+                    }
+                };
                 let e = HookEvent {
                     // The hook writes microseconds: all of them identify the line (a millisecond
                     // would merge two lookups of one key in one process). Milliseconds as before.
@@ -83,7 +90,7 @@ pub fn read_events(
                     pid: l.pid,
                     key: l.key,
                     kernel: l.kernel,
-                    event: l.event,
+                    event,
                     compile_ms: l.compile_ms,
                     stages_ms: l.stages_ms,
                 };
@@ -108,9 +115,6 @@ pub fn problem(e: &HookEvent) -> Option<String> {
     const TS_MS: std::ops::Range<i64> = 1_000_000_000_000..4_102_444_800_000;
     let short = |s: &str, max: usize| !s.is_empty() && s.len() <= max && !s.contains('\0');
     let plain = |s: &str| short(s, 255) && s != "." && s != ".." && !s.contains(['/', '\\']);
-    if !matches!(e.event.as_str(), "hit" | "miss" | "compile") {
-        return Some(format!("event {:?} is not hit, miss or compile", e.event.chars().take(40).collect::<String>()));
-    }
     if !TS_MS.contains(&e.ts)
         || e.ts_us.is_some_and(|us| us.checked_sub(e.ts * 1000).is_none_or(|d| d.unsigned_abs() > 1000))
     {

@@ -3,7 +3,7 @@
 
 use super::AppState;
 use super::error::AppError;
-use crate::db::explain::ScanRef;
+use crate::db::scans::ScanRef;
 use crate::explain::load::{self as dbx, ExplainError, Neighbour};
 use crate::explain::report::{CompareReport, IR_KINDS, InvalidationsReport};
 use askama::Template;
@@ -208,7 +208,7 @@ async fn compare_page(State(s): State<AppState>, h: HeaderMap, Query(q): Query<C
         None
     } else {
         let (ia, ib) = q.ids()?;
-        Some(dbx::compare_ids(&s.pool, ia, ib, q.ir(), q.strip()).await?)
+        Some(dbx::compare_ids(s.db.pool(), ia, ib, q.ir(), q.strip()).await?)
     };
     let ir = r.as_ref().map(|r| r.ir.kind.clone()).unwrap_or_else(|| "source".into());
     let base = compare_url(&a, &b);
@@ -245,7 +245,7 @@ async fn nearest_page(
     Query(q): Query<NearestQuery>,
 ) -> PageResult {
     let id = format!("{machine}:{key}");
-    let (of, list) = dbx::nearest_of(&s.pool, &id, q.limit()).await?;
+    let (of, list) = dbx::nearest_of(s.db.pool(), &id, q.limit()).await?;
     let kernel = of.side.kernel_name().unwrap_or("?").to_string();
     let rows = list
         .into_iter()
@@ -309,11 +309,12 @@ async fn invalidations_page(
     Query(q): Query<InvalidationsQuery>,
 ) -> PageResult {
     if [&q.machine, &q.a, &q.b].iter().all(|v| v.as_deref().is_none_or(str::is_empty)) {
-        let page = crate::db::read::Page::new(Some(10_000), None);
-        let machines = crate::db::read::machines(&s.pool, page).await?.into_iter().map(|m| m.name).collect();
+        let page = crate::db::Page::new(Some(10_000), None);
+        let machines =
+            crate::db::summaries::machine_summaries(s.db.pool(), page).await?.into_iter().map(|m| m.name).collect();
         return html(&InvalidationsPick { machines });
     }
-    let (r, scans) = q.run(&s.pool).await?;
+    let (r, scans) = q.run(s.db.pool()).await?;
     let groups = r
         .by_cause
         .iter()

@@ -116,10 +116,10 @@ pub async fn page(State(s): State<AppState>, Query(q): Query<HistoryQuery>, head
 async fn view(s: &AppState, q: &HistoryQuery) -> Result<HistoryView, AppError> {
     let bucket = q.bucket()?;
     let f = q.filter();
-    let series = history::series(&s.pool, &f, bucket).await?;
-    let per_machine = history::by_machine(&s.pool, &f).await?;
-    let per_kernel = history::by_kernel(&s.pool, &f).await?;
-    let (machines, kernels) = history::choices(&s.pool).await?;
+    let series = history::series(s.db.pool(), &f, bucket).await?;
+    let per_machine = history::by_machine(s.db.pool(), &f).await?;
+    let per_kernel = history::by_kernel(s.db.pool(), &f).await?;
+    let (machines, kernels) = history::choices(s.db.pool()).await?;
     let (machine, kernel) = (f.machine.clone().unwrap_or_default(), f.kernel.clone().unwrap_or_default());
     let total = history::total(series.iter().map(|p| &p.counts));
     let link = |m: &str, k: &str| format!("/history?machine={}&kernel={}&bucket={}", enc(m), enc(k), bucket.as_str());

@@ -7,8 +7,8 @@ pub mod explain;
 pub mod history;
 pub mod pages;
 
+use crate::db::Db;
 use axum::Router;
-use sqlx::SqlitePool;
 use std::sync::Arc;
 
 /// Server settings.
@@ -30,7 +30,8 @@ impl Default for Config {
 /// Shared state of every handler.
 #[derive(Clone)]
 pub struct AppState {
-    pub pool: SqlitePool,
+    /// The database, with its per-database state.
+    pub db: Db,
     pub config: Arc<Config>,
     /// One writer at a time: uploads are ingested one after the other while pages keep reading.
     pub write_lock: Arc<tokio::sync::Mutex<()>>,
@@ -41,12 +42,12 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(pool: SqlitePool, config: Config) -> Self {
+    pub fn new(db: impl Into<Db>, config: Config) -> Self {
         // One report ingesting under the write lock, the next one decoding meanwhile; half the
         // cores at most, so that pages keep a core while 50 nodes upload at once.
         let slots = (std::thread::available_parallelism().map_or(2, |n| n.get()) / 2).clamp(1, 4);
         AppState {
-            pool,
+            db: db.into(),
             config: Arc::new(config),
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
             upload_slots: Arc::new(tokio::sync::Semaphore::new(slots)),

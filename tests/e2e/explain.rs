@@ -3,7 +3,6 @@
 //! edit, line info off). Caches compiled here: explain_generated.rs.
 
 use crate::common::*;
-use cachelens::db::explain as dbx;
 use cachelens::explain::load as xl;
 use cachelens::web::{AppState, Config};
 use serde_json::Value;
@@ -28,9 +27,9 @@ async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str
     let scans = get_json(state, &format!("/api/v1/scans?machine={machine}")).await;
     let (first, second) = (scans[1]["id"].as_i64().unwrap(), scans[0]["id"].as_i64().unwrap());
     // Through the DB.
-    let (from, to, _) = xl::pick_scans(&state.pool, machine, None, None).await.unwrap();
+    let (from, to, _) = xl::pick_scans(state.db.pool(), machine, None, None).await.unwrap();
     assert_eq!((from.as_ref().map(|s| s.id), to.id), (Some(first), second), "defaults: previous scan → latest");
-    let r = xl::invalidations_scans(&state.pool, from.as_ref(), &to).await.unwrap();
+    let r = xl::invalidations_scans(state.db.pool(), from.as_ref(), &to).await.unwrap();
     assert_eq!((r.invalidated.len(), r.kept, r.new.len(), r.removed.len()), (n, n, 0, 0), "{}", r.summary);
     // Through the API, explicit and default scans alike.
     let inv = get_json(state, &format!("/api/v1/invalidations?machine={machine}&from={first}&to={second}")).await;
@@ -291,8 +290,8 @@ async fn explain_h100_jit_phases() {
     assert_eq!(li["by_cause"], serde_json::json!([{"cause": "env", "count": 45}]), "{}", li["summary"]);
     assert!(li["summary"].as_str().unwrap().contains("TRITON_DISABLE_LINE_INFO"), "{}", li["summary"]);
     // The same through the DB functions.
-    let to = dbx::scan(&pool, scans[4]).await.unwrap().unwrap();
-    let from = dbx::scan(&pool, scans[3]).await.unwrap().unwrap();
+    let to = cachelens::db::scans::scan(&pool, scans[4]).await.unwrap().unwrap();
+    let from = cachelens::db::scans::scan(&pool, scans[3]).await.unwrap().unwrap();
     let r = xl::invalidations_scans(&pool, Some(&from), &to).await.unwrap();
     assert_eq!(r.invalidated.len(), 45);
     assert!(r.invalidated.iter().all(|i| i.cause == cachelens::explain::Cause::Env));

@@ -9,5 +9,6 @@ mod history;
 mod history_exact;
 mod pages;
 mod scan;
+mod summaries;
 mod tokens;
 mod upload;

@@ -103,7 +103,7 @@ async fn every_page_and_partial_on_the_fleet() {
     // the grid's counts come from the summary tables: they add up to the live entries
     let live: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
-            .fetch_one(&s.pool)
+            .fetch_one(s.db.pool())
             .await
             .unwrap();
     assert!(mk.contains(&format!("<p>{live} live entries.")), "kernel page counts {live} live entries");
@@ -115,14 +115,14 @@ async fn every_page_and_partial_on_the_fleet() {
     let others: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL AND num_warps IS NULL AND num_stages IS NULL",
     )
-    .fetch_one(&s.pool)
+    .fetch_one(s.db.pool())
     .await
     .unwrap();
     assert_eq!(cells + others, live, "grid cells plus other entries = live entries");
     // key churn: entries whose binary another key of the kernel also has (counted here in Rust)
     let rows: Vec<(String, Option<String>)> =
         sqlx::query_as("SELECT key, binary_sha256 FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
-            .fetch_all(&s.pool)
+            .fetch_all(s.db.pool())
             .await
             .unwrap();
     let mut keys_of: std::collections::HashMap<&str, std::collections::HashSet<&str>> = Default::default();

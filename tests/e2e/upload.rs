@@ -104,7 +104,7 @@ async fn upload_two_machines_from_the_cli_and_read_them_back() {
         assert_eq!(arts, local.entries.iter().map(|e| e.artifacts.len()).sum::<usize>());
         // IR text arrived: every blob the report carries is on the server
         for sha in local.blobs.keys() {
-            assert!(cachelens::db::read::blob(&srv.pool, sha).await.unwrap().is_some(), "blob {sha} stored");
+            assert!(cachelens::db::artifacts::blob(&srv.pool, sha).await.unwrap().is_some(), "blob {sha} stored");
         }
     }
     let machines = get_json_at(&format!("{}/api/v1/machines", srv.url)).await;

@@ -2,8 +2,8 @@
 //! `GET /api/v1/history/kernels`: the same per kernel, the kernels that miss most first.
 
 use super::ApiQuery;
+use crate::db::Page;
 use crate::db::history::{self, Bucket, HistoryFilter, HistoryPoint, NamedCounts};
-use crate::db::read::Page;
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use axum::Json;
@@ -69,7 +69,7 @@ pub async fn history(
 ) -> Result<Json<Vec<HistoryPoint>>, ApiError> {
     let bucket = q.bucket()?;
     let page = Page::new(q.limit, q.offset);
-    let rows = history::series(&s.pool, &q.filter(), bucket).await?;
+    let rows = history::series(s.db.pool(), &q.filter(), bucket).await?;
     Ok(Json(rows.into_iter().skip(page.offset as usize).take(page.limit as usize).collect()))
 }
 
@@ -85,6 +85,6 @@ pub async fn kernels(
 ) -> Result<Json<Vec<NamedCounts>>, ApiError> {
     q.bucket()?; // ignored here, but not silently wrong
     let page = Page::new(q.limit, q.offset);
-    let rows = history::by_kernel(&s.pool, &q.filter()).await?;
+    let rows = history::by_kernel(s.db.pool(), &q.filter()).await?;
     Ok(Json(rows.into_iter().skip(page.offset as usize).take(page.limit as usize).collect()))
 }

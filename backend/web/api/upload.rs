@@ -8,7 +8,9 @@
 //! upload stores all of itself or nothing.
 
 use crate::db::tokens::{self, Check};
-use crate::model::{EventFileMark, REPORT_FORMAT, ScanReport, ScanSummary, valid_machine_name};
+use crate::model::{
+    MissingRequest, MissingResponse, REPORT_FORMAT, ScanReport, ScanSummary, UploadResponse, valid_machine_name,
+};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use axum::Json;
@@ -16,43 +18,14 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use http_body_util::BodyExt;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::io::Read;
-
-/// The answer to an upload.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct UploadResponse {
-    pub scan_id: i64,
-    /// False when the same scan (machine, client_id) was stored before: nothing was written.
-    pub created: bool,
-    pub summary: ScanSummary,
-}
-
-/// `POST /api/v1/blobs/missing` body and answer.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct MissingRequest {
-    pub sha256: Vec<String>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct MissingResponse {
-    pub missing: Vec<String>,
-    /// How far the server has read each hook event file of the token's machine: a client scans
-    /// events from there on, so an upload carries only lines the server has not got. (Absent
-    /// from older servers: the client then sends every line, which the server dedupes.)
-    #[serde(default)]
-    pub event_files: Vec<EventFileMark>,
-    /// The server's upload size limit (decompressed), so a client can keep under it.
-    #[serde(default)]
-    pub max_upload_bytes: Option<u64>,
-}
 
 /// The machine a bearer token may upload for (401 when missing, unknown or revoked).
 pub async fn authenticate(s: &AppState, headers: &HeaderMap) -> Result<String, AppError> {
     let token = bearer(headers)
         .ok_or_else(|| AppError::Unauthorized("missing upload token (Authorization: Bearer <token>)".into()))?;
-    match tokens::check(&s.pool, token).await? {
+    match tokens::check(s.db.pool(), token).await? {
         Check::Machine(m) => Ok(m),
         Check::Revoked => Err(AppError::Unauthorized("this upload token was revoked".into())),
         Check::Unknown => Err(AppError::Unauthorized("unknown upload token".into())),
@@ -89,11 +62,11 @@ pub async fn post_scan(
     .map_err(|e| AppError::Internal(e.into()))??;
     let (mut summary, created) = {
         let _one_writer = s.write_lock.lock().await;
-        let stored = crate::collect::ingest_report(&s.pool, &report, "upload").await?;
+        let stored = crate::collect::ingest_report(s.db.pool(), &report, "upload").await?;
         // Only an upload that was stored counts as a use of its token. The scan is committed by
         // now: failing to note the use must not turn it into an error (the client would retry).
         if let Some(t) = bearer(&headers)
-            && let Err(e) = tokens::touch(&s.pool, t).await
+            && let Err(e) = tokens::touch(s.db.pool(), t).await
         {
             tracing::warn!("could not record the upload token's last use: {e}");
         }
@@ -109,8 +82,8 @@ pub async fn post_scan(
 
 /// A repeated upload stores nothing: answer with the counts of the scan stored the first time.
 async fn stored_summary(s: &AppState, summary: &mut ScanSummary) -> Result<(), AppError> {
-    let page = crate::db::read::Page::new(Some(10_000), None);
-    let rows = crate::db::read::scans(&s.pool, Some(&summary.machine), page).await?;
+    let page = crate::db::Page::new(Some(10_000), None);
+    let rows = crate::db::scans::scans(s.db.pool(), Some(&summary.machine), page).await?;
     if let Some(r) = rows.into_iter().find(|r| r.id == summary.scan_id) {
         summary.root = r.root;
         summary.entries = r.entries;
@@ -142,8 +115,8 @@ pub async fn blobs_missing(
         return Err(AppError::Unprocessable(format!("not a sha256: {:?}", trunc(bad))).into());
     }
     Ok(Json(MissingResponse {
-        missing: crate::db::read::missing_blobs(&s.pool, &req.sha256).await?,
-        event_files: crate::db::read::event_marks(&s.pool, &machine).await?,
+        missing: crate::db::artifacts::missing_blobs(s.db.pool(), &req.sha256).await?,
+        event_files: crate::db::events::event_marks(s.db.pool(), &machine).await?,
         max_upload_bytes: Some(max as u64),
     }))
 }

@@ -3,7 +3,8 @@
 //! whole state: a full page load of the same URL renders the same list.
 
 use super::{HtmlTemplate, PageResult, fmt, is_htmx};
-use crate::db::pages::{self, FilterChoices, KernelQuery};
+use crate::db;
+use crate::db::summaries::{self, FilterChoices, KernelQuery};
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::{Query, State};
@@ -74,16 +75,18 @@ pub async fn page(State(s): State<AppState>, Query(f): Query<KernelQuery>, heade
     if is_htmx(&headers) {
         return Ok(HtmlTemplate(Partial { d }).into_response());
     }
-    let choices = pages::filter_choices(&s.pool).await?;
+    let choices = summaries::filter_choices(s.db.pool()).await?;
     let sorts = vec![("variants", "most variants"), ("size", "largest"), ("last", "last compiled"), ("name", "name")];
     let title = "Kernels".into();
     Ok(HtmlTemplate(Page { title, f, choices, sorts, d }).into_response())
 }
 
 async fn load(s: &AppState, f: &KernelQuery) -> Result<Results, super::PageError> {
-    pages::refresh_stats(&s.pool).await?;
+    s.db.fresh_summaries().await?;
     let page = f.page.unwrap_or(1).max(1);
-    let mut rows = pages::search_kernels(&s.pool, f, PAGE_SIZE, (page - 1) * PAGE_SIZE).await?;
+    let mut rows =
+        summaries::kernels(s.db.pool(), &f.filter(), db::Page { limit: PAGE_SIZE + 1, offset: (page - 1) * PAGE_SIZE })
+            .await?;
     let more = rows.len() as i64 > PAGE_SIZE;
     rows.truncate(PAGE_SIZE as usize);
     let filtered = [&f.q, &f.machine, &f.backend, &f.arch, &f.triton_version].iter().any(|v| !v.trim().is_empty());

@@ -2,7 +2,7 @@
 //! `TRITON_STORE_BINARY_ONLY=1` would save.
 
 use super::{HtmlTemplate, PageResult, fmt, is_htmx};
-use crate::db::{pages, read};
+use crate::db::{self, scans, summaries};
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::State;
@@ -86,12 +86,13 @@ fn pct(part: i64, whole: i64) -> String {
 }
 
 async fn load(s: &AppState) -> Result<Overview, super::PageError> {
-    pages::refresh_stats(&s.pool).await?;
-    let machines = pages::machine_summaries(&s.pool).await?;
-    let scans = read::scans(&s.pool, None, read::Page::new(Some(10), None)).await?;
-    let exts = pages::ext_stats(&s.pool).await?;
-    let total: i64 = exts.iter().map(|e| e.bytes).sum();
-    let saving: i64 = exts.iter().filter(|e| !KEPT_BINARY_ONLY.contains(&e.ext.as_str())).map(|e| e.bytes).sum();
+    s.db.fresh_summaries().await?;
+    let machines = summaries::machine_summaries(s.db.pool(), db::Page::ALL).await?;
+    let scans = scans::scans(s.db.pool(), None, db::Page::new(Some(10), None)).await?;
+    let exts = summaries::ext_stats(s.db.pool()).await?;
+    let total: i64 = exts.iter().fold(0, |t, e| t.saturating_add(e.bytes));
+    let saving: i64 =
+        exts.iter().filter(|e| !KEPT_BINARY_ONLY.contains(&e.ext.as_str())).fold(0, |t, e| t.saturating_add(e.bytes));
     Ok(Overview {
         machines: machines
             .into_iter()
@@ -126,7 +127,7 @@ async fn load(s: &AppState) -> Result<Overview, super::PageError> {
 }
 
 /// A scan row as the overview and machine pages show it.
-pub fn scan_view(r: read::ScanRow) -> ScanView {
+pub fn scan_view(r: scans::ScanRow) -> ScanView {
     ScanView {
         href: format!("/machines/{}", fmt::enc(&r.machine)),
         at: fmt::time(Some(r.scanned_at)),
