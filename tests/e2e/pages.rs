@@ -2,6 +2,8 @@
 
 mod demo;
 mod grid;
+mod htmx;
+mod snapshots;
 mod views;
 
 use crate::common::*;

@@ -1,3 +1,0 @@
-#!/usr/bin/env bash
-# Run by scripts/test.sh.
-exec bash "$(dirname "$0")/browser-test-explain.sh" "$@"
