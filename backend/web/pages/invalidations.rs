@@ -145,7 +145,7 @@ fn cause_view(r: &InvalidationsReport, cause: &'static str, q: &InvalidationsQue
             None => whys.push((i.summary.clone(), 1)),
         }
     }
-    whys.sort_by(|a, b| b.1.cmp(&a.1));
+    whys.sort_by_key(|w| std::cmp::Reverse(w.1));
     let mut names: Vec<&str> = rows.iter().map(|i| i.kernel.as_str()).collect();
     names.sort_unstable();
     names.dedup();
