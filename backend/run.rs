@@ -216,7 +216,7 @@ async fn token(c: TokenCommand) -> anyhow::Result<()> {
             println!("{:>4}  {:<24} {:<8} created", "id", "machine", "state");
             for t in db::tokens::list(&pool).await? {
                 let state = if t.revoked_at.is_some() { "revoked" } else { "active" };
-                println!("{:>4}  {:<24} {:<8} {}", t.id, t.machine, state, fmt_time(t.created_at));
+                println!("{:>4}  {:<24} {:<8} {}", t.id, t.machine, state, crate::fmt::time(Some(t.created_at)));
             }
         }
         TokenCommand::Revoke { id, db } => {
@@ -226,9 +226,4 @@ async fn token(c: TokenCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Unix ms as `YYYY-MM-DD HH:MM` UTC.
-pub fn fmt_time(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms).map(|t| t.format("%Y-%m-%d %H:%M").to_string()).unwrap_or_default()
 }

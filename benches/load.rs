@@ -166,7 +166,7 @@ async fn drive(base: &str, urls: &[String], htmx: bool, clients: usize, requests
 }
 
 fn enc(s: &str) -> String {
-    cachelens::web::pages::fmt::enc(s)
+    cachelens::fmt::enc(s)
 }
 
 #[tokio::main]

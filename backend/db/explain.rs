@@ -164,3 +164,27 @@ pub async fn machine_exists(pool: &SqlitePool, machine: &str) -> sqlx::Result<bo
         sqlx::query_scalar("SELECT COUNT(*) FROM machines WHERE name = ?").bind(machine).fetch_one(pool).await?;
     Ok(n > 0)
 }
+
+/// The hook's latest measured compile time (ms) of each of `keys` on `machine`: what compiling
+/// that entry cost. Keys the hook never saw compile are left out.
+pub async fn compile_ms(pool: &SqlitePool, machine: &str, keys: &[&str]) -> sqlx::Result<HashMap<String, f64>> {
+    let mut out = HashMap::new();
+    for part in keys.chunks(500) {
+        // SQLite takes the bare columns of a MAX() aggregate from the row holding the maximum.
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "SELECT e.key, e.compile_ms, MAX(e.ts) FROM events e JOIN machines m ON m.id = e.machine_id
+             WHERE m.name = ",
+        );
+        qb.push_bind(machine);
+        qb.push(" AND e.event = 'compile' AND e.compile_ms IS NOT NULL AND e.key IN (");
+        let mut sep = qb.separated(", ");
+        for k in part {
+            sep.push_bind(*k);
+        }
+        qb.push(") GROUP BY e.key");
+        for r in qb.build().fetch_all(pool).await? {
+            out.insert(r.get::<String, _>(0), r.get::<f64, _>(1));
+        }
+    }
+    Ok(out)
+}

@@ -3,9 +3,8 @@
 pub mod api;
 pub mod auth;
 pub mod error;
-pub mod explain;
-pub mod history;
 pub mod pages;
+pub mod query;
 
 use crate::db::Db;
 use axum::Router;
@@ -58,10 +57,8 @@ impl AppState {
 /// The whole application.
 pub fn app(state: AppState) -> Router {
     Router::new()
-        .merge(explain::router())
         .nest("/api/v1", api::router())
         .merge(pages::router())
-        .route("/history", axum::routing::get(history::page))
         .route("/login", axum::routing::get(auth::login))
         .layer(axum::middleware::map_response(vary_on_htmx))
         // Keep this layer after every route: it guards them all (see auth.rs).

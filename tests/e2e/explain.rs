@@ -314,7 +314,33 @@ async fn explain_pages() {
     assert!(page.contains("id=\"scan-picker\""), "scan picker");
     // Says how entries are paired: option/constexpr/signature changes are variants, not recompiles.
     assert!(page.contains("id=\"pairing\"") && page.contains("A change to one of those is another variant"), "{page}");
-    assert_eq!(page.matches("class=\"inv-row\"").count(), 45);
+    // One cause, one section: the reason once, a line per kernel, the 45 entries behind a
+    // disclosure, 20 a page.
+    assert_eq!(page.matches("class=\"cause-group\"").count(), 1, "{page}");
+    assert!(page.contains("<span class=\"badge compiler\">compiler</span> 45 recompiled"), "{page}");
+    assert_eq!(page.matches("<ul class=\"whys\"><li>").count(), 1);
+    assert!(
+        page.contains("<tr class=\"inv-kernel\"><td>matmul_kernel</td><td>30</td><td>0</td><td>unknown</td>"),
+        "{page}"
+    );
+    assert_eq!(page.matches("class=\"inv-kernel\"").count(), 4, "matmul, add, softmax, layernorm");
+    assert_eq!(page.matches("class=\"inv-row\"").count(), 20);
+    assert!(page.contains("<details class=\"inv-entries\">"), "closed until paged");
+    assert!(page.contains("id=\"cost\"") && page.contains("Recompile cost: <b>unknown</b>"), "no hook on a100-1");
+    let (s, last) = get(&state, "/invalidations?machine=a100-1&cause=compiler&page=3").await;
+    assert_eq!(s, 200);
+    assert_eq!(last.matches("class=\"inv-row\"").count(), 5, "entries 41-45");
+    assert!(last.contains("entries 41–45 of 45") && last.contains("<details class=\"inv-entries\" open>"));
+    assert!(last.contains("cause=compiler&#38;page=2"), "previous page link");
+    // Every entry once over the three pages.
+    let mut keys = std::collections::BTreeSet::new();
+    for p in 1..=3 {
+        let (_, body) = get(&state, &format!("/invalidations?machine=a100-1&cause=compiler&page={p}")).await;
+        for row in body.split("<tr class=\"inv-row\">").skip(1) {
+            keys.insert(row.split("<td class=\"key\">").nth(2).unwrap().split('<').next().unwrap().to_string());
+        }
+    }
+    assert_eq!(keys.len(), 45, "{keys:?}");
     assert!(page.contains("will miss on them where they sit now"), "relocated entries flagged");
     let href = page
         .split("class=\"compare\" href=\"")

@@ -5,7 +5,7 @@ use crate::explain::load::{self as dbx, Neighbour};
 use crate::explain::report::{CompareReport, InvalidationsReport};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
-use crate::web::explain::{CompareQuery, InvalidationsQuery, NearestQuery};
+use crate::web::query::{CompareQuery, InvalidationsQuery, NearestQuery};
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};

@@ -2,12 +2,13 @@
 //! IR viewer (`?ir=ttgir`, swapped by htmx as `entry_ir_partial.html`) and its kernel's other
 //! variants; `/entries/{machine}/{key}/raw/{artifact}` serves an IR file as plain text.
 
-use super::{HtmlTemplate, PageResult, fmt, is_htmx, not_found, text};
+use super::{HtmlTemplate, Hx, PageResult, not_found, text};
 use crate::db::{artifacts, entries, summaries};
+use crate::fmt;
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::Value;
 
@@ -94,13 +95,13 @@ pub async fn page(
     State(s): State<AppState>,
     Path((machine, key)): Path<(String, String)>,
     Query(q): Query<EntryQuery>,
-    headers: HeaderMap,
+    hx: Hx,
 ) -> PageResult {
     let e = entries::entry(s.db.pool(), &machine, &key)
         .await?
         .ok_or_else(|| not_found(format!("no entry {key:?} on machine {machine:?}")))?;
     let ir = ir(&s, &e, q.ir.as_deref()).await?;
-    if is_htmx(&headers) {
+    if hx.0 {
         return Ok(HtmlTemplate(IrPartial { ir }).into_response());
     }
     let d = load(&s, e, ir).await?;

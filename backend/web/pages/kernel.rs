@@ -7,14 +7,13 @@
 //! Everything comes from the summary tables (`page_variant_cells`, `page_autotune_configs`):
 //! a kernel with thousands of entries across a fleet costs a few hundred rows per request.
 
-use super::{HtmlTemplate, PageResult, fmt, is_htmx, not_found};
+use super::{Hx, PageResult, not_found};
 use crate::db::entries;
 use crate::db::summaries::{self, AutotuneConfig, VariantCell};
+use crate::fmt;
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::response::IntoResponse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Autotune configs shown in one cell (the fastest first); the full list is below the grids.
@@ -77,19 +76,13 @@ pub struct Kernel {
 }
 
 #[derive(Template)]
-#[template(path = "kernel.html")]
+#[template(path = "kernel.html", blocks = ["fragment"])]
 struct Page {
     title: String,
     d: Kernel,
 }
 
-#[derive(Template)]
-#[template(path = "kernel_partial.html")]
-struct Partial {
-    d: Kernel,
-}
-
-pub async fn page(State(s): State<AppState>, Path(name): Path<String>, headers: HeaderMap) -> PageResult {
+pub async fn page(State(s): State<AppState>, Path(name): Path<String>, hx: Hx) -> PageResult {
     s.db.fresh_summaries().await?;
     let cells = summaries::kernel_cells(s.db.pool(), &name).await?;
     if cells.is_empty() {
@@ -102,11 +95,7 @@ pub async fn page(State(s): State<AppState>, Path(name): Path<String>, headers: 
     let names: HashMap<i64, (String, String)> =
         entries::entry_names(s.db.pool(), &ids).await?.into_iter().map(|(id, m, k)| (id, (m, k))).collect();
     let d = build(name, cells, &configs, identical, &names);
-    Ok(if is_htmx(&headers) {
-        HtmlTemplate(Partial { d }).into_response()
-    } else {
-        HtmlTemplate(Page { title: d.name.clone(), d }).into_response()
-    })
+    hx.render(&Page { title: d.name.clone(), d }, |p| p.as_fragment().render())
 }
 
 fn kwargs(config_json: &str) -> String {

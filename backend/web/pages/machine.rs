@@ -2,13 +2,12 @@
 //! kernels, entries compiled per day, and the relocated-cache warning.
 
 use super::overview::ScanView;
-use super::{HtmlTemplate, PageResult, fmt, is_htmx, not_found, svg};
+use super::{Hx, PageResult, not_found, svg};
 use crate::db::{self, entries, scans, summaries};
+use crate::fmt;
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::response::IntoResponse;
 
 pub struct KernelLink {
     pub name: String,
@@ -49,25 +48,15 @@ pub struct Machine {
 }
 
 #[derive(Template)]
-#[template(path = "machine.html")]
+#[template(path = "machine.html", blocks = ["fragment"])]
 struct Page {
     title: String,
     d: Machine,
 }
 
-#[derive(Template)]
-#[template(path = "machine_partial.html")]
-struct Partial {
-    d: Machine,
-}
-
-pub async fn page(State(s): State<AppState>, Path(name): Path<String>, headers: HeaderMap) -> PageResult {
+pub async fn page(State(s): State<AppState>, Path(name): Path<String>, hx: Hx) -> PageResult {
     let d = load(&s, &name).await?;
-    Ok(if is_htmx(&headers) {
-        HtmlTemplate(Partial { d }).into_response()
-    } else {
-        HtmlTemplate(Page { title: d.name.clone(), d }).into_response()
-    })
+    hx.render(&Page { title: d.name.clone(), d }, |p| p.as_fragment().render())
 }
 
 async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {

@@ -1,13 +1,12 @@
 //! `/` — the fleet at a glance: machines, recent scans, bytes by artifact type and what
 //! `TRITON_STORE_BINARY_ONLY=1` would save.
 
-use super::{HtmlTemplate, PageResult, fmt, is_htmx};
+use super::{Hx, PageResult};
 use crate::db::{self, scans, summaries};
+use crate::fmt;
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::IntoResponse;
 
 /// Artifact types that `TRITON_STORE_BINARY_ONLY=1` still writes (metadata, group file, the
 /// binary, and `.source`: Triton 3.4+ stores the unoptimised TTIR before the option is looked at,
@@ -45,6 +44,8 @@ pub struct ExtView {
     pub files: i64,
     pub size: String,
     pub pct: String,
+    /// The share as a number 0–100 (the width of its bar).
+    pub share: String,
     pub kept: bool,
 }
 
@@ -60,25 +61,15 @@ pub struct Overview {
 }
 
 #[derive(Template)]
-#[template(path = "overview.html")]
+#[template(path = "overview.html", blocks = ["fragment"])]
 struct Page {
     title: String,
     d: Overview,
 }
 
-#[derive(Template)]
-#[template(path = "overview_partial.html")]
-struct Partial {
-    d: Overview,
-}
-
-pub async fn page(State(s): State<AppState>, headers: HeaderMap) -> PageResult {
+pub async fn page(State(s): State<AppState>, hx: Hx) -> PageResult {
     let d = load(&s).await?;
-    Ok(if is_htmx(&headers) {
-        HtmlTemplate(Partial { d }).into_response()
-    } else {
-        HtmlTemplate(Page { title: "Overview".into(), d }).into_response()
-    })
+    hx.render(&Page { title: "Overview".into(), d }, |p| p.as_fragment().render())
 }
 
 fn pct(part: i64, whole: i64) -> String {
@@ -116,6 +107,7 @@ async fn load(s: &AppState) -> Result<Overview, super::PageError> {
                 files: e.files,
                 size: fmt::bytes(e.bytes),
                 pct: pct(e.bytes, total),
+                share: if total == 0 { "0".into() } else { format!("{:.1}", 100.0 * e.bytes as f64 / total as f64) },
                 ext: e.ext,
             })
             .collect(),
