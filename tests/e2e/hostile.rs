@@ -17,7 +17,10 @@ fn cli(args: &[&OsStr]) -> Output {
 
 /// `cachelens scan --json --machine M --db DB ROOT`, asserting success; the summary.
 fn cli_scan(root: &Path, db: &Path, machine: &str) -> Value {
-    let out = cli(&["scan", "--json", "--machine", machine, "--db"].map(OsStr::new).iter().copied()
+    let out = cli(&["scan", "--json", "--machine", machine, "--db"]
+        .map(OsStr::new)
+        .iter()
+        .copied()
         .chain([db.as_os_str(), root.as_os_str()])
         .collect::<Vec<_>>());
     assert!(out.status.success(), "scan failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -75,9 +78,8 @@ fn symlinks_never_lead_out_of_the_cache() {
     let best = outside.path().join("x.best_config");
     std::fs::write(&best, format!(r#"{{"num_warps": 4, "triton_cache_hash": "{SECRET}"}}"#)).unwrap();
     let events = outside.path().join("events.jsonl");
-    let line = format!(
-        r#"{{"ts": 1763900000.5, "host": "h", "pid": 1, "key": "k", "kernel": "{SECRET}", "event": "hit"}}"#
-    );
+    let line =
+        format!(r#"{{"ts": 1763900000.5, "host": "h", "pid": 1, "key": "k", "kernel": "{SECRET}", "event": "hit"}}"#);
     std::fs::write(&events, format!("{line}\n")).unwrap();
 
     // an entry file that is a link (a new one, and one of its real files replaced by one)
@@ -254,7 +256,9 @@ fn garbage_amdgcn_is_flagged() {
     assert!(row.partial.as_deref().unwrap_or("").contains("unreadable amdgcn: no kernel"), "{:?}", row.partial);
     assert!(s["partial"].as_i64().unwrap() >= 1);
     // the other AMD entries of the corpus are not flagged
-    assert!(r.values().filter(|x| x.dir != row.dir).all(|x| x.partial.as_deref().is_none_or(|p| !p.contains("amdgcn"))));
+    assert!(
+        r.values().filter(|x| x.dir != row.dir).all(|x| x.partial.as_deref().is_none_or(|p| !p.contains("amdgcn")))
+    );
 }
 
 /// `scan --machine` refuses a name the server would refuse, before touching anything.
