@@ -175,3 +175,57 @@ pub fn problem(e: &HookEvent) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(i: usize) -> String {
+        let ts = 1_763_900_000.0 + i as f64 / 1000.0;
+        format!(r#"{{"ts": {ts}, "host": "h", "pid": 1, "key": "K{i}", "kernel": "k", "event": "hit", "seq": {i}}}"#)
+    }
+
+    fn read(dir: &Path, prev: Option<&(String, i64)>, budget: u64) -> (Vec<HookEvent>, Vec<Skip>, EventFileMark) {
+        let root = fsat::open_root(dir).unwrap();
+        let (mut out, mut skipped, mut budget) = (vec![], vec![], budget);
+        let rel = Path::new(".cachelens/events-h.jsonl");
+        let mark = read_events(root.as_fd(), rel, "x", prev, &mut budget, &mut out, &mut skipped).unwrap();
+        (out, skipped, mark)
+    }
+
+    /// Lines across the 1 MiB read chunks, an overlong line, a budget and a line being written.
+    #[test]
+    fn reads_whole_lines_across_chunks_and_resumes_at_the_mark() {
+        let t = tempfile::TempDir::new().unwrap();
+        std::fs::create_dir(t.path().join(".cachelens")).unwrap();
+        let path = t.path().join(".cachelens/events-h.jsonl");
+        let mut text = String::new();
+        for i in 0..30_000 {
+            text += &line(i);
+            text.push('\n');
+            if i == 7000 {
+                text += &"x".repeat(200_000);
+                text.push('\n');
+            }
+        }
+        let whole = text.len() as i64;
+        text += &line(99_999)[..40]; // being written: not read yet
+        std::fs::write(&path, &text).unwrap();
+        assert!(whole > 2 << 20, "spans several chunks");
+
+        let (ev, sk, mark) = read(t.path(), None, u64::MAX);
+        assert_eq!(ev.len(), 30_000);
+        assert!(ev.iter().enumerate().all(|(i, e)| e.key == format!("K{i}")));
+        assert_eq!(sk.len(), 1);
+        assert_eq!((sk[0].kind, sk[0].reason.as_str()), (SkipKind::Malformed, "malformed hook event line (too long)"));
+        assert_eq!(mark.offset, whole);
+
+        // with a budget: whole lines up to it, then the rest from the mark
+        let (ev1, _, m1) = read(t.path(), None, 100_000);
+        assert!(!ev1.is_empty() && m1.offset <= 100_000);
+        assert_eq!(text.as_bytes()[m1.offset as usize - 1], b'\n');
+        let (ev2, _, m2) = read(t.path(), Some(&(m1.inode_sig.clone(), m1.offset)), u64::MAX);
+        assert_eq!(ev1.len() + ev2.len(), 30_000);
+        assert_eq!(m2.offset, whole);
+    }
+}

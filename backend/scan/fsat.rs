@@ -202,3 +202,18 @@ pub fn read_capped(mut f: File, size: u64, cap: u64, buf: &mut Vec<u8>) -> io::R
     }
     Ok(Hashed { sha256: hex::encode(h.finalize()), size, kept: false })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_not_utf8_are_escaped_without_collisions() {
+        assert_eq!(display(OsStr::new("add_kernel.ttir")), "add_kernel.ttir");
+        let raw = display(OsStr::from_bytes(b"a\xffb.ttgir"));
+        let lookalike = display(OsStr::new("a\\xffb.ttgir"));
+        assert_eq!(raw, "a\\xffb.ttgir");
+        assert_eq!(lookalike, "a\\\\xffb.ttgir");
+        assert_ne!(raw, lookalike);
+    }
+}
