@@ -243,10 +243,88 @@ fn timings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error>
 }
 
 /// An entry directory (or file) that was not read, and why.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+///
+/// `kind` decides what the ingest does (an entry that vanished is marked removed, one that is
+/// unreadable is kept); `reason` is the human text, for display and the scan summary only.
+/// On the wire: `{"path", "reason", "kind"}`. Reports of clients from before `kind` carry only
+/// `reason`: their kind is read off the wording those clients used ([`SkipKind::from_legacy`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SkipWire")]
 pub struct Skip {
     pub path: String,
+    pub kind: SkipKind,
     pub reason: String,
+}
+
+impl Skip {
+    pub fn new(path: impl Into<String>, kind: SkipKind, reason: impl Into<String>) -> Self {
+        Skip { path: path.into(), kind, reason: reason.into() }
+    }
+}
+
+/// Why something was skipped, as far as behaviour goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipKind {
+    /// The entry dir (or a file of it) disappeared while it was read: the entry is gone.
+    Vanished,
+    /// A file changed size while it was read: still there, read again by the next scan.
+    Changed,
+    /// An empty key dir (Triton makes one on every lookup): no entry there.
+    EmptyDir,
+    /// Still there but not readable now (permission denied, I/O error): its row is kept.
+    Unreadable,
+    /// A dir whose listing failed: every entry below it is kept as it was.
+    DirUnreadable,
+    /// A symlink: never followed (out of the cache, dangling, a loop, or inside the cache).
+    Symlink,
+    /// Triton's temp dir, or an entry being written.
+    WriteInProgress,
+    /// The same key in another dir or root of this machine.
+    Duplicate,
+    /// A file over the scanner's size cap (see `scan::limits`).
+    TooLarge,
+    /// A best_config or hook event line that could not be parsed or is out of bounds.
+    Malformed,
+    /// Anything else, and kinds of newer clients this version does not know.
+    #[serde(other)]
+    Other,
+}
+
+impl SkipKind {
+    /// The kind of a reason sent by a client from before `kind` existed, from the wording it
+    /// used. Only this fallback reads the text.
+    pub fn from_legacy(reason: &str) -> SkipKind {
+        if reason.contains("vanished") {
+            SkipKind::Vanished
+        } else if reason.starts_with("empty entry dir") {
+            SkipKind::EmptyDir
+        } else if reason.contains("unreadable (its entries kept as they were)") {
+            SkipKind::DirUnreadable
+        } else if reason.starts_with("duplicate key") {
+            SkipKind::Duplicate
+        } else {
+            SkipKind::Other
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct SkipWire {
+    path: String,
+    reason: String,
+    #[serde(default)]
+    kind: Option<SkipKind>,
+}
+
+impl From<SkipWire> for Skip {
+    fn from(w: SkipWire) -> Self {
+        let kind = match w.kind {
+            Some(SkipKind::Other) | None => SkipKind::from_legacy(&w.reason),
+            Some(k) => k,
+        };
+        Skip { path: w.path, kind, reason: w.reason }
+    }
 }
 
 /// Inductor's `<hash>.best_config`.
@@ -396,5 +474,25 @@ mod tests {
             assert_eq!(back, k);
         }
         assert_eq!(EntryKind::sql_list(&[EntryKind::Kernel, EntryKind::BinaryOnly]), "('kernel', 'binary_only')");
+    }
+
+    #[test]
+    fn skips_keep_their_kind_on_the_wire_and_old_clients_reasons_are_read() {
+        let s = Skip::new("KEY", SkipKind::Symlink, "symlink out of the cache");
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v, serde_json::json!({"path": "KEY", "kind": "symlink", "reason": "symlink out of the cache"}));
+        assert_eq!(serde_json::from_value::<Skip>(v).unwrap(), s);
+        // a client from before `kind`: its wording decides, once, here
+        let old = |r: &str| serde_json::from_value::<Skip>(serde_json::json!({"path": "K", "reason": r})).unwrap().kind;
+        assert_eq!(old("vanished during scan"), SkipKind::Vanished);
+        assert_eq!(old("empty entry dir (Triton creates one on every lookup)"), SkipKind::EmptyDir);
+        assert_eq!(old("dir unreadable (its entries kept as they were): permission denied"), SkipKind::DirUnreadable);
+        assert_eq!(old("permission denied"), SkipKind::Other);
+        // a kind from a newer client: its text is read as an old client's
+        let newer = serde_json::json!({"path": "K", "kind": "quantum", "reason": "vanished during scan"});
+        assert_eq!(serde_json::from_value::<Skip>(newer).unwrap().kind, SkipKind::Vanished);
+        // the kind, not the text, decides for a new client
+        let typed = serde_json::json!({"path": "K", "kind": "unreadable", "reason": "vanished? no: EIO"});
+        assert_eq!(serde_json::from_value::<Skip>(typed).unwrap().kind, SkipKind::Unreadable);
     }
 }

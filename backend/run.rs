@@ -19,6 +19,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
 async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     let machine = a.machine.clone().unwrap_or_else(collect::hostname);
+    // The server's rule for uploaded names, applied to local scans too: the name becomes a URL
+    // part of every page of this machine.
+    anyhow::ensure!(
+        crate::model::valid_machine_name(&machine),
+        "invalid machine name {machine:?}: use --machine with 1-64 letters, digits, '.', '_' or '-', not starting with '.'"
+    );
     let paths = if a.paths.is_empty() { vec![crate::scan::default_root()] } else { a.paths.clone() };
     if let Some(server) = &a.server {
         return upload(&a, server, &machine, &paths).await;
@@ -37,7 +43,6 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[PathBuf]) ->
     use anyhow::Context;
     let token =
         a.token.as_deref().context("--server needs --token (or CACHELENS_TOKEN): see `cachelens token create`")?;
-    anyhow::ensure!(crate::model::valid_machine_name(machine), "invalid machine name {machine:?} (use --machine)");
     let mut summaries = vec![];
     for p in paths {
         let up =

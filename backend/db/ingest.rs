@@ -5,7 +5,7 @@
 //! first and last scan (for a live row the last scan is the root's latest: see `finish`); entries of the scanned root not seen any more are marked removed, never
 //! deleted. Local scans and uploads go through the same [`Ingest`].
 
-use crate::model::{BestConfig, Entry, EntryKind, EventFileMark, HookEvent, ScanSummary, Skip};
+use crate::model::{BestConfig, Entry, EntryKind, EventFileMark, HookEvent, ScanSummary, Skip, SkipKind};
 use crate::scan::Previous;
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -163,13 +163,13 @@ impl Ingest {
         for e in batch {
             if let Some(other) = self.elsewhere.get(&e.key) {
                 let reason = crate::scan::duplicate_key(other);
-                self.dup_skips.push(Skip { path: e.dir.clone(), reason });
+                self.dup_skips.push(Skip::new(e.dir.clone(), SkipKind::Duplicate, reason));
                 continue;
             }
             if !self.seen.insert(e.key.clone()) {
                 // the same key twice in one report: keep the first, count the other
                 let reason = "duplicate key (twice in the report)".to_string();
-                self.dup_skips.push(Skip { path: e.dir.clone(), reason });
+                self.dup_skips.push(Skip::new(e.dir.clone(), SkipKind::Duplicate, reason));
                 continue;
             }
             match self.existing.get(&e.key) {
@@ -321,11 +321,11 @@ impl Ingest {
         // its entries: they are kept too.
         let mut unlisted = HashSet::new();
         for sk in &f.skipped {
-            let present = !(sk.reason.contains("vanished") || sk.reason.starts_with("empty entry dir"));
+            let present = !matches!(sk.kind, SkipKind::Vanished | SkipKind::EmptyDir);
             if let (true, Some(k)) = (present, by_dir.get(sk.path.as_str())) {
                 self.seen.insert(k.to_string());
             }
-            if sk.reason.contains(crate::scan::walk::UNREADABLE) {
+            if sk.kind == SkipKind::DirUnreadable {
                 unlisted.insert(sk.path.as_str());
             }
         }
