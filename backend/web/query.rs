@@ -2,8 +2,8 @@
 //! one type per question, so that the page and the API accept the same parameters.
 
 use super::error::AppError;
-use crate::db::scans::ScanRef;
 use crate::db::history::{Bucket, HistoryFilter};
+use crate::db::scans::ScanRef;
 use crate::explain::load as dbx;
 use crate::explain::report::InvalidationsReport;
 use serde::Deserialize;
