@@ -7,6 +7,7 @@ mod explain_generated;
 mod fuzz;
 mod history;
 mod history_exact;
+mod hostile;
 mod pages;
 mod scan;
 mod tokens;

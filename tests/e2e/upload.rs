@@ -205,7 +205,7 @@ fn tiny_report(machine: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejected_uploads_store_nothing() {
     let max = 1 << 20;
-    let srv = server(Config { max_upload_bytes: max, read_token: None }).await;
+    let srv = server(Config { max_upload_bytes: max, ..Config::default() }).await;
     let token = cachelens::db::tokens::create(&srv.pool, "node-1").await.unwrap();
     let revoked = cachelens::db::tokens::create(&srv.pool, "node-1").await.unwrap();
     let other = cachelens::db::tokens::create(&srv.pool, "node-2").await.unwrap();
