@@ -122,8 +122,10 @@ async fn read_token_guards_pages_and_api_but_not_uploads() {
         let v: serde_json::Value = r.json().await.unwrap();
         assert!(v["error"].as_str().unwrap().contains("read token"));
     }
-    // pages too (any path, even one that does not exist)
-    assert_eq!(status(http.get(format!("{}/", srv.url)).send().await.unwrap()), 401);
+    // pages too (any path, even one that does not exist: the rule is the read router's layer)
+    for path in ["/", "/no-such-page", "/static/style.css", "/api/v1/no-such-endpoint"] {
+        assert_eq!(status(http.get(format!("{}{path}", srv.url)).send().await.unwrap()), 401, "{path}");
+    }
     // bearer, basic auth password, cookie from /login
     assert_eq!(status(http.get(&api).bearer_auth("r3ad-s3cret-0123456789").send().await.unwrap()), 200);
     assert_eq!(status(http.get(&api).basic_auth("anyone", Some("r3ad-s3cret-0123456789")).send().await.unwrap()), 200);
