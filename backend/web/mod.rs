@@ -99,8 +99,10 @@ async fn body_idle_timeout(
 
 /// The Content-Security-Policy of every response. Pages load htmx and the stylesheet from
 /// /static and nothing else: no inline script, no eval, no framing. `style-src-attr` allows the
-/// `style="..."` attributes of bar widths and legend swatches (no `<style>` elements).
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; \
+/// `style="..."` attributes of bar widths and legend swatches; the one `<style>` element allowed
+/// is the request-indicator rule htmx 2.0.11 adds to `<head>` at start-up (its sha256).
+pub const CSP: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self' 'sha256-faU7yAF8NxuMTNEwVmBz+VcYeIoBQ2EMHW3WaVxCvnk='; style-src-attr 'unsafe-inline'; \
      img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
 
 /// Headers on every response: no MIME sniffing (raw cache files are served as text), the CSP,
