@@ -184,11 +184,12 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let app = web::app(AppState::new(pool, config));
     let listener = tokio::net::TcpListener::bind(a.listen).await?;
     eprintln!(
-        "cachelens: serving {} on http://{} (at most {} connections)",
-        db_path.display(),
-        listener.local_addr()?,
-        limits.effective_connections()
+        "cachelens: at most {} connections, {} s for a request's headers",
+        limits.effective_connections(),
+        a.limits.header_timeout
     );
+    // Scripts and tests read the URL from the end of this line: keep it last.
+    eprintln!("cachelens: serving {} on http://{}", db_path.display(), listener.local_addr()?);
     web::serve::serve(listener, app, limits, async {
         let _ = tokio::signal::ctrl_c().await;
     })
