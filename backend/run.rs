@@ -138,7 +138,8 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         }
         print_summaries(&summaries, false, &format!("database: {}", db.path().display()));
     }
-    serve(ServeArgs { db, listen: a.listen, demo, max_upload_mb: 256, read_token: None }).await
+    serve(ServeArgs { db, listen: a.listen, demo, max_upload_mb: 256, read_token: None, limits: Default::default() })
+        .await
 }
 
 /// Where `up` keeps its demo database: beside the default one, never in it.
@@ -166,6 +167,9 @@ fn serve_db_path(a: &ServeArgs) -> anyhow::Result<PathBuf> {
 }
 
 async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    if let Some(t) = &a.read_token {
+        web::auth::check_read_token(t).map_err(anyhow::Error::msg)?;
+    }
     let db_path = serve_db_path(&a)?;
     let pool = db::open(&db_path).await?;
     if a.demo {
@@ -173,15 +177,28 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         let n = crate::demo::load(&pool, &work).await?;
         eprintln!("demo: loaded {n} scans of real Triton caches into {}", db_path.display());
     }
-    let config = Config { max_upload_bytes: a.max_upload_mb << 20, read_token: a.read_token.clone() };
+    let secs = std::time::Duration::from_secs;
+    let config = Config {
+        max_upload_bytes: a.max_upload_mb << 20,
+        read_token: a.read_token.clone(),
+        body_idle_timeout: secs(a.limits.body_timeout),
+        upload_read_timeout: secs(a.limits.upload_timeout),
+    };
+    let limits =
+        web::serve::Limits { header_timeout: secs(a.limits.header_timeout), max_connections: a.limits.max_connections };
     let app = web::app(AppState::new(pool, config));
     let listener = tokio::net::TcpListener::bind(a.listen).await?;
+    eprintln!(
+        "cachelens: at most {} connections, {} s for a request's headers",
+        limits.effective_connections(),
+        a.limits.header_timeout
+    );
+    // Scripts and tests read the URL from the end of this line: keep it last.
     eprintln!("cachelens: serving {} on http://{}", db_path.display(), listener.local_addr()?);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    web::serve::serve(listener, app, limits, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
     Ok(())
 }
 

@@ -40,11 +40,18 @@ pub async fn blob(pool: &SqlitePool, sha256: &str) -> sqlx::Result<Option<String
     sqlx::query_scalar("SELECT content FROM blobs WHERE sha256 = ?").bind(sha256).fetch_optional(pool).await
 }
 
-/// Of the given sha256s, those the server has no blob for.
-pub async fn missing_blobs(pool: &SqlitePool, shas: &[String]) -> sqlx::Result<Vec<String>> {
+/// Of `shas`, those `machine` cannot be told the server has: a blob counts as present only
+/// when it is stored and one of this machine's own entries references it. Asking never reveals
+/// what other machines uploaded (the store still keeps one copy per sha256 for everyone).
+pub async fn missing_blobs(pool: &SqlitePool, machine: &str, shas: &[String]) -> sqlx::Result<Vec<String>> {
     let mut missing = vec![];
     for part in shas.chunks(500) {
-        let mut qb = QueryBuilder::<Sqlite>::new("SELECT sha256 FROM blobs WHERE sha256 IN (");
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "SELECT DISTINCT a.sha256 FROM artifacts a JOIN entries e ON e.id = a.entry_id
+             JOIN machines m ON m.id = e.machine_id JOIN blobs b ON b.sha256 = a.sha256
+             WHERE m.name = ",
+        );
+        qb.push_bind(machine.to_string()).push(" AND a.sha256 IN (");
         let mut sep = qb.separated(", ");
         for s in part {
             sep.push_bind(s.clone());

@@ -95,6 +95,7 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
+    create_private(path)?;
     let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
@@ -106,6 +107,17 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
     let pool = SqlitePoolOptions::new().max_connections(8).connect_with(opts).await?;
     MIGRATOR.run(&pool).await?;
     Ok(pool)
+}
+
+/// Create the database file readable by its owner only (0600) when it does not exist yet:
+/// it holds every team's scans and the upload tokens' hashes. SQLite gives its -wal and -shm
+/// files the same mode. An existing file keeps the mode its owner chose.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Unix milliseconds now.

@@ -3,6 +3,7 @@
 pub mod explain;
 pub mod history;
 pub mod upload;
+pub mod validate;
 
 use super::AppState;
 use super::error::{ApiError, AppError};
@@ -15,17 +16,24 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-pub fn router() -> Router<AppState> {
+/// The read API: behind the read token (when one is set) like the pages.
+pub fn read_router() -> Router<AppState> {
     Router::new()
         .route("/machines", get(machines))
-        .route("/scans", get(scans).post(upload::post_scan))
-        .route("/blobs/missing", post(upload::blobs_missing))
+        .route("/scans", get(scans))
         .route("/kernels", get(kernels))
         .route("/entries", get(entries))
         .merge(explain::router())
         .route("/history", get(history::history))
         .route("/history/kernels", get(history::kernels))
         .fallback(|| async { ApiError(AppError::NotFound("no such API endpoint".into())) })
+}
+
+/// The write API, at its full paths: authenticated by machine upload tokens, never the read token.
+pub fn upload_router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/scans", post(upload::post_scan))
+        .route("/api/v1/blobs/missing", post(upload::blobs_missing))
 }
 
 /// The most rows one page of a list endpoint returns (DESIGN.md; `Page::new` caps at it too).
