@@ -92,9 +92,37 @@ pub struct ServeArgs {
     /// Largest accepted upload in MiB (after decompression).
     #[arg(long, env = "CACHELENS_MAX_UPLOAD_MB", default_value_t = 256)]
     pub max_upload_mb: usize,
-    /// Require this token to read pages and the read API (see README: Deployment).
+    /// Require this token to read pages and the read API (see README: Deployment); at least
+    /// 16 characters.
     #[arg(long, env = "CACHELENS_READ_TOKEN")]
     pub read_token: Option<String>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// Connection limits of `serve` (docs/THREAT-MODEL.md says what each protects).
+#[derive(Args, Debug, Clone)]
+pub struct LimitArgs {
+    /// Close a connection whose request headers take longer than this (seconds); also the
+    /// idle time allowed between two requests on one connection.
+    #[arg(long, env = "CACHELENS_HEADER_TIMEOUT", default_value_t = 10)]
+    pub header_timeout: u64,
+    /// Fail a request whose body sends nothing for this long (seconds).
+    #[arg(long, env = "CACHELENS_BODY_TIMEOUT", default_value_t = 30)]
+    pub body_timeout: u64,
+    /// Fail an upload whose body has not arrived whole after this long (seconds).
+    #[arg(long, env = "CACHELENS_UPLOAD_TIMEOUT", default_value_t = 300)]
+    pub upload_timeout: u64,
+    /// Connections served at once (more wait in the listen backlog); lowered to fit the
+    /// process's open-file limit.
+    #[arg(long, env = "CACHELENS_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+}
+
+impl Default for LimitArgs {
+    fn default() -> Self {
+        LimitArgs { header_timeout: 10, body_timeout: 30, upload_timeout: 300, max_connections: 1024 }
+    }
 }
 
 #[derive(Args, Debug)]

@@ -9,6 +9,7 @@ pub mod collect;
 pub mod db;
 pub mod demo;
 pub mod explain;
+pub mod fmt;
 pub mod model;
 pub mod run;
 pub mod scan;

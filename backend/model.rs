@@ -44,9 +44,10 @@ pub struct ScanReport {
     pub blobs: BTreeMap<String, String>,
 }
 
-/// What kind of directory an entry is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// What kind of directory an entry is. Stored as its snake_case name (`entries.kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "snake_case")]
+#[sqlx(rename_all = "snake_case")]
 pub enum EntryKind {
     /// A compiled kernel with metadata, IR and binary.
     Kernel,
@@ -58,7 +59,9 @@ pub enum EntryKind {
     Autotune,
     /// A kernel entry missing files its group names (crash mid-write), or with no metadata.
     Partial,
-    /// Anything else Triton put in a key dir.
+    /// Anything else Triton put in a key dir. Also what a kind this version does not know
+    /// (from a newer client's upload) is read as.
+    #[serde(other)]
     Other,
 }
 
@@ -71,6 +74,55 @@ impl EntryKind {
             EntryKind::Autotune => "autotune",
             EntryKind::Partial => "partial",
             EntryKind::Other => "other",
+        }
+    }
+
+    /// An SQL list of kinds, `('kernel', 'binary_only')`, for `kind IN ...`.
+    pub fn sql_list(kinds: &[EntryKind]) -> String {
+        let names: Vec<String> = kinds.iter().map(|k| format!("'{}'", k.as_str())).collect();
+        format!("({})", names.join(", "))
+    }
+}
+
+impl std::fmt::Display for EntryKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a hook event records. Stored as its name (`events.event`). A report carrying any other
+/// value is not a report this version reads (an upload gets 422; the scanner skips the line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[serde(rename_all = "snake_case")]
+#[sqlx(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A cache lookup that found a usable entry.
+    Hit,
+    /// A lookup that did not (a compile follows unless it failed).
+    Miss,
+    /// A compile finished and was stored (with its `compile_ms`).
+    Compile,
+}
+
+impl EventKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Hit => "hit",
+            EventKind::Miss => "miss",
+            EventKind::Compile => "compile",
+        }
+    }
+}
+
+impl std::str::FromStr for EventKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<EventKind, String> {
+        match s {
+            "hit" => Ok(EventKind::Hit),
+            "miss" => Ok(EventKind::Miss),
+            "compile" => Ok(EventKind::Compile),
+            _ => Err(format!("event {:?} is not hit, miss or compile", s.chars().take(40).collect::<String>())),
         }
     }
 }
@@ -191,10 +243,88 @@ fn timings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error>
 }
 
 /// An entry directory (or file) that was not read, and why.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+///
+/// `kind` decides what the ingest does (an entry that vanished is marked removed, one that is
+/// unreadable is kept); `reason` is the human text, for display and the scan summary only.
+/// On the wire: `{"path", "reason", "kind"}`. Reports of clients from before `kind` carry only
+/// `reason`: their kind is read off the wording those clients used ([`SkipKind::from_legacy`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "SkipWire")]
 pub struct Skip {
     pub path: String,
+    pub kind: SkipKind,
     pub reason: String,
+}
+
+impl Skip {
+    pub fn new(path: impl Into<String>, kind: SkipKind, reason: impl Into<String>) -> Self {
+        Skip { path: path.into(), kind, reason: reason.into() }
+    }
+}
+
+/// Why something was skipped, as far as behaviour goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipKind {
+    /// The entry dir (or a file of it) disappeared while it was read: the entry is gone.
+    Vanished,
+    /// A file changed size while it was read: still there, read again by the next scan.
+    Changed,
+    /// An empty key dir (Triton makes one on every lookup): no entry there.
+    EmptyDir,
+    /// Still there but not readable now (permission denied, I/O error): its row is kept.
+    Unreadable,
+    /// A dir whose listing failed: every entry below it is kept as it was.
+    DirUnreadable,
+    /// A symlink: never followed (out of the cache, dangling, a loop, or inside the cache).
+    Symlink,
+    /// Triton's temp dir, or an entry being written.
+    WriteInProgress,
+    /// The same key in another dir or root of this machine.
+    Duplicate,
+    /// A file over the scanner's size cap (see `scan::limits`).
+    TooLarge,
+    /// A best_config or hook event line that could not be parsed or is out of bounds.
+    Malformed,
+    /// Anything else, and kinds of newer clients this version does not know.
+    #[serde(other)]
+    Other,
+}
+
+impl SkipKind {
+    /// The kind of a reason sent by a client from before `kind` existed, from the wording it
+    /// used. Only this fallback reads the text.
+    pub fn from_legacy(reason: &str) -> SkipKind {
+        if reason.contains("vanished") {
+            SkipKind::Vanished
+        } else if reason.starts_with("empty entry dir") {
+            SkipKind::EmptyDir
+        } else if reason.contains("unreadable (its entries kept as they were)") {
+            SkipKind::DirUnreadable
+        } else if reason.starts_with("duplicate key") {
+            SkipKind::Duplicate
+        } else {
+            SkipKind::Other
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct SkipWire {
+    path: String,
+    reason: String,
+    #[serde(default)]
+    kind: Option<SkipKind>,
+}
+
+impl From<SkipWire> for Skip {
+    fn from(w: SkipWire) -> Self {
+        let kind = match w.kind {
+            Some(SkipKind::Other) | None => SkipKind::from_legacy(&w.reason),
+            Some(k) => k,
+        };
+        Skip { path: w.path, kind, reason: w.reason }
+    }
 }
 
 /// Inductor's `<hash>.best_config`.
@@ -226,8 +356,7 @@ pub struct HookEvent {
     pub pid: i64,
     pub key: String,
     pub kernel: Option<String>,
-    /// `hit`, `miss` or `compile`.
-    pub event: String,
+    pub event: EventKind,
     pub compile_ms: Option<f64>,
     pub stages_ms: Option<serde_json::Value>,
 }
@@ -261,6 +390,34 @@ pub struct ScanSummary {
     pub duration_ms: i64,
 }
 
+/// The answer to an upload (`POST /api/v1/scans`).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct UploadResponse {
+    pub scan_id: i64,
+    /// False when the same scan (machine, client_id) was stored before: nothing was written.
+    pub created: bool,
+    pub summary: ScanSummary,
+}
+
+/// `POST /api/v1/blobs/missing` body and answer.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MissingRequest {
+    pub sha256: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct MissingResponse {
+    pub missing: Vec<String>,
+    /// How far the server has read each hook event file of the token's machine: a client scans
+    /// events from there on, so an upload carries only lines the server has not got. (Absent
+    /// from older servers: the client then sends every line, which the server dedupes.)
+    #[serde(default)]
+    pub event_files: Vec<EventFileMark>,
+    /// The server's upload size limit (decompressed), so a client can keep under it.
+    #[serde(default)]
+    pub max_upload_bytes: Option<u64>,
+}
+
 /// Machine names become URL parts and file-ish labels: letters, digits, `.`, `_`, `-`, 1–64
 /// chars, not starting with `.` (no path-like names).
 pub fn valid_machine_name(name: &str) -> bool {
@@ -268,4 +425,74 @@ pub fn valid_machine_name(name: &str) -> bool {
         && name.len() <= 64
         && !name.starts_with('.')
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kind added by a newer client is read as `other`, not refused: the entry is kept.
+    #[test]
+    fn unknown_entry_kind_from_another_client_reads_as_other() {
+        let k: EntryKind = serde_json::from_str("\"kernel\"").unwrap();
+        assert_eq!(k, EntryKind::Kernel);
+        let k: EntryKind = serde_json::from_str("\"from_the_future\"").unwrap();
+        assert_eq!(k, EntryKind::Other);
+    }
+
+    /// An event kind this version cannot count makes an upload a 422 naming it (never a 500).
+    #[test]
+    fn unknown_event_kind_in_an_upload_is_a_422() {
+        let report = |event: &str| {
+            serde_json::json!({"format": REPORT_FORMAT, "client_id": "c", "machine": "m", "root": "/r",
+                "scanned_at": 1_763_000_000_000i64, "duration_ms": 1, "entries": [],
+                "events": [{"ts": 1_763_000_000_000i64, "host": "h", "pid": 1, "key": "k", "kernel": null,
+                            "event": event, "compile_ms": null, "stages_ms": null}]})
+            .to_string()
+        };
+        let ok = crate::web::api::upload::decode(report("hit").as_bytes(), false, 1 << 20).unwrap();
+        assert_eq!(ok.events[0].event, EventKind::Hit);
+        let err = crate::web::api::upload::decode(report("evicted").as_bytes(), false, 1 << 20).unwrap_err();
+        assert!(matches!(&err, crate::web::error::AppError::Unprocessable(m) if m.contains("evicted")), "{err:?}");
+        assert_eq!("evicted".parse::<EventKind>().unwrap_err(), "event \"evicted\" is not hit, miss or compile");
+    }
+
+    /// The SQL that counts events and selects entry kinds compares the stored text with these
+    /// names: the enums must be stored as exactly them.
+    #[tokio::test]
+    async fn kinds_are_stored_as_their_names() {
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        for k in [EventKind::Hit, EventKind::Miss, EventKind::Compile] {
+            let s: String = sqlx::query_scalar("SELECT ?").bind(k).fetch_one(&pool).await.unwrap();
+            assert_eq!(s, k.as_str());
+        }
+        let kinds = [EntryKind::Kernel, EntryKind::BinaryOnly, EntryKind::Launcher, EntryKind::Autotune];
+        for k in kinds.into_iter().chain([EntryKind::Partial, EntryKind::Other]) {
+            let s: String = sqlx::query_scalar("SELECT ?").bind(k).fetch_one(&pool).await.unwrap();
+            assert_eq!(s, k.as_str());
+            let back: EntryKind = sqlx::query_scalar("SELECT ?").bind(&s).fetch_one(&pool).await.unwrap();
+            assert_eq!(back, k);
+        }
+        assert_eq!(EntryKind::sql_list(&[EntryKind::Kernel, EntryKind::BinaryOnly]), "('kernel', 'binary_only')");
+    }
+
+    #[test]
+    fn skips_keep_their_kind_on_the_wire_and_old_clients_reasons_are_read() {
+        let s = Skip::new("KEY", SkipKind::Symlink, "symlink out of the cache");
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v, serde_json::json!({"path": "KEY", "kind": "symlink", "reason": "symlink out of the cache"}));
+        assert_eq!(serde_json::from_value::<Skip>(v).unwrap(), s);
+        // a client from before `kind`: its wording decides, once, here
+        let old = |r: &str| serde_json::from_value::<Skip>(serde_json::json!({"path": "K", "reason": r})).unwrap().kind;
+        assert_eq!(old("vanished during scan"), SkipKind::Vanished);
+        assert_eq!(old("empty entry dir (Triton creates one on every lookup)"), SkipKind::EmptyDir);
+        assert_eq!(old("dir unreadable (its entries kept as they were): permission denied"), SkipKind::DirUnreadable);
+        assert_eq!(old("permission denied"), SkipKind::Other);
+        // a kind from a newer client: its text is read as an old client's
+        let newer = serde_json::json!({"path": "K", "kind": "quantum", "reason": "vanished during scan"});
+        assert_eq!(serde_json::from_value::<Skip>(newer).unwrap().kind, SkipKind::Vanished);
+        // the kind, not the text, decides for a new client
+        let typed = serde_json::json!({"path": "K", "kind": "unreadable", "reason": "vanished? no: EIO"});
+        assert_eq!(serde_json::from_value::<Skip>(typed).unwrap().kind, SkipKind::Unreadable);
+    }
 }

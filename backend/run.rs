@@ -19,6 +19,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
 async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     let machine = a.machine.clone().unwrap_or_else(collect::hostname);
+    // The server's rule for uploaded names, applied to local scans too: the name becomes a URL
+    // part of every page of this machine.
+    anyhow::ensure!(
+        crate::model::valid_machine_name(&machine),
+        "invalid machine name {machine:?}: use --machine with 1-64 letters, digits, '.', '_' or '-', not starting with '.'"
+    );
     let paths = if a.paths.is_empty() { vec![crate::scan::default_root()] } else { a.paths.clone() };
     if let Some(server) = &a.server {
         return upload(&a, server, &machine, &paths).await;
@@ -37,7 +43,6 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[PathBuf]) ->
     use anyhow::Context;
     let token =
         a.token.as_deref().context("--server needs --token (or CACHELENS_TOKEN): see `cachelens token create`")?;
-    anyhow::ensure!(crate::model::valid_machine_name(machine), "invalid machine name {machine:?} (use --machine)");
     let mut summaries = vec![];
     for p in paths {
         let up =
@@ -133,7 +138,8 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         }
         print_summaries(&summaries, false, &format!("database: {}", db.path().display()));
     }
-    serve(ServeArgs { db, listen: a.listen, demo, max_upload_mb: 256, read_token: None }).await
+    serve(ServeArgs { db, listen: a.listen, demo, max_upload_mb: 256, read_token: None, limits: Default::default() })
+        .await
 }
 
 /// Where `up` keeps its demo database: beside the default one, never in it.
@@ -161,6 +167,9 @@ fn serve_db_path(a: &ServeArgs) -> anyhow::Result<PathBuf> {
 }
 
 async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    if let Some(t) = &a.read_token {
+        web::auth::check_read_token(t).map_err(anyhow::Error::msg)?;
+    }
     let db_path = serve_db_path(&a)?;
     let pool = db::open(&db_path).await?;
     if a.demo {
@@ -168,15 +177,28 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         let n = crate::demo::load(&pool, &work).await?;
         eprintln!("demo: loaded {n} scans of real Triton caches into {}", db_path.display());
     }
-    let config = Config { max_upload_bytes: a.max_upload_mb << 20, read_token: a.read_token.clone() };
+    let secs = std::time::Duration::from_secs;
+    let config = Config {
+        max_upload_bytes: a.max_upload_mb << 20,
+        read_token: a.read_token.clone(),
+        body_idle_timeout: secs(a.limits.body_timeout),
+        upload_read_timeout: secs(a.limits.upload_timeout),
+    };
+    let limits =
+        web::serve::Limits { header_timeout: secs(a.limits.header_timeout), max_connections: a.limits.max_connections };
     let app = web::app(AppState::new(pool, config));
     let listener = tokio::net::TcpListener::bind(a.listen).await?;
+    eprintln!(
+        "cachelens: at most {} connections, {} s for a request's headers",
+        limits.effective_connections(),
+        a.limits.header_timeout
+    );
+    // Scripts and tests read the URL from the end of this line: keep it last.
     eprintln!("cachelens: serving {} on http://{}", db_path.display(), listener.local_addr()?);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await?;
+    web::serve::serve(listener, app, limits, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
     Ok(())
 }
 
@@ -216,7 +238,7 @@ async fn token(c: TokenCommand) -> anyhow::Result<()> {
             println!("{:>4}  {:<24} {:<8} created", "id", "machine", "state");
             for t in db::tokens::list(&pool).await? {
                 let state = if t.revoked_at.is_some() { "revoked" } else { "active" };
-                println!("{:>4}  {:<24} {:<8} {}", t.id, t.machine, state, fmt_time(t.created_at));
+                println!("{:>4}  {:<24} {:<8} {}", t.id, t.machine, state, crate::fmt::time(Some(t.created_at)));
             }
         }
         TokenCommand::Revoke { id, db } => {
@@ -226,9 +248,4 @@ async fn token(c: TokenCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Unix ms as `YYYY-MM-DD HH:MM` UTC.
-pub fn fmt_time(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms).map(|t| t.format("%Y-%m-%d %H:%M").to_string()).unwrap_or_default()
 }

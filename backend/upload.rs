@@ -8,7 +8,7 @@
 //! sends the very same bytes, hence the same `client_id`: the server stores the scan once.
 
 use crate::model::ScanReport;
-use crate::web::api::upload::{MissingRequest, MissingResponse, UploadResponse};
+use crate::model::{MissingRequest, MissingResponse, UploadResponse};
 use anyhow::Context;
 use std::io::Write;
 use std::time::Duration;

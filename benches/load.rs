@@ -166,7 +166,7 @@ async fn drive(base: &str, urls: &[String], htmx: bool, clients: usize, requests
 }
 
 fn enc(s: &str) -> String {
-    cachelens::web::pages::fmt::enc(s)
+    cachelens::fmt::enc(s)
 }
 
 #[tokio::main]
@@ -179,7 +179,7 @@ async fn main() -> anyhow::Result<()> {
     let pool = build_db(&a).await?;
     let entries = count(&pool, "SELECT COUNT(*) FROM entries").await;
     let t = Instant::now();
-    db::pages::refresh_stats(&pool).await?;
+    db::Db::new(pool.clone()).fresh_summaries().await?;
     eprintln!("{entries} entries; summary tables (re)built in {:.1}s", t.elapsed().as_secs_f64());
 
     let kernels: Vec<String> = sqlx::query_scalar("SELECT kernel FROM page_kernel_totals ORDER BY random() LIMIT 200")

@@ -39,8 +39,7 @@ suite "style (cargo fmt --check, cargo clippy -D warnings)" \
 suite "rust tests" cargo test --locked -- --test-threads 2
 suite "hook (pytest against real triton)" sh -c '"${CACHELENS_PYTHON:?needs a python with triton}" -m pytest hook/tests -q'
 suite "history-ci (hook -> scan -> history API)" bash scripts/history-ci.sh
-suite "browser-test" bash scripts/browser-test.sh
-suite "browser-test-explain" bash scripts/browser-test-explain.sh
+suite "browser tests (headless Chromium: dashboard, explain, back/forward)" bash scripts/browser-test.sh
 
 echo
 echo "suites: ${passed} passed, ${failed} failed"

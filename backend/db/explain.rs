@@ -2,8 +2,10 @@
 //! hash, relocation), entry sets at a scan (for invalidations), and a kernel's entries on every
 //! machine (for nearest neighbours).
 
-use super::read::{self, EntryRow};
+use super::entries::{self, EntryRow};
+use super::scans::ScanRef;
 use crate::explain::Side;
+use crate::model::EntryKind;
 use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqlitePool};
 use std::collections::HashMap;
 
@@ -17,14 +19,15 @@ pub struct Loaded {
 }
 
 /// Kinds of entries that hold a compiled kernel.
-const KERNEL_KINDS: &str = "('kernel', 'binary_only', 'partial')";
+const KERNEL_KINDS: &[EntryKind] = &[EntryKind::Kernel, EntryKind::BinaryOnly, EntryKind::Partial];
 
 /// One entry as a [`Side`], by machine and key (removed entries included).
 pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Option<Loaded>> {
-    let Some(row) = read::entry(pool, machine, key).await? else {
+    let Some(row) = entries::entry(pool, machine, key).await? else {
         return Ok(None);
     };
-    let (meta, group, _) = read::entry_json(pool, row.id).await?;
+    let d = entries::entry_detail(pool, row.id).await?;
+    let (meta, group) = (d.metadata_json, d.group_json);
     let mut ir = ir_texts(pool, &[row.id]).await?;
     let (source, ttir) = ir.remove(&row.id).unwrap_or_default();
     let group: Option<serde_json::Value> = group.and_then(|g| serde_json::from_str(&g).ok());
@@ -133,44 +136,14 @@ async fn sides(pool: &SqlitePool, sql: &str, binds: &[&str]) -> sqlx::Result<Vec
 const SIDE_COLUMNS: &str = "e.id, m.name AS machine, e.key, e.kernel, e.metadata_json, e.binary_sha256,
      json_extract(e.resources_json, '$.code_sha256') AS code_sha256, e.relocated";
 
-/// A scan: its machine and root.
-#[derive(Debug, Clone, FromRow)]
-pub struct ScanRef {
-    pub id: i64,
-    pub machine: String,
-    pub root: String,
-    pub scanned_at: i64,
-}
-
-/// One scan by id.
-pub async fn scan(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<ScanRef>> {
-    sqlx::query_as(
-        "SELECT s.id, m.name AS machine, s.root, s.scanned_at FROM scans s JOIN machines m ON m.id = s.machine_id
-         WHERE s.id = ?",
-    )
-    .bind(id)
-    .fetch_optional(pool)
-    .await
-}
-
-/// Every scan of a machine, oldest first.
-pub async fn scans_of(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<ScanRef>> {
-    sqlx::query_as(
-        "SELECT s.id, m.name AS machine, s.root, s.scanned_at FROM scans s JOIN machines m ON m.id = s.machine_id
-         WHERE m.name = ? ORDER BY s.scanned_at, s.id",
-    )
-    .bind(machine)
-    .fetch_all(pool)
-    .await
-}
-
 /// Kernel entries of the scan's machine and root that were present right after that scan:
 /// `first_scan_id <= S` and not removed by S.
 pub async fn sides_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<Side>> {
     let id = s.id.to_string();
+    let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
         "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE m.name = ?1 AND e.root = ?2 AND e.kind IN {KERNEL_KINDS}
+         WHERE m.name = ?1 AND e.root = ?2 AND e.kind IN {kinds}
            AND e.first_scan_id <= CAST(?3 AS INTEGER)
            AND (e.removed_scan_id IS NULL OR e.removed_scan_id > CAST(?3 AS INTEGER))
          ORDER BY e.kernel, e.key"
@@ -180,18 +153,20 @@ pub async fn sides_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<Side>>
 
 /// Kernel entries a machine holds now (every root).
 pub async fn sides_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<Side>> {
+    let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
         "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE m.name = ?1 AND e.kind IN {KERNEL_KINDS} AND e.removed_at IS NULL ORDER BY e.kernel, e.key"
+         WHERE m.name = ?1 AND e.kind IN {kinds} AND e.removed_at IS NULL ORDER BY e.kernel, e.key"
     );
     sides(pool, &sql, &[machine]).await
 }
 
 /// Entries of one kernel on every machine, present now.
 pub async fn kernel_sides(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<Side>> {
+    let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
         "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE e.kernel = ?1 AND e.kind IN {KERNEL_KINDS} AND e.removed_at IS NULL ORDER BY m.name, e.key"
+         WHERE e.kernel = ?1 AND e.kind IN {kinds} AND e.removed_at IS NULL ORDER BY m.name, e.key"
     );
     sides(pool, &sql, &[kernel]).await
 }
@@ -201,4 +176,28 @@ pub async fn machine_exists(pool: &SqlitePool, machine: &str) -> sqlx::Result<bo
     let n: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM machines WHERE name = ?").bind(machine).fetch_one(pool).await?;
     Ok(n > 0)
+}
+
+/// The hook's latest measured compile time (ms) of each of `keys` on `machine`: what compiling
+/// that entry cost. Keys the hook never saw compile are left out.
+pub async fn compile_ms(pool: &SqlitePool, machine: &str, keys: &[&str]) -> sqlx::Result<HashMap<String, f64>> {
+    let mut out = HashMap::new();
+    for part in keys.chunks(500) {
+        // SQLite takes the bare columns of a MAX() aggregate from the row holding the maximum.
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "SELECT e.key, e.compile_ms, MAX(e.ts) FROM events e JOIN machines m ON m.id = e.machine_id
+             WHERE m.name = ",
+        );
+        qb.push_bind(machine);
+        qb.push(" AND e.event = 'compile' AND e.compile_ms IS NOT NULL AND e.key IN (");
+        let mut sep = qb.separated(", ");
+        for k in part {
+            sep.push_bind(*k);
+        }
+        qb.push(") GROUP BY e.key");
+        for r in qb.build().fetch_all(pool).await? {
+            out.insert(r.get::<String, _>(0), r.get::<f64, _>(1));
+        }
+    }
+    Ok(out)
 }

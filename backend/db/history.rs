@@ -20,13 +20,14 @@
 //! of another make logged only compiles) is counted as a miss as well. A `miss` with no
 //! `compile` (the compile failed or the job died) is a miss without a compile.
 
+use crate::model::EntryKind;
 use serde::Serialize;
 use sqlx::{Row, SqlitePool};
 use std::collections::BTreeMap;
 
 /// Entry kinds that are Triton compiles (launchers are built by the C compiler, autotune
 /// files record benchmarks; partial entries never became usable).
-const COMPILED_KINDS: &str = "('kernel', 'binary_only')";
+const COMPILED_KINDS: &[EntryKind] = &[EntryKind::Kernel, EntryKind::BinaryOnly];
 
 /// How far an entry's metadata mtime may lie outside its hook compile event's window
 /// `[ts - compile_ms, ts]` and still be that compile (clock steps, coarse file times).
@@ -163,11 +164,12 @@ where
          FROM ev WHERE (?3 IS NULL OR ts >= ?3) AND (?4 IS NULL OR ts < ?4)
          GROUP BY k"
     );
+    let compiled = EntryKind::sql_list(COMPILED_KINDS);
     let inferred = format!(
         "SELECT {key} AS k, COUNT(*) AS n FROM (
            SELECT c.compiled_at AS ts, en.kernel, m.name AS machine
            FROM entry_compiles c JOIN entries en ON en.id = c.entry_id JOIN machines m ON m.id = en.machine_id
-           WHERE en.kind IN {COMPILED_KINDS}
+           WHERE en.kind IN {compiled}
              AND (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR en.kernel = ?2)
              AND (?3 IS NULL OR c.compiled_at >= ?3) AND (?4 IS NULL OR c.compiled_at < ?4)
              AND NOT EXISTS (SELECT 1 FROM events x
@@ -266,10 +268,11 @@ pub fn total<'a>(rows: impl IntoIterator<Item = &'a Counts>) -> Counts {
 /// Machine names and kernel names for the filter form.
 pub async fn choices(pool: &SqlitePool) -> sqlx::Result<(Vec<String>, Vec<String>)> {
     let machines = sqlx::query_scalar("SELECT name FROM machines ORDER BY name").fetch_all(pool).await?;
-    let kernels = sqlx::query_scalar(
-        "SELECT kernel FROM entries WHERE kernel IS NOT NULL AND kind IN ('kernel', 'binary_only')
-         UNION SELECT kernel FROM events WHERE kernel IS NOT NULL ORDER BY 1",
-    )
+    let kernels = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT kernel FROM entries WHERE kernel IS NOT NULL AND kind IN {}
+             UNION SELECT kernel FROM events WHERE kernel IS NOT NULL ORDER BY 1",
+        EntryKind::sql_list(COMPILED_KINDS)
+    )))
     .fetch_all(pool)
     .await?;
     Ok((machines, kernels))

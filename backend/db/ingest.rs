@@ -5,7 +5,7 @@
 //! first and last scan (for a live row the last scan is the root's latest: see `finish`); entries of the scanned root not seen any more are marked removed, never
 //! deleted. Local scans and uploads go through the same [`Ingest`].
 
-use crate::model::{BestConfig, Entry, EventFileMark, HookEvent, ScanSummary, Skip};
+use crate::model::{BestConfig, Entry, EntryKind, EventFileMark, HookEvent, ScanSummary, Skip, SkipKind};
 use crate::scan::Previous;
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -97,10 +97,10 @@ impl Ingest {
         .bind(source)
         .fetch_one(&mut *tx)
         .await?;
-        // (key, id, dir, sig, removed, bytes, relocated, partial), read from `entries_rescan` alone
-        type Row = (String, i64, String, String, bool, i64, bool, bool);
+        // (key, id, dir, sig, removed, bytes, relocated, kind), read from `entries_rescan` alone
+        type Row = (String, i64, String, String, bool, i64, bool, EntryKind);
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT key, id, dir, sig, removed_at IS NOT NULL, bytes, relocated, kind = 'partial'
+            "SELECT key, id, dir, sig, removed_at IS NOT NULL, bytes, relocated, kind
              FROM entries INDEXED BY entries_rescan WHERE machine_id = ? AND root = ?",
         )
         .bind(machine_id)
@@ -109,8 +109,9 @@ impl Ingest {
         .await?;
         let existing = rows
             .into_iter()
-            .map(|(key, id, dir, sig, removed, bytes, relocated, partial)| {
-                (key, Existing { id, dir, sig, removed, stats: (bytes, relocated, partial) })
+            .map(|(key, id, dir, sig, removed, bytes, relocated, kind)| {
+                let stats = (bytes, relocated, kind == EntryKind::Partial);
+                (key, Existing { id, dir, sig, removed, stats })
             })
             .collect();
         // One row per (machine, key): a key whose live row belongs to another root stays there
@@ -162,13 +163,13 @@ impl Ingest {
         for e in batch {
             if let Some(other) = self.elsewhere.get(&e.key) {
                 let reason = crate::scan::duplicate_key(other);
-                self.dup_skips.push(Skip { path: e.dir.clone(), reason });
+                self.dup_skips.push(Skip::new(e.dir.clone(), SkipKind::Duplicate, reason));
                 continue;
             }
             if !self.seen.insert(e.key.clone()) {
                 // the same key twice in one report: keep the first, count the other
                 let reason = "duplicate key (twice in the report)".to_string();
-                self.dup_skips.push(Skip { path: e.dir.clone(), reason });
+                self.dup_skips.push(Skip::new(e.dir.clone(), SkipKind::Duplicate, reason));
                 continue;
             }
             match self.existing.get(&e.key) {
@@ -185,7 +186,7 @@ impl Ingest {
         }
         for e in &fresh {
             let relocated = e.group.as_ref().is_some_and(|g| g.relocated);
-            self.written.insert(e.key.clone(), (e.bytes, relocated, e.kind == crate::model::EntryKind::Partial));
+            self.written.insert(e.key.clone(), (e.bytes, relocated, e.kind == EntryKind::Partial));
         }
         for chunk in fresh.chunks(200) {
             self.upsert(chunk, blobs).await?;
@@ -207,7 +208,7 @@ impl Ingest {
                 .push_bind(root.clone())
                 .push_bind(e.dir.clone())
                 .push_bind(e.key.clone())
-                .push_bind(e.kind.as_str())
+                .push_bind(e.kind)
                 .push_bind(e.kernel.clone())
                 .push_bind(e.backend.clone())
                 .push_bind(e.arch.clone())
@@ -278,30 +279,7 @@ impl Ingest {
         }
         let arts: Vec<(i64, &crate::model::Artifact)> =
             chunk.iter().flat_map(|e| e.artifacts.iter().map(|a| (ids[&e.key], a))).collect();
-        for part in arts.chunks(1000) {
-            let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO artifacts(entry_id, name, ext, bytes, sha256) ");
-            qb.push_values(part, |mut b, (id, a)| {
-                b.push_bind(*id)
-                    .push_bind(a.name.clone())
-                    .push_bind(a.ext().to_string())
-                    .push_bind(a.bytes)
-                    .push_bind(a.sha256.clone());
-            });
-            qb.build().execute(&mut *self.tx).await?;
-        }
-        for (_, a) in &arts {
-            let text = a.text.as_deref().or_else(|| blobs.get(&a.sha256).map(String::as_str));
-            if let Some(text) = text
-                && self.stored_blobs.insert(a.sha256.clone())
-            {
-                sqlx::query("INSERT OR IGNORE INTO blobs(sha256, bytes, content) VALUES (?, ?, ?)")
-                    .bind(&a.sha256)
-                    .bind(text.len() as i64)
-                    .bind(text)
-                    .execute(&mut *self.tx)
-                    .await?;
-            }
-        }
+        super::artifacts::insert(&mut self.tx, &arts, blobs, &mut self.stored_blobs).await?;
         for e in chunk {
             let Some(at) = &e.autotune else { continue };
             for (i, c) in at.configs.iter().enumerate() {
@@ -343,11 +321,11 @@ impl Ingest {
         // its entries: they are kept too.
         let mut unlisted = HashSet::new();
         for sk in &f.skipped {
-            let present = !(sk.reason.contains("vanished") || sk.reason.starts_with("empty entry dir"));
+            let present = !matches!(sk.kind, SkipKind::Vanished | SkipKind::EmptyDir);
             if let (true, Some(k)) = (present, by_dir.get(sk.path.as_str())) {
                 self.seen.insert(k.to_string());
             }
-            if sk.reason.contains(crate::scan::walk::UNREADABLE) {
+            if sk.kind == SkipKind::DirUnreadable {
                 unlisted.insert(sk.path.as_str());
             }
         }
@@ -400,19 +378,8 @@ impl Ingest {
             }
         }
         self.summary.removed_entries = gone.len() as i64;
-        self.summary.events = super::read::insert_events(&mut self.tx, mid, &f.events).await?;
-        for m in &f.event_files {
-            sqlx::query(
-                "INSERT INTO event_files(machine_id, path, inode_sig, offset) VALUES (?, ?, ?, ?)
-                 ON CONFLICT(machine_id, path) DO UPDATE SET inode_sig = excluded.inode_sig, offset = excluded.offset",
-            )
-            .bind(mid)
-            .bind(&m.path)
-            .bind(&m.inode_sig)
-            .bind(m.offset)
-            .execute(&mut *self.tx)
-            .await?;
-        }
+        self.summary.events = super::events::insert_events(&mut self.tx, mid, &f.events).await?;
+        super::events::store_marks(&mut self.tx, mid, &f.event_files).await?;
         for b in &f.best_configs {
             sqlx::query(
                 "INSERT INTO best_configs(machine_id, path, triton_cache_hash, num_warps, num_stages, config_json, last_seen_at)
@@ -436,7 +403,7 @@ impl Ingest {
         let mut totals = (0i64, 0i64, 0i64, 0i64);
         let mut add = |(bytes, relocated, partial): (i64, bool, bool)| {
             totals.0 += 1;
-            totals.1 += bytes;
+            totals.1 = totals.1.saturating_add(bytes); // a client may send any size
             totals.2 += i64::from(relocated);
             totals.3 += i64::from(partial);
         };

@@ -1,17 +1,77 @@
-//! All SQL lives here: pool setup (WAL, busy timeout, foreign keys), the migrator, ingestion of
-//! scan reports, and the read queries behind the pages and the JSON API.
+//! All SQL lives here, one module per thing stored: `entries`, `scans`, `artifacts` (and blobs),
+//! `events` and their `history`, `summaries` (the `page_*` tables, rebuilt by `rebuild`),
+//! `tokens`; `ingest` writes a scan, `explain` loads entries for the explainer. This module owns
+//! pool setup (WAL, busy timeout, foreign keys), the migrator and the [`Db`] handle.
 
+pub mod artifacts;
+pub mod entries;
+pub mod events;
 pub mod explain;
 pub mod history;
 pub mod ingest;
-pub mod pages;
-pub mod read;
+pub mod rebuild;
+pub mod scans;
+pub mod summaries;
 pub mod tokens;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// One database: its pool and the state kept per database (the summary rebuild's lock and
+/// timing). Cheap to clone; make one per database and clone it, so that every user of the
+/// database shares that state while two databases in one process share nothing.
+#[derive(Clone, Debug)]
+pub struct Db {
+    pool: SqlitePool,
+    summaries: Arc<rebuild::State>,
+}
+
+impl Db {
+    /// A handle on an open (migrated) pool.
+    pub fn new(pool: SqlitePool) -> Db {
+        Db { pool, summaries: Arc::default() }
+    }
+
+    /// Open (creating and migrating if needed) the database at `path`.
+    pub async fn open(path: &Path) -> anyhow::Result<Db> {
+        Ok(Db::new(open(path).await?))
+    }
+
+    /// The connection pool, for the query functions of the modules below.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// Make the summary tables current before reading them (see [`rebuild::refresh`]).
+    pub async fn fresh_summaries(&self) -> sqlx::Result<()> {
+        rebuild::refresh(self).await
+    }
+}
+
+impl From<SqlitePool> for Db {
+    fn from(pool: SqlitePool) -> Db {
+        Db::new(pool)
+    }
+}
+
+/// Paging for list endpoints: `limit` defaults to 100 and is capped at 10,000.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub limit: i64,
+    pub offset: i64,
+}
+
+impl Page {
+    /// Every row (SQLite reads `LIMIT -1` as no limit).
+    pub const ALL: Page = Page { limit: -1, offset: 0 };
+
+    pub fn new(limit: Option<i64>, offset: Option<i64>) -> Page {
+        Page { limit: limit.unwrap_or(100).clamp(1, 10_000), offset: offset.unwrap_or(0).max(0) }
+    }
+}
 
 /// The migrations in `migrations/`, embedded in the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -35,6 +95,7 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
+    create_private(path)?;
     let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
@@ -46,6 +107,17 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
     let pool = SqlitePoolOptions::new().max_connections(8).connect_with(opts).await?;
     MIGRATOR.run(&pool).await?;
     Ok(pool)
+}
+
+/// Create the database file readable by its owner only (0600) when it does not exist yet:
+/// it holds every team's scans and the upload tokens' hashes. SQLite gives its -wal and -shm
+/// files the same mode. An existing file keeps the mode its owner chose.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Unix milliseconds now.

@@ -1,7 +1,7 @@
 //! [`compare`]: every difference between two entries, by component, with the headline cause
 //! and a one-sentence summary.
 
-use super::fields::{Context, Finding, metadata_findings, target_field};
+use super::fields::{Context, Finding, SET_TO_DEFAULT, metadata_findings, target_field};
 use super::ir::Prepared;
 use super::source::{self, Flags, SourceFacts};
 use super::{Cause, Comparison, Row, Side};
@@ -173,10 +173,17 @@ fn phrase(c: Cause, an: &Analysis, a: &Side, b: &Side) -> String {
         }
         Cause::Env => rows
             .iter()
-            .map(|r| match (&r.a, &r.b) {
-                (Value::Null, v) => format!("{}={} on B", r.field, show(v)),
-                (v, Value::Null) => format!("{}={} on A", r.field, show(v)),
-                (x, y) => format!("{} {} → {}", r.field, show(x), show(y)),
+            .map(|r| {
+                let p = match (&r.a, &r.b) {
+                    (Value::Null, v) => format!("{}={} on B", r.field, show(v)),
+                    (v, Value::Null) => format!("{}={} on A", r.field, show(v)),
+                    (x, y) => format!("{} {} → {}", r.field, show(x), show(y)),
+                };
+                if r.note.as_deref().is_some_and(|n| n.contains(SET_TO_DEFAULT)) {
+                    format!("{p} ({SET_TO_DEFAULT})")
+                } else {
+                    p
+                }
             })
             .collect::<Vec<_>>()
             .join(", "),
@@ -251,18 +258,29 @@ fn unexplained(a: &Side, b: &Side, an: &mut Analysis) -> (Cause, String, String)
         return (
             Cause::Unknown,
             head,
-            format!("a source edit, a compiler build or {toolchain} (in the key, not on disk) changed"),
+            format!(
+                "a source edit, a compiler build or {toolchain} (in the key, not on disk) changed; \
+                 the entries' IR (.source/.ttir) or a record of the key's parts would tell"
+            ),
         );
     }
     let mut f = Finding::new(Cause::Compiler, "triton_key", Value::Null, Value::Null);
     f.row.differs = true;
     f.row.note = Some(format!(
         "not on disk; inferred because nothing else explains the new key. {toolchain} is also in the key but not on disk, \
-         and a source edit that leaves the IR unchanged (comments, formatting) changes it too"
+         and a source edit that leaves the IR unchanged (comments, formatting) changes it too. \
+         Known only from a record of the key's parts made at compile time (triton_key, source hash, backend hash)"
     ));
     an.findings.insert(0, f);
     let head = "same Triton version, different compiler build (triton_key)".to_string();
-    (Cause::Compiler, head, format!("everything else equal; {toolchain} is in the key but not on disk"))
+    (
+        Cause::Compiler,
+        head,
+        format!(
+            "everything else equal; inferred: {toolchain} and the source text are in the key but not on disk \
+             (a record of the key's parts at compile time would tell)"
+        ),
+    )
 }
 
 /// Why two entries differ: every field by component, the most upstream differing component

@@ -77,6 +77,27 @@ const TARGET_DUPLICATES: &[&str] = &["backend_name", "arch", "warp_size", "base_
 const ENV_OPTIONS: &[(&str, &str)] =
     &[("TRITON_DEFAULT_FP_FUSION", "enable_fp_fusion"), ("TRITON_F32_DEFAULT", "default_dot_input_precision")];
 
+/// The note (and summary words) of an env var set to the value Triton uses anyway.
+pub(crate) const SET_TO_DEFAULT: &str = "set to its default: the option is unchanged, setting it at all changed the key";
+
+/// Whether an env var's value is the option's value (`1`/`true`/`True` for `true`, ...).
+/// An equal option alone is no proof: 3.6.0 reads `TRITON_F32_DEFAULT` only where a `tl.dot`
+/// is traced, so `=ieee` leaves the option of a kernel without a dot at `tf32`.
+fn same_setting(env: &Value, option: &Value) -> bool {
+    let norm = |v: &Value| {
+        let s = match v {
+            Value::String(s) => s.to_ascii_lowercase(),
+            other => other.to_string(),
+        };
+        match s.as_str() {
+            "1" | "on" | "yes" => "true".to_string(),
+            "0" | "off" | "no" => "false".to_string(),
+            _ => s,
+        }
+    };
+    norm(env) == norm(option)
+}
+
 /// What both sides' metadata say about the context of a comparison.
 pub(crate) struct Context<'a> {
     pub a: &'a Map<String, Value>,
@@ -150,6 +171,19 @@ pub(crate) fn metadata_findings(cx: &Context) -> Vec<Finding> {
 fn one_sided(cx: &Context, k: &str, f: impl Fn(Cause) -> Finding) -> Finding {
     let side = if cx.a.contains_key(k) { "A" } else { "B" };
     if is_env_field(k) {
+        // Set on one side to the value Triton uses anyway: the option it sets is the same on
+        // both sides, but every set variable enters the key.
+        let set = cx.a.get(k).or(cx.b.get(k));
+        if let Some((_, o)) = ENV_OPTIONS.iter().find(|(e, _)| *e == k)
+            && let (Some(oa), Some(ob), Some(v)) = (cx.a.get(*o), cx.b.get(*o), set)
+            && oa == ob
+            && same_setting(v, oa)
+        {
+            return f(Cause::Env).note(format!(
+                "set only on {side}, {SET_TO_DEFAULT} ({o} is {} on both sides)",
+                cx.a[*o]
+            ));
+        }
         return f(Cause::Env).note(format!("set only on {side}"));
     }
     let comp = if TARGET_DUPLICATES.contains(&k) {

@@ -214,6 +214,8 @@ pub(crate) struct Prepared {
     pub ranges: BTreeSet<u64>,
     /// Tensor shapes that occur (`256`, `64x32`).
     pub shapes: BTreeSet<String>,
+    /// File locations (where the kernel starts, where each op comes from).
+    pub locs: super::locs::Locs,
 }
 
 fn hash_lines<'a>(lines: impl Iterator<Item = &'a String>) -> u64 {
@@ -257,6 +259,7 @@ impl Prepared {
             ranges,
             shapes,
             lines,
+            locs: super::locs::Locs::of(ir),
         }
     }
 }

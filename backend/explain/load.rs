@@ -4,7 +4,8 @@
 
 use super::report::{self, CompareReport, InvalidationsReport};
 use super::{compare, invalidations, nearest};
-use crate::db::explain::{Loaded, ScanRef, ir_of, kernel_sides, load, machine_exists, scans_of, sides_at, sides_now};
+use crate::db::explain::{Loaded, ir_of, kernel_sides, load, machine_exists, sides_at, sides_now};
+use crate::db::scans::{ScanRef, scans_of};
 use sqlx::SqlitePool;
 
 /// Why an explain request cannot be answered.

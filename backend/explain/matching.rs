@@ -230,7 +230,10 @@ fn summarize(
         let why = if phrases.iter().all(|p| p == first) {
             // "X=1 on B" reads as "X=1 set" in a report about the new set.
             let p = first.replace(" on B", " set").replace(" on A", " unset");
-            format!("after {p}")
+            match p.strip_prefix("code unchanged: ") {
+                Some(rest) => format!("after {rest} (code unchanged)"),
+                None => format!("after {p}"),
+            }
         } else if let [(c, _)] = by_cause {
             let mut kernels: Vec<&str> = inv.iter().map(|i| i.kernel.as_str()).collect();
             kernels.dedup();

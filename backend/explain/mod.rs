@@ -17,6 +17,7 @@ mod code;
 mod compare;
 mod fields;
 mod ir;
+mod locs;
 pub mod load;
 mod matching;
 pub mod report;

@@ -221,6 +221,10 @@ pub struct InvalidatedRow {
     pub b: String,
     /// The new entry's group file points elsewhere: Triton will miss on it.
     pub relocated: bool,
+    /// What compiling it cost, in ms, as the hook measured it: the new key's compile on the new
+    /// machine, else the old key's on the old machine (the same kernel compiled before). Null
+    /// when the hook saw neither.
+    pub compile_ms: Option<f64>,
 }
 
 /// A kernel entry (`new`, `removed`).
@@ -288,6 +292,7 @@ pub fn invalidations_report(
             summary: i.summary,
             identical_binary: i.identical_binary,
             identical_code: i.identical_code,
+            compile_ms: None,
         })
         .collect();
     let mut summary = inv.summary;

@@ -5,6 +5,7 @@
 use super::Cause;
 use super::fields::Finding;
 use super::ir::{Arg, Prepared, blank_names, diff_ops, literals};
+use super::locs::{Locs, moved};
 use serde_json::{Value, json};
 use similar::DiffTag;
 
@@ -112,6 +113,19 @@ pub(crate) fn compare_ir(evidence: &str, pa: &Prepared, pb: &Prepared, flags: Fl
             Finding { row: super::Row { differs: false, ..body.row }, cause: false }
                 .note("equal, ignoring locations and value names"),
         );
+        // Across Triton versions, callee locations (Triton's own files) move anyway.
+        if !flags.versions_differ
+            && let Some(m) = moved(&pa.locs, &pb.locs)
+        {
+            let at = |l: &Locs| l.kernel().map(|(f, n)| json!(format!("{f}:{n}"))).unwrap_or(Value::Null);
+            facts.findings.push(
+                Finding::new(Cause::Source, "kernel location", at(&pa.locs), at(&pb.locs))
+                    .note("the IR is the same but for locations: Triton's source hash (fn.cache_key) includes the kernel's first line and its text"),
+            );
+            let f = facts.findings.last_mut().expect("just pushed");
+            (f.row.differs, f.cause) = (true, true);
+            facts.phrases.push(m.phrase());
+        }
         return facts;
     }
     if flags.debug_differs && pa.canon_no_assert == pb.canon_no_assert {

@@ -1,4 +1,8 @@
 //! `cachelens explain` output: a [`CompareReport`] as terminal text.
+//!
+//! Kernel names, metadata values and IR lines come from caches that anyone who can write a
+//! cache dir controls: both renderers drop terminal control characters ([`terminal_safe`]) so
+//! that printing a report cannot move the cursor, retitle the terminal or hide lines.
 
 use super::Cause;
 use super::report::CompareReport;
@@ -74,7 +78,13 @@ pub fn render_text(r: &CompareReport) -> String {
     } else {
         let _ = writeln!(o, "\nIR .{}: not stored for both entries", ir.kind);
     }
-    o
+    terminal_safe(&o)
+}
+
+/// `s` without control characters (ESC, CR, BEL, DEL, the C1 range with its one-byte CSI...),
+/// keeping newlines and tabs.
+pub fn terminal_safe(s: &str) -> String {
+    s.chars().filter(|&c| !c.is_control() || c == '\n' || c == '\t').collect()
 }
 
 /// The IR diff as terminal text: `-`/`+` lines with A's and B's line numbers, equal runs
@@ -105,5 +115,14 @@ pub fn render_diff(r: &CompareReport) -> String {
             }
         }
     }
-    o
+    terminal_safe(&o)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn terminal_safe_drops_control_characters_but_not_lines() {
+        let s = "k\u{1b}]0;title\u{7}\u{1b}[2Jx\r\n\ty\u{7f}\u{9b}31m";
+        assert_eq!(super::terminal_safe(s), "k]0;title[2Jx\n\ty31m");
+    }
 }

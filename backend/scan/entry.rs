@@ -6,24 +6,31 @@
 //! flagged partial with the reason, never dropped silently.
 
 pub use super::autotune::{parse_autotune, parse_py_json};
-use super::{resources, ttir};
-use crate::model::{Artifact, Entry, EntryKind, GroupInfo};
+use super::fsat::{self, Kind};
+use super::{limits, resources, ttir};
+use crate::model::{Artifact, Entry, EntryKind, GroupInfo, Skip, SkipKind};
+use rustix::fs::Dir;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::fs;
-use std::io::{self, Read};
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 /// IR file types whose text is stored (content-addressed) for the IR viewer and the explainer.
 pub const TEXT_EXTS: &[&str] = &["source", "ttir", "ttgir", "llir", "ptx", "amdgcn", "json", "grp", "autotune.json"];
-/// Text artifacts larger than this are hashed but not stored.
-pub const MAX_TEXT_BYTES: usize = 16 << 20;
+/// Text artifacts larger than this are hashed but not stored (see [`super::limits`]).
+pub const MAX_TEXT_BYTES: usize = limits::MAX_TEXT_BYTES as usize;
 
 /// One file of an entry dir, as listed before reading.
 #[derive(Debug, Clone)]
 pub struct FileStat {
+    /// The name as shown and stored: UTF-8 as it is, other bytes escaped ([`fsat::display`]).
     pub name: String,
+    /// The name as on disk (what is opened).
+    pub raw: OsString,
     pub size: u64,
     pub mtime_ms: i64,
 }
@@ -31,75 +38,50 @@ pub struct FileStat {
 /// What an entry dir holds, as listed before reading.
 #[derive(Debug, Default)]
 pub struct Listing {
-    /// Plain files (following symlinks), by name.
+    /// Plain files, by name.
     pub files: Vec<FileStat>,
-    /// Children that could not be stat'ed: `name: reason`.
+    /// Children that could not be stat'ed, and symlinks to anything but a dir: `name: reason`.
     pub bad: Vec<String>,
+    /// Every symlink in the dir, `(name, reason)`: never followed, counted as skips.
+    pub links: Vec<(String, String)>,
     /// Triton's in-flight temp dirs (`tmp.pid_<pid>_<uuid>/`): `FileCacheManager.put` writes
     /// each file there, then renames it into the entry dir. Never read.
     pub tmp: Vec<String>,
 }
 
-/// List the plain files of an entry dir (following symlinks) with size and mtime.
+/// List the plain files of an entry dir (the open `dir`, at `abs`) with size and mtime.
 ///
-/// A child that cannot be stat'ed (a symlink loop, a dangling link, no permission) does not
-/// make the whole entry unreadable: it is returned in `bad` with its reason, and the entry is
-/// kept and flagged partial. A plain file that vanished between the listing and the stat is an
-/// error (the entry is being written or deleted: the caller retries).
-pub fn list_files(dir: &Path) -> io::Result<Listing> {
-    let mut files = vec![];
-    let mut bad = vec![];
-    let mut tmp = vec![];
-    for de in fs::read_dir(dir)? {
-        let de = de?;
-        let path = de.path();
-        // fstatat on the open dir (no path walk, no second stat) unless it is a symlink
-        let md = match de.metadata() {
-            Ok(md) if !md.file_type().is_symlink() => Ok(md),
-            Ok(_) => fs::metadata(&path),
-            Err(e) => Err(e),
-        };
-        let md = match md {
-            Ok(md) => md,
-            Err(err) => {
-                let name = de.file_name().to_string_lossy().into_owned();
-                match fs::symlink_metadata(&path) {
-                    Ok(l) if l.file_type().is_symlink() => {
-                        let why = if err.kind() == io::ErrorKind::NotFound {
-                            "dangling symlink".to_string()
-                        } else {
-                            super::walk::reason(&err)
-                        };
-                        bad.push(format!("{name}: {why}"));
-                        continue;
-                    }
-                    Err(e2) if e2.kind() == io::ErrorKind::NotFound => return Err(e2),
-                    _ => {
-                        bad.push(format!("{name}: {}", super::walk::reason(&err)));
-                        continue;
-                    }
+/// A symlink is never followed: it is listed in `links` with its reason (and, unless it points
+/// to a dir, in `bad`, which makes the entry partial: Triton would read through it). A child
+/// that cannot be stat'ed (no permission) does not make the whole entry unreadable: it is
+/// returned in `bad` with its reason. A plain file that vanished between the listing and the
+/// stat is an error (the entry is being written or deleted: the caller retries).
+pub fn list_files(dir: OwnedFd, abs: &Path, root: &Path) -> io::Result<(Dir, Listing)> {
+    let (d, children) = fsat::list(dir)?;
+    let fd = d.fd()?;
+    let mut l = Listing::default();
+    for c in children {
+        let name = fsat::display(&c.name);
+        match c.kind {
+            Kind::Symlink => {
+                let (why, to_dir) = fsat::symlink_reason(root, &abs.join(&c.name));
+                if !to_dir {
+                    l.bad.push(format!("{name}: {why}"));
                 }
+                l.links.push((name, why));
             }
-        };
-        if !md.is_file() {
-            let name = de.file_name().to_string_lossy().into_owned();
-            if md.is_dir() && name.starts_with("tmp.") {
-                tmp.push(name);
-            }
-            continue;
+            Kind::Dir if name.starts_with("tmp.") => l.tmp.push(name),
+            Kind::File => match fsat::stat(fd, &c.name) {
+                Ok((size, mtime_ms, Kind::File)) => l.files.push(FileStat { name, raw: c.name, size, mtime_ms }),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
+                Err(e) => l.bad.push(format!("{name}: {}", super::walk::reason(&e))),
+            },
+            _ => {}
         }
-        let mtime_ms = md
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
-        files.push(FileStat { name: de.file_name().to_string_lossy().into_owned(), size: md.len(), mtime_ms });
     }
-    files.sort_by(|a, b| a.name.cmp(&b.name));
-    bad.sort();
-    tmp.sort();
-    Ok(Listing { files, bad, tmp })
+    l.bad.sort();
+    Ok((d, l))
 }
 
 /// The change signature of an entry: its file names, sizes and mtimes (and its temp dirs: an
@@ -115,7 +97,7 @@ pub fn signature(l: &Listing) -> String {
         h.update([2]);
     }
     for f in &l.files {
-        h.update(f.name.as_bytes());
+        h.update(f.raw.as_bytes());
         h.update([0]);
         h.update(f.size.to_le_bytes());
         h.update(f.mtime_ms.to_le_bytes());
@@ -123,28 +105,45 @@ pub fn signature(l: &Listing) -> String {
     hex::encode(&h.finalize()[..12])
 }
 
-/// Read a whole file into `buf`, hashing it; the size must match what was listed.
-fn read_hashed(path: &Path, expect: u64, buf: &mut Vec<u8>) -> io::Result<String> {
-    buf.clear();
-    let mut f = fs::File::open(path)?;
-    f.read_to_end(buf)?;
-    if buf.len() as u64 != expect {
-        return Err(io::Error::other("file changed during scan"));
+/// How much of a file of this artifact type is kept in memory (see [`super::limits`]).
+fn cap(ext: &str) -> u64 {
+    match ext {
+        "json" | "grp" => limits::MAX_META_BYTES,
+        "cubin" | "hsaco" => limits::MAX_CUBIN_BYTES,
+        x if TEXT_EXTS.contains(&x) => limits::MAX_TEXT_BYTES,
+        _ => 0,
     }
-    Ok(hex::encode(Sha256::digest(&buf[..])))
 }
 
-/// Read and parse one entry dir. `dir` is relative to `root`. `Err` means the entry was not read
-/// at all (the reason goes to the scan's skip list).
-pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String, sent: &super::TextSent) -> Result<Entry, String> {
-    let abs = root.join(dir);
+/// Open and hash one listed file, keeping its bytes in `buf` when under its cap.
+fn read_file(dir: BorrowedFd<'_>, f: &FileStat, cap: u64, buf: &mut Vec<u8>) -> io::Result<fsat::Hashed> {
+    let (file, size) = fsat::open_file(dir, &f.raw)?;
+    if size != f.size {
+        return Err(io::Error::other(super::walk::CHANGED));
+    }
+    fsat::read_capped(file, size, cap, buf)
+}
+
+/// Read and parse one entry dir (open as `fd`, at `abs`; `dir` is relative to the root).
+/// `Err` means the entry was not read at all (the reason goes to the scan's skip list); the
+/// skips returned beside the entry are its files' (symlinks, files over their cap).
+pub fn read_entry(
+    fd: BorrowedFd<'_>,
+    abs: &Path,
+    dir: &str,
+    l: &Listing,
+    sig: String,
+    sent: &super::TextSent,
+) -> Result<(Entry, Vec<Skip>), (SkipKind, String)> {
     let key = dir.rsplit('/').next().unwrap_or(dir).to_string();
     let (files, bad) = (&l.files[..], &l.bad[..]);
+    let mut skips: Vec<Skip> =
+        l.links.iter().map(|(n, why)| Skip::new(format!("{dir}/{n}"), SkipKind::Symlink, why.clone())).collect();
     if files.is_empty() && bad.is_empty() {
         return Err(if l.tmp.is_empty() {
-            "empty entry dir (Triton creates one on every lookup)".into()
+            (SkipKind::EmptyDir, "empty entry dir (Triton creates one on every lookup)".into())
         } else {
-            WRITING.into()
+            (SkipKind::WriteInProgress, WRITING.into())
         });
     }
     let mut e = Entry {
@@ -186,19 +185,38 @@ pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String, sent: &super
     let mut cubin: Option<Vec<u8>> = None;
     let mut hsaco: Option<Vec<u8>> = None;
     for f in files {
-        let sha = match read_hashed(&abs.join(&f.name), f.size, &mut buf) {
-            Ok(s) => s,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Err("vanished during scan".into()),
-            Err(err) if err.to_string() == "file changed during scan" => return Err(err.to_string()),
-            Err(err) => {
-                problems.push(format!("unreadable {}: {}", f.name, super::walk::reason(&err)));
-                continue;
-            }
-        };
         let ext = crate::model::artifact_ext(&f.name);
+        let got = match read_file(fd, f, cap(ext), &mut buf) {
+            Ok(h) => h,
+            Err(err) => match super::walk::why(&err) {
+                (k @ (SkipKind::Vanished | SkipKind::Changed), why) => return Err((k, why)),
+                (_, why) => {
+                    problems.push(format!("unreadable {}: {why}", f.name));
+                    continue;
+                }
+            },
+        };
+        let sha = got.sha256;
+        if !got.kept && cap(ext) > 0 {
+            let what = match ext {
+                "json" => "metadata file",
+                "grp" => "group file",
+                "autotune.json" => "autotune file",
+                "cubin" => "cubin",
+                "hsaco" => "hsaco",
+                _ => "IR text",
+            };
+            let why = limits::over_cap(what, cap(ext));
+            skips.push(Skip::new(format!("{dir}/{}", f.name), SkipKind::TooLarge, why.clone()));
+            // IR over the cap is only not stored (the entry page says why); the others were to
+            // be parsed: the entry lacks what they hold.
+            if matches!(ext, "json" | "grp" | "autotune.json" | "cubin") {
+                problems.push(format!("{}: {why}", f.name));
+            }
+        }
         // The scanner parses these; the other IR is text only to be stored, once per sha256.
         let parsed = matches!(ext, "json" | "grp" | "autotune.json" | "amdgcn" | "source" | "ttir");
-        let text = if TEXT_EXTS.contains(&ext) && buf.len() <= MAX_TEXT_BYTES && (parsed || !sent.contains(&sha)) {
+        let text = if got.kept && TEXT_EXTS.contains(&ext) && (parsed || !sent.contains(&sha)) {
             std::str::from_utf8(&buf).ok().map(str::to_string)
         } else {
             None
@@ -214,8 +232,9 @@ pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String, sent: &super
                 }
                 e.created_at = Some(f.mtime_ms);
             }
-            "cubin" => cubin = Some(std::mem::take(&mut buf)),
-            "hsaco" => hsaco = Some(std::mem::take(&mut buf)),
+            "cubin" if got.kept => cubin = Some(std::mem::take(&mut buf)),
+            // Read for its machine-code digest only (`explain::code_digest`).
+            "hsaco" if got.kept => hsaco = Some(std::mem::take(&mut buf)),
             "amdgcn" if has_text => amdgcn_i = Some(i),
             "source" if has_text => ir_i = Some(i),
             "ttir" if has_text && ir_i.is_none() => ir_i = Some(i),
@@ -232,7 +251,7 @@ pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String, sent: &super
         }
     }
     if let Some(text) = group_i.and_then(|i| e.artifacts[i].text.as_deref()) {
-        match parse_group(text, &abs) {
+        match parse_group(text, abs) {
             Ok(mut g) => {
                 g.missing = g.children.keys().filter(|c| !files.iter().any(|f| &f.name == *c)).cloned().collect();
                 if !g.missing.is_empty() {
@@ -260,6 +279,11 @@ pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String, sent: &super
         }
     } else if let Some(text) = amdgcn_i.and_then(|i| e.artifacts[i].text.as_deref()) {
         let r = resources::from_amdgcn(text, e.kernel.as_deref());
+        // The parser reads what it recognises and never fails: no kernel at all is a file
+        // that is not AMD GPU assembly, flagged rather than shown as "no resources".
+        if r.extra.get("kernels").and_then(Value::as_i64).unwrap_or(0) == 0 {
+            problems.push("unreadable amdgcn: no kernel in the assembly (not AMD GPU assembly)".into());
+        }
         apply_resources(&mut e, r);
     }
     // The machine code's digest (debug info left out): `identical_code` in the explainer.
@@ -285,7 +309,7 @@ pub fn read_entry(root: &Path, dir: &str, l: &Listing, sig: String, sent: &super
         e.kind = EntryKind::Partial;
         e.partial = Some(problems.join("; "));
     }
-    Ok(e)
+    Ok((e, skips))
 }
 
 impl Entry {

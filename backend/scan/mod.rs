@@ -1,19 +1,23 @@
 //! The scanner: reads a Triton cache directory (or an Inductor dir) into [`ScanReport`] values.
 //!
-//! It only ever opens files for reading. Entries are read on a small pool of threads and
+//! It only ever opens files for reading, and only below the root: symlinks are never followed
+//! ([`fsat`]), and what it keeps in memory per file is capped ([`limits`]). Entries are read on a small pool of threads and
 //! handed to a sink one by one, so a 100,000-entry cache never sits in memory at once. Entries
 //! whose files (names, sizes, mtimes) are unchanged since the previous scan are not re-read.
 
 pub mod autotune;
 pub mod entry;
 pub mod events;
+pub mod fsat;
+pub mod limits;
 pub mod resources;
 pub mod ttir;
 pub mod walk;
 
-use crate::model::{BestConfig, Entry, EventFileMark, HookEvent, Skip};
+use crate::model::{BestConfig, Entry, EventFileMark, HookEvent, Skip, SkipKind};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,12 +56,21 @@ pub fn default_root() -> PathBuf {
     home.join(".triton").join("cache")
 }
 
-/// Scan `root`, calling `sink` for every entry read (from several threads, one at a time).
+/// Scan `root` (canonical), calling `sink` for every entry read (from several threads, one at
+/// a time).
 pub fn scan<F>(root: &Path, prev: &Previous, threads: usize, sink: F) -> Tail
 where
     F: FnMut(Entry) + Send,
 {
-    let layout = walk::walk(root);
+    let root_fd = match fsat::open_root(root) {
+        Ok(fd) => fd,
+        Err(e) => {
+            let why = format!("cache dir {}: {}", walk::UNREADABLE, walk::reason(&e));
+            return Tail { skipped: vec![Skip::new("", SkipKind::DirUnreadable, why)], ..Tail::default() };
+        }
+    };
+    let rfd = root_fd.as_fd();
+    let layout = walk::walk(root, rfd);
     let tail = Mutex::new(Tail { skipped: layout.skipped, ..Tail::default() });
     let sink = Mutex::new(sink);
     let next = AtomicUsize::new(0);
@@ -72,17 +85,24 @@ where
                     let Some(dir) = layout.entries.get(i) else { break };
                     let key = dir.rsplit('/').next().unwrap_or(dir);
                     if let Some(other) = prev.elsewhere.get(key) {
-                        let reason = duplicate_key(other);
-                        tail.lock().unwrap().skipped.push(Skip { path: dir.clone(), reason });
+                        let skip = Skip::new(dir.clone(), SkipKind::Duplicate, duplicate_key(other));
+                        tail.lock().unwrap().skipped.push(skip);
                         continue;
                     }
-                    match read_one(root, dir, prev, &sent) {
-                        Ok(Some(e)) => {
-                            sent.mark(&e);
-                            (sink.lock().unwrap())(e)
+                    match read_one(root, rfd, dir, prev, &sent) {
+                        Ok((e, mut skips)) => {
+                            if !skips.is_empty() {
+                                tail.lock().unwrap().skipped.append(&mut skips);
+                            }
+                            match e {
+                                Some(e) => {
+                                    sent.mark(&e);
+                                    (sink.lock().unwrap())(e)
+                                }
+                                None => tail.lock().unwrap().unchanged.push(dir.clone()),
+                            }
                         }
-                        Ok(None) => tail.lock().unwrap().unchanged.push(dir.clone()),
-                        Err(reason) => tail.lock().unwrap().skipped.push(Skip { path: dir.clone(), reason }),
+                        Err((kind, reason)) => tail.lock().unwrap().skipped.push(Skip::new(dir.clone(), kind, reason)),
                     }
                 }
             });
@@ -90,17 +110,17 @@ where
     });
     let mut tail = tail.into_inner().unwrap();
     for rel in &layout.best_configs {
-        match read_best_config(root, rel) {
+        match read_best_config(rfd, rel) {
             Ok(b) => tail.best_configs.push(b),
-            Err(reason) => tail.skipped.push(Skip { path: rel.clone(), reason }),
+            Err((kind, reason)) => tail.skipped.push(Skip::new(walk::shown(rel), kind, reason)),
         }
     }
-    let mut budget = prev.max_event_bytes.unwrap_or(u64::MAX);
-    for path in &layout.event_files {
-        let key = path.display().to_string();
-        if let Some(mark) =
-            events::read_events(path, prev.event_marks.get(&key), &mut budget, &mut tail.events, &mut tail.skipped)
-        {
+    let mut budget = prev.max_event_bytes.unwrap_or(u64::MAX).min(limits::MAX_EVENT_BYTES_PER_SCAN);
+    for rel in &layout.event_files {
+        let key = root.join(rel).display().to_string();
+        let (events, skipped) = (&mut tail.events, &mut tail.skipped);
+        let mark = events::read_events(rfd, rel, &key, prev.event_marks.get(&key), &mut budget, events, skipped);
+        if let Some(mark) = mark {
             tail.event_files.push(mark);
         }
     }
@@ -132,32 +152,52 @@ impl TextSent {
     }
 }
 
-/// Read one entry dir, or `Ok(None)` when it is unchanged since the previous scan.
-fn read_one(root: &Path, dir: &str, prev: &Previous, sent: &TextSent) -> Result<Option<Entry>, String> {
+/// Read one entry dir, or `Ok(None)` when it is unchanged since the previous scan; with the
+/// skips of its files.
+fn read_one(
+    root: &Path,
+    root_fd: BorrowedFd<'_>,
+    dir: &str,
+    prev: &Previous,
+    sent: &TextSent,
+) -> Result<(Option<Entry>, Vec<Skip>), (SkipKind, String)> {
     let abs = root.join(dir);
-    let mut last = String::new();
+    let mut last = (SkipKind::Vanished, String::new());
     // A cache being written during the scan: a file can vanish or change under us. Try twice.
     for _ in 0..2 {
-        let listing = entry::list_files(&abs).map_err(|e| walk::reason(&e))?;
+        let fd = fsat::open_rel(root_fd, Path::new(dir)).map_err(|e| walk::why(&e))?;
+        let (d, listing) = entry::list_files(fd, &abs, root).map_err(|e| walk::why(&e))?;
         let sig = entry::signature(&listing);
         if prev.sigs.get(dir) == Some(&sig) {
-            return Ok(None);
+            let links = listing.links.into_iter();
+            return Ok((None, links.map(|(n, why)| Skip::new(format!("{dir}/{n}"), SkipKind::Symlink, why)).collect()));
         }
-        match entry::read_entry(root, dir, &listing, sig, sent) {
-            Ok(e) => return Ok(Some(e)),
-            Err(r) if r.contains("during scan") => last = r,
+        let fd = d.fd().map_err(|e| walk::why(&e.into()))?;
+        match entry::read_entry(fd, &abs, dir, &listing, sig, sent) {
+            Ok((e, skips)) => return Ok((Some(e), skips)),
+            Err(r @ (SkipKind::Vanished | SkipKind::Changed, _)) => last = r,
             Err(r) => return Err(r),
         }
     }
     Err(last)
 }
 
-fn read_best_config(root: &Path, rel: &str) -> Result<BestConfig, String> {
-    let text = std::fs::read_to_string(root.join(rel)).map_err(|e| walk::reason(&e))?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| format!("corrupt best_config JSON: {e}"))?;
+fn read_best_config(root_fd: BorrowedFd<'_>, rel: &Path) -> Result<BestConfig, (SkipKind, String)> {
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let name = rel.file_name().unwrap_or_default();
+    let dir = fsat::open_rel(root_fd, parent).map_err(|e| walk::why(&e))?;
+    let (f, size) = fsat::open_file(dir.as_fd(), name).map_err(|e| walk::why(&e))?;
+    if size > limits::MAX_BEST_CONFIG_BYTES {
+        return Err((SkipKind::TooLarge, limits::over_cap("best_config", limits::MAX_BEST_CONFIG_BYTES)));
+    }
+    let mut buf = Vec::new();
+    fsat::read_capped(f, size, limits::MAX_BEST_CONFIG_BYTES, &mut buf).map_err(|e| walk::why(&e))?;
+    let corrupt = |e: String| (SkipKind::Malformed, format!("corrupt best_config JSON: {e}"));
+    let text = String::from_utf8(buf).map_err(|e| corrupt(e.to_string()))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
     let int = |k: &str| v.get(k).and_then(Value::as_i64);
     Ok(BestConfig {
-        path: rel.to_string(),
+        path: walk::shown(rel),
         triton_cache_hash: v.get("triton_cache_hash").and_then(Value::as_str).map(str::to_string),
         num_warps: int("num_warps"),
         num_stages: int("num_stages"),

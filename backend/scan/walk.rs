@@ -1,13 +1,17 @@
 //! Finding entries: which directories under a root are Triton cache entries, which are
 //! Inductor's device dirs, temp dirs, hook event dirs or something else.
 //!
-//! Depth is fixed by the cache layout (`<root>/<KEY>/` or `<root>/triton/<dev>/<KEY>/`), so a
-//! symlink loop can never make the walk recurse; a link that cannot be resolved is skipped with
-//! its reason.
+//! Depth is fixed by the cache layout (`<root>/<KEY>/` or `<root>/triton/<dev>/<KEY>/`). Dirs
+//! are opened from their parent's descriptor and symlinks are never followed (see [`fsat`]):
+//! every link met is skipped with its reason ("symlink out of the cache", "dangling symlink",
+//! "symlink loop", ...) and counted.
 
-use crate::model::Skip;
-use std::fs;
+use super::fsat::{self, Kind};
+use crate::model::{Skip, SkipKind};
+use std::ffi::OsStr;
 use std::io;
+use std::os::fd::BorrowedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// Name of the directory (inside a Triton cache dir) where the hook appends its events.
@@ -18,10 +22,10 @@ pub const HOOK_DIR: &str = ".cachelens";
 pub struct Layout {
     /// Entry dirs, relative to the root.
     pub entries: Vec<String>,
-    /// Hook event files (absolute paths).
+    /// Hook event files, relative to the root.
     pub event_files: Vec<PathBuf>,
     /// Inductor `.best_config` files, relative to the root.
-    pub best_configs: Vec<String>,
+    pub best_configs: Vec<PathBuf>,
     pub skipped: Vec<Skip>,
 }
 
@@ -49,69 +53,74 @@ pub fn reason(e: &io::Error) -> String {
     }
 }
 
-fn skip(out: &mut Layout, path: &Path, root: &Path, why: impl Into<String>) {
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    out.skipped.push(Skip { path: rel.display().to_string(), reason: why.into() });
+/// The skip kind and reason of an I/O error on something that was listed.
+pub fn why(e: &io::Error) -> (SkipKind, String) {
+    let kind = match e.kind() {
+        io::ErrorKind::NotFound => SkipKind::Vanished,
+        _ if e.to_string() == CHANGED => SkipKind::Changed,
+        _ => SkipKind::Unreadable,
+    };
+    (kind, reason(e))
 }
 
-/// Directory listing as (name, path, is_dir), following symlinks; unreadable children are skipped.
-fn list(dir: &Path, root: &Path, out: &mut Layout) -> Vec<(String, PathBuf, bool)> {
-    // A dir that cannot be listed is still there: the ingest keeps every entry below it.
-    let unreadable = |e: &io::Error| {
-        let what = if dir == root { "cache dir" } else { "dir" };
-        format!("{what} {UNREADABLE}: {}", reason(e))
-    };
-    let rd = match fs::read_dir(dir) {
-        Ok(rd) => rd,
+/// The error text of a file whose size changed while it was read.
+pub const CHANGED: &str = "file changed during scan";
+
+/// `rel` (below the root) as text, names not UTF-8 escaped (see [`fsat::display`]).
+pub fn shown(rel: &Path) -> String {
+    let parts: Vec<String> = rel.iter().map(fsat::display).collect();
+    parts.join("/")
+}
+
+fn skip(out: &mut Layout, rel: &Path, kind: SkipKind, why: impl Into<String>) {
+    out.skipped.push(Skip::new(shown(rel), kind, why));
+}
+
+/// Open and list the dir `name` of `parent` (`rel` below the root; `None`: the root itself).
+/// Symlinks among its children are counted as skips, never followed; an unlistable dir is a
+/// skip whose entries the ingest keeps.
+fn open_list(
+    parent: BorrowedFd<'_>,
+    name: Option<&OsStr>,
+    root: &Path,
+    rel: &Path,
+    out: &mut Layout,
+) -> Option<(rustix::fs::Dir, Vec<fsat::Child>)> {
+    let listed = match name {
+        Some(n) => fsat::open_dir(parent, n),
+        None => rustix::io::fcntl_dupfd_cloexec(parent, 0).map_err(io::Error::from),
+    }
+    .and_then(fsat::list);
+    let (d, children) = match listed {
+        Ok(x) => x,
         Err(e) => {
-            skip(out, dir, root, unreadable(&e));
-            return vec![];
+            let what = if rel.as_os_str().is_empty() { "cache dir" } else { "dir" };
+            skip(out, rel, SkipKind::DirUnreadable, format!("{what} {UNREADABLE}: {}", reason(&e)));
+            return None;
         }
     };
-    let mut items = vec![];
-    for de in rd {
-        let de = match de {
-            Ok(de) => de,
-            Err(e) => {
-                skip(out, dir, root, unreadable(&e));
-                continue;
-            }
-        };
-        let path = de.path();
-        let name = de.file_name().to_string_lossy().into_owned();
-        // The dir entry's type needs no stat (100,000 entries: 100,000 stats saved on every
-        // scan); a symlink is followed: a loop or a dangling link surfaces here as an error.
-        match de.file_type() {
-            Ok(t) if t.is_dir() => {
-                items.push((name, path, true));
-                continue;
-            }
-            Ok(t) if t.is_file() => {
-                items.push((name, path, false));
-                continue;
-            }
-            _ => {}
-        }
-        match fs::metadata(&path) {
-            Ok(md) => items.push((name, path, md.is_dir())),
-            Err(e) if e.kind() == io::ErrorKind::NotFound && fs::symlink_metadata(&path).is_ok() => {
-                skip(out, &path, root, "dangling symlink")
-            }
-            Err(e) => skip(out, &path, root, reason(&e)),
+    let mut kept = Vec::with_capacity(children.len());
+    for c in children {
+        if c.kind == Kind::Symlink {
+            let (why, _) = fsat::symlink_reason(root, &root.join(rel).join(&c.name));
+            skip(out, &rel.join(&c.name), SkipKind::Symlink, why);
+        } else {
+            kept.push(c);
         }
     }
-    items.sort();
-    items
+    Some((d, kept))
 }
 
 /// In a skip reason: a dir whose listing failed (its entries are kept, not marked removed).
 pub const UNREADABLE: &str = "unreadable (its entries kept as they were)";
 
-/// Walk `root` (a Triton cache dir, an Inductor dir holding `triton/<device>/`, or that
-/// `triton/` dir itself).
-pub fn walk(root: &Path) -> Layout {
+/// Walk `root` (canonical; `root_fd` is it opened): a Triton cache dir, an Inductor dir
+/// holding `triton/<device>/`, or that `triton/` dir itself.
+pub fn walk(root: &Path, root_fd: BorrowedFd<'_>) -> Layout {
     let mut out = Layout::default();
-    walk_cache(root, root, "", &mut out);
+    if let Some((d, children)) = open_list(root_fd, None, root, Path::new(""), &mut out) {
+        walk_cache(root, &d, children, "", &mut out);
+    }
     dedupe(&mut out);
     out
 }
@@ -127,7 +136,7 @@ fn dedupe(out: &mut Layout) {
         let key = rel.rsplit('/').next().unwrap_or(&rel).to_string();
         if let Some(at) = first.get(&key) {
             let at = at.rsplit_once('/').map_or(".", |(p, _)| p);
-            out.skipped.push(Skip { reason: super::duplicate_key(&format!("{at}/")), path: rel });
+            out.skipped.push(Skip::new(rel, SkipKind::Duplicate, super::duplicate_key(&format!("{at}/"))));
         } else {
             first.insert(key, rel.clone());
             kept.push(rel);
@@ -136,43 +145,55 @@ fn dedupe(out: &mut Layout) {
     out.entries = kept;
 }
 
-fn walk_cache(root: &Path, dir: &Path, prefix: &str, out: &mut Layout) {
+fn walk_cache(root: &Path, dir: &rustix::fs::Dir, children: Vec<fsat::Child>, prefix: &str, out: &mut Layout) {
+    let Ok(fd) = dir.fd() else { return };
     // Given `<inductor>/triton` itself: its children are the device caches.
     let devices = prefix.is_empty() && root.file_name().is_some_and(|n| n == "triton");
-    for (name, path, is_dir) in list(dir, root, out) {
-        let rel = format!("{prefix}{name}");
-        if !is_dir {
-            if name.ends_with(".best_config") {
+    let best = |n: &OsStr| n.as_bytes().ends_with(b".best_config");
+    for fsat::Child { name, kind } in children {
+        let rel = Path::new(prefix).join(&name);
+        if kind != Kind::Dir {
+            if kind == Kind::File && best(&name) {
                 out.best_configs.push(rel);
             }
             continue;
         }
-        if name.starts_with("tmp.pid_") || name.starts_with("tmp.") {
-            skip(out, &path, root, "temp dir (write in progress)");
-        } else if name == HOOK_DIR {
-            for (n, p, d) in list(&path, root, out) {
-                if !d && n.contains(".jsonl") {
-                    out.event_files.push(p);
+        // Keys and the dir names that matter are ASCII; other names are only listed.
+        let text = name.to_str().unwrap_or("");
+        if text.starts_with("tmp.") {
+            skip(out, &rel, SkipKind::WriteInProgress, "temp dir (write in progress)");
+        } else if text == HOOK_DIR {
+            if let Some((_, files)) = open_list(fd, Some(&name), root, &rel, out) {
+                for f in files {
+                    if f.kind == Kind::File && f.name.as_bytes().windows(6).any(|w| w == b".jsonl") {
+                        out.event_files.push(rel.join(&f.name));
+                    }
                 }
             }
-        } else if is_key(&name) {
-            out.entries.push(rel);
-        } else if devices && name.bytes().all(|b| b.is_ascii_digit()) {
-            walk_cache(root, &path, &format!("{name}/"), out);
-        } else if prefix.is_empty() && name == "triton" {
+        } else if is_key(text) {
+            out.entries.push(format!("{prefix}{text}"));
+        } else if (devices && !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+            || (prefix.is_empty() && text == "triton")
+        {
             // Inductor: <dir>/triton/<device>/<KEY>/
-            for (dev, dpath, d) in list(&path, root, out) {
-                if d {
-                    walk_cache(root, &dpath, &format!("triton/{dev}/"), out);
+            let Some((d, kids)) = open_list(fd, Some(&name), root, &rel, out) else { continue };
+            if text == "triton" {
+                let Ok(dfd) = d.fd() else { continue };
+                // entry paths are text: a device dir whose name is not UTF-8 is not Inductor's
+                for dev in kids.into_iter().filter(|k| k.kind == Kind::Dir && k.name.to_str().is_some()) {
+                    let drel = rel.join(&dev.name);
+                    if let Some((dd, devkids)) = open_list(dfd, Some(&dev.name), root, &drel, out) {
+                        walk_cache(root, &dd, devkids, &format!("{}/", shown(&drel)), out);
+                    }
                 }
+            } else {
+                walk_cache(root, &d, kids, &format!("{prefix}{text}/"), out);
             }
-        } else if prefix.is_empty() && fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-            // A symlinked dir that is not an entry (e.g. one pointing to its parent): not followed.
         } else if prefix.is_empty() {
             // Inductor's other dirs (`<2 chars>/`, `fxgraph/`, ...): only `.best_config` matters.
-            for (n, _, d) in list(&path, root, out) {
-                if !d && n.ends_with(".best_config") {
-                    out.best_configs.push(format!("{rel}/{n}"));
+            if let Some((_, files)) = open_list(fd, Some(&name), root, &rel, out) {
+                for f in files.into_iter().filter(|f| f.kind == Kind::File && best(&f.name)) {
+                    out.best_configs.push(rel.join(&f.name));
                 }
             }
         }

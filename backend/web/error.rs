@@ -1,7 +1,10 @@
 //! One error type for every handler: 4xx carry a clear message, 5xx log the cause and return
-//! a generic text. API routes answer JSON `{error}`; pages answer HTML.
+//! a generic text. Two renderings of it: [`ApiError`] answers JSON `{error}` for /api,
+//! [`PageError`] the one HTML error page (`templates/error.html`) for every page.
 
-use axum::http::StatusCode;
+use crate::explain::load::ExplainError;
+use askama::Template;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +28,16 @@ pub enum AppError {
 impl From<sqlx::Error> for AppError {
     fn from(e: sqlx::Error) -> Self {
         AppError::Internal(e.into())
+    }
+}
+
+impl From<ExplainError> for AppError {
+    fn from(e: ExplainError) -> Self {
+        match e {
+            ExplainError::Bad(m) => AppError::BadRequest(m),
+            ExplainError::NotFound(m) => AppError::NotFound(m),
+            ExplainError::Db(e) => e.into(),
+        }
     }
 }
 
@@ -66,5 +79,38 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.0.status();
         (status, axum::Json(serde_json::json!({ "error": self.0.public_message() }))).into_response()
+    }
+}
+
+/// An error answered as the HTML error page.
+pub struct PageError(pub AppError);
+
+impl<E: Into<AppError>> From<E> for PageError {
+    fn from(e: E) -> Self {
+        PageError(e.into())
+    }
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage {
+    title: String,
+    status: u16,
+    message: String,
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let status = self.0.status();
+        let page = ErrorPage {
+            title: status.canonical_reason().unwrap_or("error").to_string(),
+            status: status.as_u16(),
+            message: self.0.public_message(),
+        };
+        let body = page.render().unwrap_or_else(|e| {
+            tracing::error!(error = ?e, "rendering the error page");
+            "error".into()
+        });
+        (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
     }
 }

@@ -1,52 +1,67 @@
-//! The HTTP server: `app(state)` builds the router used by `cachelens serve` and by tests.
+//! The HTTP server: `app(state)` builds the router used by `cachelens serve` and by tests, out
+//! of two routers: the read router (pages, read API, static files), guarded as a whole by the
+//! read token when one is set, and the upload router, authenticated by machine tokens.
 
 pub mod api;
 pub mod auth;
 pub mod error;
-pub mod explain;
-pub mod history;
 pub mod pages;
+pub mod query;
+pub mod serve;
 
+use crate::db::Db;
 use axum::Router;
-use sqlx::SqlitePool;
+use axum::http::{HeaderValue, header};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Server settings.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Largest accepted upload, after decompression.
     pub max_upload_bytes: usize,
-    /// When set, reading pages and the read API needs `Authorization: Bearer <this>` (or the
-    /// basic-auth password / `?token=` cookie flow documented in README.md).
+    /// When set, reading pages and the read API needs it (see auth.rs). Checked by
+    /// [`auth::check_read_token`] at start-up: never empty or short.
     pub read_token: Option<String>,
+    /// Longest wait for the next chunk of any request body.
+    pub body_idle_timeout: Duration,
+    /// Longest time an upload body may take to arrive whole (it holds an upload slot meanwhile).
+    pub upload_read_timeout: Duration,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { max_upload_bytes: 256 << 20, read_token: None }
+        Config {
+            max_upload_bytes: 256 << 20,
+            read_token: None,
+            body_idle_timeout: Duration::from_secs(30),
+            upload_read_timeout: Duration::from_secs(300),
+        }
     }
 }
 
 /// Shared state of every handler.
 #[derive(Clone)]
 pub struct AppState {
-    pub pool: SqlitePool,
+    /// The database, with its per-database state.
+    pub db: Db,
     pub config: Arc<Config>,
     /// One writer at a time: uploads are ingested one after the other while pages keep reading.
     pub write_lock: Arc<tokio::sync::Mutex<()>>,
-    /// Uploads being decoded or ingested at once. A decoded report is several times its gzip
-    /// size; without this bound, 50 clients uploading together hold 50 decoded reports while
-    /// they queue for the write lock. Bodies still arrive concurrently (compressed).
+    /// Uploads being read, decoded or ingested at once. A body is read only once it holds a
+    /// slot, so memory is bounded by the slots, not by the clients: without this bound, 50
+    /// clients uploading together hold 50 bodies and decoded reports while they queue for the
+    /// write lock. Bodies waiting for a slot stay in the clients' sockets.
     pub upload_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
-    pub fn new(pool: SqlitePool, config: Config) -> Self {
+    pub fn new(db: impl Into<Db>, config: Config) -> Self {
         // One report ingesting under the write lock, the next one decoding meanwhile; half the
         // cores at most, so that pages keep a core while 50 nodes upload at once.
         let slots = (std::thread::available_parallelism().map_or(2, |n| n.get()) / 2).clamp(1, 4);
         AppState {
-            pool,
+            db: db.into(),
             config: Arc::new(config),
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
             upload_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
@@ -54,19 +69,48 @@ impl AppState {
     }
 }
 
-/// The whole application.
+/// The whole application: the read router behind the read token, the upload router beside it.
 pub fn app(state: AppState) -> Router {
-    Router::new()
-        .merge(explain::router())
-        .nest("/api/v1", api::router())
+    let read = Router::new()
+        .nest("/api/v1", api::read_router())
         .merge(pages::router())
-        .route("/history", axum::routing::get(history::page))
-        .route("/login", axum::routing::get(auth::login))
         .layer(axum::middleware::map_response(vary_on_htmx))
-        // Keep this layer after every route: it guards them all (see auth.rs).
-        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::read_access))
+        // A layer of the router: every read route, and its fallback, needs the read token.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::read_access));
+    let open = Router::new().merge(api::upload_router()).route("/login", axum::routing::get(auth::login));
+    read.merge(open)
+        .layer(axum::middleware::map_response(security_headers))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), body_idle_timeout))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// A request body that sends nothing for `body_idle_timeout` fails (its reader gets an error).
+async fn body_idle_timeout(
+    axum::extract::State(s): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let idle = s.config.body_idle_timeout;
+    next.run(req.map(|b| axum::body::Body::new(tower_http::timeout::TimeoutBody::new(idle, b)))).await
+}
+
+/// The Content-Security-Policy of every response. Pages load htmx and the stylesheet from
+/// /static and nothing else: no inline script or style (htmx's own indicator `<style>` is turned
+/// off by the `htmx-config` meta tag in base.html; style.css carries those rules), no eval, no
+/// framing.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+     connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+
+/// Headers on every response: no MIME sniffing (raw cache files are served as text), the CSP,
+/// and no framing (clickjacking) for browsers that predate `frame-ancestors`.
+async fn security_headers(mut resp: axum::response::Response) -> axum::response::Response {
+    let h = resp.headers_mut();
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    resp
 }
 
 /// Every HTML view answers either the whole page or the fragment htmx swaps in, depending on
@@ -74,7 +118,6 @@ pub fn app(state: AppState) -> Router {
 /// may serve a cached fragment as a page (the back button showing a bare table). One layer for
 /// every page and partial, so that no handler can forget it.
 async fn vary_on_htmx(mut resp: axum::response::Response) -> axum::response::Response {
-    use axum::http::{HeaderValue, header};
     let html = resp.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
     if html {
         resp.headers_mut().append(header::VARY, HeaderValue::from_static("HX-Request, HX-History-Restore-Request"));

@@ -2,40 +2,10 @@
 // overview → kernel search (htmx narrows the list as you type) → a kernel → one of its entries
 // → another IR tab. Fails on any console error, page error or failed request; saves screenshots.
 //
-// Usage: BASE_URL=http://127.0.0.1:PORT SCREENSHOTS=dir node dashboard.mjs
-import { chromium } from 'playwright-core';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+// Usage: BASE_URL=http://127.0.0.1:PORT SCREENSHOTS=dir node dashboard.mjs (or scripts/browser-test.sh)
+import { base, check, run, shots } from './lib.mjs';
 
-const base = process.env.BASE_URL ?? 'http://127.0.0.1:8600';
-const shots = process.env.SCREENSHOTS ?? 'target/screenshots';
-mkdirSync(shots, { recursive: true });
-const profile = mkdtempSync(join(tmpdir(), 'cachelens-chromium-'));
-
-const problems = [];
-let expect404 = false; // set while visiting a page that must answer 404
-function check(cond, msg) {
-  if (!cond) throw new Error(`check failed: ${msg}`);
-  console.log(`ok - ${msg}`);
-}
-
-const ctx = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: 1360, height: 900 },
-  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-         '--disable-component-update', '--disable-sync'],
-});
-try {
-  const page = ctx.pages()[0] ?? await ctx.newPage();
-  page.on('console', m => {
-    if (m.type() === 'error' && !(expect404 && m.text().includes('404'))) problems.push(`console error: ${m.text()} at ${m.location().url} (${page.url()})`);
-  });
-  page.on('pageerror', e => problems.push(`page error: ${e.message}`));
-  page.on('requestfailed', r => problems.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
-  page.on('response', r => { if (r.status() >= 400 && !(expect404 && r.status() === 404)) problems.push(`HTTP ${r.status()}: ${r.url()}`); });
-
+await run('dashboard', async (page, state) => {
   // 1. overview
   await page.goto(`${base}/`);
   check(await page.locator('h1').innerText() === 'Overview', 'overview renders');
@@ -103,17 +73,9 @@ try {
   await page.waitForURL('**/entries/mi300-1/**');
   check((await page.locator('#resources').innerText()).includes('VGPRs'), 'AMD entry shows VGPRs');
   await page.screenshot({ path: `${shots}/7-entry-mi300.png`, fullPage: true });
-  expect404 = true;
+  state.expect404 = true;
   await page.goto(`${base}/machines/no-such-machine`);
   check((await page.locator('h1').innerText()).startsWith('404'), '404 page for an unknown machine');
   await page.screenshot({ path: `${shots}/8-not-found.png` });
 
-} finally {
-  await ctx.close();
-  rmSync(profile, { recursive: true, force: true });
-}
-if (problems.length) {
-  console.error(problems.join('\n'));
-  process.exit(1);
-}
-console.log(`all browser checks passed; screenshots in ${shots}/`);
+});

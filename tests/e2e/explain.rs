@@ -3,7 +3,6 @@
 //! edit, line info off). Caches compiled here: explain_generated.rs.
 
 use crate::common::*;
-use cachelens::db::explain as dbx;
 use cachelens::explain::load as xl;
 use cachelens::web::{AppState, Config};
 use serde_json::Value;
@@ -28,9 +27,9 @@ async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str
     let scans = get_json(state, &format!("/api/v1/scans?machine={machine}")).await;
     let (first, second) = (scans[1]["id"].as_i64().unwrap(), scans[0]["id"].as_i64().unwrap());
     // Through the DB.
-    let (from, to, _) = xl::pick_scans(&state.pool, machine, None, None).await.unwrap();
+    let (from, to, _) = xl::pick_scans(state.db.pool(), machine, None, None).await.unwrap();
     assert_eq!((from.as_ref().map(|s| s.id), to.id), (Some(first), second), "defaults: previous scan → latest");
-    let r = xl::invalidations_scans(&state.pool, from.as_ref(), &to).await.unwrap();
+    let r = xl::invalidations_scans(state.db.pool(), from.as_ref(), &to).await.unwrap();
     assert_eq!((r.invalidated.len(), r.kept, r.new.len(), r.removed.len()), (n, n, 0, 0), "{}", r.summary);
     // Through the API, explicit and default scans alike.
     let inv = get_json(state, &format!("/api/v1/invalidations?machine={machine}&from={first}&to={second}")).await;
@@ -291,8 +290,8 @@ async fn explain_h100_jit_phases() {
     assert_eq!(li["by_cause"], serde_json::json!([{"cause": "env", "count": 45}]), "{}", li["summary"]);
     assert!(li["summary"].as_str().unwrap().contains("TRITON_DISABLE_LINE_INFO"), "{}", li["summary"]);
     // The same through the DB functions.
-    let to = dbx::scan(&pool, scans[4]).await.unwrap().unwrap();
-    let from = dbx::scan(&pool, scans[3]).await.unwrap().unwrap();
+    let to = cachelens::db::scans::scan(&pool, scans[4]).await.unwrap().unwrap();
+    let from = cachelens::db::scans::scan(&pool, scans[3]).await.unwrap().unwrap();
     let r = xl::invalidations_scans(&pool, Some(&from), &to).await.unwrap();
     assert_eq!(r.invalidated.len(), 45);
     assert!(r.invalidated.iter().all(|i| i.cause == cachelens::explain::Cause::Env));
@@ -315,7 +314,33 @@ async fn explain_pages() {
     assert!(page.contains("id=\"scan-picker\""), "scan picker");
     // Says how entries are paired: option/constexpr/signature changes are variants, not recompiles.
     assert!(page.contains("id=\"pairing\"") && page.contains("A change to one of those is another variant"), "{page}");
-    assert_eq!(page.matches("class=\"inv-row\"").count(), 45);
+    // One cause, one section: the reason once, a line per kernel, the 45 entries behind a
+    // disclosure, 20 a page.
+    assert_eq!(page.matches("class=\"cause-group\"").count(), 1, "{page}");
+    assert!(page.contains("<span class=\"badge compiler\">compiler</span> 45 recompiled"), "{page}");
+    assert_eq!(page.matches("<ul class=\"whys\"><li>").count(), 1);
+    assert!(
+        page.contains("<tr class=\"inv-kernel\"><td>matmul_kernel</td><td>30</td><td>0</td><td>0</td><td>unknown</td>"),
+        "{page}"
+    );
+    assert_eq!(page.matches("class=\"inv-kernel\"").count(), 4, "matmul, add, softmax, layernorm");
+    assert_eq!(page.matches("class=\"inv-row\"").count(), 20);
+    assert!(page.contains("<details class=\"inv-entries\">"), "closed until paged");
+    assert!(page.contains("id=\"cost\"") && page.contains("Recompile cost: <b>unknown</b>"), "no hook on a100-1");
+    let (s, last) = get(&state, "/invalidations?machine=a100-1&cause=compiler&page=3").await;
+    assert_eq!(s, 200);
+    assert_eq!(last.matches("class=\"inv-row\"").count(), 5, "entries 41-45");
+    assert!(last.contains("entries 41–45 of 45") && last.contains("<details class=\"inv-entries\" open>"));
+    assert!(last.contains("cause=compiler&#38;page=2"), "previous page link");
+    // Every entry once over the three pages.
+    let mut keys = std::collections::BTreeSet::new();
+    for p in 1..=3 {
+        let (_, body) = get(&state, &format!("/invalidations?machine=a100-1&cause=compiler&page={p}")).await;
+        for row in body.split("<tr class=\"inv-row\">").skip(1) {
+            keys.insert(row.split("<td class=\"key\">").nth(2).unwrap().split('<').next().unwrap().to_string());
+        }
+    }
+    assert_eq!(keys.len(), 45, "{keys:?}");
     assert!(page.contains("will miss on them where they sit now"), "relocated entries flagged");
     let href = page
         .split("class=\"compare\" href=\"")

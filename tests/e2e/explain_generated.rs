@@ -205,7 +205,7 @@ async fn explain_generated_other_triton_version() {
     let version = v["triton_version"].as_str().unwrap().to_string();
     assert_ne!(version, "3.6.0", "CACHELENS_PYTHON_ALT must have another Triton than 3.6.0");
     let (_keep, state) = scan_generated(dir).await;
-    cachelens::collect::scan_local(&state.pool, cache.path(), "gen-alt").await.unwrap();
+    cachelens::collect::scan_local(state.db.pool(), cache.path(), "gen-alt").await.unwrap();
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-alt&b=gen-sm90").await;
     let s = inv["summary"].as_str().unwrap();
     assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "compiler", "count": 6}]), "{s}");

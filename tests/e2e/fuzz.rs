@@ -185,7 +185,7 @@ fn upload_endpoint_answers_4xx_to_garbage() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (_dir, pool) = rt.block_on(crate::common::fresh_db());
     let token = rt.block_on(cachelens::db::tokens::create(&pool, "fuzz-node")).unwrap();
-    let cfg = cachelens::web::Config { max_upload_bytes: 1 << 20, read_token: None };
+    let cfg = cachelens::web::Config { max_upload_bytes: 1 << 20, ..Default::default() };
     let app = cachelens::web::app(cachelens::web::AppState::new(pool.clone(), cfg));
     let mut runner =
         proptest::test_runner::TestRunner::new(ProptestConfig { cases: cases().min(256), ..ProptestConfig::default() });

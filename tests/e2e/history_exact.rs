@@ -163,7 +163,10 @@ async fn uploads_with_bad_hook_events_are_refused() {
         let body = serde_json::to_vec(&report(vec![event.clone(), e.clone()])).unwrap();
         let (status, answer) = post_raw(&srv.url, "/api/v1/scans", Some(&token), body, false).await;
         assert_eq!(status, 422, "{e} -> {answer}");
-        assert!(answer["error"].as_str().unwrap().contains("hook event 1"), "{answer}");
+        // an unknown event kind is refused while the report is read (it names the value), the
+        // rest by the checks after it (they name the event)
+        let error = answer["error"].as_str().unwrap();
+        assert!(error.contains("hook event 1") || error.contains("unknown variant `lookup`"), "{answer}");
     }
     let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events").fetch_one(&srv.pool).await.unwrap();
     assert_eq!(stored, 0);

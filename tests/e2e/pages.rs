@@ -1,7 +1,10 @@
-//! The HTML dashboard on the whole corpus: every page and partial, 404s, empty states, escaping.
+//! The HTML dashboard on the whole corpus: every page and fragment, 404s, empty states, escaping.
 
+mod cost;
 mod demo;
 mod grid;
+mod htmx;
+mod snapshots;
 mod views;
 
 use crate::common::*;
@@ -45,14 +48,14 @@ async fn every_page_and_partial_on_the_fleet() {
     assert!(o.contains("3.4.0, 3.5.1"), "a100-1 versions");
     assert!(o.contains("Recent scans") && o.contains("Relocated") && o.contains("Skipped"));
     assert!(o.contains("TRITON_STORE_BINARY_ONLY=1") && o.contains("id=\"binary-only-saving\""));
-    assert!(o.contains("<code>.llir</code>") && o.contains("<code>.cubin</code>") && o.contains("<code>.hsaco</code>"));
+    // the artifact-type table: snapshots.rs
     assert!(o.contains("/static/vendor/htmx-2.0.11.min.js"));
     let oh = ok_hx(&s, "/").await;
     assert!(oh.contains("href=\"/machines/a100-1\""));
 
     // machine
     let m = ok(&s, "/machines/a100-1").await;
-    assert!(m.contains(">3.4.0<") && m.contains(">3.5.1<"), "both Triton versions listed");
+    // the Triton versions table: snapshots.rs
     assert!(m.contains("href=\"/history?machine=a100-1\""));
     assert!(
         m.contains("<svg class=\"chart\"")
@@ -103,7 +106,7 @@ async fn every_page_and_partial_on_the_fleet() {
     // the grid's counts come from the summary tables: they add up to the live entries
     let live: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
-            .fetch_one(&s.pool)
+            .fetch_one(s.db.pool())
             .await
             .unwrap();
     assert!(mk.contains(&format!("<p>{live} live entries.")), "kernel page counts {live} live entries");
@@ -115,14 +118,14 @@ async fn every_page_and_partial_on_the_fleet() {
     let others: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL AND num_warps IS NULL AND num_stages IS NULL",
     )
-    .fetch_one(&s.pool)
+    .fetch_one(s.db.pool())
     .await
     .unwrap();
     assert_eq!(cells + others, live, "grid cells plus other entries = live entries");
     // key churn: entries whose binary another key of the kernel also has (counted here in Rust)
     let rows: Vec<(String, Option<String>)> =
         sqlx::query_as("SELECT key, binary_sha256 FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
-            .fetch_all(&s.pool)
+            .fetch_all(s.db.pool())
             .await
             .unwrap();
     let mut keys_of: std::collections::HashMap<&str, std::collections::HashSet<&str>> = Default::default();

@@ -105,7 +105,7 @@ async fn only_a_stored_upload_marks_its_token_used() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_token_guards_pages_and_api_but_not_uploads() {
-    let srv = server(Config { read_token: Some("r3ad-s3cret".into()), ..Config::default() }).await;
+    let srv = server(Config { read_token: Some("r3ad-s3cret-0123456789".into()), ..Config::default() }).await;
     let http = cachelens::upload::client().unwrap();
     let api = format!("{}/api/v1/machines", srv.url);
     let status = |r: reqwest::Response| r.status().as_u16();
@@ -122,30 +122,46 @@ async fn read_token_guards_pages_and_api_but_not_uploads() {
         let v: serde_json::Value = r.json().await.unwrap();
         assert!(v["error"].as_str().unwrap().contains("read token"));
     }
-    // pages too (any path, even one that does not exist)
-    assert_eq!(status(http.get(format!("{}/", srv.url)).send().await.unwrap()), 401);
+    // pages too (any path, even one that does not exist: the rule is the read router's layer)
+    for path in ["/", "/no-such-page", "/static/style.css", "/api/v1/no-such-endpoint"] {
+        assert_eq!(status(http.get(format!("{}{path}", srv.url)).send().await.unwrap()), 401, "{path}");
+    }
     // bearer, basic auth password, cookie from /login
-    assert_eq!(status(http.get(&api).bearer_auth("r3ad-s3cret").send().await.unwrap()), 200);
-    assert_eq!(status(http.get(&api).basic_auth("anyone", Some("r3ad-s3cret")).send().await.unwrap()), 200);
+    assert_eq!(status(http.get(&api).bearer_auth("r3ad-s3cret-0123456789").send().await.unwrap()), 200);
+    assert_eq!(status(http.get(&api).basic_auth("anyone", Some("r3ad-s3cret-0123456789")).send().await.unwrap()), 200);
     assert_eq!(status(http.get(&api).basic_auth("anyone", Some("nope")).send().await.unwrap()), 401);
     let no_redirect = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let r = no_redirect.get(format!("{}/login?token=wrong", srv.url)).send().await.unwrap();
     assert_eq!(r.status(), 401);
     assert!(r.headers().get("set-cookie").is_none());
-    let r = no_redirect.get(format!("{}/login?token=r3ad-s3cret", srv.url)).send().await.unwrap();
+    let r = no_redirect.get(format!("{}/login?token=r3ad-s3cret-0123456789", srv.url)).send().await.unwrap();
     assert!(r.status().is_redirection());
     let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
-    assert!(cookie.starts_with("cachelens_read=r3ad-s3cret;") && cookie.contains("HttpOnly"), "{cookie}");
+    // the cookie holds a value derived from the token, never the token
+    assert!(cookie.starts_with("cachelens_read=") && !cookie.contains("r3ad-s3cret"), "{cookie}");
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
     let pair = cookie.split(';').next().unwrap();
     assert_eq!(status(http.get(&api).header("cookie", pair).send().await.unwrap()), 200);
+    // the raw token, an empty cookie or an empty basic-auth password do not get in
+    for bad in ["cachelens_read=r3ad-s3cret-0123456789", "cachelens_read=", "cachelens_read"] {
+        assert_eq!(status(http.get(&api).header("cookie", bad).send().await.unwrap()), 401, "{bad}");
+    }
+    assert_eq!(status(http.get(&api).basic_auth("x", Some("")).send().await.unwrap()), 401);
     // uploads use their machine token, read token or not
     let (_t, dir) = unpacked("mi300-upgrade-1-triton-3.6.0");
     let out = cli_upload(&srv.url, &upload_token, "n1", &dir.join("triton-cache"), &[]).await;
     assert!(out.status.success(), "{:?}", text(&out));
-    let (s, _) = post_raw(&srv.url, "/api/v1/scans", Some("r3ad-s3cret"), b"{}".to_vec(), false).await;
+    let (s, _) = post_raw(&srv.url, "/api/v1/scans", Some("r3ad-s3cret-0123456789"), b"{}".to_vec(), false).await;
     assert_eq!(s, 401, "the read token is no upload token");
-    let machines =
-        http.get(&api).bearer_auth("r3ad-s3cret").send().await.unwrap().json::<serde_json::Value>().await.unwrap();
+    let machines = http
+        .get(&api)
+        .bearer_auth("r3ad-s3cret-0123456789")
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
     assert_eq!(machines[0]["name"], "n1");
     // without a read token, reading is open
     let open = server(Config::default()).await;

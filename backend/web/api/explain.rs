@@ -5,7 +5,7 @@ use crate::explain::load::{self as dbx, Neighbour};
 use crate::explain::report::{CompareReport, InvalidationsReport};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
-use crate::web::explain::{CompareQuery, InvalidationsQuery, NearestQuery};
+use crate::web::query::{CompareQuery, InvalidationsQuery, NearestQuery};
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -22,7 +22,7 @@ type ApiResult<T> = Result<Json<T>, ApiError>;
 /// `GET /api/v1/compare?a=M:KEY&b=M:KEY[&ir=ttgir][&strip=0]`.
 async fn compare(State(s): State<AppState>, ApiQuery(q): ApiQuery<CompareQuery>) -> ApiResult<CompareReport> {
     let (a, b) = q.ids()?;
-    Ok(Json(dbx::compare_ids(&s.pool, a, b, q.ir.as_deref(), q.strip()).await.map_err(AppError::from)?))
+    Ok(Json(dbx::compare_ids(s.db.pool(), a, b, q.ir.as_deref(), q.strip()).await.map_err(AppError::from)?))
 }
 
 /// The answer of `/api/v1/nearest`.
@@ -36,7 +36,7 @@ struct NearestAnswer {
 /// `GET /api/v1/nearest?entry=M:KEY[&limit=N]`.
 async fn nearest(State(s): State<AppState>, ApiQuery(q): ApiQuery<NearestQuery>) -> ApiResult<NearestAnswer> {
     let id = q.entry.as_deref().ok_or_else(|| AppError::BadRequest("missing entry=MACHINE:KEY".into()))?;
-    let (of, neighbours) = dbx::nearest_of(&s.pool, id, q.limit()).await.map_err(AppError::from)?;
+    let (of, neighbours) = dbx::nearest_of(s.db.pool(), id, q.limit()).await.map_err(AppError::from)?;
     let kernel = of.side.kernel_name().map(str::to_string);
     Ok(Json(NearestAnswer { entry: format!("{}:{}", of.row.machine, of.row.key), kernel, neighbours }))
 }
@@ -46,5 +46,5 @@ async fn invalidations(
     State(s): State<AppState>,
     ApiQuery(q): ApiQuery<InvalidationsQuery>,
 ) -> ApiResult<InvalidationsReport> {
-    Ok(Json(q.run(&s.pool).await?.0))
+    Ok(Json(q.run(s.db.pool()).await?.0))
 }

@@ -2,48 +2,13 @@
 //! `GET /api/v1/history/kernels`: the same per kernel, the kernels that miss most first.
 
 use super::ApiQuery;
-use crate::db::history::{self, Bucket, HistoryFilter, HistoryPoint, NamedCounts};
-use crate::db::read::Page;
+use crate::db::Page;
+use crate::db::history::{self, HistoryPoint, NamedCounts};
 use crate::web::AppState;
-use crate::web::error::{ApiError, AppError};
+use crate::web::error::ApiError;
+use crate::web::query::HistoryQuery;
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
-
-/// Query of `/api/v1/history` (and of the `/history` page).
-#[derive(Debug, Default, Deserialize)]
-pub struct HistoryQuery {
-    pub machine: Option<String>,
-    pub kernel: Option<String>,
-    /// `hour` (default), `day`, `minute` or `second`.
-    pub bucket: Option<String>,
-    /// Unix ms, inclusive.
-    pub from: Option<i64>,
-    /// Unix ms, exclusive.
-    pub to: Option<i64>,
-    pub limit: Option<i64>,
-    pub offset: Option<i64>,
-}
-
-fn nonempty(s: &Option<String>) -> Option<String> {
-    s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
-}
-
-impl HistoryQuery {
-    /// The filter, with empty form fields meaning "all".
-    pub fn filter(&self) -> HistoryFilter {
-        HistoryFilter { machine: nonempty(&self.machine), kernel: nonempty(&self.kernel), from: self.from, to: self.to }
-    }
-
-    /// The bucket width; 400 on anything but `second|minute|hour|day`.
-    pub fn bucket(&self) -> Result<Bucket, AppError> {
-        match nonempty(&self.bucket) {
-            None => Ok(Bucket::Hour),
-            Some(b) => Bucket::parse(&b)
-                .ok_or_else(|| AppError::BadRequest(format!("bucket must be hour, day, minute or second, not {b:?}"))),
-        }
-    }
-}
 
 /// `GET /api/v1/history?machine=&kernel=&bucket=hour|day&from=&to=&limit=&offset=`
 ///
@@ -69,7 +34,7 @@ pub async fn history(
 ) -> Result<Json<Vec<HistoryPoint>>, ApiError> {
     let bucket = q.bucket()?;
     let page = Page::new(q.limit, q.offset);
-    let rows = history::series(&s.pool, &q.filter(), bucket).await?;
+    let rows = history::series(s.db.pool(), &q.filter(), bucket).await?;
     Ok(Json(rows.into_iter().skip(page.offset as usize).take(page.limit as usize).collect()))
 }
 
@@ -85,6 +50,6 @@ pub async fn kernels(
 ) -> Result<Json<Vec<NamedCounts>>, ApiError> {
     q.bucket()?; // ignored here, but not silently wrong
     let page = Page::new(q.limit, q.offset);
-    let rows = history::by_kernel(&s.pool, &q.filter()).await?;
+    let rows = history::by_kernel(s.db.pool(), &q.filter()).await?;
     Ok(Json(rows.into_iter().skip(page.offset as usize).take(page.limit as usize).collect()))
 }

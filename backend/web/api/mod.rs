@@ -3,10 +3,12 @@
 pub mod explain;
 pub mod history;
 pub mod upload;
+pub mod validate;
 
 use super::AppState;
 use super::error::{ApiError, AppError};
-use crate::db::read::{self, KernelFilter, Page};
+use crate::db::summaries::{self, KernelFilter};
+use crate::db::{Page, entries, scans};
 use axum::extract::{FromRequestParts, Query, State};
 use axum::http::request::Parts;
 use axum::routing::{get, post};
@@ -14,17 +16,24 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-pub fn router() -> Router<AppState> {
+/// The read API: behind the read token (when one is set) like the pages.
+pub fn read_router() -> Router<AppState> {
     Router::new()
         .route("/machines", get(machines))
-        .route("/scans", get(scans).post(upload::post_scan))
-        .route("/blobs/missing", post(upload::blobs_missing))
+        .route("/scans", get(scans))
         .route("/kernels", get(kernels))
         .route("/entries", get(entries))
         .merge(explain::router())
         .route("/history", get(history::history))
         .route("/history/kernels", get(history::kernels))
         .fallback(|| async { ApiError(AppError::NotFound("no such API endpoint".into())) })
+}
+
+/// The write API, at its full paths: authenticated by machine upload tokens, never the read token.
+pub fn upload_router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v1/scans", post(upload::post_scan))
+        .route("/api/v1/blobs/missing", post(upload::blobs_missing))
 }
 
 /// The most rows one page of a list endpoint returns (DESIGN.md; `Page::new` caps at it too).
@@ -69,8 +78,10 @@ impl Paging {
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
-async fn machines(State(s): State<AppState>, ApiQuery(p): ApiQuery<Paging>) -> ApiResult<Vec<read::MachineRow>> {
-    Ok(Json(read::machines(&s.pool, p.page()).await?))
+async fn machines(State(s): State<AppState>, ApiQuery(p): ApiQuery<Paging>) -> ApiResult<Vec<summaries::MachineRow>> {
+    s.db.fresh_summaries().await?;
+    let rows = summaries::machine_summaries(s.db.pool(), p.page()).await?;
+    Ok(Json(rows.into_iter().map(Into::into).collect()))
 }
 
 #[derive(Deserialize)]
@@ -80,12 +91,16 @@ struct ScansQuery {
     offset: Option<i64>,
 }
 
-async fn scans(State(s): State<AppState>, ApiQuery(q): ApiQuery<ScansQuery>) -> ApiResult<Vec<read::ScanRow>> {
-    Ok(Json(read::scans(&s.pool, q.machine.as_deref(), Page::new(q.limit, q.offset)).await?))
+async fn scans(State(s): State<AppState>, ApiQuery(q): ApiQuery<ScansQuery>) -> ApiResult<Vec<scans::ScanRow>> {
+    Ok(Json(scans::scans(s.db.pool(), q.machine.as_deref(), Page::new(q.limit, q.offset)).await?))
 }
 
-async fn kernels(State(s): State<AppState>, ApiQuery(f): ApiQuery<KernelFilter>) -> ApiResult<Vec<read::KernelRow>> {
-    Ok(Json(read::kernels(&s.pool, &f, Page::new(f.limit, f.offset)).await?))
+async fn kernels(
+    State(s): State<AppState>,
+    ApiQuery(f): ApiQuery<KernelFilter>,
+) -> ApiResult<Vec<summaries::KernelStat>> {
+    s.db.fresh_summaries().await?;
+    Ok(Json(summaries::kernels(s.db.pool(), &f, Page::new(f.limit, f.offset)).await?))
 }
 
 #[derive(Deserialize)]
@@ -98,7 +113,7 @@ struct EntriesQuery {
     offset: Option<i64>,
 }
 
-async fn entries(State(s): State<AppState>, ApiQuery(q): ApiQuery<EntriesQuery>) -> ApiResult<Vec<read::EntryRow>> {
+async fn entries(State(s): State<AppState>, ApiQuery(q): ApiQuery<EntriesQuery>) -> ApiResult<Vec<entries::EntryRow>> {
     let page = Page::new(q.limit, q.offset);
-    Ok(Json(read::entries(&s.pool, q.machine.as_deref(), q.kernel.as_deref(), q.include_removed, page).await?))
+    Ok(Json(entries::entries(s.db.pool(), q.machine.as_deref(), q.kernel.as_deref(), q.include_removed, page).await?))
 }

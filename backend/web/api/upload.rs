@@ -7,8 +7,9 @@
 //! written. Only then is it ingested, in one transaction, under the server's write lock: an
 //! upload stores all of itself or nothing.
 
+use super::validate::{is_sha256, trunc};
 use crate::db::tokens::{self, Check};
-use crate::model::{EventFileMark, REPORT_FORMAT, ScanReport, ScanSummary, valid_machine_name};
+use crate::model::{MissingRequest, MissingResponse, ScanReport, ScanSummary, UploadResponse};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use axum::Json;
@@ -16,43 +17,16 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use http_body_util::BodyExt;
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::io::Read;
+use std::time::Duration;
 
-/// The answer to an upload.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct UploadResponse {
-    pub scan_id: i64,
-    /// False when the same scan (machine, client_id) was stored before: nothing was written.
-    pub created: bool,
-    pub summary: ScanSummary,
-}
-
-/// `POST /api/v1/blobs/missing` body and answer.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct MissingRequest {
-    pub sha256: Vec<String>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct MissingResponse {
-    pub missing: Vec<String>,
-    /// How far the server has read each hook event file of the token's machine: a client scans
-    /// events from there on, so an upload carries only lines the server has not got. (Absent
-    /// from older servers: the client then sends every line, which the server dedupes.)
-    #[serde(default)]
-    pub event_files: Vec<EventFileMark>,
-    /// The server's upload size limit (decompressed), so a client can keep under it.
-    #[serde(default)]
-    pub max_upload_bytes: Option<u64>,
-}
+pub use super::validate::validate;
 
 /// The machine a bearer token may upload for (401 when missing, unknown or revoked).
 pub async fn authenticate(s: &AppState, headers: &HeaderMap) -> Result<String, AppError> {
     let token = bearer(headers)
         .ok_or_else(|| AppError::Unauthorized("missing upload token (Authorization: Bearer <token>)".into()))?;
-    match tokens::check(&s.pool, token).await? {
+    match tokens::check(s.db.pool(), token).await? {
         Check::Machine(m) => Ok(m),
         Check::Revoked => Err(AppError::Unauthorized("this upload token was revoked".into())),
         Check::Unknown => Err(AppError::Unauthorized("unknown upload token".into())),
@@ -74,10 +48,11 @@ pub async fn post_scan(
 ) -> Result<(StatusCode, Json<UploadResponse>), ApiError> {
     let machine = authenticate(&s, &headers).await?;
     let max = s.config.max_upload_bytes;
-    let raw = read_capped(&headers, body, max).await?;
     let gzip = is_gzip(&headers)?;
-    // Bounded: at most `upload_slots` reports decoded in memory at once (see AppState).
+    // Bounded: at most `upload_slots` bodies read and reports decoded in memory at once (see
+    // AppState). The slot comes first: a body waiting for one stays in the client's socket.
     let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
+    let raw = read_capped(&headers, body, max, s.config.upload_read_timeout).await?;
     // Decompressing, parsing and hashing are CPU work: off the async threads, and without the
     // write lock, so other uploads keep ingesting and pages keep answering meanwhile.
     let report = tokio::task::spawn_blocking(move || -> Result<ScanReport, AppError> {
@@ -89,11 +64,11 @@ pub async fn post_scan(
     .map_err(|e| AppError::Internal(e.into()))??;
     let (mut summary, created) = {
         let _one_writer = s.write_lock.lock().await;
-        let stored = crate::collect::ingest_report(&s.pool, &report, "upload").await?;
+        let stored = crate::collect::ingest_report(s.db.pool(), &report, "upload").await?;
         // Only an upload that was stored counts as a use of its token. The scan is committed by
         // now: failing to note the use must not turn it into an error (the client would retry).
         if let Some(t) = bearer(&headers)
-            && let Err(e) = tokens::touch(&s.pool, t).await
+            && let Err(e) = tokens::touch(s.db.pool(), t).await
         {
             tracing::warn!("could not record the upload token's last use: {e}");
         }
@@ -109,8 +84,8 @@ pub async fn post_scan(
 
 /// A repeated upload stores nothing: answer with the counts of the scan stored the first time.
 async fn stored_summary(s: &AppState, summary: &mut ScanSummary) -> Result<(), AppError> {
-    let page = crate::db::read::Page::new(Some(10_000), None);
-    let rows = crate::db::read::scans(&s.pool, Some(&summary.machine), page).await?;
+    let page = crate::db::Page::new(Some(10_000), None);
+    let rows = crate::db::scans::scans(s.db.pool(), Some(&summary.machine), page).await?;
     if let Some(r) = rows.into_iter().find(|r| r.id == summary.scan_id) {
         summary.root = r.root;
         summary.entries = r.entries;
@@ -133,8 +108,9 @@ pub async fn blobs_missing(
 ) -> Result<Json<MissingResponse>, ApiError> {
     let machine = authenticate(&s, &headers).await?;
     let max = s.config.max_upload_bytes;
-    let raw = read_capped(&headers, body, max).await?;
     let gzip = is_gzip(&headers)?;
+    let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
+    let raw = read_capped(&headers, body, max, s.config.upload_read_timeout).await?;
     let req: MissingRequest = tokio::task::spawn_blocking(move || parse_json(&inflate(&raw, gzip, max)?))
         .await
         .map_err(|e| AppError::Internal(e.into()))??;
@@ -142,8 +118,10 @@ pub async fn blobs_missing(
         return Err(AppError::Unprocessable(format!("not a sha256: {:?}", trunc(bad))).into());
     }
     Ok(Json(MissingResponse {
-        missing: crate::db::read::missing_blobs(&s.pool, &req.sha256).await?,
-        event_files: crate::db::read::event_marks(&s.pool, &machine).await?,
+        // Only what this machine may know: a blob counts as present when this machine's own
+        // entries reference it (the store still keeps one copy per sha256 for everyone).
+        missing: crate::db::artifacts::missing_blobs(s.db.pool(), &machine, &req.sha256).await?,
+        event_files: crate::db::events::event_marks(s.db.pool(), &machine).await?,
         max_upload_bytes: Some(max as u64),
     }))
 }
@@ -157,16 +135,25 @@ fn is_gzip(headers: &HeaderMap) -> Result<bool, AppError> {
     }
 }
 
-/// Read the body, refusing (413) more than `max` bytes as sent.
-async fn read_capped(headers: &HeaderMap, body: Body, max: usize) -> Result<Bytes, AppError> {
+/// Read the body, refusing (413) more than `max` bytes as sent, and (408) a body that takes
+/// longer than `within` to arrive whole (a client trickling bytes holds an upload slot).
+async fn read_capped(headers: &HeaderMap, body: Body, max: usize, within: Duration) -> Result<Bytes, AppError> {
     let too_large = || AppError::TooLarge(format!("upload larger than the server's limit of {} MiB", max >> 20));
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
-    match http_body_util::Limited::new(body, max).collect().await {
+    let read = tokio::time::timeout(within, http_body_util::Limited::new(body, max).collect());
+    let slow = || AppError::BadRequest(format!("the upload body did not arrive within {} s", within.as_secs()));
+    match read.await.map_err(|_| slow())? {
         Ok(c) => Ok(c.to_bytes()),
+        Err(e)
+            if std::iter::successors(Some(&*e as &dyn std::error::Error), |e| e.source())
+                .any(|e| e.is::<tower_http::timeout::TimeoutError>()) =>
+        {
+            Err(slow())
+        }
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
         Err(e) => Err(AppError::BadRequest(format!("could not read the request body: {e}"))),
     }
@@ -201,111 +188,4 @@ fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, AppErro
 /// Body bytes → report: gunzip with the cap, then parse. Never panics on any input.
 pub fn decode(raw: &[u8], gzip: bool, max: usize) -> Result<ScanReport, AppError> {
     parse_json(&inflate(raw, gzip, max)?)
-}
-
-/// Check a parsed report before anything is stored: 403 when it is for another machine than
-/// the token's, 422 for anything that would store nonsense (unknown format, path-like names,
-/// blobs whose content does not match their sha256).
-pub fn validate(r: &ScanReport, token_machine: &str) -> Result<(), AppError> {
-    let bad = |m: String| Err(AppError::Unprocessable(m));
-    if r.format != REPORT_FORMAT {
-        return bad(format!("report format {} is not supported (this server reads format {REPORT_FORMAT})", r.format));
-    }
-    if !valid_machine_name(&r.machine) {
-        return bad(format!("invalid machine name {:?}", trunc(&r.machine)));
-    }
-    if r.machine != token_machine {
-        return Err(AppError::Forbidden(format!(
-            "this token uploads for machine {token_machine:?}, not {:?}",
-            trunc(&r.machine)
-        )));
-    }
-    if r.client_id.is_empty() || r.client_id.len() > 128 || !r.client_id.bytes().all(|b| b.is_ascii_graphic()) {
-        return bad("client_id must be 1-128 printable ASCII characters".into());
-    }
-    if r.root.is_empty() || r.root.contains('\0') || r.root.len() > 4096 {
-        return bad("root must be a non-empty path without NUL".into());
-    }
-    for e in &r.entries {
-        if !is_name(&e.key) {
-            return bad(format!("entry key {:?} is not a plain name", trunc(&e.key)));
-        }
-        if !is_rel_path(&e.dir) {
-            return bad(format!("entry dir {:?} is not a relative path inside the cache", trunc(&e.dir)));
-        }
-        for a in &e.artifacts {
-            if !is_name(&a.name) {
-                return bad(format!("artifact name {:?} in entry {} is not a plain file name", trunc(&a.name), e.key));
-            }
-            if !is_sha256(&a.sha256) || a.bytes < 0 {
-                return bad(format!("artifact {} in entry {} has a bad sha256 or size", a.name, e.key));
-            }
-        }
-    }
-    for p in r.unchanged.iter().chain(r.best_configs.iter().map(|b| &b.path)) {
-        if !is_rel_path(p) {
-            return bad(format!("path {:?} is not a relative path inside the cache", trunc(p)));
-        }
-    }
-    for f in &r.event_files {
-        if f.path.is_empty() || f.path.len() > 4096 || f.path.contains('\0') {
-            return bad(format!("event file path {:?} is empty, too long or has a NUL", trunc(&f.path)));
-        }
-        if f.inode_sig.is_empty() || f.inode_sig.len() > 128 || f.offset < 0 {
-            return bad(format!("event file {:?} has a bad inode signature or offset", trunc(&f.path)));
-        }
-    }
-    let bad_event = crate::scan::events::problem;
-    if let Some((i, why)) = r.events.iter().enumerate().find_map(|(i, e)| bad_event(e).map(|w| (i, w))) {
-        return bad(format!("hook event {i}: {why}"));
-    }
-    for (sha, text) in &r.blobs {
-        if !is_sha256(sha) || hex::encode(Sha256::digest(text.as_bytes())) != *sha {
-            return bad(format!("blob {:?} does not match its sha256", trunc(sha)));
-        }
-    }
-    Ok(())
-}
-
-/// One path component: no separators, no `..`, no NUL.
-fn is_name(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 255 && s != "." && s != ".." && !s.contains(['/', '\\', '\0'])
-}
-
-/// A relative path below the root: not absolute, no `..` component, no NUL.
-fn is_rel_path(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 4096
-        && !s.starts_with(['/', '\\'])
-        && !s.contains(['\0', ':']) // ':' rejects drive-letter paths like C:x
-        && s.split(['/', '\\']).all(|c| c != "..")
-}
-
-fn is_sha256(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-}
-
-/// Echo at most 80 characters of client input in an error.
-fn trunc(s: &str) -> &str {
-    match s.char_indices().nth(80) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn path_checks() {
-        assert!(is_rel_path("triton/0/ABC"));
-        assert!(is_rel_path("ABC"));
-        for p in ["", "/etc", "../x", "a/../b", "a\0b", "..", "\\x", "C:x"] {
-            assert!(!is_rel_path(p), "{p:?}");
-        }
-        for n in ["", ".", "..", "a/b", "a\\b", "a\0"] {
-            assert!(!is_name(n), "{n:?}");
-        }
-    }
 }

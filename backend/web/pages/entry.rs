@@ -2,12 +2,13 @@
 //! IR viewer (`?ir=ttgir`, swapped by htmx as `entry_ir_partial.html`) and its kernel's other
 //! variants; `/entries/{machine}/{key}/raw/{artifact}` serves an IR file as plain text.
 
-use super::{HtmlTemplate, PageResult, fmt, is_htmx, not_found, text};
-use crate::db::{pages, read};
+use super::{HtmlTemplate, Hx, PageResult, not_found, text};
+use crate::db::{artifacts, entries, summaries};
+use crate::fmt;
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use serde_json::Value;
 
@@ -36,7 +37,7 @@ pub struct Ir {
 }
 
 pub struct Entry {
-    pub e: read::EntryRow,
+    pub e: entries::EntryRow,
     pub kernel_href: Option<String>,
     pub nearest_href: String,
     pub created: String,
@@ -94,13 +95,13 @@ pub async fn page(
     State(s): State<AppState>,
     Path((machine, key)): Path<(String, String)>,
     Query(q): Query<EntryQuery>,
-    headers: HeaderMap,
+    hx: Hx,
 ) -> PageResult {
-    let e = read::entry(&s.pool, &machine, &key)
+    let e = entries::entry(s.db.pool(), &machine, &key)
         .await?
         .ok_or_else(|| not_found(format!("no entry {key:?} on machine {machine:?}")))?;
     let ir = ir(&s, &e, q.ir.as_deref()).await?;
-    if is_htmx(&headers) {
+    if hx.0 {
         return Ok(HtmlTemplate(IrPartial { ir }).into_response());
     }
     let d = load(&s, e, ir).await?;
@@ -122,7 +123,7 @@ fn group(json: Option<&str>) -> Group {
     )
 }
 
-fn variant_link(v: &read::EntryRow) -> (String, String) {
+fn variant_link(v: &entries::EntryRow) -> (String, String) {
     if v.num_warps.is_none() && v.num_stages.is_none() {
         // autotune results and launchers: no version or options to show
         return (format!("{} · {}:{}", v.kind, v.machine, v.key.get(..10).unwrap_or(&v.key)), href(&v.machine, &v.key));
@@ -138,11 +139,11 @@ fn variant_link(v: &read::EntryRow) -> (String, String) {
     (label, href(&v.machine, &v.key))
 }
 
-async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::PageError> {
-    let det = pages::entry_detail(&s.pool, e.id).await?;
+async fn load(s: &AppState, e: entries::EntryRow, ir: Ir) -> Result<Entry, super::PageError> {
+    let det = entries::entry_detail(s.db.pool(), e.id).await?;
     let (group, group_missing, written_at) = group(det.group_json.as_deref());
     let mut variants = match &e.kernel {
-        Some(k) => pages::kernel_entries(&s.pool, k, VARIANTS as i64 + 1).await?,
+        Some(k) => entries::kernel_entries(s.db.pool(), k, VARIANTS as i64 + 1).await?,
         None => vec![],
     };
     variants.retain(|v| v.id != e.id);
@@ -150,13 +151,13 @@ async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::P
         // a full list may hide more: the live entries of the kernel, less this one (if live) and
         // those listed
         Some(k) if variants.len() >= VARIANTS => {
-            let live = pages::kernel_live_entries(&s.pool, k).await?;
+            let live = summaries::kernel_live_entries(s.db.pool(), k).await?;
             (live - i64::from(e.removed_at.is_none()) - VARIANTS as i64).max(0)
         }
         _ => 0,
     };
     let same_binary = match &e.binary_sha256 {
-        Some(h) => pages::same_binary(&s.pool, h, &e.key, 20).await?,
+        Some(h) => entries::same_binary(s.db.pool(), h, &e.key, 20).await?,
         None => vec![],
     };
     let base = href(&e.machine, &e.key);
@@ -179,7 +180,7 @@ async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::P
         group,
         group_missing,
         written_at,
-        best_config: pages::is_best_config(&s.pool, &e.machine, &e.key).await?,
+        best_config: entries::is_best_config(s.db.pool(), &e.machine, &e.key).await?,
         same_binary: same_binary.into_iter().map(|(m, k)| (format!("{m}:{k}"), href(&m, &k))).collect(),
         variants: variants.iter().take(VARIANTS).map(variant_link).collect(),
         variants_more,
@@ -189,8 +190,8 @@ async fn load(s: &AppState, e: read::EntryRow, ir: Ir) -> Result<Entry, super::P
 }
 
 /// The IR viewer for the tab `want` (default: ttgir, else the first IR present).
-async fn ir(s: &AppState, e: &read::EntryRow, want: Option<&str>) -> Result<Ir, super::PageError> {
-    let present: Vec<&read::ArtifactRow> =
+async fn ir(s: &AppState, e: &entries::EntryRow, want: Option<&str>) -> Result<Ir, super::PageError> {
+    let present: Vec<&artifacts::ArtifactRow> =
         IR_EXTS.iter().filter_map(|x| e.artifacts.iter().find(|a| a.ext == *x)).collect();
     let chosen = want
         .and_then(|w| present.iter().find(|a| a.ext == w))
@@ -214,7 +215,7 @@ async fn ir(s: &AppState, e: &read::EntryRow, want: Option<&str>) -> Result<Ir, 
             missing: None,
         });
     };
-    let content = read::blob(&s.pool, &a.sha256).await?;
+    let content = artifacts::blob(s.db.pool(), &a.sha256).await?;
     let text = content.as_deref().unwrap_or("");
     let total_lines = text.lines().count();
     let mut code = String::new();
@@ -256,13 +257,13 @@ fn not_stored(bytes: i64) -> String {
 
 /// `GET /entries/{machine}/{key}/raw/{artifact}`: an IR file as plain text.
 pub async fn raw(State(s): State<AppState>, Path((machine, key, name)): Path<(String, String, String)>) -> PageResult {
-    let e = read::entry(&s.pool, &machine, &key)
+    let e = entries::entry(s.db.pool(), &machine, &key)
         .await?
         .ok_or_else(|| not_found(format!("no entry {key:?} on machine {machine:?}")))?;
-    let a = pages::artifact(&s.pool, e.id, &name)
+    let a = artifacts::artifact(s.db.pool(), e.id, &name)
         .await?
         .ok_or_else(|| not_found(format!("entry has no artifact {name:?}")))?;
-    let body = read::blob(&s.pool, &a.sha256).await?.ok_or_else(|| {
+    let body = artifacts::blob(s.db.pool(), &a.sha256).await?.ok_or_else(|| {
         if IR_EXTS.contains(&a.ext.as_str()) {
             not_found(format!("{name} {}", not_stored(a.bytes)))
         } else {

@@ -7,13 +7,13 @@
 //! Everything comes from the summary tables (`page_variant_cells`, `page_autotune_configs`):
 //! a kernel with thousands of entries across a fleet costs a few hundred rows per request.
 
-use super::{HtmlTemplate, PageResult, fmt, is_htmx, not_found};
-use crate::db::pages::{self, AutotuneConfig, VariantCell};
+use super::{Hx, PageResult, not_found};
+use crate::db::entries;
+use crate::db::summaries::{self, AutotuneConfig, VariantCell};
+use crate::fmt;
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::response::IntoResponse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Autotune configs shown in one cell (the fastest first); the full list is below the grids.
@@ -76,36 +76,26 @@ pub struct Kernel {
 }
 
 #[derive(Template)]
-#[template(path = "kernel.html")]
+#[template(path = "kernel.html", blocks = ["fragment"])]
 struct Page {
     title: String,
     d: Kernel,
 }
 
-#[derive(Template)]
-#[template(path = "kernel_partial.html")]
-struct Partial {
-    d: Kernel,
-}
-
-pub async fn page(State(s): State<AppState>, Path(name): Path<String>, headers: HeaderMap) -> PageResult {
-    pages::refresh_stats(&s.pool).await?;
-    let cells = pages::kernel_cells(&s.pool, &name).await?;
+pub async fn page(State(s): State<AppState>, Path(name): Path<String>, hx: Hx) -> PageResult {
+    s.db.fresh_summaries().await?;
+    let cells = summaries::kernel_cells(s.db.pool(), &name).await?;
     if cells.is_empty() {
         return Err(not_found(format!("no live entries of a kernel named {name:?}")));
     }
-    let configs = pages::kernel_autotune_configs(&s.pool, &name).await?;
-    let identical = pages::kernel_identical(&s.pool, &name).await?;
+    let configs = summaries::kernel_autotune_configs(s.db.pool(), &name).await?;
+    let identical = summaries::kernel_identical(s.db.pool(), &name).await?;
     let ids: Vec<i64> =
         cells.iter().flat_map(|c| [c.sample_min, c.sample_max]).collect::<BTreeSet<_>>().into_iter().collect();
     let names: HashMap<i64, (String, String)> =
-        pages::entry_names(&s.pool, &ids).await?.into_iter().map(|(id, m, k)| (id, (m, k))).collect();
+        entries::entry_names(s.db.pool(), &ids).await?.into_iter().map(|(id, m, k)| (id, (m, k))).collect();
     let d = build(name, cells, &configs, identical, &names);
-    Ok(if is_htmx(&headers) {
-        HtmlTemplate(Partial { d }).into_response()
-    } else {
-        HtmlTemplate(Page { title: d.name.clone(), d }).into_response()
-    })
+    hx.render(&Page { title: d.name.clone(), d }, |p| p.as_fragment().render())
 }
 
 fn kwargs(config_json: &str) -> String {

@@ -1,14 +1,14 @@
-//! `/kernels` — the kernel list: search as you type (htmx swaps `kernels_partial.html`), filters
+//! `/kernels` — the kernel list: search as you type (htmx swaps the page's `fragment` block), filters
 //! for machine, backend, arch and Triton version, sorting and paging. The query string is the
 //! whole state: a full page load of the same URL renders the same list.
 
-use super::{HtmlTemplate, PageResult, fmt, is_htmx};
-use crate::db::pages::{self, FilterChoices, KernelQuery};
+use super::{Hx, PageResult};
+use crate::db;
+use crate::db::summaries::{self, FilterChoices, KernelQuery};
+use crate::fmt;
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
-use axum::response::IntoResponse;
 
 /// Kernels per page.
 pub const PAGE_SIZE: i64 = 50;
@@ -33,18 +33,12 @@ pub struct Results {
 }
 
 #[derive(Template)]
-#[template(path = "kernels.html")]
+#[template(path = "kernels.html", blocks = ["fragment"])]
 struct Page {
     title: String,
     f: KernelQuery,
     choices: FilterChoices,
     sorts: Vec<(&'static str, &'static str)>,
-    d: Results,
-}
-
-#[derive(Template)]
-#[template(path = "kernels_partial.html")]
-struct Partial {
     d: Results,
 }
 
@@ -69,21 +63,21 @@ fn href(f: &KernelQuery, page: i64) -> String {
     if parts.is_empty() { "/kernels".into() } else { format!("/kernels?{}", parts.join("&")) }
 }
 
-pub async fn page(State(s): State<AppState>, Query(f): Query<KernelQuery>, headers: HeaderMap) -> PageResult {
+pub async fn page(State(s): State<AppState>, Query(f): Query<KernelQuery>, hx: Hx) -> PageResult {
     let d = load(&s, &f).await?;
-    if is_htmx(&headers) {
-        return Ok(HtmlTemplate(Partial { d }).into_response());
-    }
-    let choices = pages::filter_choices(&s.pool).await?;
+    // The fragment shows only the results: no need for the filter choices.
+    let choices = if hx.0 { FilterChoices::default() } else { summaries::filter_choices(s.db.pool()).await? };
     let sorts = vec![("variants", "most variants"), ("size", "largest"), ("last", "last compiled"), ("name", "name")];
     let title = "Kernels".into();
-    Ok(HtmlTemplate(Page { title, f, choices, sorts, d }).into_response())
+    hx.render(&Page { title, f, choices, sorts, d }, |p| p.as_fragment().render())
 }
 
 async fn load(s: &AppState, f: &KernelQuery) -> Result<Results, super::PageError> {
-    pages::refresh_stats(&s.pool).await?;
+    s.db.fresh_summaries().await?;
     let page = f.page.unwrap_or(1).max(1);
-    let mut rows = pages::search_kernels(&s.pool, f, PAGE_SIZE, (page - 1) * PAGE_SIZE).await?;
+    let mut rows =
+        summaries::kernels(s.db.pool(), &f.filter(), db::Page { limit: PAGE_SIZE + 1, offset: (page - 1) * PAGE_SIZE })
+            .await?;
     let more = rows.len() as i64 > PAGE_SIZE;
     rows.truncate(PAGE_SIZE as usize);
     let filtered = [&f.q, &f.machine, &f.backend, &f.arch, &f.triton_version].iter().any(|v| !v.trim().is_empty());

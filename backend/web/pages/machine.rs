@@ -2,13 +2,12 @@
 //! kernels, entries compiled per day, and the relocated-cache warning.
 
 use super::overview::ScanView;
-use super::{HtmlTemplate, PageResult, fmt, is_htmx, not_found, svg};
-use crate::db::{pages, read};
+use super::{Hx, PageResult, not_found, svg};
+use crate::db::{self, entries, scans, summaries};
+use crate::fmt;
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::response::IntoResponse;
 
 pub struct KernelLink {
     pub name: String,
@@ -49,42 +48,33 @@ pub struct Machine {
 }
 
 #[derive(Template)]
-#[template(path = "machine.html")]
+#[template(path = "machine.html", blocks = ["fragment"])]
 struct Page {
     title: String,
     d: Machine,
 }
 
-#[derive(Template)]
-#[template(path = "machine_partial.html")]
-struct Partial {
-    d: Machine,
-}
-
-pub async fn page(State(s): State<AppState>, Path(name): Path<String>, headers: HeaderMap) -> PageResult {
+pub async fn page(State(s): State<AppState>, Path(name): Path<String>, hx: Hx) -> PageResult {
     let d = load(&s, &name).await?;
-    Ok(if is_htmx(&headers) {
-        HtmlTemplate(Partial { d }).into_response()
-    } else {
-        HtmlTemplate(Page { title: d.name.clone(), d }).into_response()
-    })
+    hx.render(&Page { title: d.name.clone(), d }, |p| p.as_fragment().render())
 }
 
 async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
-    pages::refresh_stats(&s.pool).await?;
-    let m =
-        pages::machine_summary(&s.pool, name).await?.ok_or_else(|| not_found(format!("no machine named {name:?}")))?;
-    let mut scans = read::scans(&s.pool, Some(name), read::Page::new(Some(200), None)).await?;
+    s.db.fresh_summaries().await?;
+    let m = summaries::machine_summary(s.db.pool(), name)
+        .await?
+        .ok_or_else(|| not_found(format!("no machine named {name:?}")))?;
+    let mut scans = scans::scans(s.db.pool(), Some(name), db::Page::new(Some(200), None)).await?;
     scans.reverse(); // oldest first for the charts
     let (e_pts, b_pts) = machine_totals(&scans);
-    let per_day = pages::compiled_per_day(&s.pool, m.id).await?;
+    let per_day = summaries::compiled_per_day(s.db.pool(), m.id).await?;
     let (bars, days_note) = day_bars(&per_day);
-    let relocated_paths = match pages::relocated_example(&s.pool, m.id).await? {
+    let relocated_paths = match entries::relocated_example(s.db.pool(), m.id).await? {
         Some((root, dir, group)) if m.relocated > 0 => Some((written_root(group.as_deref(), &dir), root)),
         _ => None,
     };
-    let versions = pages::machine_versions(&s.pool, m.id).await?;
-    let biggest = pages::biggest_kernels(&s.pool, m.id, 10).await?;
+    let versions = summaries::machine_versions(s.db.pool(), m.id).await?;
+    let biggest = summaries::biggest_kernels(s.db.pool(), m.id, 10).await?;
     Ok(Machine {
         enc: fmt::enc(&m.name),
         entries: m.entries,
@@ -141,13 +131,13 @@ type Points = Vec<(i64, f64)>;
 /// so the machine's total then is that scan's figures plus the latest of each other dir. (Plotting
 /// each scan alone would show a machine with a big and a small cache dir as emptying and
 /// refilling.)
-fn machine_totals(scans: &[read::ScanRow]) -> (Points, Points) {
+fn machine_totals(scans: &[scans::ScanRow]) -> (Points, Points) {
     let mut latest: std::collections::HashMap<&str, (i64, i64)> = Default::default();
     let (mut entries, mut bytes) = (vec![], vec![]);
     for r in scans {
         latest.insert(&r.root, (r.entries, r.bytes));
         entries.push((r.scanned_at, latest.values().map(|v| v.0).sum::<i64>() as f64));
-        bytes.push((r.scanned_at, latest.values().map(|v| v.1).sum::<i64>() as f64));
+        bytes.push((r.scanned_at, latest.values().map(|v| v.1 as f64).sum::<f64>()));
     }
     (entries, bytes)
 }

@@ -1,13 +1,14 @@
-//! The HTML dashboard: one module per page, askama templates in `templates/`, htmx partials.
+//! The HTML dashboard: one module per page, one askama template per page in `templates/`.
 //!
-//! Every page answers its full HTML at a shareable URL; with `HX-Request` (and not an htmx
-//! history restore) it answers only the `*_partial.html` fragment that htmx swaps in. Errors
-//! render as HTML pages with a fitting status (a real 404 for unknown machines, kernels and
-//! entries).
+//! Every page answers its full HTML at a shareable URL. An htmx request ([`Hx`]: `HX-Request`
+//! and not a history restore) gets only the page template's `fragment` block, the part htmx
+//! swaps in. Errors render as the one HTML error page ([`PageError`]) with a fitting status.
 
 mod assets;
+pub mod compare;
 pub mod entry;
-pub mod fmt;
+pub mod history;
+pub mod invalidations;
 pub mod kernel;
 pub mod kernels;
 pub mod machine;
@@ -16,11 +17,15 @@ pub mod svg;
 
 use super::AppState;
 use super::error::AppError;
+pub use super::error::PageError;
 use askama::Template;
 use axum::Router;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
+use std::convert::Infallible;
 
 /// Routes of the HTML pages and their static files.
 pub fn router() -> Router<AppState> {
@@ -31,10 +36,40 @@ pub fn router() -> Router<AppState> {
         .route("/kernels/{name}", get(kernel::page))
         .route("/entries/{machine}/{key}", get(entry::page))
         .route("/entries/{machine}/{key}/raw/{artifact}", get(entry::raw))
+        .route("/entries/{machine}/{key}/nearest", get(compare::nearest_page))
+        .route("/compare", get(compare::compare_page))
+        .route("/invalidations", get(invalidations::page))
+        .route("/history", get(history::page))
         .route("/static/{*path}", get(assets::serve))
         // Browsers ask for /favicon.ico on views without a <link rel=icon> (raw artifacts, JSON).
         .route("/favicon.ico", get(|| assets::serve(axum::extract::Path("favicon.svg".to_string()))))
         .fallback(|| async { PageError(AppError::NotFound("no such page".into())) })
+}
+
+/// How a page was asked for: `Hx(true)` when htmx wants the fragment it swaps in.
+///
+/// `HX-Request` alone is not enough: when htmx restores a page that fell out of its history
+/// cache (back/forward), it sends `HX-Request` *and* `HX-History-Restore-Request` and puts the
+/// answer in `<body>`, so that request needs the whole page.
+#[derive(Debug, Clone, Copy)]
+pub struct Hx(pub bool);
+
+impl<S: Send + Sync> FromRequestParts<S> for Hx {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let has = |h: &str| parts.headers.get(h).is_some_and(|v| v.as_bytes() == b"true");
+        Ok(Hx(has("hx-request") && !has("hx-history-restore-request")))
+    }
+}
+
+impl Hx {
+    /// The page, or its `fragment` block (askama `blocks = ["fragment"]`), as a response:
+    /// `fragment` renders the block, `|p| p.as_fragment().render()`.
+    pub fn render<T: Template>(self, page: &T, fragment: impl FnOnce(&T) -> askama::Result<String>) -> PageResult {
+        let html = if self.0 { fragment(page) } else { page.render() };
+        html.map(|h| Html(h).into_response()).map_err(|e| AppError::Internal(anyhow::anyhow!("template: {e}")).into())
+    }
 }
 
 /// Renders any askama template as an HTML response (askama ≥ 0.13 has no axum integration).
@@ -49,45 +84,8 @@ impl<T: Template> IntoResponse for HtmlTemplate<T> {
     }
 }
 
-/// True when htmx asks for a fragment. A history restore (`HX-History-Restore-Request`) wants
-/// the whole page, so it gets it.
-pub fn is_htmx(headers: &HeaderMap) -> bool {
-    let has = |h: &str| headers.get(h).is_some_and(|v| v.as_bytes() == b"true");
-    has("hx-request") && !has("hx-history-restore-request")
-}
-
 /// Result of a page handler.
 pub type PageResult = Result<Response, PageError>;
-
-/// An error answered as an HTML page.
-pub struct PageError(pub AppError);
-
-impl<E: Into<AppError>> From<E> for PageError {
-    fn from(e: E) -> Self {
-        PageError(e.into())
-    }
-}
-
-#[derive(Template)]
-#[template(path = "error.html")]
-struct ErrorPage {
-    title: String,
-    status: u16,
-    message: String,
-}
-
-impl IntoResponse for PageError {
-    fn into_response(self) -> Response {
-        let status = self.0.status();
-        let page = ErrorPage {
-            title: status.canonical_reason().unwrap_or("error").to_string(),
-            status: status.as_u16(),
-            message: self.0.public_message(),
-        };
-        let body = page.render().unwrap_or_else(|_| "error".into());
-        (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
-    }
-}
 
 /// 404 with a message naming what was not found.
 pub fn not_found(what: impl Into<String>) -> PageError {

@@ -1,13 +1,12 @@
 //! `/` — the fleet at a glance: machines, recent scans, bytes by artifact type and what
 //! `TRITON_STORE_BINARY_ONLY=1` would save.
 
-use super::{HtmlTemplate, PageResult, fmt, is_htmx};
-use crate::db::{pages, read};
+use super::{Hx, PageResult};
+use crate::db::{self, scans, summaries};
+use crate::fmt;
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::IntoResponse;
 
 /// Artifact types that `TRITON_STORE_BINARY_ONLY=1` still writes (metadata, group file, the
 /// binary, and `.source`: Triton 3.4+ stores the unoptimised TTIR before the option is looked at,
@@ -45,6 +44,8 @@ pub struct ExtView {
     pub files: i64,
     pub size: String,
     pub pct: String,
+    /// The share as a number 0–100 (the width of its bar).
+    pub share: String,
     pub kept: bool,
 }
 
@@ -60,25 +61,15 @@ pub struct Overview {
 }
 
 #[derive(Template)]
-#[template(path = "overview.html")]
+#[template(path = "overview.html", blocks = ["fragment"])]
 struct Page {
     title: String,
     d: Overview,
 }
 
-#[derive(Template)]
-#[template(path = "overview_partial.html")]
-struct Partial {
-    d: Overview,
-}
-
-pub async fn page(State(s): State<AppState>, headers: HeaderMap) -> PageResult {
+pub async fn page(State(s): State<AppState>, hx: Hx) -> PageResult {
     let d = load(&s).await?;
-    Ok(if is_htmx(&headers) {
-        HtmlTemplate(Partial { d }).into_response()
-    } else {
-        HtmlTemplate(Page { title: "Overview".into(), d }).into_response()
-    })
+    hx.render(&Page { title: "Overview".into(), d }, |p| p.as_fragment().render())
 }
 
 fn pct(part: i64, whole: i64) -> String {
@@ -86,12 +77,13 @@ fn pct(part: i64, whole: i64) -> String {
 }
 
 async fn load(s: &AppState) -> Result<Overview, super::PageError> {
-    pages::refresh_stats(&s.pool).await?;
-    let machines = pages::machine_summaries(&s.pool).await?;
-    let scans = read::scans(&s.pool, None, read::Page::new(Some(10), None)).await?;
-    let exts = pages::ext_stats(&s.pool).await?;
-    let total: i64 = exts.iter().map(|e| e.bytes).sum();
-    let saving: i64 = exts.iter().filter(|e| !KEPT_BINARY_ONLY.contains(&e.ext.as_str())).map(|e| e.bytes).sum();
+    s.db.fresh_summaries().await?;
+    let machines = summaries::machine_summaries(s.db.pool(), db::Page::ALL).await?;
+    let scans = scans::scans(s.db.pool(), None, db::Page::new(Some(10), None)).await?;
+    let exts = summaries::ext_stats(s.db.pool()).await?;
+    let total: i64 = exts.iter().fold(0, |t, e| t.saturating_add(e.bytes));
+    let saving: i64 =
+        exts.iter().filter(|e| !KEPT_BINARY_ONLY.contains(&e.ext.as_str())).fold(0, |t, e| t.saturating_add(e.bytes));
     Ok(Overview {
         machines: machines
             .into_iter()
@@ -115,6 +107,7 @@ async fn load(s: &AppState) -> Result<Overview, super::PageError> {
                 files: e.files,
                 size: fmt::bytes(e.bytes),
                 pct: pct(e.bytes, total),
+                share: if total == 0 { "0".into() } else { format!("{:.1}", 100.0 * e.bytes as f64 / total as f64) },
                 ext: e.ext,
             })
             .collect(),
@@ -126,7 +119,7 @@ async fn load(s: &AppState) -> Result<Overview, super::PageError> {
 }
 
 /// A scan row as the overview and machine pages show it.
-pub fn scan_view(r: read::ScanRow) -> ScanView {
+pub fn scan_view(r: scans::ScanRow) -> ScanView {
     ScanView {
         href: format!("/machines/{}", fmt::enc(&r.machine)),
         at: fmt::time(Some(r.scanned_at)),

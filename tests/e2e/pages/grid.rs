@@ -112,7 +112,7 @@ async fn html_views_vary_on_hx_request() {
     let s = AppState::new(pool, Config::default());
     let key: String =
         sqlx::query_scalar("SELECT key FROM entries WHERE kind = 'kernel' AND kernel = 'softmax_kernel' LIMIT 1")
-            .fetch_one(&s.pool)
+            .fetch_one(s.db.pool())
             .await
             .unwrap();
     let vary = |uri: String, hx: bool| {

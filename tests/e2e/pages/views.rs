@@ -4,7 +4,7 @@
 
 use super::{ok, ok_hx};
 use crate::common::*;
-use cachelens::web::pages::fmt;
+use cachelens::fmt;
 use cachelens::web::{AppState, Config};
 use std::path::Path;
 

@@ -1,4 +1,5 @@
-//! Display helpers shared by the pages: sizes, times, ages. Templates get ready strings.
+//! Display formatting shared by the CLI and the pages: sizes, times, ages, durations, URL
+//! encoding. Templates get ready strings; nothing here reads the database or the clock but `age`.
 
 /// `1.5 MiB`, `12.0 KiB`, `900 B`.
 pub fn bytes(n: i64) -> String {
@@ -16,7 +17,23 @@ pub fn bytes(n: i64) -> String {
 
 /// Unix ms as `YYYY-MM-DD HH:MM` UTC (empty when unknown).
 pub fn time(ms: Option<i64>) -> String {
-    ms.map(crate::run::fmt_time).unwrap_or_default()
+    ms.map(|ms| stamp(ms, "%Y-%m-%d %H:%M")).unwrap_or_default()
+}
+
+/// Unix ms in a chrono `strftime` pattern, UTC (empty when out of range).
+pub fn stamp(ms: i64, pattern: &str) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map(|t| t.format(pattern).to_string()).unwrap_or_default()
+}
+
+/// A duration for people: `850 ms`, `12.5 s`, `3.2 min`.
+pub fn duration_ms(ms: f64) -> String {
+    if ms < 1000.0 {
+        format!("{ms:.0} ms")
+    } else if ms < 120_000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else {
+        format!("{:.1} min", ms / 60_000.0)
+    }
 }
 
 /// How long ago, coarse: `just now`, `5 min ago`, `3 h ago`, `2 days ago`.
@@ -61,5 +78,9 @@ mod tests {
         assert_eq!(super::bytes(3 << 20), "3.0 MiB");
         assert_eq!(super::enc("a b/<c>"), "a%20b%2F%3Cc%3E");
         assert_eq!(super::day(0), "1970-01-01");
+        assert_eq!(super::time(Some(86_400_000 + 90_000)), "1970-01-02 00:01");
+        assert_eq!(super::time(None), "");
+        assert_eq!(super::duration_ms(12_500.0), "12.5 s");
+        assert_eq!(super::duration_ms(192_000.0), "3.2 min");
     }
 }

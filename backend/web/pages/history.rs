@@ -2,14 +2,14 @@
 //! per kernel, with a server-side SVG chart. Filter changes fetch only the results (htmx,
 //! `HX-Request`); a plain GET renders the whole page, so every view has a shareable URL.
 
-use super::AppState;
-use super::api::history::HistoryQuery;
-use super::error::AppError;
+use super::{Hx, PageResult};
 use crate::db::history::{self, Bucket, Counts, HistoryPoint, NamedCounts};
+use crate::fmt::{self, enc};
+use crate::web::AppState;
+use crate::web::error::AppError;
+use crate::web::query::HistoryQuery;
 use askama::Template;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
 
 /// Kernels listed in "misses most".
 const TOP_KERNELS: usize = 25;
@@ -83,43 +83,23 @@ pub struct HistoryView {
 }
 
 #[derive(Template)]
-#[template(path = "history.html")]
-struct PageTemplate {
-    view: HistoryView,
-}
-
-#[derive(Template)]
-#[template(path = "history_partial.html")]
-struct PartialTemplate {
+#[template(path = "history.html", blocks = ["fragment"])]
+struct Page {
     view: HistoryView,
 }
 
 /// `GET /history?machine=&kernel=&bucket=hour|day`
-pub async fn page(State(s): State<AppState>, Query(q): Query<HistoryQuery>, headers: HeaderMap) -> Response {
-    let partial = headers.contains_key("hx-request") && !headers.contains_key("hx-history-restore-request");
-    let html = match view(&s, &q).await {
-        Ok(view) if partial => PartialTemplate { view }.render(),
-        Ok(view) => PageTemplate { view }.render(),
-        Err(e) => {
-            return (e.status(), Html(format!("<p class=\"error\">{}</p>", esc(&e.public_message())))).into_response();
-        }
-    };
-    match html {
-        Ok(h) => ([(header::VARY, "HX-Request")], Html(h)).into_response(),
-        Err(e) => {
-            tracing::error!(error = ?e, "rendering history");
-            (StatusCode::INTERNAL_SERVER_ERROR, "internal error").into_response()
-        }
-    }
+pub async fn page(State(s): State<AppState>, hx: Hx, Query(q): Query<HistoryQuery>) -> PageResult {
+    hx.render(&Page { view: view(&s, &q).await? }, |p| p.as_fragment().render())
 }
 
 async fn view(s: &AppState, q: &HistoryQuery) -> Result<HistoryView, AppError> {
     let bucket = q.bucket()?;
     let f = q.filter();
-    let series = history::series(&s.pool, &f, bucket).await?;
-    let per_machine = history::by_machine(&s.pool, &f).await?;
-    let per_kernel = history::by_kernel(&s.pool, &f).await?;
-    let (machines, kernels) = history::choices(&s.pool).await?;
+    let series = history::series(s.db.pool(), &f, bucket).await?;
+    let per_machine = history::by_machine(s.db.pool(), &f).await?;
+    let per_kernel = history::by_kernel(s.db.pool(), &f).await?;
+    let (machines, kernels) = history::choices(s.db.pool()).await?;
     let (machine, kernel) = (f.machine.clone().unwrap_or_default(), f.kernel.clone().unwrap_or_default());
     let total = history::total(series.iter().map(|p| &p.counts));
     let link = |m: &str, k: &str| format!("/history?machine={}&kernel={}&bucket={}", enc(m), enc(k), bucket.as_str());
@@ -163,7 +143,7 @@ fn row(label: String, href: String, c: &Counts) -> Row {
         misses: c.misses.to_string(),
         compiles: c.compiles.to_string(),
         inferred: c.inferred_compiles,
-        compile_time: c.compile_ms.map(fmt_ms).unwrap_or_else(|| "–".into()),
+        compile_time: c.compile_ms.map(fmt::duration_ms).unwrap_or_else(|| "–".into()),
         hit_rate: c.hit_rate().map(|r| format!("{:.1}%", r * 100.0)).unwrap_or_else(|| "–".into()),
     }
 }
@@ -207,7 +187,7 @@ fn chart(series: &[HistoryPoint], bucket: Bucket) -> Chart {
             c.misses,
             c.compiles,
             c.inferred_compiles,
-            c.compile_ms.map(fmt_ms).unwrap_or_else(|| "unknown".into())
+            c.compile_ms.map(fmt::duration_ms).unwrap_or_else(|| "unknown".into())
         );
         bars.push(Bar { x: format!("{x:.1}"), w: format!("{:.1}", (slot_w * 0.8).clamp(1.0, 48.0)), segs, title });
         if i == 0 || slot % every == 0 {
@@ -225,30 +205,5 @@ fn fmt_t(ms: i64, b: Bucket) -> String {
         Bucket::Minute => "%Y-%m-%d %H:%M",
         Bucket::Second => "%H:%M:%S",
     };
-    chrono::DateTime::from_timestamp_millis(ms).map(|t| t.format(f).to_string()).unwrap_or_default()
-}
-
-/// A duration for people: ms, s or min.
-fn fmt_ms(ms: f64) -> String {
-    if ms < 1000.0 {
-        format!("{ms:.0} ms")
-    } else if ms < 120_000.0 {
-        format!("{:.1} s", ms / 1000.0)
-    } else {
-        format!("{:.1} min", ms / 60_000.0)
-    }
-}
-
-/// Percent-encode a query value.
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    fmt::stamp(ms, f)
 }

@@ -1,0 +1,101 @@
+//! An entry's files (`artifacts`) and the IR texts stored once by sha256 (`blobs`): writing them
+//! (during an ingest) and reading them.
+
+use super::entries::EntryRow;
+use crate::model::Artifact;
+use serde::Serialize;
+use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
+use std::collections::{BTreeMap, HashSet};
+
+#[derive(Debug, Serialize, Clone, FromRow)]
+pub struct ArtifactRow {
+    pub name: String,
+    pub ext: String,
+    pub bytes: i64,
+    pub sha256: String,
+}
+
+/// Attach artifact lists to entry rows.
+pub async fn with_artifacts(pool: &SqlitePool, rows: &mut [EntryRow]) -> sqlx::Result<()> {
+    for r in rows.iter_mut() {
+        r.artifacts = sqlx::query_as("SELECT name, ext, bytes, sha256 FROM artifacts WHERE entry_id = ? ORDER BY name")
+            .bind(r.id)
+            .fetch_all(pool)
+            .await?;
+    }
+    Ok(())
+}
+
+/// An artifact with the sha256 of its text (IR is stored in `blobs`; binaries are not).
+pub async fn artifact(pool: &SqlitePool, entry_id: i64, name: &str) -> sqlx::Result<Option<ArtifactRow>> {
+    sqlx::query_as("SELECT name, ext, bytes, sha256 FROM artifacts WHERE entry_id = ? AND name = ?")
+        .bind(entry_id)
+        .bind(name)
+        .fetch_optional(pool)
+        .await
+}
+
+/// Text of a stored artifact (IR), by sha256.
+pub async fn blob(pool: &SqlitePool, sha256: &str) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar("SELECT content FROM blobs WHERE sha256 = ?").bind(sha256).fetch_optional(pool).await
+}
+
+/// Of `shas`, those `machine` cannot be told the server has: a blob counts as present only
+/// when it is stored and one of this machine's own entries references it. Asking never reveals
+/// what other machines uploaded (the store still keeps one copy per sha256 for everyone).
+pub async fn missing_blobs(pool: &SqlitePool, machine: &str, shas: &[String]) -> sqlx::Result<Vec<String>> {
+    let mut missing = vec![];
+    for part in shas.chunks(500) {
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "SELECT DISTINCT a.sha256 FROM artifacts a JOIN entries e ON e.id = a.entry_id
+             JOIN machines m ON m.id = e.machine_id JOIN blobs b ON b.sha256 = a.sha256
+             WHERE m.name = ",
+        );
+        qb.push_bind(machine.to_string()).push(" AND a.sha256 IN (");
+        let mut sep = qb.separated(", ");
+        for s in part {
+            sep.push_bind(s.clone());
+        }
+        qb.push(")");
+        let have: std::collections::HashSet<String> =
+            qb.build().fetch_all(pool).await?.into_iter().map(|r| r.get::<String, _>(0)).collect();
+        missing.extend(part.iter().filter(|s| !have.contains(*s)).cloned());
+    }
+    Ok(missing)
+}
+
+/// Store the files of (re)written entries, `(entry id, file)`, and the IR texts not stored yet:
+/// from the file itself (local scans) or from the report's `blobs` (uploads). `stored` holds
+/// the sha256s this ingest has written, so a text shared by many entries is written once.
+pub async fn insert(
+    conn: &mut SqliteConnection,
+    arts: &[(i64, &Artifact)],
+    blobs: &BTreeMap<String, String>,
+    stored: &mut HashSet<String>,
+) -> sqlx::Result<()> {
+    for part in arts.chunks(1000) {
+        let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO artifacts(entry_id, name, ext, bytes, sha256) ");
+        qb.push_values(part, |mut b, (id, a)| {
+            b.push_bind(*id)
+                .push_bind(a.name.clone())
+                .push_bind(a.ext().to_string())
+                .push_bind(a.bytes)
+                .push_bind(a.sha256.clone());
+        });
+        qb.build().execute(&mut *conn).await?;
+    }
+    for (_, a) in arts {
+        let text = a.text.as_deref().or_else(|| blobs.get(&a.sha256).map(String::as_str));
+        if let Some(text) = text
+            && stored.insert(a.sha256.clone())
+        {
+            sqlx::query("INSERT OR IGNORE INTO blobs(sha256, bytes, content) VALUES (?, ?, ?)")
+                .bind(&a.sha256)
+                .bind(text.len() as i64)
+                .bind(text)
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
+    Ok(())
+}

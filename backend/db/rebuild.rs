@@ -1,0 +1,251 @@
+//! The summary tables (`page_*`, migrations 0002/0004/0008): derived data that the dashboard
+//! reads instead of aggregating every entry of the fleet per request. This module owns their
+//! rebuild and the rule for when a page waits for it; `summaries` reads them.
+//!
+//! Sizes are summed with `TOTAL()` cast back to an integer: SQLite's `SUM()` fails on integer
+//! overflow (two entries of `i64::MAX` bytes made every page 500), and a cast of a too-large
+//! `TOTAL()` saturates at `i64::MAX`. Below 2^53 bytes (8 PiB) the figures are exact.
+
+use super::Db;
+use sqlx::SqliteConnection;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How long a page waits for a rebuild before it shows the previous figures. A small database
+/// rebuilds in milliseconds (always fresh); a fleet of a million entries takes seconds, and a
+/// page should not hang on it after every upload.
+const WAIT_FOR_REBUILD: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A page waits for a rebuild only where the last one took at most this long. Under a stream of
+/// uploads the tables are stale again as soon as they are rebuilt; pages that waited up to 2 s
+/// each time answered in 2 s (upload load test), so they show the figures of the last rebuild
+/// while the next one runs.
+const QUICK_REBUILD_MS: u64 = 300;
+
+/// Rebuild state of one database, owned by its [`Db`] handle.
+#[derive(Debug, Default)]
+pub struct State {
+    /// One rebuild at a time per database; readers go on reading the previous tables.
+    running: tokio::sync::Mutex<()>,
+    /// How long the last rebuild took (0: none yet).
+    last_ms: AtomicU64,
+}
+
+/// The summary tables and the temp-schema tables a rebuild stages them in. The rebuild
+/// statements name the staging tables themselves, so no statement is rewritten.
+const TABLES: &[(&str, &str)] = &[
+    ("page_kernel_stats", "staged_kernel_stats"),
+    ("page_kernel_totals", "staged_kernel_totals"),
+    ("page_machine_stats", "staged_machine_stats"),
+    ("page_ext_stats", "staged_ext_stats"),
+    ("page_variant_cells", "staged_variant_cells"),
+    ("page_kernel_identical", "staged_kernel_identical"),
+    ("page_autotune_configs", "staged_autotune_configs"),
+    ("page_machine_kernels", "staged_machine_kernels"),
+    ("page_machine_versions", "staged_machine_versions"),
+    ("page_machine_days", "staged_machine_days"),
+    ("page_choices", "staged_choices"),
+];
+
+/// The data the summary tables are derived from, as (last scan that changed anything, last entry
+/// id). A re-scan that found nothing new, changed or removed does not make them stale.
+async fn data_version(conn: &mut SqliteConnection) -> sqlx::Result<(i64, i64)> {
+    sqlx::query_as(
+        "SELECT COALESCE((SELECT MAX(id) FROM scans WHERE new_entries + changed_entries + removed_entries > 0), 0),
+                COALESCE((SELECT MAX(id) FROM entries), 0)",
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// The data version the tables were last built from (`None`: never built).
+async fn built_version(conn: &mut SqliteConnection) -> sqlx::Result<Option<(i64, i64)>> {
+    sqlx::query_as("SELECT max_scan_id, max_entry_id FROM page_stats_version WHERE id = 1").fetch_optional(conn).await
+}
+
+/// Make the summary tables current before a page reads them. Cheap when nothing changed (two
+/// index look-ups). When they are stale a rebuild starts in the background; the page waits for
+/// it up to [`WAIT_FOR_REBUILD`] (fully when the tables were never built, not at all when the
+/// last rebuild was slow), then reads whatever the tables hold: the previous figures until the
+/// rebuild commits.
+pub async fn refresh(db: &Db) -> sqlx::Result<()> {
+    let (built, now) = {
+        let mut conn = db.pool().acquire().await?;
+        (built_version(&mut conn).await?, data_version(&mut conn).await?)
+    };
+    if built == Some(now) {
+        return Ok(());
+    }
+    let state = &db.summaries;
+    if built.is_some() && state.running.try_lock().is_err() {
+        return Ok(()); // the rebuild under way serves the next pages; this one shows the last figures
+    }
+    let quick = state.last_ms.load(Ordering::Relaxed) <= QUICK_REBUILD_MS;
+    let d = db.clone();
+    let task = tokio::spawn(async move { rebuild_if_stale(&d).await });
+    let joined = match (built, quick) {
+        (None, _) => Ok(task.await),
+        (Some(_), true) => tokio::time::timeout(WAIT_FOR_REBUILD, task).await,
+        (Some(_), false) => return Ok(()),
+    };
+    match joined {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => Err(sqlx::Error::Protocol(format!("summary rebuild task failed: {e}"))),
+        Err(_) => {
+            tracing::info!("summary tables are being rebuilt: serving the previous figures");
+            Ok(())
+        }
+    }
+}
+
+/// Rebuild every summary table, unless another rebuild made them current.
+///
+/// Locking: at a million entries the aggregates take 25-33 s. Run in a write transaction they
+/// held SQLite's write lock that long, and an upload waiting for it (busy timeout 30 s) could
+/// fail. So the aggregates are computed inside a read transaction (WAL: writers go on) into
+/// staging tables in the connection's private `temp` schema (writing it takes no lock on the
+/// main database), and only copying the results into the real tables takes the write lock, in
+/// one short transaction (rows per kernel variant, not per entry), which an upload then waits
+/// out well within its busy timeout. Pages read the old tables until it commits. The version
+/// recorded is the read snapshot's: data that lands meanwhile makes the tables stale again, so
+/// the next page rebuilds.
+async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
+    let _running = db.summaries.running.lock().await;
+    let mut conn = db.pool().acquire().await?;
+    let started = std::time::Instant::now();
+    let result = stage_and_swap(&mut conn).await;
+    // Drop the staging tables whatever happened: the connection goes back to the pool.
+    for (_, staged) in TABLES.iter().chain(&[("", "dup_binaries")]) {
+        let drop = format!("DROP TABLE IF EXISTS temp.{staged}");
+        let _ = sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut *conn).await;
+    }
+    if result? {
+        let ms = started.elapsed().as_millis() as u64;
+        db.summaries.last_ms.store(ms, Ordering::Relaxed);
+        tracing::info!(ms, "summary tables rebuilt");
+    }
+    Ok(())
+}
+
+/// Stage (read transaction) then swap (short write transaction). False when already current.
+async fn stage_and_swap(conn: &mut SqliteConnection) -> sqlx::Result<bool> {
+    use sqlx::Connection;
+    let mut read = conn.begin().await?;
+    let now = data_version(&mut read).await?;
+    if built_version(&mut read).await? == Some(now) {
+        return Ok(false);
+    }
+    for (live, staged) in TABLES {
+        // (dropped first in case a failed rebuild left one on this connection)
+        let drop = format!("DROP TABLE IF EXISTS temp.{staged}");
+        sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut *read).await?;
+        let sql = format!("CREATE TEMP TABLE {staged} AS SELECT * FROM main.{live} WHERE 0");
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *read).await?;
+    }
+    for sql in REBUILD {
+        sqlx::query(sqlx::AssertSqlSafe(*sql)).execute(&mut *read).await?;
+    }
+    read.commit().await?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    for (live, staged) in TABLES {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM main.{live}"))).execute(&mut *tx).await?;
+        let sql = format!("INSERT INTO main.{live} SELECT * FROM temp.{staged}");
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
+    }
+    sqlx::query(
+        "INSERT INTO page_stats_version(id, max_scan_id, max_entry_id, built_at) VALUES (1, ?, ?, ?)
+         ON CONFLICT(id) DO UPDATE SET max_scan_id = excluded.max_scan_id, max_entry_id = excluded.max_entry_id,
+                                       built_at = excluded.built_at",
+    )
+    .bind(now.0)
+    .bind(now.1)
+    .bind(super::now_ms())
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// The statements of a rebuild, in order (later staging tables read earlier ones). They read
+/// the data tables and write only the staging tables of [`TABLES`].
+const REBUILD: &[&str] = &[
+    "INSERT INTO temp.staged_kernel_stats(kernel, machine_id, backend, arch, triton_version, entries, bytes, last_compiled)
+     SELECT kernel, machine_id, backend, arch, triton_version, COUNT(*), CAST(TOTAL(bytes) AS INTEGER), MAX(created_at)
+     FROM entries WHERE removed_at IS NULL AND kernel IS NOT NULL
+     GROUP BY kernel, machine_id, backend, arch, triton_version",
+    "INSERT INTO temp.staged_kernel_totals(kernel, entries, machines, bytes, last_compiled)
+     SELECT kernel, SUM(entries), COUNT(DISTINCT machine_id), CAST(TOTAL(bytes) AS INTEGER), MAX(last_compiled)
+     FROM temp.staged_kernel_stats GROUP BY kernel",
+    "INSERT INTO temp.staged_machine_stats(machine_id, entries, kernels, bytes, relocated, versions)
+     SELECT e.machine_id, COUNT(*), COUNT(DISTINCT e.kernel), CAST(TOTAL(e.bytes) AS INTEGER), SUM(e.relocated),
+            (SELECT GROUP_CONCAT(v, ',') FROM (SELECT DISTINCT triton_version AS v FROM temp.staged_kernel_stats k
+                                              WHERE k.machine_id = e.machine_id AND v IS NOT NULL ORDER BY v))
+     FROM entries e WHERE e.removed_at IS NULL GROUP BY e.machine_id",
+    "INSERT INTO temp.staged_ext_stats(ext, files, bytes)
+     SELECT a.ext, COUNT(*), CAST(TOTAL(a.bytes) AS INTEGER) FROM artifacts a JOIN entries e ON e.id = a.entry_id
+     WHERE e.removed_at IS NULL GROUP BY a.ext",
+    // binaries that two or more keys of a kernel share (pure key churn)
+    "CREATE TEMP TABLE IF NOT EXISTS dup_binaries(kernel TEXT NOT NULL, sha TEXT NOT NULL, PRIMARY KEY (kernel, sha))
+     WITHOUT ROWID",
+    "DELETE FROM temp.dup_binaries",
+    "INSERT INTO temp.dup_binaries(kernel, sha)
+     SELECT kernel, binary_sha256 FROM entries
+     WHERE removed_at IS NULL AND kernel IS NOT NULL AND binary_sha256 IS NOT NULL
+     GROUP BY kernel, binary_sha256 HAVING COUNT(DISTINCT key) > 1",
+    "INSERT INTO temp.staged_variant_cells(kernel, backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind,
+                                    entries, machines, reg_min, reg_max, spill_min, spill_max, shared_min, shared_max,
+                                    shared_binary, best_config, sample_min, sample_max)
+     SELECT e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages,
+            CASE WHEN e.num_warps IS NULL AND e.num_stages IS NULL THEN e.kind ELSE '' END AS k,
+            COUNT(*), GROUP_CONCAT(DISTINCT m.name), MIN(e.registers), MAX(e.registers), MIN(e.spills), MAX(e.spills),
+            MIN(e.shared_bytes), MAX(e.shared_bytes),
+            SUM(EXISTS(SELECT 1 FROM temp.dup_binaries d WHERE d.kernel = e.kernel AND d.sha = e.binary_sha256)),
+            SUM(EXISTS(SELECT 1 FROM best_configs b WHERE b.triton_cache_hash = e.key AND b.machine_id = e.machine_id)),
+            MIN(e.id), MAX(e.id)
+     FROM entries e JOIN machines m ON m.id = e.machine_id
+     WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL
+     GROUP BY e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages, k",
+    "INSERT INTO temp.staged_kernel_identical(kernel, identical)
+     SELECT kernel, SUM(shared_binary) FROM temp.staged_variant_cells GROUP BY kernel HAVING SUM(shared_binary) > 0",
+    // An autotune run's file names no backend, arch or version: it belongs to the (backend, arch,
+    // version) of the kernel's entries in the same cache (machine + root), whose compiles it
+    // timed. A cache dir holding several versions of the kernel (an in-place upgrade) is narrowed
+    // to those whose entries first appeared in the same scan as the autotune file; a run with no
+    // compiled entries beside it keeps NULLs (listed below the grids, in none of them). One row
+    // per machine: a cell shows the timings of the machines whose entries it holds. (The joins are
+    // pinned: from the few autotune rows, then the kernel's entries on that machine — not every
+    // entry of the cache dir per run, which a fleet of large caches could not afford.)
+    "INSERT INTO temp.staged_autotune_configs(kernel, backend, arch, triton_version, config_json, num_warps, num_stages,
+                                       runs, machines, best_ms, wins)
+     WITH runs AS (
+         SELECT DISTINCT e.id, e.machine_id, e.root, e.kernel, e.first_scan_id
+         FROM autotune a CROSS JOIN entries e ON e.id = a.entry_id WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL),
+     cand AS (
+         SELECT r.id, k.backend, k.arch, k.triton_version, MAX(k.first_scan_id = r.first_scan_id) AS same_scan
+         FROM runs r CROSS JOIN entries k INDEXED BY entries_kernel
+              ON k.kernel = r.kernel AND k.machine_id = r.machine_id AND k.root = r.root
+         WHERE k.removed_at IS NULL AND k.backend IS NOT NULL
+         GROUP BY r.id, k.backend, k.arch, k.triton_version),
+     pick AS (
+         SELECT c.id, c.backend, c.arch, c.triton_version FROM cand c
+         WHERE c.same_scan = (SELECT MAX(c2.same_scan) FROM cand c2 WHERE c2.id = c.id)
+         UNION ALL
+         SELECT r.id, NULL, NULL, NULL FROM runs r WHERE NOT EXISTS (SELECT 1 FROM cand c WHERE c.id = r.id))
+     SELECT e.kernel, p.backend, p.arch, p.triton_version, a.config_json, MIN(a.num_warps), MIN(a.num_stages),
+            COUNT(*), MIN(m.name), MIN(a.best_ms), SUM(a.winner)
+     FROM pick p JOIN entries e ON e.id = p.id JOIN autotune a ON a.entry_id = e.id JOIN machines m ON m.id = e.machine_id
+     GROUP BY e.kernel, p.backend, p.arch, p.triton_version, e.machine_id, a.config_json",
+    "INSERT INTO temp.staged_machine_kernels(machine_id, kernel, entries, bytes, last_compiled)
+     SELECT machine_id, kernel, SUM(entries), CAST(TOTAL(bytes) AS INTEGER), MAX(last_compiled) FROM temp.staged_kernel_stats GROUP BY machine_id, kernel",
+    "INSERT INTO temp.staged_machine_versions(machine_id, triton_version, entries, bytes)
+     SELECT machine_id, triton_version, SUM(entries), CAST(TOTAL(bytes) AS INTEGER) FROM temp.staged_kernel_stats GROUP BY machine_id, triton_version",
+    // removed entries count too: they were compiled all the same
+    "INSERT INTO temp.staged_machine_days(machine_id, day, entries)
+     SELECT machine_id, created_at / 86400000, COUNT(*) FROM entries WHERE created_at IS NOT NULL
+     GROUP BY machine_id, created_at / 86400000",
+    "INSERT INTO temp.staged_choices(col, value)
+     SELECT DISTINCT 'backend', backend FROM temp.staged_kernel_stats WHERE backend IS NOT NULL
+     UNION SELECT DISTINCT 'arch', arch FROM temp.staged_kernel_stats WHERE arch IS NOT NULL
+     UNION SELECT DISTINCT 'triton_version', triton_version FROM temp.staged_kernel_stats WHERE triton_version IS NOT NULL",
+];
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,219 @@
+//! Reading beneath the scanned root without ever following a symlink, and reading files with
+//! bounded memory.
+//!
+//! The root is canonicalized once by the caller and opened; below it every dir is opened from
+//! its parent's descriptor with `O_NOFOLLOW | O_DIRECTORY` and every file from its dir's
+//! descriptor with `O_NOFOLLOW | O_NONBLOCK`. So a symlink anywhere below the root (an entry
+//! file `x.ttgir -> /etc/shadow`, a key dir pointing to `/`, a `.best_config` or hook event file
+//! that is a link) fails to open instead of being followed, and a link swapped in between the
+//! listing and the open cannot redirect the read: no path below the root is resolved by name.
+//! Links are reported with [`symlink_reason`] and counted as skips. A FIFO or device swapped in
+//! for a file neither blocks the open nor is read ([`open_file`] checks it is a regular file).
+//!
+//! Names are bytes: a name that is not UTF-8 is opened as it is and shown with [`display`].
+
+use rustix::fs::{AtFlags, CWD, Dir, FileType, Mode, OFlags, openat, statat};
+use sha2::{Digest, Sha256};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path};
+
+/// What a dir entry is, from its `d_type` (a `statat` without following only where the file
+/// system does not fill it in).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+    Symlink,
+    Other,
+}
+
+/// One child of a dir.
+#[derive(Debug, Clone)]
+pub struct Child {
+    pub name: OsString,
+    pub kind: Kind,
+}
+
+/// Open the (canonical) root dir.
+pub fn open_root(root: &Path) -> io::Result<OwnedFd> {
+    Ok(openat(CWD, root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?)
+}
+
+/// Open the dir `name` of `parent`, failing (ELOOP/ENOTDIR) if it is a symlink.
+pub fn open_dir(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(openat(parent, name, flags, Mode::empty())?)
+}
+
+/// Open the dir at `rel` (relative, plain components) below `root`, one component at a time.
+pub fn open_rel(root: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
+    let mut fd: Option<OwnedFd> = None;
+    for c in rel.components() {
+        let Component::Normal(name) = c else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a plain relative path"));
+        };
+        let parent = fd.as_ref().map_or(root, |f| f.as_fd());
+        fd = Some(open_dir(parent, name)?);
+    }
+    match fd {
+        Some(fd) => Ok(fd),
+        None => Ok(rustix::io::fcntl_dupfd_cloexec(root, 0)?),
+    }
+}
+
+fn kind_of(t: FileType) -> Kind {
+    match t {
+        FileType::Directory => Kind::Dir,
+        FileType::RegularFile => Kind::File,
+        FileType::Symlink => Kind::Symlink,
+        _ => Kind::Other,
+    }
+}
+
+/// The children of a dir (without `.` and `..`), sorted by name.
+pub fn list(dir: OwnedFd) -> io::Result<(Dir, Vec<Child>)> {
+    let mut d = Dir::new(dir)?;
+    let mut out = vec![];
+    while let Some(de) = d.read() {
+        let de = de?;
+        let name = de.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let kind = match de.file_type() {
+            FileType::Unknown => {
+                let fd = d.fd()?;
+                kind_of(FileType::from_raw_mode(statat(fd, de.file_name(), AtFlags::SYMLINK_NOFOLLOW)?.st_mode))
+            }
+            t => kind_of(t),
+        };
+        out.push(Child { name: OsString::from_vec(name.to_vec()), kind });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((d, out))
+}
+
+/// `(size, mtime in ms, kind)` of `name` in `dir`, not following a symlink.
+pub fn stat(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(u64, i64, Kind)> {
+    let st = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    let ms = st.st_mtime as i64 * 1000 + st.st_mtime_nsec as i64 / 1_000_000;
+    Ok((st.st_size as u64, ms, kind_of(FileType::from_raw_mode(st.st_mode))))
+}
+
+/// Open the regular file `name` of `dir` for reading; a symlink fails (ELOOP), anything but a
+/// regular file is refused. Returns the file and its size.
+pub fn open_file(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(File, u64)> {
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let f = File::from(openat(dir, name, flags, Mode::empty())?);
+    let md = f.metadata()?;
+    if !md.is_file() {
+        return Err(io::Error::other("not a regular file"));
+    }
+    Ok((f, md.len()))
+}
+
+/// Why the symlink at `path` (absolute, below `root`) is not followed: a loop, dangling, out
+/// of the cache, or inside it (links are never followed: following one by name could be
+/// redirected after the check). Only the link is resolved here; nothing it points to is opened.
+/// The flag is true when it points to a dir.
+pub fn symlink_reason(root: &Path, path: &Path) -> (String, bool) {
+    match std::fs::metadata(path) {
+        Err(e) if e.raw_os_error() == Some(40) => ("symlink loop".into(), false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => ("dangling symlink".into(), false),
+        Err(e) => (format!("symlink: {}", super::walk::reason(&e)), false),
+        Ok(md) => {
+            let inside = path.canonicalize().is_ok_and(|c| c.starts_with(root));
+            let why = if inside { SYMLINK_INSIDE } else { SYMLINK_OUT };
+            (why.into(), md.is_dir())
+        }
+    }
+}
+
+/// Skip reason of a symlink that points out of the scanned root.
+pub const SYMLINK_OUT: &str = "symlink out of the cache";
+/// Skip reason of a symlink that points to something inside the root (read there, if at all).
+pub const SYMLINK_INSIDE: &str = "symlink inside the cache (not followed)";
+
+/// A name as text: UTF-8 as it is, any other byte as `\xNN` (a backslash as `\\`), so two
+/// different names never show the same.
+pub fn display(name: &OsStr) -> String {
+    let bytes = name.as_bytes();
+    match std::str::from_utf8(bytes) {
+        Ok(s) if !s.contains('\\') => s.to_string(),
+        _ => {
+            let mut out = String::with_capacity(bytes.len() + 8);
+            for chunk in bytes.utf8_chunks() {
+                out.push_str(&chunk.valid().replace('\\', "\\\\"));
+                for b in chunk.invalid() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            out
+        }
+    }
+}
+
+/// What [`read_capped`] got from a file.
+pub struct Hashed {
+    /// Hex sha256 of all its bytes.
+    pub sha256: String,
+    /// Bytes read (the whole file) ...
+    pub size: u64,
+    /// ... and whether they are in the buffer (false: over the cap, hashed as a stream).
+    pub kept: bool,
+}
+
+/// Hash `f` (of `size` bytes, as its `fstat` said), keeping its bytes in `buf` only when
+/// `size <= cap`; over the cap it is read as a stream through a fixed buffer. An error
+/// "file changed during scan" when the bytes read are not `size`.
+pub fn read_capped(mut f: File, size: u64, cap: u64, buf: &mut Vec<u8>) -> io::Result<Hashed> {
+    buf.clear();
+    let changed = || io::Error::other("file changed during scan");
+    if size <= cap {
+        buf.reserve_exact(size as usize + 1);
+        f.by_ref().take(size + 1).read_to_end(buf)?;
+        if buf.len() as u64 != size {
+            return Err(changed());
+        }
+        return Ok(Hashed { sha256: hex::encode(Sha256::digest(&buf[..])), size, kept: true });
+    }
+    let mut h = Sha256::new();
+    let mut chunk = vec![0u8; 256 << 10];
+    let mut n = 0u64;
+    loop {
+        let k = match f.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(k) => k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        h.update(&chunk[..k]);
+        n += k as u64;
+        if n > size {
+            return Err(changed());
+        }
+    }
+    if n != size {
+        return Err(changed());
+    }
+    Ok(Hashed { sha256: hex::encode(h.finalize()), size, kept: false })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_not_utf8_are_escaped_without_collisions() {
+        assert_eq!(display(OsStr::new("add_kernel.ttir")), "add_kernel.ttir");
+        let raw = display(OsStr::from_bytes(b"a\xffb.ttgir"));
+        let lookalike = display(OsStr::new("a\\xffb.ttgir"));
+        assert_eq!(raw, "a\\xffb.ttgir");
+        assert_eq!(lookalike, "a\\\\xffb.ttgir");
+        assert_ne!(raw, lookalike);
+    }
+}

@@ -1,0 +1,146 @@
+//! Query strings shared by a page and its JSON API twin (`/compare` and `/api/v1/compare`, ...):
+//! one type per question, so that the page and the API accept the same parameters.
+
+use super::error::AppError;
+use crate::db::history::{Bucket, HistoryFilter};
+use crate::db::scans::ScanRef;
+use crate::explain::load as dbx;
+use crate::explain::report::InvalidationsReport;
+use serde::Deserialize;
+use sqlx::SqlitePool;
+
+/// Query of `/compare` (page and API).
+#[derive(Debug, Deserialize, Default)]
+pub struct CompareQuery {
+    pub a: Option<String>,
+    pub b: Option<String>,
+    /// `source`, `ttir`, `ttgir`, `llir`, `ptx` or `amdgcn`.
+    pub ir: Option<String>,
+    /// `0` keeps locations in the IR diff.
+    pub strip: Option<String>,
+}
+
+impl CompareQuery {
+    pub fn ids(&self) -> Result<(&str, &str), AppError> {
+        fn need<'a>(v: &'a Option<String>, n: &str) -> Result<&'a str, AppError> {
+            v.as_deref()
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| AppError::BadRequest(format!("missing {n}=MACHINE:KEY")))
+        }
+        Ok((need(&self.a, "a")?, need(&self.b, "b")?))
+    }
+    pub fn strip(&self) -> bool {
+        !matches!(self.strip.as_deref(), Some("0" | "false" | "no" | "off"))
+    }
+    pub fn ir(&self) -> Option<&str> {
+        self.ir.as_deref().filter(|s| !s.is_empty())
+    }
+}
+
+/// Query of `/api/v1/nearest` and the nearest page.
+#[derive(Debug, Deserialize, Default)]
+pub struct NearestQuery {
+    pub entry: Option<String>,
+    pub limit: Option<usize>,
+}
+
+impl NearestQuery {
+    pub fn limit(&self) -> usize {
+        self.limit.unwrap_or(20).clamp(1, 1000)
+    }
+}
+
+/// Query of `/invalidations` (page and API). `cause` and `page` page through one cause's
+/// kernels on the page; the API ignores them.
+#[derive(Debug, Deserialize, Default)]
+pub struct InvalidationsQuery {
+    pub machine: Option<String>,
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+    pub a: Option<String>,
+    pub b: Option<String>,
+    pub cause: Option<String>,
+    pub page: Option<usize>,
+}
+
+/// The scans behind a one-machine invalidations report (for the scan picker).
+pub struct ScanContext {
+    pub from: Option<ScanRef>,
+    pub to: ScanRef,
+    pub scans: Vec<ScanRef>,
+}
+
+impl InvalidationsQuery {
+    /// No machine given: the page offers a picker, the API answers 400.
+    pub fn is_empty(&self) -> bool {
+        [&self.machine, &self.a, &self.b].iter().all(|v| v.as_deref().is_none_or(str::is_empty))
+    }
+
+    /// Runs the report the query asks for.
+    pub async fn run(&self, pool: &SqlitePool) -> Result<(InvalidationsReport, Option<ScanContext>), AppError> {
+        let some = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+        let (mut r, scans) = match (some(&self.machine), some(&self.a), some(&self.b)) {
+            (Some(m), None, None) => {
+                let (from, to, scans) = dbx::pick_scans(pool, &m, self.from, self.to).await?;
+                let r = dbx::invalidations_scans(pool, from.as_ref(), &to).await?;
+                (r, Some(ScanContext { from, to, scans }))
+            }
+            (None, Some(a), Some(b)) => (dbx::invalidations_machines(pool, &a, &b).await?, None),
+            _ => {
+                return Err(AppError::BadRequest(
+                    "give machine=M (with optional from=SCAN&to=SCAN) or a=M1&b=M2".into(),
+                ));
+            }
+        };
+        add_compile_times(pool, &mut r).await?;
+        Ok((r, scans))
+    }
+}
+
+/// Fills each invalidated entry's `compile_ms` from the hook's compile events: the new key on
+/// the new machine, else the old key on the old machine.
+async fn add_compile_times(pool: &SqlitePool, r: &mut InvalidationsReport) -> sqlx::Result<()> {
+    let new_keys: Vec<&str> = r.invalidated.iter().map(|i| i.new_key.as_str()).collect();
+    let old_keys: Vec<&str> = r.invalidated.iter().map(|i| i.old_key.as_str()).collect();
+    let new = crate::db::explain::compile_ms(pool, &r.new_machine, &new_keys).await?;
+    let old = crate::db::explain::compile_ms(pool, &r.old_machine, &old_keys).await?;
+    for i in &mut r.invalidated {
+        i.compile_ms = new.get(&i.new_key).or_else(|| old.get(&i.old_key)).copied();
+    }
+    Ok(())
+}
+
+/// Query of `/api/v1/history` and of the `/history` page.
+#[derive(Debug, Default, Deserialize)]
+pub struct HistoryQuery {
+    pub machine: Option<String>,
+    pub kernel: Option<String>,
+    /// `hour` (default), `day`, `minute` or `second`.
+    pub bucket: Option<String>,
+    /// Unix ms, inclusive.
+    pub from: Option<i64>,
+    /// Unix ms, exclusive.
+    pub to: Option<i64>,
+    pub limit: Option<i64>,
+    pub offset: Option<i64>,
+}
+
+fn nonempty(s: &Option<String>) -> Option<String> {
+    s.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
+}
+
+impl HistoryQuery {
+    /// The filter, with empty form fields meaning "all".
+    pub fn filter(&self) -> HistoryFilter {
+        HistoryFilter { machine: nonempty(&self.machine), kernel: nonempty(&self.kernel), from: self.from, to: self.to }
+    }
+
+    /// The bucket width; 400 on anything but `second|minute|hour|day`.
+    pub fn bucket(&self) -> Result<Bucket, AppError> {
+        match nonempty(&self.bucket) {
+            None => Ok(Bucket::Hour),
+            Some(b) => Bucket::parse(&b)
+                .ok_or_else(|| AppError::BadRequest(format!("bucket must be hour, day, minute or second, not {b:?}"))),
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! Summary figures that a hostile or broken client cannot break: sizes are summed without
+//! integer overflow (SQLite's SUM() fails on it, and every page that showed a sum answered 500).
+
+use crate::common::{get, get_json, unpacked};
+use cachelens::web::{AppState, Config};
+
+/// Two entries (and two files) of one machine claiming `i64::MAX` bytes each, ingested the way
+/// an upload is (the server's bounds on uploaded numbers are checked elsewhere).
+#[tokio::test]
+async fn sizes_summing_past_i64_keep_every_page_answering() {
+    let (_cache, root) = unpacked("h100-jit-3.6.0");
+    let mut r = cachelens::collect::scan_report(&root.join("triton-cache"), "huge").unwrap();
+    let mut kernels = r.entries.iter_mut().filter(|e| e.kernel.is_some() && !e.artifacts.is_empty());
+    let (e1, e2) = (kernels.next().unwrap(), kernels.next().unwrap());
+    for e in [e1, e2] {
+        e.bytes = i64::MAX;
+        e.artifacts[0].bytes = i64::MAX;
+    }
+    let kernel = r.entries.iter().find(|e| e.bytes == i64::MAX).unwrap().kernel.clone().unwrap();
+    let (_db, pool) = crate::common::fresh_db().await;
+    cachelens::collect::ingest_report(&pool, &r, "upload").await.unwrap();
+    let state = AppState::new(pool, Config::default());
+
+    for uri in ["/", "/kernels", "/kernels?machine=huge", "/machines/huge", &format!("/kernels/{kernel}")] {
+        let (status, body) = get(&state, uri).await;
+        assert_eq!(status, 200, "GET {uri}: {body}");
+    }
+    // The sums saturate at i64::MAX instead of failing.
+    let machines = get_json(&state, "/api/v1/machines").await;
+    assert_eq!(machines[0]["name"], "huge");
+    assert_eq!(machines[0]["bytes"], i64::MAX);
+    for uri in ["/api/v1/kernels?sort=size", "/api/v1/kernels?machine=huge&sort=size"] {
+        let kernels = get_json(&state, uri).await;
+        assert_eq!(kernels[0]["name"], kernel.as_str(), "{uri}");
+        assert_eq!(kernels[0]["bytes"], i64::MAX, "{uri}");
+    }
+    let scans = get_json(&state, "/api/v1/scans").await;
+    assert_eq!(scans[0]["bytes"], i64::MAX);
+}
