@@ -3,7 +3,7 @@
 //! Pure logic over what the database knows about entries ([`Side`]): no I/O. A difference is
 //! reported field by field, grouped into components; the headline cause is the most upstream
 //! differing component, in the order compiler > backend > env > source > options (see
-//! DESIGN.md, "Why two entries differ"). Differences that follow from an upstream one (a
+//! docs/ARCHITECTURE.md and docs/API.md). Differences that follow from an upstream one (a
 //! metadata field that only one Triton version writes, an option an env var set, a per-target
 //! default, compile outputs) are shown with a note but are not causes.
 //!

@@ -37,7 +37,7 @@ fn keys(v: &serde_json::Value) -> Vec<String> {
 }
 
 /// The fields of each endpoint's answer, as a snapshot (`snapshots/e2e__api_read__fields.snap`):
-/// every field DESIGN.md lists plus the additions the API has on top of them. A field renamed or
+/// every field docs/API.md lists plus the additions the API has on top of them. A field renamed or
 /// dropped breaks the scripts that use API v1, so the snapshot changes only on purpose.
 #[tokio::test]
 async fn fields_of_each_endpoint() {

@@ -1,4 +1,4 @@
-//! JSON API v1 (see DESIGN.md): stable, scripted against by users and tests.
+//! JSON API v1 (see docs/API.md): stable, scripted against by users and tests.
 
 pub mod explain;
 pub mod history;
@@ -36,7 +36,7 @@ pub fn upload_router() -> Router<AppState> {
         .route("/api/v1/blobs/missing", post(upload::blobs_missing))
 }
 
-/// The most rows one page of a list endpoint returns (DESIGN.md; `Page::new` caps at it too).
+/// The most rows one page of a list endpoint returns (docs/API.md; `Page::new` caps at it too).
 pub const MAX_LIMIT: i64 = 10_000;
 
 /// The query string of every /api/v1 endpoint. Unlike axum's `Query`, a bad query (`limit=abc`,
