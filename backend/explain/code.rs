@@ -123,7 +123,8 @@ fn nv_info_by_name(file: &object::File, module_wide: bool, data: &[u8]) -> Vec<u
             return data.to_vec();
         };
         out.extend_from_slice(&data[i..i + 4]);
-        let words = if attr == EIATTR_EXTERNS { len / 4 } else { usize::from(module_wide || attr == EIATTR_PARAM_CBANK) };
+        let words =
+            if attr == EIATTR_EXTERNS { len / 4 } else { usize::from(module_wide || attr == EIATTR_PARAM_CBANK) };
         let mut rest = payload;
         for _ in 0..words {
             let Some((w, tail)) = rest.split_first_chunk::<4>() else { break };
@@ -149,4 +150,3 @@ fn symbol_bytes(file: &object::File, idx: SectionIndex, addr: u64, size: u64) ->
     let end = start.checked_add(size as usize).filter(|&e| e <= data.len()).ok_or("symbol past its section")?;
     Ok(data[start..end].to_vec())
 }
-

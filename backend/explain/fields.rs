@@ -78,7 +78,8 @@ const ENV_OPTIONS: &[(&str, &str)] =
     &[("TRITON_DEFAULT_FP_FUSION", "enable_fp_fusion"), ("TRITON_F32_DEFAULT", "default_dot_input_precision")];
 
 /// The note (and summary words) of an env var set to the value Triton uses anyway.
-pub(crate) const SET_TO_DEFAULT: &str = "set to its default: the option is unchanged, setting it at all changed the key";
+pub(crate) const SET_TO_DEFAULT: &str =
+    "set to its default: the option is unchanged, setting it at all changed the key";
 
 /// Whether an env var's value is the option's value (`1`/`true`/`True` for `true`, ...).
 /// An equal option alone is no proof: 3.6.0 reads `TRITON_F32_DEFAULT` only where a `tl.dot`
@@ -179,10 +180,8 @@ fn one_sided(cx: &Context, k: &str, f: impl Fn(Cause) -> Finding) -> Finding {
             && oa == ob
             && same_setting(v, oa)
         {
-            return f(Cause::Env).note(format!(
-                "set only on {side}, {SET_TO_DEFAULT} ({o} is {} on both sides)",
-                cx.a[*o]
-            ));
+            return f(Cause::Env)
+                .note(format!("set only on {side}, {SET_TO_DEFAULT} ({o} is {} on both sides)", cx.a[*o]));
         }
         return f(Cause::Env).note(format!("set only on {side}"));
     }

@@ -245,7 +245,11 @@ fn summarize(
         };
         let same = inv.iter().filter(|i| i.identical_binary).count();
         let code = inv.iter().filter(|i| i.identical_code && !i.identical_binary).count();
-        let code = if code > 0 { format!(", {code} more the same machine code (only debug info differs)") } else { String::new() };
+        let code = if code > 0 {
+            format!(", {code} more the same machine code (only debug info differs)")
+        } else {
+            String::new()
+        };
         format!("{} of {old} kernels recompiled {why}; {same} had identical binaries{code}", inv.len())
     };
     if new > 0 || removed > 0 {

@@ -70,8 +70,10 @@ async fn same_release_other_python_same_machine_code() {
     assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "compiler", "count": 12}]), "{s}");
     assert_eq!(inv["identical_code"], 12, "{s}");
     assert!(
-        s.starts_with("12 of 12 kernels recompiled after same Triton version, different compiler build (triton_key); \
-             6 had identical binaries, 6 more the same machine code (only debug info differs)"),
+        s.starts_with(
+            "12 of 12 kernels recompiled after same Triton version, different compiler build (triton_key); \
+             6 had identical binaries, 6 more the same machine code (only debug info differs)"
+        ),
         "{s}"
     );
     let list = arr(&inv["invalidated"]);
@@ -93,7 +95,8 @@ async fn same_release_other_python_same_machine_code() {
     assert!(row["a"].is_string() && row["a"] == row["b"], "{row}");
     assert_eq!(row["note"], "same machine code: the bytes differ only in debug info");
     // Pages: the compare notice, the row badge and the per-cause count.
-    let (st, page) = get(&state, &format!("/compare?a={}&b={}", soft["a"].as_str().unwrap(), soft["b"].as_str().unwrap())).await;
+    let (st, page) =
+        get(&state, &format!("/compare?a={}&b={}", soft["a"].as_str().unwrap(), soft["b"].as_str().unwrap())).await;
     assert_eq!(st, 200);
     assert!(page.contains("id=\"identical-code\"") && !page.contains("id=\"identical-binary\""), "{page}");
     let (_, page) = get(&state, "/invalidations?a=py-a&b=py-b").await;

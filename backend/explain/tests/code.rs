@@ -57,7 +57,8 @@ fn sass_of(tool: &Path, files: &[PathBuf]) -> Vec<String> {
                 s.spawn(move || {
                     c.iter()
                         .map(|f| {
-                            let o = std::process::Command::new(tool).args(["-sass", "-res-usage"]).arg(f).output().unwrap();
+                            let o =
+                                std::process::Command::new(tool).args(["-sass", "-res-usage"]).arg(f).output().unwrap();
                             assert!(o.status.success(), "cuobjdump -sass {}", f.display());
                             String::from_utf8(o.stdout).unwrap()
                         })
