@@ -31,7 +31,21 @@ if [ -z "${CACHELENS_PYTHON_ALT:-}" ]; then
     || CACHELENS_PYTHON_ALT=""
 fi
 export CACHELENS_PYTHON_ALT
-echo "python with triton: ${CACHELENS_PYTHON:-none} (other release: ${CACHELENS_PYTHON_ALT:-none}); cuobjdump: ${CUOBJDUMP:-none}"
+# The same Triton under another Python minor version (explain_exact: other bytes, same machine code).
+if [ -z "${CACHELENS_PYTHON_OTHER:-}" ] && [ -n "$CACHELENS_PYTHON" ]; then
+  mine=$("$CACHELENS_PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  for v in 3.12 3.11 3.13 3.10; do
+    [ "$v" = "$mine" ] && continue
+    other=$(ls -d "$HOME"/.pyenv/versions/"$v".*/bin/python 2>/dev/null | tail -n 1)
+    [ -n "$other" ] || other=$(command -v "python$v" || true)
+    [ -n "$other" ] || continue
+    CACHELENS_PYTHON_OTHER=$(PYTHON="$other" bash scripts/triton-venv.sh "$root/.venv-triton-other" | tail -n 1) \
+      || CACHELENS_PYTHON_OTHER=""
+    break
+  done
+fi
+export CACHELENS_PYTHON_OTHER
+echo "python with triton: ${CACHELENS_PYTHON:-none} (other release: ${CACHELENS_PYTHON_ALT:-none}; other python: ${CACHELENS_PYTHON_OTHER:-none}); cuobjdump: ${CUOBJDUMP:-none}"
 
 suite "cargo build" cargo build --release --locked
 suite "style (cargo fmt --check, cargo clippy -D warnings)" \

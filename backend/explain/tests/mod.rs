@@ -5,6 +5,7 @@ mod code;
 mod fields;
 mod ir;
 mod jit;
+mod locs;
 mod matching;
 mod report;
 
