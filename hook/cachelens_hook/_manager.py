@@ -30,6 +30,59 @@ except Exception:  # 3.0-3.3
 _perf = time.perf_counter
 _tls = threading.local()
 
+# compile() builds its key as f"{triton_key()}-{src.hash()}-{backend.hash()}-{options.hash()}-{env}"
+# (3.0-3.9), env being str(sorted(env_vars.items())). triton_key() is long (the version and a
+# digest per compiler file) and the backend hash has dashes of its own (CUDA: "{ptxas}-{arch}"),
+# so the key is cut from the right with the parts compile() holds: env_vars and backend.
+_PROCESS = None
+
+
+def _process_parts():
+    global _PROCESS
+    if _PROCESS is None:
+        import triton
+        _PROCESS = {
+            "python": "%d.%d.%d" % sys.version_info[:3],
+            "triton_dir": os.path.dirname(os.path.abspath(triton.__file__)),
+        }
+    return _PROCESS
+
+
+def key_parts(frame):
+    """The parts Triton hashed into the key, cut out of compile()'s own `key` local (nothing
+    hashed again but the backend's cached hash), or None. `triton_key` is the sha256 of
+    triton_key()'s text (that text is kilobytes)."""
+    try:
+        if frame is None or frame.f_code.co_name != "compile":
+            return None
+        loc = frame.f_locals
+        key, backend, env_vars = loc.get("key"), loc.get("backend"), loc.get("env_vars")
+        if not isinstance(key, str) or backend is None or env_vars is None:
+            return None
+        env = str(sorted(env_vars.items()))
+        b = backend.hash()
+        tail = "-" + env
+        if not key.endswith(tail):
+            return None
+        head = key[:-len(tail)]
+        opts, head = head[-64:], head[:-65]
+        if not head.endswith("-" + b):
+            return None
+        head = head[:-(len(b) + 1)]
+        src, tk = head[-64:], head[:-65]
+        import hashlib
+        parts = {
+            "triton_key": hashlib.sha256(tk.encode("utf-8")).hexdigest(),
+            "source_hash": src,
+            "backend_hash": b,
+            "options_hash": opts,
+            "env_vars": env,
+        }
+        parts.update(_process_parts())
+        return parts
+    except Exception:
+        return None
+
 
 def _always_compile():
     if _knobs is not None:
@@ -136,7 +189,8 @@ class TrackingCacheManager(FileCacheManager):
         t_end = _perf()
         compile_ms = (t_end - self._cl_t0) * 1000.0
         stages = _stages_from_puts(self._cl_t0, self._cl_puts or (), t_end)
-        ev = (self._cl_root(), self.key, self._cl_name or _kernel_name(filename), "compile", compile_ms, stages)
+        ev = (self._cl_root(), self.key, self._cl_name or _kernel_name(filename), "compile", compile_ms, stages,
+              key_parts(caller))
         _flush_pending()
         if _listener_follows(caller):
             # Triton calls our listener right after this returns; it adds its stage times.
@@ -165,7 +219,7 @@ def _make_listener(prev):
             ev = getattr(_tls, "pending", None)
             if ev is not None and not cache_hit:
                 _tls.pending = None
-                root, key, name, event, compile_ms, stages = ev
+                root, key, name, event, compile_ms, stages, parts = ev
                 try:
                     json_path = metadata_group.get(name + ".json") or ""
                     same = os.path.basename(os.path.dirname(json_path)) == key
@@ -177,7 +231,7 @@ def _make_listener(prev):
                         stages = st
                 except Exception:
                     pass
-                _writer.emit(root, key, name, event, compile_ms, stages)
+                _writer.emit(root, key, name, event, compile_ms, stages, parts)
         except Exception as e:
             _writer.note_failure(e)
         if prev is not None:  # chained: whatever it raises is the job's own business

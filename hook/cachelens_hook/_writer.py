@@ -75,7 +75,7 @@ def _max_bytes():
         return DEFAULT_MAX_BYTES
 
 
-def format_line(key, kernel, event, compile_ms=None, stages_ms=None, ts=None):
+def format_line(key, kernel, event, compile_ms=None, stages_ms=None, ts=None, parts=None):
     rec = {
         "v": 1,
         "ts": round(time.time() if ts is None else ts, 6),
@@ -88,9 +88,12 @@ def format_line(key, kernel, event, compile_ms=None, stages_ms=None, ts=None):
         "stages_ms": stages_ms or None,
         "seq": next(_seq),
     }
+    if parts:  # the key's parts (compiles only): explain compares them
+        rec["parts"] = parts
     line = _encode(rec)
     if len(line.encode("utf-8")) > MAX_LINE:
         rec["stages_ms"] = None
+        rec.pop("parts", None)
         if isinstance(kernel, str):
             rec["kernel"] = kernel[:200]
         line = _encode(rec)
@@ -153,12 +156,12 @@ def write_line(directory, line):
         return False
 
 
-def emit(cache_root, key, kernel, event, compile_ms=None, stages_ms=None):
+def emit(cache_root, key, kernel, event, compile_ms=None, stages_ms=None, parts=None):
     """Format and append one event. Never raises."""
     if _disabled:
         return False
     try:
-        line = format_line(key, kernel, event, compile_ms, stages_ms)
+        line = format_line(key, kernel, event, compile_ms, stages_ms, parts=parts)
         if line is None:
             return False
         return write_line(event_dir(cache_root), line)

@@ -67,7 +67,8 @@ def read_events(d):
 
 
 def check_line(e):
-    assert set(e) == FIELDS, e
+    assert set(e) - {"parts"} == FIELDS, e
+    assert "parts" not in e or e["event"] == "compile", e
     assert e["v"] == 1
     assert isinstance(e["ts"], float) and e["ts"] > 1.6e9
     assert isinstance(e["host"], str) and isinstance(e["pid"], int)
@@ -97,6 +98,8 @@ def test_cold_then_warm_then_always_compile(tmp_path):
     assert sorted(e["key"] for e in b1["compile"]) == sorted(s1["keys"])
     assert {e["kernel"] for e in b1["compile"]} == {"add_kernel", "softmax_kernel", "layernorm_kernel"}
     for e in b1["compile"]:
+        assert set(e["parts"]) == {"triton_key", "source_hash", "backend_hash", "options_hash", "env_vars", "python",
+                                   "triton_dir"}, e
         st = e["stages_ms"]
         # every compile has stage times, listener (3.4+) or cache-write timing (first compile, <3.4)
         assert st and {"ttir", "ttgir", "llir", "ptx", "cubin"} <= set(st), st
@@ -261,3 +264,34 @@ def test_oversized_line_is_trimmed():
     assert line is not None and len(line) <= _writer.MAX_LINE + 1
     e = json.loads(line)
     assert e["stages_ms"] is None and len(e["kernel"]) == 200
+
+
+def test_compiles_record_the_key_parts(tmp_path):
+    """A compile's `parts` are what Triton hashed into its key: recomposed, they give the
+    entry's metadata `hash` exactly (triton_key() recomputed here, in the same Triton)."""
+    import hashlib
+    cache = tmp_path / "cache"
+    run_workload(cache, "--limit", "2")
+    code = textwrap.dedent("""
+        import json, sys
+        from triton import __version__
+        try:
+            from triton.runtime.cache import triton_key
+        except ImportError:
+            from triton.compiler.compiler import triton_key
+        print(json.dumps({"tk": triton_key(), "v": __version__}))
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    tk = json.loads(p.stdout)["tk"]
+    compiles = by_event(read_events(cache / ".cachelens"))["compile"]
+    assert len(compiles) == 2
+    for e in compiles:
+        parts = e["parts"]
+        assert parts["triton_key"] == hashlib.sha256(tk.encode()).hexdigest()
+        assert parts["python"] == "%d.%d.%d" % sys.version_info[:3]
+        assert os.path.isfile(os.path.join(parts["triton_dir"], "__init__.py"))
+        key = f"{tk}-{parts['source_hash']}-{parts['backend_hash']}-{parts['options_hash']}-{parts['env_vars']}"
+        meta = [f for f in os.listdir(cache / e["key"]) if f.endswith(".json") and not f.startswith("__grp__")]
+        with open(cache / e["key"] / meta[0]) as f:
+            assert hashlib.sha256(key.encode()).hexdigest() == json.load(f)["hash"]
