@@ -359,6 +359,11 @@ pub struct HookEvent {
     pub event: EventKind,
     pub compile_ms: Option<f64>,
     pub stages_ms: Option<serde_json::Value>,
+    /// The parts Triton hashed into the key, as the hook recorded them at compile time
+    /// (`triton_key` digest, `source_hash`, `backend_hash`, `options_hash`, `env_vars`,
+    /// `python`, `triton_dir`). Absent from hooks that do not record them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<serde_json::Value>,
 }
 
 /// How far one event file was read.

@@ -30,7 +30,7 @@ pub async fn insert_events(
     for part in fresh.chunks(500) {
         let mut qb = QueryBuilder::<Sqlite>::new(
             "INSERT OR IGNORE INTO events(machine_id, ts, ts_us, seq, host, pid, key, kernel, event, compile_ms,
-               stages_json) ",
+               stages_json, parts_json) ",
         );
         qb.push_values(part, |mut b, e| {
             b.push_bind(machine_id)
@@ -43,7 +43,8 @@ pub async fn insert_events(
                 .push_bind(e.kernel.clone())
                 .push_bind(e.event)
                 .push_bind(e.compile_ms)
-                .push_bind(e.stages_ms.as_ref().map(|v| v.to_string()));
+                .push_bind(e.stages_ms.as_ref().map(|v| v.to_string()))
+                .push_bind(e.parts.as_ref().map(|v| v.to_string()));
         });
         n += qb.build().execute(&mut **tx).await?.rows_affected() as i64;
     }

@@ -41,6 +41,7 @@ pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<O
         ttir,
         binary_sha256: row.binary_sha256.clone(),
         code_sha256: code_of(pool, row.id).await?,
+        parts: parts_for(pool, &[row.machine.as_str()]).await?.remove(&(row.machine.clone(), row.key.clone())),
         relocated: row.relocated,
     };
     Ok(Some(Loaded { side, row, group_at }))
@@ -53,6 +54,34 @@ async fn code_of(pool: &SqlitePool, entry_id: i64) -> sqlx::Result<Option<String
         .bind(entry_id)
         .fetch_one(pool)
         .await
+}
+
+/// The key parts the hook recorded for entries of `machines`: (machine, key) → the parts of
+/// the key's latest recorded compile.
+async fn parts_for(
+    pool: &SqlitePool,
+    machines: &[&str],
+) -> sqlx::Result<HashMap<(String, String), serde_json::Value>> {
+    let mut out = HashMap::new();
+    if machines.is_empty() {
+        return Ok(out);
+    }
+    let mut qb = QueryBuilder::<Sqlite>::new(
+        "SELECT m.name, e.key, e.parts_json FROM events e JOIN machines m ON m.id = e.machine_id
+         WHERE e.parts_json IS NOT NULL AND m.name IN (",
+    );
+    let mut sep = qb.separated(", ");
+    for m in machines {
+        sep.push_bind(*m);
+    }
+    qb.push(") ORDER BY e.ts, e.id");
+    for r in qb.build().fetch_all(pool).await? {
+        let parts: Option<serde_json::Value> = serde_json::from_str(&r.get::<String, _>(2)).ok();
+        if let Some(p) = parts {
+            out.insert((r.get(0), r.get(1)), p);
+        }
+    }
+    Ok(out)
 }
 
 /// Text of one entry's IR artifact of the given extension (`source`, `ttir`, `ttgir`, `llir`,
@@ -114,11 +143,17 @@ async fn sides(pool: &SqlitePool, sql: &str, binds: &[&str]) -> sqlx::Result<Vec
     let rows = q.fetch_all(pool).await?;
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let mut ir = ir_texts(pool, &ids).await?;
+    let mut machines: Vec<&str> = rows.iter().map(|r| r.machine.as_str()).collect();
+    machines.sort_unstable();
+    machines.dedup();
+    let mut parts = parts_for(pool, &machines).await?;
     Ok(rows
         .into_iter()
         .map(|r| {
             let (source, ttir) = ir.remove(&r.id).unwrap_or_default();
+            let parts = parts.remove(&(r.machine.clone(), r.key.clone()));
             Side {
+                parts,
                 machine: r.machine,
                 key: r.key,
                 kernel: r.kernel,

@@ -91,6 +91,8 @@ pub(crate) fn analyse(a: &Side, pa: &Prep, b: &Side, pb: &Prep, detailed: bool) 
         },
     };
     findings.extend(source.findings.iter().cloned());
+    let rec = super::recorded::findings(a, b, &findings);
+    findings.extend(rec);
     // Bookkeeping rows: the binary, and whether Triton can find the entry at all.
     let sha = |s: &Side| s.binary_sha256.as_ref().map(|h| json!(h)).unwrap_or(Value::Null);
     let mut bin = Finding::new(Cause::None, "binary sha256", sha(a), sha(b)).consequence("output of the compile");
@@ -145,10 +147,19 @@ fn phrase(c: Cause, an: &Analysis, a: &Side, b: &Side) -> String {
         p.join(", ")
     };
     match c {
-        Cause::Compiler => {
-            let r = rows.iter().find(|r| r.field == "triton_version").unwrap_or(&rows[0]);
-            format!("Triton {} → {}", show(&r.a), show(&r.b))
-        }
+        Cause::Compiler => match rows.iter().find(|r| r.field == "triton_version") {
+            Some(r) => format!("Triton {} → {}", show(&r.a), show(&r.b)),
+            None => {
+                let mut p = "same Triton version, different compiler build (triton_key, recorded)".to_string();
+                let row = |k: &str| an.findings.iter().find(|f| f.row.field == k && f.row.differs).map(|f| &f.row);
+                if let Some(r) = row("python") {
+                    p.push_str(&format!(": Python {} → {}", show(&r.a), show(&r.b)));
+                } else if row("triton_dir").is_some() {
+                    p.push_str(": Triton installed at another path");
+                }
+                p
+            }
+        },
         Cause::Backend => {
             let (ma, mb) = (object(a), object(b));
             let mut p = Vec::new();
@@ -167,6 +178,15 @@ fn phrase(c: Cause, an: &Analysis, a: &Side, b: &Side) -> String {
                     "warp size {} → {}",
                     show(&target_field(&ma, "warp_size")),
                     show(&target_field(&mb, "warp_size"))
+                ));
+            }
+            if let Some(r) = rows.iter().find(|r| r.field == "backend_hash")
+                && p.is_empty()
+            {
+                p.push(format!(
+                    "toolchain {} → {} (recorded backend hash)",
+                    super::recorded::short_backend(&r.a),
+                    super::recorded::short_backend(&r.b)
                 ));
             }
             if p.is_empty() { list(&rows) } else { p.join(", ") }
@@ -193,6 +213,12 @@ fn phrase(c: Cause, an: &Analysis, a: &Side, b: &Side) -> String {
                 p.push(format!("kernel {} → {}", show(&r.a), show(&r.b)));
             }
             p.extend(an.source.phrases.iter().cloned());
+            if p.is_empty() && rows.iter().any(|r| r.field == "source_hash") {
+                p.push(
+                    "kernel source text changed (recorded source hash), not its IR: comments, formatting or a callee"
+                        .into(),
+                );
+            }
             if p.is_empty() { list(&rows) } else { p.join(", ") }
         }
         _ => list(&rows),
@@ -234,6 +260,7 @@ pub(crate) fn build(a: &Side, pa: &Prep, b: &Side, pb: &Prep) -> (Comparison, St
         cause,
         summary,
         components: rows.into_iter().map(|(_, f)| f.row).collect(),
+        evidence: if super::recorded::both(a, b) { "recorded" } else { "inferred" },
         identical_binary,
         identical_code,
         source_changed_lines: an.source.changed_lines,
@@ -260,7 +287,7 @@ fn unexplained(a: &Side, b: &Side, an: &mut Analysis) -> (Cause, String, String)
             head,
             format!(
                 "a source edit, a compiler build or {toolchain} (in the key, not on disk) changed; \
-                 the entries' IR (.source/.ttir) or a record of the key's parts would tell"
+                 the entries' IR (.source/.ttir) would tell, or enable the hook to record the key's parts"
             ),
         );
     }
@@ -269,7 +296,7 @@ fn unexplained(a: &Side, b: &Side, an: &mut Analysis) -> (Cause, String, String)
     f.row.note = Some(format!(
         "not on disk; inferred because nothing else explains the new key. {toolchain} is also in the key but not on disk, \
          and a source edit that leaves the IR unchanged (comments, formatting) changes it too. \
-         Known only from a record of the key's parts made at compile time (triton_key, source hash, backend hash)"
+         Enable the hook (hook/README.md) to record the key's parts at compile time: then they are measured"
     ));
     an.findings.insert(0, f);
     let head = "same Triton version, different compiler build (triton_key)".to_string();
@@ -278,7 +305,7 @@ fn unexplained(a: &Side, b: &Side, an: &mut Analysis) -> (Cause, String, String)
         head,
         format!(
             "everything else equal; inferred: {toolchain} and the source text are in the key but not on disk \
-             (a record of the key's parts at compile time would tell)"
+             (enable the hook to record the key's parts)"
         ),
     )
 }

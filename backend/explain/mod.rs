@@ -20,6 +20,7 @@ mod ir;
 pub mod load;
 mod locs;
 mod matching;
+mod recorded;
 pub mod report;
 mod source;
 #[cfg(test)]
@@ -55,6 +56,9 @@ pub struct Side {
     pub code_sha256: Option<String>,
     /// Its group file points elsewhere (Triton will miss on it).
     pub relocated: bool,
+    /// The key's parts as the hook recorded them at this key's compile (`triton_key` digest,
+    /// `source_hash`, `backend_hash`, `options_hash`, `env_vars`, `python`, `triton_dir`).
+    pub parts: Option<serde_json::Value>,
 }
 
 impl Side {
@@ -144,6 +148,9 @@ pub struct Comparison {
     pub components: Vec<Row>,
     /// Same binary sha256 under different keys: pure key churn.
     pub identical_binary: bool,
+    /// `recorded` when both sides carry the key's parts as the hook recorded them at compile
+    /// time (the causes are measured), else `inferred` (from the files on disk).
+    pub evidence: &'static str,
     /// Same machine code under different keys (the bytes may differ, only in debug info):
     /// pure key churn too. True whenever `identical_binary` is.
     pub identical_code: bool,

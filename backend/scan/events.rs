@@ -20,6 +20,8 @@ struct Line {
     event: String,
     compile_ms: Option<f64>,
     stages_ms: Option<serde_json::Value>,
+    /// What Triton hashed into the key (compile events of hooks that record it).
+    parts: Option<serde_json::Value>,
     /// The hook's line counter in its process (hooks before it wrote none).
     seq: Option<i64>,
 }
@@ -139,6 +141,7 @@ fn parse_line(line: &[u8], out: &mut Vec<HookEvent>, fail: &mut dyn FnMut(SkipKi
                 event,
                 compile_ms: l.compile_ms,
                 stages_ms: l.stages_ms,
+                parts: l.parts,
             };
             // What a server would refuse is left out here, with a reason: one bad line must
             // not make every upload of this machine fail.
@@ -171,10 +174,11 @@ pub fn problem(e: &HookEvent) -> Option<String> {
     if e.compile_ms.is_some_and(|ms| !ms.is_finite() || !(0.0..1e9).contains(&ms)) {
         return Some("compile_ms is not a duration".into());
     }
-    match &e.stages_ms {
-        Some(v) if !v.is_object() || v.to_string().len() > 4000 => Some("stages_ms is not a small object".into()),
-        _ => None,
+    let small = |v: &Option<serde_json::Value>| v.as_ref().is_none_or(|v| v.is_object() && v.to_string().len() <= 4000);
+    if !small(&e.stages_ms) {
+        return Some("stages_ms is not a small object".into());
     }
+    (!small(&e.parts)).then(|| "parts is not a small object".into())
 }
 
 #[cfg(test)]

@@ -21,6 +21,9 @@ fn python(var: &str) -> Option<std::ffi::OsString> {
 /// Runs `script` (a copy of scripts/workload.py) with `py` into `cache`; returns its JSON line.
 fn compile(py: &std::ffi::OsStr, script: &Path, cache: &Path, kernels: &str, env: &[(&str, &str)]) -> Value {
     let mut cmd = std::process::Command::new(py);
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("TRITON_") || k.starts_with("CACHELENS_HOOK")) {
+        cmd.env_remove(k);
+    }
     cmd.arg(script)
         .args(["--target", "cuda:90", "--kernels", kernels])
         .env("TRITON_CACHE_DIR", cache)
@@ -166,4 +169,68 @@ async fn env_var_set_to_its_default() {
     assert_eq!((ff["a"].as_bool(), ff["b"].as_bool(), ff["differs"].as_bool()), (Some(true), Some(true), Some(false)));
     let env = arr(&c["components"]).iter().find(|r| r["field"] == "TRITON_DEFAULT_FP_FUSION").unwrap();
     assert!(env["note"].as_str().unwrap().contains("default"), "{env}");
+}
+
+/// The hook on (`TRITON_CACHE_MANAGER`): each compile records the key's parts, and the
+/// comparison uses them: `evidence` is `recorded`, the rows carry the recorded values and the
+/// cause comes from the part that differs. Two Pythons → triton_key; lines added above the
+/// kernels → source_hash; one side without the hook → inferred.
+#[tokio::test]
+async fn hooked_runs_record_the_key_parts() {
+    let (Some(py), Some(other)) = (python("CACHELENS_PYTHON"), python("CACHELENS_PYTHON_OTHER")) else { return };
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("hook");
+    let hook = hook.to_str().unwrap();
+    let hooked = [("TRITON_CACHE_MANAGER", "cachelens_hook:TrackingCacheManager"), ("PYTHONPATH", hook)];
+    let tmp = tempfile::TempDir::new().unwrap();
+    let src = std::fs::read_to_string(workload()).unwrap();
+    let file = tmp.path().join("kernels.py");
+    let c = |n: &str| tmp.path().join(n);
+    std::fs::write(&file, &src).unwrap();
+    compile(&py, &file, &c("a"), "add", &hooked);
+    compile(&other, &file, &c("b"), "add", &hooked);
+    compile(&py, &file, &c("plain"), "add", &[]);
+    std::fs::write(&file, format!("# a comment\n\n{src}")).unwrap();
+    compile(&py, &file, &c("moved"), "add", &hooked);
+    let (_db, state) = state_of(&[(&c("a"), "py-a"), (&c("b"), "py-b"), (&c("moved"), "moved"), (&c("plain"), "plain")]).await;
+    let ver = |p: &std::ffi::OsStr| {
+        let o = std::process::Command::new(p).args(["-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"]).output().unwrap();
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    };
+    let row = |c: &Value, f: &str| arr(&c["components"]).iter().find(|r| r["field"] == f).cloned().unwrap_or_else(|| panic!("no {f}: {c}"));
+
+    // Another Python: triton_key differs (recorded), nothing else does.
+    let inv = get_json(&state, "/api/v1/invalidations?a=py-a&b=py-b").await;
+    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "compiler", "count": 6}]), "{}", inv["summary"]);
+    let cmp = compare_of(&state, &inv["invalidated"][0]).await;
+    assert_eq!((cmp["cause"].as_str(), cmp["evidence"].as_str()), (Some("compiler"), Some("recorded")), "{cmp}");
+    let s = cmp["summary"].as_str().unwrap();
+    let want = format!("same Triton version, different compiler build (triton_key, recorded): Python {} → {}; everything else equal", ver(&py), ver(&other));
+    assert!(s.starts_with(&want), "{s}");
+    let tk = row(&cmp, "triton_key");
+    assert!(tk["a"].as_str().is_some_and(|h| h.len() == 64) && tk["a"] != tk["b"] && tk["differs"] == true, "{tk}");
+    assert_eq!(tk["note"], "recorded by the hook at compile time");
+    for f in ["source_hash", "backend_hash", "options_hash", "env_vars"] {
+        let r = row(&cmp, f);
+        assert!(!r["a"].is_null() && r["a"] == r["b"], "{r}");
+    }
+    // Lines added above the kernels: the source hash differs (recorded), the IR does not.
+    let inv = get_json(&state, "/api/v1/invalidations?a=py-a&b=moved").await;
+    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "source", "count": 6}]), "{}", inv["summary"]);
+    let cmp = compare_of(&state, &inv["invalidated"][0]).await;
+    assert_eq!((cmp["cause"].as_str(), cmp["evidence"].as_str()), (Some("source"), Some("recorded")), "{cmp}");
+    let sh = row(&cmp, "source_hash");
+    assert!(sh["a"] != sh["b"] && sh["differs"] == true, "{sh}");
+    assert_eq!(row(&cmp, "triton_key")["differs"], false);
+    assert!(cmp["summary"].as_str().unwrap().starts_with("code unchanged: the kernel moved 2 lines down in kernels.py"), "{}", cmp["summary"]);
+    // One side without the hook: inferred, and the page says how to know.
+    let inv = get_json(&state, "/api/v1/invalidations?a=plain&b=py-b").await;
+    let cmp = compare_of(&state, &inv["invalidated"][0]).await;
+    assert_eq!(cmp["evidence"], "inferred", "{cmp}");
+    assert!(cmp["summary"].as_str().unwrap().contains("enable the hook to record the key's parts"), "{}", cmp["summary"]);
+    let i = &inv["invalidated"][0];
+    let (_, page) = get(&state, &format!("/compare?a={}&b={}", i["a"].as_str().unwrap(), i["b"].as_str().unwrap())).await;
+    assert!(page.contains("id=\"evidence-inferred\"") && page.contains("Enable the hook to record the key"), "{page}");
+    let i = &get_json(&state, "/api/v1/invalidations?a=py-a&b=py-b").await["invalidated"][0];
+    let (_, page) = get(&state, &format!("/compare?a={}&b={}", i["a"].as_str().unwrap(), i["b"].as_str().unwrap())).await;
+    assert!(page.contains("id=\"evidence-recorded\""), "{page}");
 }

@@ -48,6 +48,7 @@ fn load_entry(machine: &str, dir: &Path) -> Option<Side> {
         ttir: read("ttir"),
         binary_sha256: bin.as_ref().map(|b| digest(&b.1)),
         code_sha256: bin.and_then(|(ext, b)| code_digest(ext, &b).ok()),
+        parts: None,
         relocated: false,
     })
 }
