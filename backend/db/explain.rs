@@ -58,10 +58,7 @@ async fn code_of(pool: &SqlitePool, entry_id: i64) -> sqlx::Result<Option<String
 
 /// The key parts the hook recorded for entries of `machines`: (machine, key) → the parts of
 /// the key's latest recorded compile.
-async fn parts_for(
-    pool: &SqlitePool,
-    machines: &[&str],
-) -> sqlx::Result<HashMap<(String, String), serde_json::Value>> {
+async fn parts_for(pool: &SqlitePool, machines: &[&str]) -> sqlx::Result<HashMap<(String, String), serde_json::Value>> {
     let mut out = HashMap::new();
     if machines.is_empty() {
         return Ok(out);

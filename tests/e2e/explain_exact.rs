@@ -191,12 +191,18 @@ async fn hooked_runs_record_the_key_parts() {
     compile(&py, &file, &c("plain"), "add", &[]);
     std::fs::write(&file, format!("# a comment\n\n{src}")).unwrap();
     compile(&py, &file, &c("moved"), "add", &hooked);
-    let (_db, state) = state_of(&[(&c("a"), "py-a"), (&c("b"), "py-b"), (&c("moved"), "moved"), (&c("plain"), "plain")]).await;
+    let (_db, state) =
+        state_of(&[(&c("a"), "py-a"), (&c("b"), "py-b"), (&c("moved"), "moved"), (&c("plain"), "plain")]).await;
     let ver = |p: &std::ffi::OsStr| {
-        let o = std::process::Command::new(p).args(["-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"]).output().unwrap();
+        let o = std::process::Command::new(p)
+            .args(["-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"])
+            .output()
+            .unwrap();
         String::from_utf8(o.stdout).unwrap().trim().to_string()
     };
-    let row = |c: &Value, f: &str| arr(&c["components"]).iter().find(|r| r["field"] == f).cloned().unwrap_or_else(|| panic!("no {f}: {c}"));
+    let row = |c: &Value, f: &str| {
+        arr(&c["components"]).iter().find(|r| r["field"] == f).cloned().unwrap_or_else(|| panic!("no {f}: {c}"))
+    };
 
     // Another Python: triton_key differs (recorded), nothing else does.
     let inv = get_json(&state, "/api/v1/invalidations?a=py-a&b=py-b").await;
@@ -204,7 +210,11 @@ async fn hooked_runs_record_the_key_parts() {
     let cmp = compare_of(&state, &inv["invalidated"][0]).await;
     assert_eq!((cmp["cause"].as_str(), cmp["evidence"].as_str()), (Some("compiler"), Some("recorded")), "{cmp}");
     let s = cmp["summary"].as_str().unwrap();
-    let want = format!("same Triton version, different compiler build (triton_key, recorded): Python {} → {}; everything else equal", ver(&py), ver(&other));
+    let want = format!(
+        "same Triton version, different compiler build (triton_key, recorded): Python {} → {}; everything else equal",
+        ver(&py),
+        ver(&other)
+    );
     assert!(s.starts_with(&want), "{s}");
     let tk = row(&cmp, "triton_key");
     assert!(tk["a"].as_str().is_some_and(|h| h.len() == 64) && tk["a"] != tk["b"] && tk["differs"] == true, "{tk}");
@@ -221,16 +231,26 @@ async fn hooked_runs_record_the_key_parts() {
     let sh = row(&cmp, "source_hash");
     assert!(sh["a"] != sh["b"] && sh["differs"] == true, "{sh}");
     assert_eq!(row(&cmp, "triton_key")["differs"], false);
-    assert!(cmp["summary"].as_str().unwrap().starts_with("code unchanged: the kernel moved 2 lines down in kernels.py"), "{}", cmp["summary"]);
+    assert!(
+        cmp["summary"].as_str().unwrap().starts_with("code unchanged: the kernel moved 2 lines down in kernels.py"),
+        "{}",
+        cmp["summary"]
+    );
     // One side without the hook: inferred, and the page says how to know.
     let inv = get_json(&state, "/api/v1/invalidations?a=plain&b=py-b").await;
     let cmp = compare_of(&state, &inv["invalidated"][0]).await;
     assert_eq!(cmp["evidence"], "inferred", "{cmp}");
-    assert!(cmp["summary"].as_str().unwrap().contains("enable the hook to record the key's parts"), "{}", cmp["summary"]);
+    assert!(
+        cmp["summary"].as_str().unwrap().contains("enable the hook to record the key's parts"),
+        "{}",
+        cmp["summary"]
+    );
     let i = &inv["invalidated"][0];
-    let (_, page) = get(&state, &format!("/compare?a={}&b={}", i["a"].as_str().unwrap(), i["b"].as_str().unwrap())).await;
+    let (_, page) =
+        get(&state, &format!("/compare?a={}&b={}", i["a"].as_str().unwrap(), i["b"].as_str().unwrap())).await;
     assert!(page.contains("id=\"evidence-inferred\"") && page.contains("Enable the hook to record the key"), "{page}");
     let i = &get_json(&state, "/api/v1/invalidations?a=py-a&b=py-b").await["invalidated"][0];
-    let (_, page) = get(&state, &format!("/compare?a={}&b={}", i["a"].as_str().unwrap(), i["b"].as_str().unwrap())).await;
+    let (_, page) =
+        get(&state, &format!("/compare?a={}&b={}", i["a"].as_str().unwrap(), i["b"].as_str().unwrap())).await;
     assert!(page.contains("id=\"evidence-recorded\""), "{page}");
 }
