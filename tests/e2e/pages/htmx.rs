@@ -5,19 +5,6 @@
 use crate::common::*;
 use cachelens::web::{AppState, Config};
 
-/// GET `uri` with `headers`: (status, body).
-async fn get_with(state: &AppState, uri: &str, headers: &[(&str, &str)]) -> (u16, String) {
-    use tower::ServiceExt;
-    let mut req = axum::http::Request::builder().uri(uri);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = cachelens::web::app(state.clone()).oneshot(req.body(axum::body::Body::empty()).unwrap()).await.unwrap();
-    let status = resp.status().as_u16();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-    (status, String::from_utf8_lossy(&bytes).into_owned())
-}
-
 fn whole(body: &str) -> bool {
     body.starts_with("<!doctype html>") && body.contains("<header class=\"top\">") && body.contains("</html>")
 }
