@@ -254,3 +254,34 @@ async fn hooked_runs_record_the_key_parts() {
         get(&state, &format!("/compare?a={}&b={}", i["a"].as_str().unwrap(), i["b"].as_str().unwrap())).await;
     assert!(page.contains("id=\"evidence-recorded\""), "{page}");
 }
+
+/// Uploaded by the real CLI to a real server on 127.0.0.1: the key parts (hook events) and the
+/// machine-code digests (entry resources) arrive, so the server's answer is the local one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_keep_key_parts_and_code_digests() {
+    let (Some(py), Some(other)) = (python("CACHELENS_PYTHON"), python("CACHELENS_PYTHON_OTHER")) else { return };
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("hook");
+    let hooked =
+        [("TRITON_CACHE_MANAGER", "cachelens_hook:TrackingCacheManager"), ("PYTHONPATH", hook.to_str().unwrap())];
+    let tmp = tempfile::TempDir::new().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    compile(&py, &workload(), &a, "softmax", &hooked);
+    compile(&other, &workload(), &b, "softmax", &hooked);
+    let srv = crate::upload::server(Config::default()).await;
+    for (m, dir) in [("up-a", &a), ("up-b", &b)] {
+        let token = cachelens::db::tokens::create(&srv.pool, m).await.unwrap();
+        let out = crate::upload::cli_upload(&srv.url, &token, m, dir, &[]).await;
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let inv = crate::upload::get_json_at(&format!("{}/api/v1/invalidations?a=up-a&b=up-b", srv.url)).await;
+    assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "compiler", "count": 6}]), "{}", inv["summary"]);
+    assert_eq!(inv["identical_code"], 6, "{}", inv["summary"]);
+    let i = &inv["invalidated"][0];
+    let url = format!("{}/api/v1/compare?a={}&b={}", srv.url, i["a"].as_str().unwrap(), i["b"].as_str().unwrap());
+    let c = crate::upload::get_json_at(&url).await;
+    assert_eq!(
+        (c["evidence"].as_str(), c["identical_binary"].as_bool(), c["identical_code"].as_bool()),
+        (Some("recorded"), Some(false), Some(true)),
+        "{c}"
+    );
+}
