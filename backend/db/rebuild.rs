@@ -114,7 +114,7 @@ async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
     let started = std::time::Instant::now();
     let result = stage_and_swap(&mut conn).await;
     // Drop the staging tables whatever happened: the connection goes back to the pool.
-    for (_, staged) in TABLES.iter().chain(&[("", "dup_binaries")]) {
+    for (_, staged) in TABLES.iter().chain(&[("", "dup_binaries"), ("", "dup_code")]) {
         let drop = format!("DROP TABLE IF EXISTS temp.{staged}");
         let _ = sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut *conn).await;
     }
@@ -191,21 +191,32 @@ const REBUILD: &[&str] = &[
      SELECT kernel, binary_sha256 FROM entries
      WHERE removed_at IS NULL AND kernel IS NOT NULL AND binary_sha256 IS NOT NULL
      GROUP BY kernel, binary_sha256 HAVING COUNT(DISTINCT key) > 1",
+    // machine code that two or more keys of a kernel share (bytes may differ in debug info only)
+    "CREATE TEMP TABLE IF NOT EXISTS dup_code(kernel TEXT NOT NULL, code TEXT NOT NULL, PRIMARY KEY (kernel, code))
+     WITHOUT ROWID",
+    "DELETE FROM temp.dup_code",
+    "INSERT INTO temp.dup_code(kernel, code)
+     SELECT kernel, json_extract(resources_json, '$.code_sha256') AS c FROM entries
+     WHERE removed_at IS NULL AND kernel IS NOT NULL AND resources_json IS NOT NULL AND c IS NOT NULL
+     GROUP BY kernel, c HAVING COUNT(DISTINCT key) > 1",
     "INSERT INTO temp.staged_variant_cells(kernel, backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind,
                                     entries, machines, reg_min, reg_max, spill_min, spill_max, shared_min, shared_max,
-                                    shared_binary, best_config, sample_min, sample_max)
+                                    shared_binary, best_config, sample_min, sample_max, shared_code)
      SELECT e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages,
             CASE WHEN e.num_warps IS NULL AND e.num_stages IS NULL THEN e.kind ELSE '' END AS k,
             COUNT(*), GROUP_CONCAT(DISTINCT m.name), MIN(e.registers), MAX(e.registers), MIN(e.spills), MAX(e.spills),
             MIN(e.shared_bytes), MAX(e.shared_bytes),
             SUM(EXISTS(SELECT 1 FROM temp.dup_binaries d WHERE d.kernel = e.kernel AND d.sha = e.binary_sha256)),
             SUM(EXISTS(SELECT 1 FROM best_configs b WHERE b.triton_cache_hash = e.key AND b.machine_id = e.machine_id)),
-            MIN(e.id), MAX(e.id)
+            MIN(e.id), MAX(e.id),
+            SUM(EXISTS(SELECT 1 FROM temp.dup_code d WHERE d.kernel = e.kernel
+                                                      AND d.code = json_extract(e.resources_json, '$.code_sha256')))
      FROM entries e JOIN machines m ON m.id = e.machine_id
      WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL
      GROUP BY e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages, k",
-    "INSERT INTO temp.staged_kernel_identical(kernel, identical)
-     SELECT kernel, SUM(shared_binary) FROM temp.staged_variant_cells GROUP BY kernel HAVING SUM(shared_binary) > 0",
+    "INSERT INTO temp.staged_kernel_identical(kernel, identical, same_code)
+     SELECT kernel, SUM(shared_binary), SUM(shared_code) FROM temp.staged_variant_cells
+     GROUP BY kernel HAVING SUM(shared_binary) > 0 OR SUM(shared_code) > 0",
     // An autotune run's file names no backend, arch or version: it belongs to the (backend, arch,
     // version) of the kernel's entries in the same cache (machine + root), whose compiles it
     // timed. A cache dir holding several versions of the kernel (an in-place upgrade) is narrowed

@@ -271,6 +271,8 @@ pub struct VariantCell {
     pub best_config: i64,
     pub sample_min: i64,
     pub sample_max: i64,
+    /// Entries whose machine code another key of the kernel also has (same binaries included).
+    pub shared_code: i64,
 }
 
 /// Every cell of a kernel's variants grid (call [`super::Db::fresh_summaries`] first).
@@ -278,7 +280,7 @@ pub async fn kernel_cells(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<V
     sqlx::query_as(
         "SELECT backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind, entries, machines,
                 reg_min, reg_max, spill_min, spill_max, shared_min, shared_max, shared_binary, best_config,
-                sample_min, sample_max
+                sample_min, sample_max, shared_code
          FROM page_variant_cells WHERE kernel = ?",
     )
     .bind(kernel)
@@ -319,11 +321,12 @@ pub async fn kernel_autotune_configs(pool: &SqlitePool, kernel: &str) -> sqlx::R
     .await
 }
 
-/// Live entries of a kernel whose binary another live entry of it shares.
-pub async fn kernel_identical(pool: &SqlitePool, kernel: &str) -> sqlx::Result<i64> {
-    Ok(sqlx::query_scalar("SELECT identical FROM page_kernel_identical WHERE kernel = ?")
+/// Live entries of a kernel whose binary another live key of it shares, and those whose machine
+/// code another live key shares (a superset: same bytes, same code).
+pub async fn kernel_identical(pool: &SqlitePool, kernel: &str) -> sqlx::Result<(i64, i64)> {
+    Ok(sqlx::query_as("SELECT identical, same_code FROM page_kernel_identical WHERE kernel = ?")
         .bind(kernel)
         .fetch_optional(pool)
         .await?
-        .unwrap_or(0))
+        .unwrap_or((0, 0)))
 }

@@ -105,6 +105,19 @@ async fn same_release_other_python_same_machine_code() {
     let (_, page) = get(&state, "/invalidations?a=py-a&b=py-b").await;
     assert_eq!(page.matches(">same machine code</span>").count(), 6, "{page}");
     assert!(page.contains("6 more compiled to the same machine code as before"), "{page}");
+    // Kernel grids: softmax's 12 entries (6 per Python) share machine code, not bytes; add's
+    // share bytes, so its page says "same binary" and no "same code" on top.
+    let (_, page) = get(&state, "/kernels/softmax_kernel").await;
+    assert!(page.contains("12 entries have the same machine code as another key of this kernel"), "{page}");
+    assert!(page.contains("0 of them byte-identical"), "{page}");
+    // six variants, each a cell holding its entry from both Pythons
+    assert_eq!(page.matches("title=\"2 entries of this cell have machine code").count(), 6, "{page}");
+    let (_, page) = get(&state, "/kernels/add_kernel").await;
+    assert!(
+        page.contains("12 entries have a byte-identical binary")
+            && !page.contains("the same machine code as another key"),
+        "{page}"
+    );
 }
 
 /// The same file compiled, then compiled again with 3 lines added above the kernels: every

@@ -2,7 +2,7 @@
 //! grid per (backend/arch, Triton version, signature, shapes). Cells carry how many entries, on
 //! which machines, their resources, the autotune configs measured for them in a cache of that
 //! grid's backend, arch and version (winner marked),
-//! Inductor best configs and byte-identical binaries, with sample entries to open.
+//! Inductor best configs, byte-identical binaries and same machine code, with sample entries to open.
 //!
 //! Everything comes from the summary tables (`page_variant_cells`, `page_autotune_configs`):
 //! a kernel with thousands of entries across a fleet costs a few hundred rows per request.
@@ -48,6 +48,8 @@ pub struct Cell {
     pub best: i64,
     /// Entries of this cell whose binary another key of the kernel also has.
     pub shared_binary: i64,
+    /// Entries of this cell whose machine code another key of the kernel also has.
+    pub shared_code: i64,
 }
 
 pub struct Grid {
@@ -73,6 +75,8 @@ pub struct Kernel {
     /// Every autotune config measured for this kernel, fastest first.
     pub configs: Vec<Timing>,
     pub identical: i64,
+    /// Entries whose machine code another key of the kernel has (byte-identical ones included).
+    pub same_code: i64,
 }
 
 #[derive(Template)]
@@ -89,12 +93,12 @@ pub async fn page(State(s): State<AppState>, Path(name): Path<String>, hx: Hx) -
         return Err(not_found(format!("no live entries of a kernel named {name:?}")));
     }
     let configs = summaries::kernel_autotune_configs(s.db.pool(), &name).await?;
-    let identical = summaries::kernel_identical(s.db.pool(), &name).await?;
+    let (identical, same_code) = summaries::kernel_identical(s.db.pool(), &name).await?;
     let ids: Vec<i64> =
         cells.iter().flat_map(|c| [c.sample_min, c.sample_max]).collect::<BTreeSet<_>>().into_iter().collect();
     let names: HashMap<i64, (String, String)> =
         entries::entry_names(s.db.pool(), &ids).await?.into_iter().map(|(id, m, k)| (id, (m, k))).collect();
-    let d = build(name, cells, &configs, identical, &names);
+    let d = build(name, cells, &configs, (identical, same_code), &names);
     hx.render(&Page { title: d.name.clone(), d }, |p| p.as_fragment().render())
 }
 
@@ -218,6 +222,7 @@ fn cell(c: &VariantCell, configs: &[&AutotuneConfig], names: &HashMap<i64, (Stri
         timings: timings.into_iter().take(CELL_TIMINGS).collect(),
         best: c.best_config,
         shared_binary: c.shared_binary,
+        shared_code: c.shared_code,
     }
 }
 
@@ -234,7 +239,7 @@ fn build(
     name: String,
     cells: Vec<VariantCell>,
     configs: &[AutotuneConfig],
-    identical: i64,
+    (identical, same_code): (i64, i64),
     names: &HashMap<i64, (String, String)>,
 ) -> Kernel {
     let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
@@ -316,6 +321,7 @@ fn build(
         others,
         configs: configs.iter().map(timing).collect(),
         identical,
+        same_code,
         name,
     }
 }
@@ -329,6 +335,7 @@ fn merge(mut parts: Vec<Cell>) -> Cell {
         c.more += p.more + p.samples.len() as i64;
         c.best += p.best;
         c.shared_binary += p.shared_binary;
+        c.shared_code += p.shared_code;
         let ms: BTreeSet<String> =
             c.machines.split(", ").chain(p.machines.split(", ")).filter(|s| !s.is_empty()).map(String::from).collect();
         c.machines = ms.into_iter().collect::<Vec<_>>().join(", ");
