@@ -125,9 +125,9 @@ impl Stamp {
 fn stamp_of(st: &rustix::fs::Stat) -> Stamp {
     let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
     Stamp {
-        ino: st.st_ino as u64,
-        mtime_ns: ns(st.st_mtime as i64, st.st_mtime_nsec as i64),
-        ctime_ns: ns(st.st_ctime as i64, st.st_ctime_nsec as i64),
+        ino: st.st_ino,
+        mtime_ns: ns(st.st_mtime, st.st_mtime_nsec as i64),
+        ctime_ns: ns(st.st_ctime, st.st_ctime_nsec as i64),
     }
 }
 
