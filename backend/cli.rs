@@ -55,6 +55,12 @@ pub struct ScanArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Check every entry file by file (size and mtime of each file). Without it, an entry dir
+    /// whose inode, mtime and ctime are as the last scan saw them is not listed: Triton changes
+    /// an entry only by renaming files into it, which moves those. An in-place rewrite of a
+    /// file (not Triton's way) is seen only with --full.
+    #[arg(long)]
+    pub full: bool,
     /// Upload to this server instead of writing a local database.
     #[arg(long, env = "CACHELENS_SERVER")]
     pub server: Option<String>,

@@ -39,6 +39,12 @@ pub fn hostname() -> String {
 
 /// Scan `root` into the local database.
 pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow::Result<ScanSummary> {
+    scan_local_with(pool, root, machine, false).await
+}
+
+/// [`scan_local`]; `full`: check every entry file by file (`scan --full`), not trusting
+/// unchanged dir stamps.
+pub async fn scan_local_with(pool: &SqlitePool, root: &Path, machine: &str, full: bool) -> anyhow::Result<ScanSummary> {
     let started = Instant::now();
     let root = resolve_root(root)?;
     let root_s = root.display().to_string();
@@ -47,7 +53,8 @@ pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow
         Begin::Started(i) => i,
         Begin::AlreadyStored(_) => anyhow::bail!("scan id collision"),
     };
-    let prev = ingest.previous().await?;
+    let mut prev = ingest.previous().await?;
+    prev.full = full;
     // Entries carry their IR text (~300 KB each in the corpus): keep few in flight and flush
     // batches by size as well as by count, so peak memory stays flat on 100,000-entry caches.
     let (tx, mut rx) = tokio::sync::mpsc::channel(32);
@@ -88,6 +95,7 @@ pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow
     let summary = ingest
         .finish(Finish {
             unchanged: tail.unchanged,
+            stamps: tail.stamps,
             skipped: tail.skipped,
             best_configs: tail.best_configs,
             events: tail.events,
@@ -160,6 +168,7 @@ pub async fn ingest_report(pool: &SqlitePool, r: &ScanReport, source: &str) -> a
     let summary = ingest
         .finish(Finish {
             unchanged: r.unchanged.clone(),
+            stamps: vec![],
             skipped: r.skipped.clone(),
             best_configs: r.best_configs.clone(),
             events: r.events.clone(),

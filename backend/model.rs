@@ -166,6 +166,11 @@ pub struct Entry {
     pub autotune: Option<Autotune>,
     /// Names, sizes and mtimes of the files: a re-scan re-reads the entry only when this changes.
     pub sig: String,
+    /// The entry dir's stamp ([`crate::scan::fsat::Stamp`]) when the scanner may trust it: a
+    /// local re-scan skips the files of a dir whose stamp is unchanged. Never sent in a report
+    /// (an upload always reads every entry).
+    #[serde(skip)]
+    pub dir_stamp: Option<String>,
 }
 
 /// A `__grp__<name>.json` file.

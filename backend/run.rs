@@ -32,7 +32,7 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     let pool = db::open(&a.db.path()).await?;
     let mut summaries = vec![];
     for p in &paths {
-        summaries.push(collect::scan_local(&pool, p, &machine).await?);
+        summaries.push(collect::scan_local_with(&pool, p, &machine, a.full).await?);
     }
     print_summaries(&summaries, a.json, &format!("database: {}", a.db.path().display()));
     Ok(())

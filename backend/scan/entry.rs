@@ -173,6 +173,7 @@ pub fn read_entry(
         artifacts: Vec::with_capacity(files.len()),
         autotune: None,
         sig,
+        dir_stamp: None,
     };
     let mut problems: Vec<String> = bad.iter().map(|b| format!("unreadable {b}")).collect();
     if !l.tmp.is_empty() {

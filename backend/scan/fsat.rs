@@ -104,6 +104,44 @@ pub fn stat(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(u64, i64, Kind)> {
     Ok((st.st_size as u64, ms, kind_of(FileType::from_raw_mode(st.st_mode))))
 }
 
+/// What identifies one state of a dir's list of names: its inode, mtime and ctime (ns). Any
+/// create, unlink or rename in the dir moves both times; `utimensat` (a copy tool putting the
+/// mtime back) moves the ctime, which nothing but the kernel's clock sets. See
+/// docs/ARCHITECTURE.md, "The re-scan dir stamp", for where this is not enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub ino: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+}
+
+impl Stamp {
+    /// As stored (`entry_stamps.stamp`).
+    pub fn text(&self) -> String {
+        format!("{:x}.{:x}.{:x}", self.ino, self.mtime_ns, self.ctime_ns)
+    }
+}
+
+fn stamp_of(st: &rustix::fs::Stat) -> Stamp {
+    let ns = |s: i64, n: i64| s.saturating_mul(1_000_000_000).saturating_add(n);
+    Stamp {
+        ino: st.st_ino,
+        mtime_ns: ns(st.st_mtime, st.st_mtime_nsec as i64),
+        ctime_ns: ns(st.st_ctime, st.st_ctime_nsec as i64),
+    }
+}
+
+/// The [`Stamp`] of the dir `name` of `parent`, not following a symlink (`None`: not a dir).
+pub fn dir_stamp(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Stamp>> {
+    let st = statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok((FileType::from_raw_mode(st.st_mode) == FileType::Directory).then(|| stamp_of(&st)))
+}
+
+/// The [`Stamp`] of an open dir.
+pub fn fd_stamp(dir: BorrowedFd<'_>) -> io::Result<Stamp> {
+    Ok(stamp_of(&rustix::fs::fstat(dir)?))
+}
+
 /// Open the regular file `name` of `dir` for reading; a symlink fails (ELOOP), anything but a
 /// regular file is refused. Returns the file and its size.
 pub fn open_file(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(File, u64)> {

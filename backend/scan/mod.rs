@@ -3,7 +3,10 @@
 //! It only ever opens files for reading, and only below the root: symlinks are never followed
 //! ([`fsat`]), and what it keeps in memory per file is capped ([`limits`]). Entries are read on a small pool of threads and
 //! handed to a sink one by one, so a 100,000-entry cache never sits in memory at once. Entries
-//! whose files (names, sizes, mtimes) are unchanged since the previous scan are not re-read.
+//! whose files (names, sizes, mtimes) are unchanged since the previous scan are not re-read;
+//! an entry dir whose stamp (inode, mtime, ctime: [`fsat::Stamp`]) is unchanged is not even
+//! listed: one `fstatat` instead of one per file (docs/ARCHITECTURE.md, "The re-scan dir
+//! stamp", says why that is sound for Triton's writers and where it is not).
 
 pub mod autotune;
 pub mod entry;
@@ -17,7 +20,8 @@ pub mod walk;
 use crate::model::{BestConfig, Entry, EventFileMark, HookEvent, Skip, SkipKind};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,6 +31,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub struct Previous {
     /// entry dir (relative) -> change signature
     pub sigs: HashMap<String, String>,
+    /// entry dir (relative) -> its dir stamp when the previous scan trusted it ([`fsat::Stamp::text`])
+    pub stamps: HashMap<String, String>,
+    /// Check every entry file by file (`scan --full`): ignore `stamps`.
+    pub full: bool,
     /// event file path -> (inode signature, offset read up to)
     pub event_marks: HashMap<String, (String, i64)>,
     /// key -> the other root of this machine whose live row holds it: the database has one
@@ -41,6 +49,8 @@ pub struct Previous {
 #[derive(Debug, Default)]
 pub struct Tail {
     pub unchanged: Vec<String>,
+    /// (entry dir, stamp) of unchanged entries whose stamp is new: stored for the next scan.
+    pub stamps: Vec<(String, String)>,
     pub skipped: Vec<Skip>,
     pub best_configs: Vec<BestConfig>,
     pub events: Vec<HookEvent>,
@@ -77,9 +87,14 @@ where
     // IR whose text an entry already handed to `sink` in this scan: later copies carry only the
     // hash (both sinks store a blob once per sha256), sparing a copy of every cloned file.
     let sent = TextSent::default();
+    let settled = settled_before();
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
             s.spawn(|| {
+                // the dir last opened to stat entry dirs in (`triton/0` of an Inductor cache)
+                let mut parent: Option<(String, OwnedFd)> = None;
+                // entries whose stamp is unchanged, handed over once at the end (no lock per entry)
+                let mut same = Vec::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(dir) = layout.entries.get(i) else { break };
@@ -89,22 +104,36 @@ where
                         tail.lock().unwrap().skipped.push(skip);
                         continue;
                     }
-                    match read_one(root, rfd, dir, prev, &sent) {
+                    if !prev.full
+                        && let Some(old) = prev.stamps.get(dir)
+                        && stamp_now(rfd, dir, &mut parent).is_some_and(|st| st.text() == *old)
+                    {
+                        same.push(dir.clone());
+                        continue;
+                    }
+                    match read_one(root, rfd, dir, prev, &sent, settled) {
                         Ok((e, mut skips)) => {
                             if !skips.is_empty() {
                                 tail.lock().unwrap().skipped.append(&mut skips);
                             }
                             match e {
-                                Some(e) => {
+                                Read::Entry(e) => {
                                     sent.mark(&e);
-                                    (sink.lock().unwrap())(e)
+                                    (sink.lock().unwrap())(*e)
                                 }
-                                None => tail.lock().unwrap().unchanged.push(dir.clone()),
+                                Read::Unchanged(restamp) => {
+                                    let mut t = tail.lock().unwrap();
+                                    t.unchanged.push(dir.clone());
+                                    if let Some(st) = restamp {
+                                        t.stamps.push((dir.clone(), st));
+                                    }
+                                }
                             }
                         }
                         Err((kind, reason)) => tail.lock().unwrap().skipped.push(Skip::new(dir.clone(), kind, reason)),
                     }
                 }
+                tail.lock().unwrap().unchanged.append(&mut same);
             });
         }
     });
@@ -152,29 +181,75 @@ impl TextSent {
     }
 }
 
-/// Read one entry dir, or `Ok(None)` when it is unchanged since the previous scan; with the
-/// skips of its files.
+/// A dir stamp is trusted (stored, so that the next scan may skip the dir's files) only when
+/// its ctime is this much older than the scan's start: a change made after the listing within
+/// the same tick of a coarse file-system clock (1-2 s on some) would leave the stamp as it was.
+pub const SETTLE_NS: i64 = 2_000_000_000;
+
+/// Stamps with a ctime before this (ns since the epoch) are trusted: the scan's start less
+/// [`SETTLE_NS`].
+fn settled_before() -> i64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(now.as_nanos()).unwrap_or(i64::MAX) - SETTLE_NS
+}
+
+/// The stamp of the entry dir `dir` now (one `fstatat`; the dir above it is opened once per run
+/// of entries under it, never through a symlink). `None` when it cannot be had.
+fn stamp_now(root_fd: BorrowedFd<'_>, dir: &str, parent: &mut Option<(String, OwnedFd)>) -> Option<fsat::Stamp> {
+    let (fd, name) = match dir.rsplit_once('/') {
+        None => (root_fd, dir),
+        Some((up, name)) => {
+            if parent.as_ref().is_none_or(|(p, _)| p != up) {
+                *parent = None;
+                *parent = Some((up.to_string(), fsat::open_rel(root_fd, Path::new(up)).ok()?));
+            }
+            (parent.as_ref()?.1.as_fd(), name)
+        }
+    };
+    fsat::dir_stamp(fd, OsStr::new(name)).ok().flatten()
+}
+
+/// What reading one entry dir came to.
+enum Read {
+    Entry(Box<Entry>),
+    /// Its files are as the previous scan saw them; with the dir's stamp when it is new.
+    Unchanged(Option<String>),
+}
+
+/// Read one entry dir listed and stat'ed file by file (the caller tried its stamp first); with
+/// the skips of its files.
 fn read_one(
     root: &Path,
     root_fd: BorrowedFd<'_>,
     dir: &str,
     prev: &Previous,
     sent: &TextSent,
-) -> Result<(Option<Entry>, Vec<Skip>), (SkipKind, String)> {
+    settled: i64,
+) -> Result<(Read, Vec<Skip>), (SkipKind, String)> {
     let abs = root.join(dir);
     let mut last = (SkipKind::Vanished, String::new());
     // A cache being written during the scan: a file can vanish or change under us. Try twice.
     for _ in 0..2 {
         let fd = fsat::open_rel(root_fd, Path::new(dir)).map_err(|e| walk::why(&e))?;
+        // Taken before the listing: a change during it moves the dir past this stamp.
+        let stamp = fsat::fd_stamp(fd.as_fd()).map_err(|e| walk::why(&e))?;
         let (d, listing) = entry::list_files(fd, &abs, root).map_err(|e| walk::why(&e))?;
+        // Only a plain listing is stamped: symlinks are counted as skips on every scan, and
+        // bad children and Triton's temp dirs are looked at again.
+        let plain = listing.links.is_empty() && listing.bad.is_empty() && listing.tmp.is_empty();
+        let stamp = (plain && stamp.ctime_ns < settled).then(|| stamp.text());
         let sig = entry::signature(&listing);
         if prev.sigs.get(dir) == Some(&sig) {
             let links = listing.links.into_iter();
-            return Ok((None, links.map(|(n, why)| Skip::new(format!("{dir}/{n}"), SkipKind::Symlink, why)).collect()));
+            let skips = links.map(|(n, why)| Skip::new(format!("{dir}/{n}"), SkipKind::Symlink, why)).collect();
+            return Ok((Read::Unchanged(stamp.filter(|s| prev.stamps.get(dir) != Some(s))), skips));
         }
         let fd = d.fd().map_err(|e| walk::why(&e.into()))?;
         match entry::read_entry(fd, &abs, dir, &listing, sig, sent) {
-            Ok((e, skips)) => return Ok((Some(e), skips)),
+            Ok((mut e, skips)) => {
+                e.dir_stamp = stamp;
+                return Ok((Read::Entry(Box::new(e)), skips));
+            }
             Err(r @ (SkipKind::Vanished | SkipKind::Changed, _)) => last = r,
             Err(r) => return Err(r),
         }
