@@ -25,7 +25,13 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
         crate::model::valid_machine_name(&machine),
         "invalid machine name {machine:?}: use --machine with 1-64 letters, digits, '.', '_' or '-', not starting with '.'"
     );
-    let paths = if a.paths.is_empty() { vec![crate::scan::default_root()] } else { a.paths.clone() };
+    // the roots found go to stdout, or to stderr when stdout is JSON
+    let json = a.json;
+    let mut say = |line: String| if json { eprintln!("{line}") } else { println!("{line}") };
+    let paths = crate::locate::roots(&a.paths, a.allow_empty, &mut say)?;
+    if paths.is_empty() {
+        say("no Triton cache found (--allow-empty): nothing scanned".into());
+    }
     if let Some(server) = &a.server {
         return upload(&a, server, &machine, &paths).await;
     }
@@ -110,8 +116,13 @@ fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
 
 /// The README's first command: scan what this machine has, or show the demo, then serve.
 async fn up(a: UpArgs) -> anyhow::Result<()> {
-    let paths = if a.paths.is_empty() { vec![crate::scan::default_root()] } else { a.paths.clone() };
-    let present: Vec<_> = paths.iter().filter(|p| std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_some())).collect();
+    // a path given that does not exist (or holds no Triton cache) falls back to the demo too
+    let given: Vec<PathBuf> = a.paths.iter().filter(|p| p.is_dir()).cloned().collect();
+    let present = if !a.paths.is_empty() && given.is_empty() {
+        vec![]
+    } else {
+        crate::locate::roots(&given, true, &mut |line| eprintln!("{line}"))?
+    };
     let demo = present.is_empty();
     let db = if demo {
         // keep the demo apart from the real default database; a --db the user named is never
@@ -121,10 +132,7 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         a.db.clone()
     };
     if demo {
-        eprintln!(
-            "no Triton cache at {}: loading the bundled demo caches",
-            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-        );
+        eprintln!("no Triton cache found: loading the bundled demo caches");
         if a.db.db.is_none() {
             // our own demo database from an earlier run: start it afresh
             let _ = std::fs::remove_file(demo_db_default());
@@ -133,7 +141,7 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         let pool = db::open(&db.path()).await?;
         let machine = collect::hostname();
         let mut summaries = vec![];
-        for p in present {
+        for p in &present {
             summaries.push(collect::scan_local(&pool, p, &machine).await?);
         }
         print_summaries(&summaries, false, &format!("database: {}", db.path().display()));
