@@ -134,3 +134,38 @@ fn list(fd: &OwnedFd, symlinks: &mut usize) -> std::io::Result<(bool, Vec<OsStri
     subdirs.sort();
     Ok((is_cache, subdirs))
 }
+
+/// The vLLM rank dir (`rank_<i>_<j>`, as `torch_compile_cache/<hash>/rank_<i>_<j>`) a root
+/// sits in, if any: the last such path component.
+pub fn rank_dir(root: &str) -> Option<String> {
+    let parts: Vec<&str> = root.split('/').collect();
+    let is_rank = |p: &str| {
+        let mut it = p.strip_prefix("rank_").map(|r| r.split('_'));
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        it.as_mut().is_some_and(|it| it.clone().count() == 2 && it.all(digits))
+    };
+    let i = parts.iter().rposition(|p| is_rank(p))?;
+    Some(parts[i.saturating_sub(2)..=i].join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_dir_of_vllm_roots() {
+        let r = "/h/.cache/vllm/torch_compile_cache/4a1b/rank_1_0/triton_cache";
+        assert_eq!(rank_dir(r).as_deref(), Some("torch_compile_cache/4a1b/rank_1_0"));
+        assert_eq!(rank_dir("/h/.triton/cache"), None);
+        assert_eq!(rank_dir("/x/rank_a_0/triton_cache"), None);
+        assert_eq!(rank_dir("/x/rank_1/triton_cache"), None);
+    }
+
+    #[test]
+    fn inductor_device_dirs_belong_to_the_inductor_dir() {
+        assert_eq!(root_of(Path::new("a/inductor/triton/0")), Path::new("a/inductor"));
+        assert_eq!(root_of(Path::new("triton/1")), Path::new(""));
+        assert_eq!(root_of(Path::new("0")), Path::new("0"));
+        assert_eq!(root_of(Path::new("x/triton_cache")), Path::new("x/triton_cache"));
+    }
+}

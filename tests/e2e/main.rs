@@ -7,6 +7,7 @@ mod explain_generated;
 mod fuzz;
 mod history;
 mod history_exact;
+mod layouts;
 mod hostile_scan;
 mod hostile_server;
 mod pages;

@@ -1,0 +1,147 @@
+//! Caches where real tools put them (issue 13): vLLM's per-rank `triton_cache/`, Inductor's
+//! `triton/<device>/`, a corpus archive's top dir, the default locations under a fake home,
+//! through the real CLI on copies of the corpus.
+use crate::common;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use tempfile::TempDir;
+
+const HASH: &str = "3d7bd6e8a1";
+
+fn copy(src: &Path, to: &Path) {
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    let st = Command::new("cp").arg("-a").arg(src).arg(to).status().unwrap();
+    assert!(st.success());
+}
+
+/// A fake home with a vLLM cache of two ranks (the corpus JIT cache in each) and their
+/// compiled graphs beside (the corpus Inductor dir's FX graphs), and an Inductor dir in
+/// `tmp/torchinductor_u`. Returns (tempdir, home, inductor dir, corpus copy).
+fn tree() -> (TempDir, PathBuf, PathBuf, PathBuf) {
+    let t = TempDir::new().unwrap();
+    let jit = common::corpus_read_only("h100-jit-3.6.0");
+    let home = t.path().join("home");
+    for rank in ["rank_0_0", "rank_1_0"] {
+        let rank = home.join(".cache/vllm/torch_compile_cache").join(HASH).join(rank);
+        copy(&jit.join("triton-cache"), &rank.join("triton_cache"));
+        copy(&jit.join("inductor/fxgraph"), &rank.join("backbone/fxgraph"));
+    }
+    let inductor = t.path().join("tmp/torchinductor_u");
+    copy(&jit.join("inductor"), &inductor);
+    (t, home, inductor, jit)
+}
+
+fn cachelens(args: &[&str], env: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new(common::bin());
+    c.args(args);
+    for v in ["TRITON_CACHE_DIR", "TRITON_HOME", "TORCHINDUCTOR_CACHE_DIR", "VLLM_CACHE_ROOT", "CACHELENS_DB"] {
+        c.env_remove(v);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn summaries(o: &Output) -> Vec<Value> {
+    assert!(o.status.success(), "{}", text(o));
+    match serde_json::from_slice(&o.stdout).unwrap() {
+        Value::Array(a) => a,
+        one => vec![one],
+    }
+}
+
+#[tokio::test]
+async fn vllm_tree_scanned_from_its_top_each_rank_a_root() {
+    let (t, home, _, _) = tree();
+    let db = t.path().join("v.db");
+    let o = cachelens(&["scan", "--json", "--machine", "vm", "--db", db.to_str().unwrap(), home.to_str().unwrap()], &[]);
+    let s = summaries(&o);
+    let roots: Vec<&str> = s.iter().map(|s| s["root"].as_str().unwrap()).collect();
+    let tcc = home.join(".cache/vllm/torch_compile_cache").join(HASH);
+    let want = |r: &str| tcc.join(r).join("triton_cache").canonicalize().unwrap().display().to_string();
+    assert_eq!(roots, [want("rank_0_0"), want("rank_1_0")], "{}", text(&o));
+    // the first rank holds the 122 entries; the second the same keys, counted as duplicates
+    assert_eq!(s[0]["entries"], 122);
+    assert_eq!(s[1]["entries"], 0);
+    let dups: i64 = s[1]["skipped"].as_object().unwrap().values().map(|v| v.as_i64().unwrap()).sum();
+    assert_eq!(dups, 122, "{}", s[1]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("found Triton cache:"), "{}", text(&o));
+
+    // where an entry lives: API and entry page
+    let pool = cachelens::db::open(&db).await.unwrap();
+    let state = cachelens::web::AppState::new(pool, Default::default());
+    let rows = common::get_json(&state, "/api/v1/entries?machine=vm&limit=500").await;
+    let rows = common::arr(&rows);
+    assert_eq!(rows.len(), 122);
+    for r in rows {
+        assert_eq!(r["root"], want("rank_0_0"));
+        assert_eq!(r["rank"], format!("torch_compile_cache/{HASH}/rank_0_0"));
+        assert_eq!(r["dir"], r["key"]);
+    }
+    let key = rows[0]["key"].as_str().unwrap();
+    let (st, page) = common::get(&state, &format!("/entries/vm/{key}")).await;
+    assert_eq!(st, 200, "{page}");
+    assert!(page.contains(&format!("torch_compile_cache/{HASH}/rank_0_0")), "{page}");
+    assert!(page.contains("id=\"rank-dir\""), "{page}");
+}
+
+#[test]
+fn corpus_top_dir_finds_its_caches_and_an_empty_dir_fails() {
+    let (t, _, _, jit) = tree();
+    let db = t.path().join("c.db");
+    let dbs = db.to_str().unwrap();
+    // the regression: this printed "0 entries" and exited 0
+    let o = cachelens(&["scan", "--json", "--machine", "c", "--db", dbs, jit.to_str().unwrap()], &[]);
+    let s = summaries(&o);
+    let got: Vec<(String, i64)> =
+        s.iter().map(|s| (s["root"].as_str().unwrap().to_string(), s["entries"].as_i64().unwrap())).collect();
+    let root = |r: &str| jit.join(r).canonicalize().unwrap().display().to_string();
+    assert_eq!(got, [(root("inductor"), 3), (root("triton-cache"), 122)]);
+
+    // a dir with no Triton cache (a symlink to one is not followed)
+    let empty = t.path().join("empty");
+    std::fs::create_dir_all(empty.join("a/b")).unwrap();
+    std::os::unix::fs::symlink(jit.join("triton-cache"), empty.join("a/link")).unwrap();
+    let o = cachelens(&["scan", "--machine", "c", "--db", dbs, empty.to_str().unwrap()], &[]);
+    assert!(!o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("no Triton cache found under") && out.contains("--allow-empty"), "{out}");
+    assert!(out.contains("1 symlinks"), "{out}");
+    let o = cachelens(&["scan", "--allow-empty", "--machine", "c", "--db", dbs, empty.to_str().unwrap()], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("nothing scanned"), "{}", text(&o));
+}
+
+#[test]
+fn defaults_under_a_fake_home() {
+    let (t, home, inductor, _) = tree();
+    let db = t.path().join("d.db");
+    let o = cachelens(
+        &["scan", "--machine", "d", "--db", db.to_str().unwrap()],
+        &[("HOME", &home), ("TORCHINDUCTOR_CACHE_DIR", &inductor)],
+    );
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    let triton = home.join(".triton/cache");
+    assert!(out.contains(&format!("triton cache (default): {} not found", triton.display())), "{out}");
+    let vllm = home.join(".cache/vllm");
+    assert!(out.contains(&format!("vllm cache (default): {}: 2 Triton cache dirs", vllm.display())), "{out}");
+    let ind = format!("inductor cache ($TORCHINDUCTOR_CACHE_DIR): {}: 1 Triton cache dirs", inductor.display());
+    assert!(out.contains(&ind), "{out}");
+    assert_eq!(out.matches("\nscan ").count() + usize::from(out.starts_with("scan ")), 3, "{out}");
+
+    // $TRITON_HOME wins over ~/.triton; nothing anywhere is an error unless --allow-empty
+    let nothing = t.path().join("nothing");
+    std::fs::create_dir_all(nothing.join(".triton/cache")).unwrap();
+    let env = [("HOME", nothing.as_path()), ("TRITON_HOME", nothing.as_path()), ("USER", Path::new("nobody-xyz"))];
+    let o = cachelens(&["scan", "--machine", "d", "--db", db.to_str().unwrap()], &env);
+    let out = text(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(out.contains(&format!("triton cache ($TRITON_HOME): {}: 0 Triton cache dirs", nothing.join(".triton/cache").display())), "{out}");
+}
