@@ -143,6 +143,7 @@ pub fn scan_report_from(root: &Path, machine: &str, prev: &Previous) -> anyhow::
         events: tail.events,
         event_files: tail.event_files,
         blobs,
+        beside: vec![],
     })
 }
 
@@ -167,5 +168,6 @@ pub async fn ingest_report(pool: &SqlitePool, r: &ScanReport, source: &str) -> a
             duration_ms: r.duration_ms,
         })
         .await?;
-    Ok((summary, true))
+    crate::db::scans::record_beside(pool, summary.scan_id, &r.beside).await?;
+    Ok((ScanSummary { beside: r.beside.clone(), ..summary }, true))
 }

@@ -1,8 +1,17 @@
 //! Which roots a `scan` or `up` reads: each path given (or each default location that exists)
 //! is searched for Triton cache dirs ([`scan::discover`]), and every one found is a root.
 
+use crate::model::ToolSize;
 use crate::scan::{self, discover};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
+
+/// A Triton cache dir found, and what other tools keep beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Root {
+    pub path: PathBuf,
+    pub beside: Vec<ToolSize>,
+}
 
 /// A default cache location of one tool, and where its path came from.
 #[derive(Debug, Clone)]
@@ -50,8 +59,8 @@ pub fn defaults() -> Vec<Default> {
 /// The roots below `paths` (the defaults that exist when empty), with what was found and not
 /// found written to `say` (one line each). An error when a path given cannot be read, or when
 /// no root is found and `allow_empty` is false.
-pub fn roots(paths: &[PathBuf], allow_empty: bool, say: &mut dyn FnMut(String)) -> anyhow::Result<Vec<PathBuf>> {
-    let mut out = vec![];
+pub fn roots(paths: &[PathBuf], allow_empty: bool, say: &mut dyn FnMut(String)) -> anyhow::Result<Vec<Root>> {
+    let mut out: Vec<Root> = vec![];
     let mut looked = vec![];
     if paths.is_empty() {
         for d in defaults() {
@@ -84,13 +93,17 @@ pub fn roots(paths: &[PathBuf], allow_empty: bool, say: &mut dyn FnMut(String)) 
 }
 
 /// The Triton cache dirs below one path, each listed through `say`.
-fn under(path: &Path, say: &mut dyn FnMut(String)) -> anyhow::Result<Vec<PathBuf>> {
+fn under(path: &Path, say: &mut dyn FnMut(String)) -> anyhow::Result<Vec<Root>> {
     let canon = crate::collect::resolve_root(path)?;
     let found = discover::find(&canon).map_err(|e| anyhow::anyhow!("cannot read {}: {}", canon.display(), e))?;
-    for r in &found.roots {
-        let rel = r.strip_prefix(&canon).unwrap_or(r);
-        let rel = if rel.as_os_str().is_empty() { ".".to_string() } else { scan::walk::shown(rel) };
-        say(format!("found Triton cache: {} ({rel} under {})", r.display(), canon.display()));
+    let base = scan::fsat::open_root(&canon)?;
+    let mut roots = vec![];
+    for r in found.roots {
+        let rel = r.strip_prefix(&canon).unwrap_or(Path::new("")).to_path_buf();
+        let shown = if rel.as_os_str().is_empty() { ".".to_string() } else { scan::walk::shown(&rel) };
+        say(format!("found Triton cache: {} ({shown} under {})", r.display(), canon.display()));
+        let beside = scan::beside::sizes(&canon, base.as_fd(), &rel);
+        roots.push(Root { path: r, beside });
     }
     if found.symlinks > 0 {
         say(format!("  {} symlinks under {} not followed", found.symlinks, canon.display()));
@@ -104,5 +117,5 @@ fn under(path: &Path, say: &mut dyn FnMut(String)) -> anyhow::Result<Vec<PathBuf
     if found.truncated {
         say(format!("  search stopped after {} dirs", discover::MAX_DIRS));
     }
-    Ok(found.roots)
+    Ok(roots)
 }

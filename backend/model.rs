@@ -42,6 +42,9 @@ pub struct ScanReport {
     /// IR text by sha256 (uploads carry only the blobs the server lacks).
     #[serde(default)]
     pub blobs: BTreeMap<String, String>,
+    /// What other tools keep beside this cache dir (Inductor's FX graphs, vLLM's compiled graphs).
+    #[serde(default)]
+    pub beside: Vec<ToolSize>,
 }
 
 /// What kind of directory an entry is. Stored as its snake_case name (`entries.kind`).
@@ -388,6 +391,25 @@ pub struct ScanSummary {
     pub events: i64,
     pub best_configs: i64,
     pub duration_ms: i64,
+    /// What other tools keep beside this cache dir.
+    #[serde(default)]
+    pub beside: Vec<ToolSize>,
+}
+
+/// The size of what one tool keeps beside a Triton cache dir: Inductor's FX graph
+/// (`fxgraph/`) or AOTAutograd (`aotautograd/`) cache, vLLM's compiled graphs (the rank dir
+/// less its `triton_cache/`). Counted without following symlinks, to a bounded depth.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ToolSize {
+    /// `inductor-fxgraph`, `inductor-aotautograd` or `vllm-compiled`.
+    pub tool: String,
+    /// The dir counted.
+    pub path: String,
+    /// Regular files and their bytes.
+    pub files: i64,
+    pub bytes: i64,
+    /// False when a bound stopped the count or a dir could not be listed (figures are floors).
+    pub complete: bool,
 }
 
 /// The answer to an upload (`POST /api/v1/scans`).

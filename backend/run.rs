@@ -37,22 +37,30 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     }
     let pool = db::open(&a.db.path()).await?;
     let mut summaries = vec![];
-    for p in &paths {
-        summaries.push(collect::scan_local(&pool, p, &machine).await?);
+    for r in &paths {
+        summaries.push(scan_root(&pool, r, &machine).await?);
     }
     print_summaries(&summaries, a.json, &format!("database: {}", a.db.path().display()));
     Ok(())
 }
 
+/// Scan one root found into the local database, with what sits beside it.
+async fn scan_root(pool: &sqlx::SqlitePool, r: &crate::locate::Root, machine: &str) -> anyhow::Result<ScanSummary> {
+    let mut s = collect::scan_local(pool, &r.path, machine).await?;
+    db::scans::record_beside(pool, s.scan_id, &r.beside).await?;
+    s.beside = r.beside.clone();
+    Ok(s)
+}
+
 /// `scan --server`: scan each root into a report and upload it.
-async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[PathBuf]) -> anyhow::Result<()> {
+async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[crate::locate::Root]) -> anyhow::Result<()> {
     use anyhow::Context;
     let token =
         a.token.as_deref().context("--server needs --token (or CACHELENS_TOKEN): see `cachelens token create`")?;
     let mut summaries = vec![];
-    for p in paths {
-        let up =
-            crate::upload::scan_and_upload(server, token, p, machine, crate::upload::Retry::new(a.retries)).await?;
+    for r in paths {
+        let retry = crate::upload::Retry::new(a.retries);
+        let up = crate::upload::scan_and_upload_beside(server, token, &r.path, machine, retry, &r.beside).await?;
         if !a.json {
             println!(
                 "uploaded {:.1} KiB (gzip) with {} of {} IR blobs the server lacked, {} hook event lines{}",
@@ -104,6 +112,11 @@ fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
         for (reason, n) in &s.skipped {
             println!("  skipped {n}: {reason}");
         }
+        for t in &s.beside {
+            let floor = if t.complete { "" } else { "at least " };
+            let mib = t.bytes as f64 / 1048576.0;
+            println!("  beside it: {}: {floor}{} files, {mib:.1} MiB in {}", t.tool, t.files, t.path);
+        }
         if s.relocated > 0 {
             println!(
                 "  note: {} entries have group files pointing to another path: Triton will miss on them here",
@@ -141,8 +154,8 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         let pool = db::open(&db.path()).await?;
         let machine = collect::hostname();
         let mut summaries = vec![];
-        for p in &present {
-            summaries.push(collect::scan_local(&pool, p, &machine).await?);
+        for r in &present {
+            summaries.push(scan_root(&pool, r, &machine).await?);
         }
         print_summaries(&summaries, false, &format!("database: {}", db.path().display()));
     }

@@ -37,6 +37,7 @@ fn synth(base: &ScanReport, machine: &str, scan: usize, n: usize) -> ScanReport 
         client_id: String::new(),
         machine: String::new(),
         root: base.root.clone(),
+        beside: vec![],
         ..*base
     };
     if machine == "load-000" && scan == 0 {

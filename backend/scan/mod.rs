@@ -6,6 +6,7 @@
 //! whose files (names, sizes, mtimes) are unchanged since the previous scan are not re-read.
 
 pub mod autotune;
+pub mod beside;
 pub mod discover;
 pub mod entry;
 pub mod events;
