@@ -26,10 +26,29 @@ fn tree() -> (TempDir, PathBuf, PathBuf, PathBuf) {
         let rank = home.join(".cache/vllm/torch_compile_cache").join(HASH).join(rank);
         copy(&jit.join("triton-cache"), &rank.join("triton_cache"));
         copy(&jit.join("inductor/fxgraph"), &rank.join("backbone/fxgraph"));
+        // links beside the cache are neither followed nor counted
+        std::os::unix::fs::symlink(jit.join("triton-cache"), rank.join("backbone/linked-dir")).unwrap();
+        std::os::unix::fs::symlink(jit.join("ground-truth-events.jsonl"), rank.join("linked-file")).unwrap();
     }
     let inductor = t.path().join("tmp/torchinductor_u");
     copy(&jit.join("inductor"), &inductor);
     (t, home, inductor, jit)
+}
+
+/// (regular files, bytes) below `dir`, by std's walk (not following links).
+fn files_under(dir: &Path) -> (i64, i64) {
+    let (mut n, mut b) = (0, 0);
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            let (n2, b2) = files_under(&e.path());
+            (n, b) = (n + n2, b + b2);
+        } else if t.is_file() {
+            (n, b) = (n + 1, b + e.metadata().unwrap().len() as i64);
+        }
+    }
+    (n, b)
 }
 
 fn cachelens(args: &[&str], env: &[(&str, &Path)]) -> Output {
@@ -72,6 +91,14 @@ async fn vllm_tree_scanned_from_its_top_each_rank_a_root() {
     let dups: i64 = s[1]["skipped"].as_object().unwrap().values().map(|v| v.as_i64().unwrap()).sum();
     assert_eq!(dups, 122, "{}", s[1]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("found Triton cache:"), "{}", text(&o));
+    // beside each rank's cache: its compiled graphs (the FX graphs copied there), links not counted
+    for (i, rank) in ["rank_0_0", "rank_1_0"].iter().enumerate() {
+        let (files, bytes) = files_under(&tcc.join(rank).join("backbone"));
+        assert!(files >= 2 && bytes > 100_000, "{files} {bytes}");
+        let path = tcc.join(rank).canonicalize().unwrap().display().to_string();
+        let want = serde_json::json!([{"tool": "vllm-compiled", "path": path, "files": files, "bytes": bytes, "complete": true}]);
+        assert_eq!(s[i]["beside"], want, "{}", s[i]);
+    }
 
     // where an entry lives: API and entry page
     let pool = cachelens::db::open(&db).await.unwrap();
@@ -89,6 +116,11 @@ async fn vllm_tree_scanned_from_its_top_each_rank_a_root() {
     assert_eq!(st, 200, "{page}");
     assert!(page.contains(&format!("torch_compile_cache/{HASH}/rank_0_0")), "{page}");
     assert!(page.contains("id=\"rank-dir\""), "{page}");
+    let (st, page) = common::get(&state, "/machines/vm").await;
+    assert_eq!(st, 200, "{page}");
+    let disk = &page[page.find("id=\"disk\"").expect("a disk section")..];
+    assert!(disk.contains(&format!("Triton cache (vLLM torch_compile_cache/{HASH}/rank_1_0)")), "{disk}");
+    assert_eq!(disk.matches("vllm-compiled").count(), 2, "{disk}");
 }
 
 #[test]
@@ -103,6 +135,17 @@ fn corpus_top_dir_finds_its_caches_and_an_empty_dir_fails() {
         s.iter().map(|s| (s["root"].as_str().unwrap().to_string(), s["entries"].as_i64().unwrap())).collect();
     let root = |r: &str| jit.join(r).canonicalize().unwrap().display().to_string();
     assert_eq!(got, [(root("inductor"), 3), (root("triton-cache"), 122)]);
+    let beside: Vec<(String, i64, i64)> = s[0]["beside"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["tool"].as_str().unwrap().into(), t["files"].as_i64().unwrap(), t["bytes"].as_i64().unwrap()))
+        .collect();
+    let fx = files_under(&jit.join("inductor/fxgraph"));
+    let aot = files_under(&jit.join("inductor/aotautograd"));
+    assert!(fx.0 > 0 && aot.0 > 0);
+    assert_eq!(beside, [("inductor-fxgraph".into(), fx.0, fx.1), ("inductor-aotautograd".into(), aot.0, aot.1)]);
+    assert_eq!(s[1]["beside"], serde_json::json!([]));
 
     // a dir with no Triton cache (a symlink to one is not followed)
     let empty = t.path().join("empty");
