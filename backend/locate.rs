@@ -95,7 +95,15 @@ pub fn roots(paths: &[PathBuf], allow_empty: bool, say: &mut dyn FnMut(String)) 
 /// The Triton cache dirs below one path, each listed through `say`.
 fn under(path: &Path, say: &mut dyn FnMut(String)) -> anyhow::Result<Vec<Root>> {
     let canon = crate::collect::resolve_root(path)?;
-    let found = discover::find(&canon).map_err(|e| anyhow::anyhow!("cannot read {}: {}", canon.display(), e))?;
+    let found = match discover::find(&canon) {
+        Ok(f) => f,
+        Err(e) => {
+            // scanned as a root all the same: its scan records the dir as unreadable and keeps
+            // the entries an earlier scan of it found (none are marked removed)
+            say(format!("cannot list {}: {}: scanning it as a cache dir", canon.display(), scan::walk::reason(&e)));
+            return Ok(vec![Root { path: canon, beside: vec![] }]);
+        }
+    };
     let base = scan::fsat::open_root(&canon)?;
     let mut roots = vec![];
     for r in found.roots {

@@ -42,7 +42,8 @@ pub struct Found {
     pub truncated: bool,
 }
 
-/// Find the Triton cache roots below `path` (canonical).
+/// Find the Triton cache roots below `path` (canonical); an error when `path` itself cannot be
+/// listed.
 pub fn find(path: &Path) -> std::io::Result<Found> {
     let mut out = Found::default();
     let mut roots = BTreeSet::new();
@@ -64,8 +65,14 @@ pub fn find(path: &Path) -> std::io::Result<Found> {
         let listing = opened.and_then(|fd| Ok((list(&fd, &mut out.symlinks)?, fd)));
         let ((is_cache, subdirs), fd) = match listing {
             Ok(x) => x,
+            Err(e) if parent.is_none() => return Err(e),
             Err(e) => {
                 out.unreadable.push(format!("{}: {}", path.join(&rel).display(), walk::reason(&e)));
+                // an Inductor device dir is a cache whatever it holds: its Inductor dir is
+                // scanned, and that scan records it unreadable (keeping its entries)
+                if root_of(&rel) != rel {
+                    roots.insert(root_of(&rel));
+                }
                 continue;
             }
         };
