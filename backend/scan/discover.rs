@@ -175,4 +175,30 @@ mod tests {
         assert_eq!(root_of(Path::new("0")), Path::new("0"));
         assert_eq!(root_of(Path::new("x/triton_cache")), Path::new("x/triton_cache"));
     }
+
+    /// Prints what the discovery adds to a scan of a 100,000-entry plain cache (one listing of
+    /// the root, no stat per entry) beside the walk's own listing. A measurement, not a check:
+    /// `cargo test --release --lib discovery_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn discovery_cost_on_100k_entries() {
+        use sha2::{Digest, Sha256};
+        let t = tempfile::TempDir::new().unwrap();
+        for i in 0..100_000u32 {
+            let h = Sha256::digest(i.to_le_bytes());
+            std::fs::create_dir(t.path().join(hex::encode(h))).unwrap();
+        }
+        let root = t.path().canonicalize().unwrap();
+        for _ in 0..3 {
+            let t0 = std::time::Instant::now();
+            let found = find(&root).unwrap();
+            let d = t0.elapsed();
+            let fd = fsat::open_root(&root).unwrap();
+            let t1 = std::time::Instant::now();
+            let layout = walk::walk(&root, fd.as_fd());
+            let w = t1.elapsed();
+            assert_eq!((found.roots.len(), layout.entries.len()), (1, 100_000));
+            println!("discovery {:.1} ms, walk {:.1} ms", d.as_secs_f64() * 1e3, w.as_secs_f64() * 1e3);
+        }
+    }
 }
