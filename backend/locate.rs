@@ -85,7 +85,11 @@ pub fn roots(paths: &[PathBuf], allow_empty: bool, say: &mut dyn FnMut(String)) 
         anyhow::bail!(
             "no Triton cache found {} (looked {} dirs deep for a dir of key-named entry dirs, symlinks not followed); \
              pass --allow-empty if none is expected yet",
-            if shown.is_empty() { "at any default location".to_string() } else { format!("under {}", shown.join(", ")) },
+            if shown.is_empty() {
+                "at any default location".to_string()
+            } else {
+                format!("under {}", shown.join(", "))
+            },
             discover::MAX_DEPTH
         );
     }

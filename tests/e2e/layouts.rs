@@ -79,7 +79,8 @@ fn summaries(o: &Output) -> Vec<Value> {
 async fn vllm_tree_scanned_from_its_top_each_rank_a_root() {
     let (t, home, _, _) = tree();
     let db = t.path().join("v.db");
-    let o = cachelens(&["scan", "--json", "--machine", "vm", "--db", db.to_str().unwrap(), home.to_str().unwrap()], &[]);
+    let o =
+        cachelens(&["scan", "--json", "--machine", "vm", "--db", db.to_str().unwrap(), home.to_str().unwrap()], &[]);
     let s = summaries(&o);
     let roots: Vec<&str> = s.iter().map(|s| s["root"].as_str().unwrap()).collect();
     let tcc = home.join(".cache/vllm/torch_compile_cache").join(HASH);
@@ -186,5 +187,11 @@ fn defaults_under_a_fake_home() {
     let o = cachelens(&["scan", "--machine", "d", "--db", db.to_str().unwrap()], &env);
     let out = text(&o);
     assert!(!o.status.success(), "{out}");
-    assert!(out.contains(&format!("triton cache ($TRITON_HOME): {}: 0 Triton cache dirs", nothing.join(".triton/cache").display())), "{out}");
+    assert!(
+        out.contains(&format!(
+            "triton cache ($TRITON_HOME): {}: 0 Triton cache dirs",
+            nothing.join(".triton/cache").display()
+        )),
+        "{out}"
+    );
 }
