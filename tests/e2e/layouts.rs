@@ -195,3 +195,33 @@ fn defaults_under_a_fake_home() {
         "{out}"
     );
 }
+
+/// `scan --server` of a vLLM tree: each rank a scan on the server, with its compiled graphs'
+/// sizes on the server's machine page; a report whose `beside` is not sane is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vllm_tree_uploaded_with_its_sizes() {
+    use crate::upload::{cli_upload, post_raw, server, text as both};
+    let (_t, home, _, jit) = tree();
+    let srv = server(Default::default()).await;
+    let token = cachelens::db::tokens::create(&srv.pool, "vup").await.unwrap();
+    let out = cli_upload(&srv.url, &token, "vup", &home, &[]).await;
+    let (stdout, stderr) = both(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stdout.matches("beside it: vllm-compiled").count(), 2, "{stdout}");
+    let scans: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT root, beside_json FROM scans ORDER BY root").fetch_all(&srv.pool).await.unwrap();
+    assert_eq!(scans.len(), 2);
+    let (files, bytes) =
+        files_under(&home.join(".cache/vllm/torch_compile_cache").join(HASH).join("rank_1_0/backbone"));
+    let b: Value = serde_json::from_str(scans[1].1.as_deref().unwrap()).unwrap();
+    assert_eq!((b[0]["files"].as_i64(), b[0]["bytes"].as_i64()), (Some(files), Some(bytes)), "{b}");
+    let client = cachelens::upload::client().unwrap();
+    let page = client.get(format!("{}/machines/vup", srv.url)).send().await.unwrap().text().await.unwrap();
+    assert_eq!(page.matches("vllm-compiled").count(), 2, "{page}");
+
+    let mut r = cachelens::collect::scan_report(&jit.join("triton-cache"), "vup").unwrap();
+    r.beside = vec![cachelens::model::ToolSize { tool: "x".into(), path: "a\0b".into(), ..Default::default() }];
+    let (st, body) = post_raw(&srv.url, "/api/v1/scans", Some(&token), serde_json::to_vec(&r).unwrap(), false).await;
+    assert_eq!(st, 422, "{body}");
+    assert!(body.to_string().contains("beside"), "{body}");
+}
