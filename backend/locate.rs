@@ -57,9 +57,16 @@ pub fn defaults() -> Vec<Default> {
 }
 
 /// The roots below `paths` (the defaults that exist when empty), with what was found and not
-/// found written to `say` (one line each). An error when a path given cannot be read, or when
-/// no root is found and `allow_empty` is false.
-pub fn roots(paths: &[PathBuf], allow_empty: bool, say: &mut dyn FnMut(String)) -> anyhow::Result<Vec<Root>> {
+/// found written to `say` (one line each). `known`: the roots this machine's earlier scans read;
+/// one below a path that no longer looks like a cache (its entry dirs all deleted) is scanned
+/// again all the same, so that its entries are marked removed. An error when a path given cannot
+/// be read, or when no root is found and `allow_empty` is false.
+pub fn roots(
+    paths: &[PathBuf],
+    known: &[String],
+    allow_empty: bool,
+    say: &mut dyn FnMut(String),
+) -> anyhow::Result<Vec<Root>> {
     let mut out: Vec<Root> = vec![];
     let mut looked = vec![];
     if paths.is_empty() {
@@ -68,14 +75,14 @@ pub fn roots(paths: &[PathBuf], allow_empty: bool, say: &mut dyn FnMut(String)) 
                 say(format!("{} cache ({}): {} not found", d.tool, d.from, d.path.display()));
                 continue;
             }
-            let found = under(&d.path, say)?;
+            let found = under(&d.path, known, say)?;
             say(format!("{} cache ({}): {}: {} Triton cache dirs", d.tool, d.from, d.path.display(), found.len()));
             looked.push(d.path);
             out.extend(found);
         }
     } else {
         for p in paths {
-            out.extend(under(p, say)?);
+            out.extend(under(p, known, say)?);
             looked.push(p.clone());
         }
     }
@@ -97,7 +104,7 @@ pub fn roots(paths: &[PathBuf], allow_empty: bool, say: &mut dyn FnMut(String)) 
 }
 
 /// The Triton cache dirs below one path, each listed through `say`.
-fn under(path: &Path, say: &mut dyn FnMut(String)) -> anyhow::Result<Vec<Root>> {
+fn under(path: &Path, known: &[String], say: &mut dyn FnMut(String)) -> anyhow::Result<Vec<Root>> {
     let canon = crate::collect::resolve_root(path)?;
     let found = match discover::find(&canon) {
         Ok(f) => f,
@@ -128,6 +135,13 @@ fn under(path: &Path, say: &mut dyn FnMut(String)) -> anyhow::Result<Vec<Root>> 
     }
     if found.truncated {
         say(format!("  search stopped after {} dirs", discover::MAX_DIRS));
+    }
+    for k in known.iter().map(PathBuf::from) {
+        // a root scanned before, below this path, still a dir but no longer found (emptied)
+        if k.starts_with(&canon) && !roots.iter().any(|r| r.path == k) && k.is_dir() {
+            say(format!("scanned before, no entry dir now: {} (scanning it again)", k.display()));
+            roots.push(Root { path: k, beside: vec![] });
+        }
     }
     Ok(roots)
 }

@@ -28,7 +28,11 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     // the roots found go to stdout, or to stderr when stdout is JSON
     let json = a.json;
     let mut say = |line: String| if json { eprintln!("{line}") } else { println!("{line}") };
-    let paths = crate::locate::roots(&a.paths, a.allow_empty, &mut say)?;
+    let known = match &a.server {
+        Some(_) => vec![],
+        None => db::scans::roots_of(&db::open(&a.db.path()).await?, &machine).await?,
+    };
+    let paths = crate::locate::roots(&a.paths, &known, a.allow_empty, &mut say)?;
     if paths.is_empty() {
         say("no Triton cache found (--allow-empty): nothing scanned".into());
     }
@@ -134,7 +138,11 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
     let present = if !a.paths.is_empty() && given.is_empty() {
         vec![]
     } else {
-        crate::locate::roots(&given, true, &mut |line| eprintln!("{line}"))?
+        let known = match a.db.path() {
+            p if p.exists() => db::scans::roots_of(&db::open(&p).await?, &collect::hostname()).await?,
+            _ => vec![],
+        };
+        crate::locate::roots(&given, &known, true, &mut |line| eprintln!("{line}"))?
     };
     let demo = present.is_empty();
     let db = if demo {

@@ -107,3 +107,13 @@ pub async fn root_sizes(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<Ro
         })
         .collect())
 }
+
+/// The roots `machine`'s scans have read.
+pub async fn roots_of(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT DISTINCT s.root FROM scans s JOIN machines m ON m.id = s.machine_id WHERE m.name = ? ORDER BY s.root",
+    )
+    .bind(machine)
+    .fetch_all(pool)
+    .await
+}

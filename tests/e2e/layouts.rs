@@ -225,3 +225,27 @@ async fn vllm_tree_uploaded_with_its_sizes() {
     assert_eq!(st, 422, "{body}");
     assert!(body.to_string().contains("beside"), "{body}");
 }
+
+/// A cache emptied since its last scan (every entry dir deleted) no longer looks like a cache,
+/// but the path holding it was scanned before: it is scanned again and its entries are marked
+/// removed, not left live behind a "no Triton cache" error.
+#[test]
+fn emptied_cache_is_rescanned_and_its_entries_removed() {
+    let (t, p) = common::unpacked("h100-jit-3.6.0");
+    let db = t.path().join("e.db");
+    let dbs = db.to_str().unwrap();
+    let s = summaries(&cachelens(&["scan", "--json", "--machine", "e", "--db", dbs, p.to_str().unwrap()], &[]));
+    assert_eq!(s.len(), 2);
+    let cache = p.join("triton-cache");
+    for d in std::fs::read_dir(&cache).unwrap() {
+        std::fs::remove_dir_all(d.unwrap().path()).unwrap();
+    }
+    let o = cachelens(&["scan", "--json", "--machine", "e", "--db", dbs, p.to_str().unwrap()], &[]);
+    let s = summaries(&o);
+    let r = s.iter().find(|s| s["root"] == cache.canonicalize().unwrap().display().to_string()).unwrap_or_else(|| panic!("{}", text(&o)));
+    assert_eq!((r["entries"].as_i64(), r["removed_entries"].as_i64()), (Some(0), Some(122)), "{r}");
+    assert!(text(&o).contains("scanned before, no entry dir now"), "{}", text(&o));
+    // scanning the emptied cache dir itself: the same
+    let o = cachelens(&["scan", "--json", "--machine", "e", "--db", dbs, cache.to_str().unwrap()], &[]);
+    assert_eq!(summaries(&o)[0]["entries"], 0, "{}", text(&o));
+}
