@@ -242,7 +242,10 @@ fn emptied_cache_is_rescanned_and_its_entries_removed() {
     }
     let o = cachelens(&["scan", "--json", "--machine", "e", "--db", dbs, p.to_str().unwrap()], &[]);
     let s = summaries(&o);
-    let r = s.iter().find(|s| s["root"] == cache.canonicalize().unwrap().display().to_string()).unwrap_or_else(|| panic!("{}", text(&o)));
+    let r = s
+        .iter()
+        .find(|s| s["root"] == cache.canonicalize().unwrap().display().to_string())
+        .unwrap_or_else(|| panic!("{}", text(&o)));
     assert_eq!((r["entries"].as_i64(), r["removed_entries"].as_i64()), (Some(0), Some(122)), "{r}");
     assert!(text(&o).contains("scanned before, no entry dir now"), "{}", text(&o));
     // scanning the emptied cache dir itself: the same
