@@ -95,6 +95,7 @@ pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow
             duration_ms: started.elapsed().as_millis() as i64,
         })
         .await?;
+    crate::db::inductor::replace(pool, summary.scan_id, &tail.inductor_autotune).await?;
     // Fold the WAL back into the database file now and truncate it: a cold scan of a big cache
     // leaves a WAL as large as the database, which every later process would otherwise recover
     // and copy into the database again on its first commit (a no-change re-scan of 100,000
@@ -144,6 +145,7 @@ pub fn scan_report_from(root: &Path, machine: &str, prev: &Previous) -> anyhow::
         event_files: tail.event_files,
         blobs,
         beside: vec![],
+        inductor_autotune: tail.inductor_autotune,
     })
 }
 
@@ -169,5 +171,6 @@ pub async fn ingest_report(pool: &SqlitePool, r: &ScanReport, source: &str) -> a
         })
         .await?;
     crate::db::scans::record_beside(pool, summary.scan_id, &r.beside).await?;
+    crate::db::inductor::replace(pool, summary.scan_id, &r.inductor_autotune).await?;
     Ok((ScanSummary { beside: r.beside.clone(), ..summary }, true))
 }

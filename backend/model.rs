@@ -45,6 +45,9 @@ pub struct ScanReport {
     /// What other tools keep beside this cache dir (Inductor's FX graphs, vLLM's compiled graphs).
     #[serde(default)]
     pub beside: Vec<ToolSize>,
+    /// Inductor's max-autotune choices (`<inductor dir>/cache/<hash>`).
+    #[serde(default)]
+    pub inductor_autotune: Vec<InductorAutotune>,
 }
 
 /// What kind of directory an entry is. Stored as its snake_case name (`entries.kind`).
@@ -517,4 +520,25 @@ mod tests {
         let typed = serde_json::json!({"path": "K", "kind": "unreadable", "reason": "vanished? no: EIO"});
         assert_eq!(serde_json::from_value::<Skip>(typed).unwrap().kind, SkipKind::Unreadable);
     }
+}
+
+/// One max-autotune decision Inductor recorded in its local autotune cache
+/// (`<inductor dir>/cache/<hash>`: `{"cache": {op: {shape key: {precision: {choice: ms}}}}}`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct InductorAutotune {
+    /// The file, relative to the root.
+    pub path: String,
+    pub op: String,
+    /// The shape key exactly as Inductor wrote it.
+    pub key: String,
+    pub precision: String,
+    /// Every benchmarked choice and its time, fastest first (failed ones last).
+    pub choices: Vec<AutotuneChoice>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct AutotuneChoice {
+    pub name: String,
+    /// `None`: the choice failed to benchmark (Inductor wrote `Infinity`).
+    pub ms: Option<f64>,
 }

@@ -252,3 +252,64 @@ fn emptied_cache_is_rescanned_and_its_entries_removed() {
     let o = cachelens(&["scan", "--json", "--machine", "e", "--db", dbs, cache.to_str().unwrap()], &[]);
     assert_eq!(summaries(&o)[0]["entries"], 0, "{}", text(&o));
 }
+
+/// A real max-autotune Inductor dir (H100): its `cache/<hash>` decisions through the CLI scan
+/// and `GET /api/v1/autotune`, checked against the file itself.
+#[tokio::test]
+async fn inductor_max_autotune_choices() {
+    let (t, dir) = common::unpacked("h100-inductor-autotune-triton-3.6.0");
+    let db = t.path().join("a.db");
+    let o = cachelens(&["scan", "--json", "--machine", "at", "--db", db.to_str().unwrap(), dir.to_str().unwrap()], &[]);
+    let s = summaries(&o);
+    assert_eq!(s.len(), 1, "{}", text(&o));
+    assert_eq!(s[0]["root"], dir.canonicalize().unwrap().display().to_string());
+    assert_eq!(s[0]["entries"], 130);
+    // the file, read here independently: op -> key -> precision -> choice -> ms
+    let cache = std::fs::read_dir(dir.join("cache")).unwrap().next().unwrap().unwrap().path();
+    // Python's json writes a failed choice as `Infinity`: read it here as null
+    let raw = std::fs::read_to_string(&cache).unwrap();
+    assert!(raw.contains(": Infinity"), "the fixture has failed choices");
+    let file: Value = serde_json::from_str(&raw.replace(": Infinity", ": null")).unwrap();
+    let mut want = vec![];
+    for (op, keys) in file["cache"].as_object().unwrap() {
+        for (key, precs) in keys.as_object().unwrap() {
+            for (prec, choices) in precs.as_object().unwrap() {
+                let c = choices.as_object().unwrap();
+                let ms = |v: &Value| v.as_f64().unwrap_or(f64::INFINITY);
+                let best = c.iter().min_by(|a, b| ms(a.1).total_cmp(&ms(b.1))).unwrap();
+                want.push((op.clone(), key.clone(), prec.clone(), c.len(), best.0.clone()));
+            }
+        }
+    }
+    want.sort();
+    assert_eq!(want.len(), 4);
+    let pool = cachelens::db::open(&db).await.unwrap();
+    let state = cachelens::web::AppState::new(pool, Default::default());
+    let rows = common::get_json(&state, "/api/v1/autotune?machine=at").await;
+    let mut got: Vec<(String, String, String, usize, String)> = common::arr(&rows)
+        .iter()
+        .map(|r| {
+            assert_eq!((r["source"].as_str(), r["machine"].as_str()), (Some("inductor"), Some("at")));
+            let ch = r["choices"].as_array().unwrap();
+            let ms: Vec<f64> = ch.iter().map(|c| c["ms"].as_f64().unwrap_or(f64::INFINITY)).collect();
+            assert!(ms.windows(2).all(|w| w[0] <= w[1]), "fastest first: {ms:?}");
+            assert_eq!(r["winner"], ch[0]["name"]);
+            let name = |k: &str| r[k].as_str().unwrap().to_string();
+            (name("op"), name("key"), name("precision"), ch.len(), name("winner"))
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, want);
+    // filters and paging
+    assert_eq!(common::arr(&common::get_json(&state, "/api/v1/autotune?kernel=addmm").await).len(), 4);
+    assert_eq!(common::arr(&common::get_json(&state, "/api/v1/autotune?machine=nope").await).len(), 0);
+    let page = common::get_json(&state, "/api/v1/autotune?machine=at&limit=1&offset=3").await;
+    assert_eq!(common::arr(&page).len(), 1);
+    let winner = &want[0].4;
+    let by_choice = common::get_json(&state, &format!("/api/v1/autotune?kernel={winner}")).await;
+    assert!(!common::arr(&by_choice).is_empty());
+    // a re-scan replaces the root's decisions, never doubles them
+    let o = cachelens(&["scan", "--json", "--machine", "at", "--db", db.to_str().unwrap(), dir.to_str().unwrap()], &[]);
+    summaries(&o);
+    assert_eq!(common::arr(&common::get_json(&state, "/api/v1/autotune").await).len(), 4);
+}
