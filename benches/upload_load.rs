@@ -38,6 +38,7 @@ fn synth(base: &ScanReport, machine: &str, scan: usize, n: usize) -> ScanReport 
         machine: String::new(),
         root: base.root.clone(),
         beside: vec![],
+        inductor_autotune: vec![],
         ..*base
     };
     if machine == "load-000" && scan == 0 {
