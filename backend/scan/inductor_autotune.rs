@@ -11,8 +11,7 @@ use serde_json::Value;
 /// whose time is not a finite number (failed) has `ms: None`; a decision with no timed choice
 /// is left out.
 pub fn parse(path: &str, text: &str) -> Result<Vec<InductorAutotune>, String> {
-    let v: Value =
-        serde_json::from_str(&python_json(text)).map_err(|e| format!("corrupt Inductor autotune JSON: {e}"))?;
+    let v = super::autotune::parse_py_json(text).map_err(|e| format!("corrupt Inductor autotune JSON: {e}"))?;
     let cache = v.get("cache").and_then(Value::as_object).ok_or("Inductor autotune JSON without a \"cache\" object")?;
     let mut out = vec![];
     for (op, keys) in cache {
@@ -42,31 +41,6 @@ pub fn parse(path: &str, text: &str) -> Result<Vec<InductorAutotune>, String> {
     Ok(out)
 }
 
-/// `text` with Python's non-JSON number tokens (`Infinity`, `-Infinity`, `NaN`) outside strings
-/// replaced by `null`.
-fn python_json(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains("Infinity") && !text.contains("NaN") {
-        return text.into();
-    }
-    let mut out = String::with_capacity(text.len());
-    let (mut in_str, mut escaped) = (false, false);
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if in_str {
-            (escaped, in_str) = (!escaped && c == '\\', escaped || c != '"');
-        } else if c == '"' {
-            in_str = true;
-        } else if let Some(tok) = ["-Infinity", "Infinity", "NaN"].into_iter().find(|t| rest.starts_with(t)) {
-            out.push_str("null");
-            rest = &rest[tok.len()..];
-            continue;
-        }
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    out.into()
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
@@ -77,7 +51,6 @@ mod tests {
         assert_eq!((r[0].op.as_str(), r[0].key.as_str(), r[0].precision.as_str()), ("addmm", "k1", "highest"));
         let names: Vec<(&str, Option<f64>)> = r[0].choices.iter().map(|c| (c.name.as_str(), c.ms)).collect();
         assert_eq!(names, [("addmm", Some(0.01)), ("triton_mm_1", Some(0.02)), ("bad", None)]);
-        assert_eq!(super::python_json(r#"["Infinity", -Infinity]"#), r#"["Infinity", null]"#);
         assert!(super::parse("cache/x", "{").is_err());
     }
 }

@@ -313,3 +313,57 @@ async fn inductor_max_autotune_choices() {
     summaries(&o);
     assert_eq!(common::arr(&common::get_json(&state, "/api/v1/autotune").await).len(), 4);
 }
+
+/// Triton's own `.autotune.json` results in `GET /api/v1/autotune` (`source: "triton"`), after
+/// Inductor's, checked against the corpus files: one row per file, every config, the key as
+/// Triton wrote it, the winner the fastest median.
+#[tokio::test]
+async fn triton_autotune_rows_beside_inductor_ones() {
+    let jit = common::corpus_read_only("h100-jit-3.6.0");
+    let (t, ind) = common::unpacked("h100-inductor-autotune-triton-3.6.0");
+    let db = t.path().join("t.db");
+    for p in [jit.join("triton-cache"), ind] {
+        summaries(&cachelens(
+            &["scan", "--json", "--machine", "tm", "--db", db.to_str().unwrap(), p.to_str().unwrap()],
+            &[],
+        ));
+    }
+    let mut files = vec![];
+    for d in std::fs::read_dir(jit.join("triton-cache")).unwrap() {
+        for f in std::fs::read_dir(d.unwrap().path()).unwrap() {
+            let f = f.unwrap().path();
+            if f.to_string_lossy().ends_with(".autotune.json") {
+                // a failed config is timed `Infinity` (Python's json): null here
+                let raw = std::fs::read_to_string(&f).unwrap().replace("Infinity", "null");
+                let v: Value = serde_json::from_str(&raw).unwrap();
+                files.push((v["key"].to_string(), v["configs_timings"].as_array().unwrap().len()));
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() >= 2);
+    let pool = cachelens::db::open(&db).await.unwrap();
+    let state = cachelens::web::AppState::new(pool, Default::default());
+    let all = common::get_json(&state, "/api/v1/autotune?machine=tm").await;
+    let all = common::arr(&all);
+    let sources: Vec<&str> = all.iter().map(|r| r["source"].as_str().unwrap()).collect();
+    assert_eq!(sources.iter().filter(|s| **s == "inductor").count(), 4);
+    assert!(sources.windows(2).all(|w| w[0] <= w[1]), "inductor rows first: {sources:?}");
+    let mut got = vec![];
+    for r in all.iter().filter(|r| r["source"] == "triton") {
+        assert_eq!(r["op"], "matmul_kernel");
+        let ch = r["choices"].as_array().unwrap();
+        let best = ch.iter().filter_map(|c| c["ms"].as_f64()).fold(f64::INFINITY, f64::min);
+        assert_eq!(ch[0]["ms"].as_f64(), Some(best));
+        assert!(ch.iter().any(|c| c["name"] == r["winner"]), "{r}");
+        got.push((r["key"].as_str().unwrap().to_string(), ch.len()));
+    }
+    got.sort();
+    assert_eq!(got, files);
+    // paging runs across both sources
+    let tail = common::get_json(&state, "/api/v1/autotune?machine=tm&limit=3&offset=3").await;
+    let tail: Vec<&str> = common::arr(&tail).iter().map(|r| r["source"].as_str().unwrap()).collect();
+    assert_eq!(tail, ["inductor", "triton", "triton"]);
+    let k = common::get_json(&state, "/api/v1/autotune?kernel=matmul_kernel").await;
+    assert_eq!(common::arr(&k).len(), files.len());
+}
