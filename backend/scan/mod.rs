@@ -120,7 +120,7 @@ where
         }
     }
     for rel in &layout.inductor_autotune {
-        match read_small(rfd, rel, limits::MAX_BEST_CONFIG_BYTES * 16, "Inductor autotune cache")
+        match read_small(rfd, rel, limits::MAX_INDUCTOR_AUTOTUNE_BYTES, "Inductor autotune cache")
             .and_then(|t| inductor_autotune::parse(&walk::shown(rel), &t).map_err(|e| (SkipKind::Malformed, e)))
         {
             Ok(mut rows) => tail.inductor_autotune.append(&mut rows),
