@@ -44,9 +44,14 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 pub struct ScanArgs {
-    /// Cache dirs: a Triton cache, or an Inductor dir holding triton/<device>/
-    /// (default: $TRITON_CACHE_DIR, else ~/.triton/cache).
+    /// Dirs to search for Triton caches, at any depth up to 8 (plain, Inductor's
+    /// triton/<device>/, vLLM's rank_<i>_<j>/triton_cache/); default: every default location that
+    /// exists ($TRITON_CACHE_DIR or $TRITON_HOME/.triton/cache or ~/.triton/cache,
+    /// $TORCHINDUCTOR_CACHE_DIR or /tmp/torchinductor_$USER, $VLLM_CACHE_ROOT or ~/.cache/vllm).
     pub paths: Vec<PathBuf>,
+    /// Succeed (exit 0) when no Triton cache is found (scripts run before any compile).
+    #[arg(long)]
+    pub allow_empty: bool,
     /// Machine name to record (default: the hostname).
     #[arg(long, env = "CACHELENS_MACHINE")]
     pub machine: Option<String>,
@@ -74,7 +79,8 @@ pub struct ScanArgs {
 
 #[derive(Args, Debug)]
 pub struct UpArgs {
-    /// Cache dirs to scan (default: $TRITON_CACHE_DIR, else ~/.triton/cache).
+    /// Dirs to search for Triton caches (default: every default location that exists; see
+    /// `cachelens scan --help`).
     pub paths: Vec<PathBuf>,
     #[command(flatten)]
     pub db: DbArg,

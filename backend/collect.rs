@@ -103,6 +103,7 @@ pub async fn scan_local_with(pool: &SqlitePool, root: &Path, machine: &str, full
             duration_ms: started.elapsed().as_millis() as i64,
         })
         .await?;
+    crate::db::inductor::replace(pool, summary.scan_id, &tail.inductor_autotune).await?;
     // Fold the WAL back into the database file now and truncate it: a cold scan of a big cache
     // leaves a WAL as large as the database, which every later process would otherwise recover
     // and copy into the database again on its first commit (a no-change re-scan of 100,000
@@ -151,6 +152,8 @@ pub fn scan_report_from(root: &Path, machine: &str, prev: &Previous) -> anyhow::
         events: tail.events,
         event_files: tail.event_files,
         blobs,
+        beside: vec![],
+        inductor_autotune: tail.inductor_autotune,
     })
 }
 
@@ -176,5 +179,7 @@ pub async fn ingest_report(pool: &SqlitePool, r: &ScanReport, source: &str) -> a
             duration_ms: r.duration_ms,
         })
         .await?;
-    Ok((summary, true))
+    crate::db::scans::record_beside(pool, summary.scan_id, &r.beside).await?;
+    crate::db::inductor::replace(pool, summary.scan_id, &r.inductor_autotune).await?;
+    Ok((ScanSummary { beside: r.beside.clone(), ..summary }, true))
 }

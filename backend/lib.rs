@@ -10,6 +10,7 @@ pub mod db;
 pub mod demo;
 pub mod explain;
 pub mod fmt;
+pub mod locate;
 pub mod model;
 pub mod run;
 pub mod scan;

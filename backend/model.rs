@@ -42,6 +42,12 @@ pub struct ScanReport {
     /// IR text by sha256 (uploads carry only the blobs the server lacks).
     #[serde(default)]
     pub blobs: BTreeMap<String, String>,
+    /// What other tools keep beside this cache dir (Inductor's FX graphs, vLLM's compiled graphs).
+    #[serde(default)]
+    pub beside: Vec<ToolSize>,
+    /// Inductor's max-autotune choices (`<inductor dir>/cache/<hash>`).
+    #[serde(default)]
+    pub inductor_autotune: Vec<InductorAutotune>,
 }
 
 /// What kind of directory an entry is. Stored as its snake_case name (`entries.kind`).
@@ -398,6 +404,25 @@ pub struct ScanSummary {
     pub events: i64,
     pub best_configs: i64,
     pub duration_ms: i64,
+    /// What other tools keep beside this cache dir.
+    #[serde(default)]
+    pub beside: Vec<ToolSize>,
+}
+
+/// The size of what one tool keeps beside a Triton cache dir: Inductor's FX graph
+/// (`fxgraph/`) or AOTAutograd (`aotautograd/`) cache, vLLM's compiled graphs (the rank dir
+/// less its `triton_cache/`). Counted without following symlinks, to a bounded depth.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct ToolSize {
+    /// `inductor-fxgraph`, `inductor-aotautograd` or `vllm-compiled`.
+    pub tool: String,
+    /// The dir counted.
+    pub path: String,
+    /// Regular files and their bytes.
+    pub files: i64,
+    pub bytes: i64,
+    /// False when a bound stopped the count or a dir could not be listed (figures are floors).
+    pub complete: bool,
 }
 
 /// The answer to an upload (`POST /api/v1/scans`).
@@ -505,4 +530,25 @@ mod tests {
         let typed = serde_json::json!({"path": "K", "kind": "unreadable", "reason": "vanished? no: EIO"});
         assert_eq!(serde_json::from_value::<Skip>(typed).unwrap().kind, SkipKind::Unreadable);
     }
+}
+
+/// One max-autotune decision Inductor recorded in its local autotune cache
+/// (`<inductor dir>/cache/<hash>`: `{"cache": {op: {shape key: {precision: {choice: ms}}}}}`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct InductorAutotune {
+    /// The file, relative to the root.
+    pub path: String,
+    pub op: String,
+    /// The shape key exactly as Inductor wrote it.
+    pub key: String,
+    pub precision: String,
+    /// Every benchmarked choice and its time, fastest first (failed ones last).
+    pub choices: Vec<AutotuneChoice>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct AutotuneChoice {
+    pub name: String,
+    /// `None`: the choice failed to benchmark (Inductor wrote `Infinity`).
+    pub ms: Option<f64>,
 }

@@ -25,28 +25,51 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
         crate::model::valid_machine_name(&machine),
         "invalid machine name {machine:?}: use --machine with 1-64 letters, digits, '.', '_' or '-', not starting with '.'"
     );
-    let paths = if a.paths.is_empty() { vec![crate::scan::default_root()] } else { a.paths.clone() };
+    // the roots found go to stdout, or to stderr when stdout is JSON
+    let json = a.json;
+    let mut say = |line: String| if json { eprintln!("{line}") } else { println!("{line}") };
+    let known = match &a.server {
+        Some(_) => vec![],
+        None => db::scans::roots_of(&db::open(&a.db.path()).await?, &machine).await?,
+    };
+    let paths = crate::locate::roots(&a.paths, &known, a.allow_empty, &mut say)?;
+    if paths.is_empty() {
+        say("no Triton cache found (--allow-empty): nothing scanned".into());
+    }
     if let Some(server) = &a.server {
         return upload(&a, server, &machine, &paths).await;
     }
     let pool = db::open(&a.db.path()).await?;
     let mut summaries = vec![];
-    for p in &paths {
-        summaries.push(collect::scan_local_with(&pool, p, &machine, a.full).await?);
+    for r in &paths {
+        summaries.push(scan_root(&pool, r, &machine, a.full).await?);
     }
     print_summaries(&summaries, a.json, &format!("database: {}", a.db.path().display()));
     Ok(())
 }
 
+/// Scan one root found into the local database, with what sits beside it.
+async fn scan_root(
+    pool: &sqlx::SqlitePool,
+    r: &crate::locate::Root,
+    machine: &str,
+    full: bool,
+) -> anyhow::Result<ScanSummary> {
+    let mut s = collect::scan_local_with(pool, &r.path, machine, full).await?;
+    db::scans::record_beside(pool, s.scan_id, &r.beside).await?;
+    s.beside = r.beside.clone();
+    Ok(s)
+}
+
 /// `scan --server`: scan each root into a report and upload it.
-async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[PathBuf]) -> anyhow::Result<()> {
+async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[crate::locate::Root]) -> anyhow::Result<()> {
     use anyhow::Context;
     let token =
         a.token.as_deref().context("--server needs --token (or CACHELENS_TOKEN): see `cachelens token create`")?;
     let mut summaries = vec![];
-    for p in paths {
-        let up =
-            crate::upload::scan_and_upload(server, token, p, machine, crate::upload::Retry::new(a.retries)).await?;
+    for r in paths {
+        let retry = crate::upload::Retry::new(a.retries);
+        let up = crate::upload::scan_and_upload_beside(server, token, &r.path, machine, retry, &r.beside).await?;
         if !a.json {
             println!(
                 "uploaded {:.1} KiB (gzip) with {} of {} IR blobs the server lacked, {} hook event lines{}",
@@ -98,6 +121,11 @@ fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
         for (reason, n) in &s.skipped {
             println!("  skipped {n}: {reason}");
         }
+        for t in &s.beside {
+            let floor = if t.complete { "" } else { "at least " };
+            let mib = t.bytes as f64 / 1048576.0;
+            println!("  beside it: {}: {floor}{} files, {mib:.1} MiB in {}", t.tool, t.files, t.path);
+        }
         if s.relocated > 0 {
             println!(
                 "  note: {} entries have group files pointing to another path: Triton will miss on them here",
@@ -110,8 +138,17 @@ fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
 
 /// The README's first command: scan what this machine has, or show the demo, then serve.
 async fn up(a: UpArgs) -> anyhow::Result<()> {
-    let paths = if a.paths.is_empty() { vec![crate::scan::default_root()] } else { a.paths.clone() };
-    let present: Vec<_> = paths.iter().filter(|p| std::fs::read_dir(p).is_ok_and(|mut d| d.next().is_some())).collect();
+    // a path given that does not exist (or holds no Triton cache) falls back to the demo too
+    let given: Vec<PathBuf> = a.paths.iter().filter(|p| p.is_dir()).cloned().collect();
+    let present = if !a.paths.is_empty() && given.is_empty() {
+        vec![]
+    } else {
+        let known = match a.db.path() {
+            p if p.exists() => db::scans::roots_of(&db::open(&p).await?, &collect::hostname()).await?,
+            _ => vec![],
+        };
+        crate::locate::roots(&given, &known, true, &mut |line| eprintln!("{line}"))?
+    };
     let demo = present.is_empty();
     let db = if demo {
         // keep the demo apart from the real default database; a --db the user named is never
@@ -121,10 +158,7 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         a.db.clone()
     };
     if demo {
-        eprintln!(
-            "no Triton cache at {}: loading the bundled demo caches",
-            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-        );
+        eprintln!("no Triton cache found: loading the bundled demo caches");
         if a.db.db.is_none() {
             // our own demo database from an earlier run: start it afresh
             let _ = std::fs::remove_file(demo_db_default());
@@ -133,8 +167,8 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         let pool = db::open(&db.path()).await?;
         let machine = collect::hostname();
         let mut summaries = vec![];
-        for p in present {
-            summaries.push(collect::scan_local(&pool, p, &machine).await?);
+        for r in &present {
+            summaries.push(scan_root(&pool, r, &machine, false).await?);
         }
         print_summaries(&summaries, false, &format!("database: {}", db.path().display()));
     }

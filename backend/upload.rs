@@ -179,9 +179,22 @@ pub async fn scan_and_upload(
     machine: &str,
     retry: Retry,
 ) -> anyhow::Result<Uploaded> {
+    scan_and_upload_beside(server, token, root, machine, retry, &[]).await
+}
+
+/// [`scan_and_upload`], the report carrying what sits beside the root ([`crate::model::ToolSize`]).
+pub async fn scan_and_upload_beside(
+    server: &str,
+    token: &str,
+    root: &std::path::Path,
+    machine: &str,
+    retry: Retry,
+    beside: &[crate::model::ToolSize],
+) -> anyhow::Result<Uploaded> {
     let prev = server_event_marks(server, token, retry).await?;
     let (root, m) = (root.to_path_buf(), machine.to_string());
-    let report = tokio::task::spawn_blocking(move || crate::collect::scan_report_from(&root, &m, &prev)).await??;
+    let mut report = tokio::task::spawn_blocking(move || crate::collect::scan_report_from(&root, &m, &prev)).await??;
+    report.beside = beside.to_vec();
     upload_report(server, token, report, retry).await
 }
 

@@ -37,6 +37,8 @@ fn synth(base: &ScanReport, machine: &str, scan: usize, n: usize) -> ScanReport 
         client_id: String::new(),
         machine: String::new(),
         root: base.root.clone(),
+        beside: vec![],
+        inductor_autotune: vec![],
         ..*base
     };
     if machine == "load-000" && scan == 0 {

@@ -18,6 +18,7 @@ pub struct ArtifactRow {
 /// Attach artifact lists to entry rows.
 pub async fn with_artifacts(pool: &SqlitePool, rows: &mut [EntryRow]) -> sqlx::Result<()> {
     for r in rows.iter_mut() {
+        r.rank = crate::scan::discover::rank_dir(&r.root);
         r.artifacts = sqlx::query_as("SELECT name, ext, bytes, sha256 FROM artifacts WHERE entry_id = ? ORDER BY name")
             .bind(r.id)
             .fetch_all(pool)

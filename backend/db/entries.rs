@@ -33,13 +33,19 @@ pub struct EntryRow {
     pub partial: Option<String>,
     pub binary_sha256: Option<String>,
     pub removed_at: Option<i64>,
+    /// The cache dir (scan root) the entry sits in, and its dir below it.
+    pub root: String,
+    pub dir: String,
+    /// For a vLLM cache: the `rank_<i>_<j>` dir the root is in.
+    #[sqlx(skip)]
+    pub rank: Option<String>,
     #[sqlx(skip)]
     pub artifacts: Vec<ArtifactRow>,
 }
 
 pub const ENTRY_COLUMNS: &str = "e.id, m.name AS machine, e.key, e.kind, e.kernel, e.backend, e.arch, e.warp_size,
     e.num_warps, e.num_stages, e.num_ctas, e.triton_version, e.signature, e.shapes, e.created_at, e.bytes,
-    e.registers, e.spills, e.shared_bytes, e.relocated, e.partial, e.binary_sha256, e.removed_at";
+    e.registers, e.spills, e.shared_bytes, e.relocated, e.partial, e.binary_sha256, e.removed_at, e.root, e.dir";
 
 pub async fn entries(
     pool: &SqlitePool,

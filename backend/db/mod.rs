@@ -8,6 +8,7 @@ pub mod entries;
 pub mod events;
 pub mod explain;
 pub mod history;
+pub mod inductor;
 pub mod ingest;
 pub mod rebuild;
 pub mod scans;

@@ -67,3 +67,53 @@ pub async fn scan(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<ScanRef>> {
     .fetch_optional(pool)
     .await
 }
+
+/// Record what sits beside the scanned root (see [`crate::model::ToolSize`]).
+pub async fn record_beside(pool: &SqlitePool, scan_id: i64, beside: &[crate::model::ToolSize]) -> sqlx::Result<()> {
+    let json = serde_json::to_string(beside).unwrap_or_else(|_| "[]".into());
+    sqlx::query("UPDATE scans SET beside_json = ? WHERE id = ?").bind(json).bind(scan_id).execute(pool).await?;
+    Ok(())
+}
+
+/// One root of a machine as its latest scan saw it: the Triton cache and what sits beside.
+#[derive(Debug, Clone)]
+pub struct RootSize {
+    pub root: String,
+    pub entries: i64,
+    pub bytes: i64,
+    pub scanned_at: i64,
+    /// `None`: the scan did not count it (made before this was recorded).
+    pub beside: Option<Vec<crate::model::ToolSize>>,
+}
+
+/// The latest scan of each root of `machine`, by root.
+pub async fn root_sizes(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<RootSize>> {
+    let rows: Vec<(String, i64, i64, i64, Option<String>)> = sqlx::query_as(
+        "SELECT s.root, s.entries, s.bytes, s.scanned_at, s.beside_json FROM scans s JOIN machines m ON m.id = s.machine_id
+         WHERE m.name = ? AND s.id = (SELECT MAX(t.id) FROM scans t WHERE t.machine_id = s.machine_id AND t.root = s.root)
+         ORDER BY s.root LIMIT 1000",
+    )
+    .bind(machine)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(root, entries, bytes, scanned_at, b)| RootSize {
+            root,
+            entries,
+            bytes,
+            scanned_at,
+            beside: b.and_then(|j| serde_json::from_str(&j).ok()),
+        })
+        .collect())
+}
+
+/// The roots `machine`'s scans have read.
+pub async fn roots_of(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT DISTINCT s.root FROM scans s JOIN machines m ON m.id = s.machine_id WHERE m.name = ? ORDER BY s.root",
+    )
+    .bind(machine)
+    .fetch_all(pool)
+    .await
+}

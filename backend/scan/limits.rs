@@ -15,6 +15,7 @@
 //! | `.cubin` | [`MAX_CUBIN_BYTES`] 32 MiB | hashed and listed, resources not read: the entry is partial, the skip counted |
 //! | `.hsaco`, `.so`, anything else | 0 | always hashed as a stream (never parsed) |
 //! | Inductor `.best_config` | [`MAX_BEST_CONFIG_BYTES`] 1 MiB | skipped with the reason |
+//! | Inductor autotune cache `cache/<hash>` | [`MAX_INDUCTOR_AUTOTUNE_BYTES`] 16 MiB | skipped with the reason |
 //! | hook event line | [`MAX_EVENT_LINE`] 64 KiB | skipped ("malformed hook event line (too long)"), reading goes on after its end |
 //! | hook event bytes per scan | [`MAX_EVENT_BYTES_PER_SCAN`] 64 MiB | the rest is read by the next scan, from the mark this one leaves |
 //!
@@ -29,6 +30,8 @@ pub const MAX_META_BYTES: u64 = 4 << 20;
 pub const MAX_CUBIN_BYTES: u64 = 32 << 20;
 /// Inductor `.best_config` files larger than this are skipped.
 pub const MAX_BEST_CONFIG_BYTES: u64 = 1 << 20;
+/// Inductor autotune cache files (`cache/<hash>`: 12 KB for 4 shapes in the fixture) larger than this are skipped.
+pub const MAX_INDUCTOR_AUTOTUNE_BYTES: u64 = 16 << 20;
 /// A hook event line longer than this is not a hook line (they are under 4 KB).
 pub const MAX_EVENT_LINE: usize = 64 << 10;
 /// At most this many bytes of hook event lines are read per scan (all files together).

@@ -9,9 +9,12 @@
 //! stamp", says why that is sound for Triton's writers and where it is not).
 
 pub mod autotune;
+pub mod beside;
+pub mod discover;
 pub mod entry;
 pub mod events;
 pub mod fsat;
+pub mod inductor_autotune;
 pub mod limits;
 pub mod resources;
 pub mod ttir;
@@ -55,6 +58,7 @@ pub struct Tail {
     pub best_configs: Vec<BestConfig>,
     pub events: Vec<HookEvent>,
     pub event_files: Vec<EventFileMark>,
+    pub inductor_autotune: Vec<crate::model::InductorAutotune>,
 }
 
 /// The default cache dir: `$TRITON_CACHE_DIR`, else `~/.triton/cache`.
@@ -141,6 +145,14 @@ where
     for rel in &layout.best_configs {
         match read_best_config(rfd, rel) {
             Ok(b) => tail.best_configs.push(b),
+            Err((kind, reason)) => tail.skipped.push(Skip::new(walk::shown(rel), kind, reason)),
+        }
+    }
+    for rel in &layout.inductor_autotune {
+        match read_small(rfd, rel, limits::MAX_INDUCTOR_AUTOTUNE_BYTES, "Inductor autotune cache")
+            .and_then(|t| inductor_autotune::parse(&walk::shown(rel), &t).map_err(|e| (SkipKind::Malformed, e)))
+        {
+            Ok(mut rows) => tail.inductor_autotune.append(&mut rows),
             Err((kind, reason)) => tail.skipped.push(Skip::new(walk::shown(rel), kind, reason)),
         }
     }
@@ -255,6 +267,19 @@ fn read_one(
         }
     }
     Err(last)
+}
+
+/// The text of a small file below the root, refused over `cap` bytes.
+fn read_small(root_fd: BorrowedFd<'_>, rel: &Path, cap: u64, what: &str) -> Result<String, (SkipKind, String)> {
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let dir = fsat::open_rel(root_fd, parent).map_err(|e| walk::why(&e))?;
+    let (f, size) = fsat::open_file(dir.as_fd(), rel.file_name().unwrap_or_default()).map_err(|e| walk::why(&e))?;
+    if size > cap {
+        return Err((SkipKind::TooLarge, limits::over_cap(what, cap)));
+    }
+    let mut buf = Vec::new();
+    fsat::read_capped(f, size, cap, &mut buf).map_err(|e| walk::why(&e))?;
+    String::from_utf8(buf).map_err(|e| (SkipKind::Malformed, format!("{what}: not UTF-8: {e}")))
 }
 
 fn read_best_config(root_fd: BorrowedFd<'_>, rel: &Path) -> Result<BestConfig, (SkipKind, String)> {

@@ -26,6 +26,8 @@ pub struct Layout {
     pub event_files: Vec<PathBuf>,
     /// Inductor `.best_config` files, relative to the root.
     pub best_configs: Vec<PathBuf>,
+    /// Inductor's autotune cache files (`cache/<64 hex>`), relative to the root.
+    pub inductor_autotune: Vec<PathBuf>,
     pub skipped: Vec<Skip>,
 }
 
@@ -192,8 +194,13 @@ fn walk_cache(root: &Path, dir: &rustix::fs::Dir, children: Vec<fsat::Child>, pr
         } else if prefix.is_empty() {
             // Inductor's other dirs (`<2 chars>/`, `fxgraph/`, ...): only `.best_config` matters.
             if let Some((_, files)) = open_list(fd, Some(&name), root, &rel, out) {
-                for f in files.into_iter().filter(|f| f.kind == Kind::File && best(&f.name)) {
-                    out.best_configs.push(rel.join(&f.name));
+                for f in files.into_iter().filter(|f| f.kind == Kind::File) {
+                    if best(&f.name) {
+                        out.best_configs.push(rel.join(&f.name));
+                    } else if text == "cache" && f.name.to_str().is_some_and(|n| n.len() == 64 && is_key(n)) {
+                        // Inductor's autotune cache: `cache/<sha256 hex>`
+                        out.inductor_autotune.push(rel.join(&f.name));
+                    }
                 }
             }
         }

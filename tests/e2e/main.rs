@@ -10,6 +10,7 @@ mod history;
 mod history_exact;
 mod hostile_scan;
 mod hostile_server;
+mod layouts;
 mod pages;
 mod rescan;
 mod scan;

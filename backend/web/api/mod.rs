@@ -23,6 +23,7 @@ pub fn read_router() -> Router<AppState> {
         .route("/scans", get(scans))
         .route("/kernels", get(kernels))
         .route("/entries", get(entries))
+        .route("/autotune", get(autotune))
         .merge(explain::router())
         .route("/history", get(history::history))
         .route("/history/kernels", get(history::kernels))
@@ -111,6 +112,24 @@ struct EntriesQuery {
     include_removed: bool,
     limit: Option<i64>,
     offset: Option<i64>,
+}
+
+#[derive(serde::Deserialize)]
+struct AutotuneQuery {
+    machine: Option<String>,
+    kernel: Option<String>,
+    limit: Option<i64>,
+    offset: Option<i64>,
+}
+
+/// Inductor's max-autotune decisions (`source: "inductor"`), each with every choice's time and
+/// the winner (the fastest).
+async fn autotune(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<AutotuneQuery>,
+) -> ApiResult<Vec<crate::db::inductor::AutotuneRow>> {
+    let page = Page::new(q.limit, q.offset);
+    Ok(Json(crate::db::inductor::rows(s.db.pool(), q.machine.as_deref(), q.kernel.as_deref(), page).await?))
 }
 
 async fn entries(State(s): State<AppState>, ApiQuery(q): ApiQuery<EntriesQuery>) -> ApiResult<Vec<entries::EntryRow>> {

@@ -55,6 +55,27 @@ pub fn validate(r: &ScanReport, token_machine: &str) -> Result<(), AppError> {
     if r.root.is_empty() || r.root.contains('\0') || r.root.len() > 4096 {
         return bad("root must be a non-empty path without NUL".into());
     }
+    let odd = |t: &crate::model::ToolSize| {
+        t.tool.len() > 64 || t.path.len() > 4096 || t.path.contains('\0') || t.files < 0 || t.bytes < 0
+    };
+    if r.beside.len() > 16 || r.beside.iter().any(odd) {
+        return bad("beside: at most 16 tools, each a name up to 64 bytes, a path without NUL, counts >= 0".into());
+    }
+    let odd_choice = |c: &crate::model::AutotuneChoice| c.name.len() > 1024 || c.ms.is_some_and(|m| !m.is_finite());
+    let odd_decision = |a: &crate::model::InductorAutotune| {
+        !is_rel_path(&a.path)
+            || a.op.len() > 1024
+            || a.key.len() > 65536
+            || a.precision.len() > 64
+            || a.choices.is_empty()
+            || a.choices.len() > 4096
+            || a.choices.iter().any(odd_choice)
+    };
+    if r.inductor_autotune.len() > 100_000 || r.inductor_autotune.iter().any(odd_decision) {
+        return bad(
+            "inductor_autotune: at most 100,000 decisions, each with 1-4096 choices, times finite or null".into()
+        );
+    }
     let bad_event = crate::scan::events::problem;
     if let Some((i, why)) = r.events.iter().enumerate().find_map(|(i, e)| bad_event(e).map(|w| (i, w))) {
         return bad(format!("hook event {i}: {why}"));

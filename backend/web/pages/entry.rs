@@ -43,6 +43,8 @@ pub struct Entry {
     pub created: String,
     pub size: String,
     pub sits_in: String,
+    /// The cache dir (scan root) it was found in.
+    pub cache_dir: String,
     pub meta: Vec<(String, String)>,
     pub artifacts: Vec<(String, String, String, Option<String>)>,
     pub resources: Vec<(String, String)>,
@@ -167,6 +169,7 @@ async fn load(s: &AppState, e: entries::EntryRow, ir: Ir) -> Result<Entry, super
         created: fmt::time(e.created_at),
         size: fmt::bytes(e.bytes),
         sits_in: format!("{}/{}", det.root, det.dir),
+        cache_dir: det.root.clone(),
         meta: object_rows(det.metadata_json.as_deref()),
         artifacts: e
             .artifacts

@@ -26,6 +26,15 @@ pub struct VersionRow {
     pub size: String,
 }
 
+/// One row of "what fills this disk": a Triton cache dir or what another tool keeps beside it.
+pub struct DiskRow {
+    pub what: String,
+    pub path: String,
+    /// entries or files
+    pub count: String,
+    pub size: String,
+}
+
 pub struct Machine {
     pub name: String,
     pub enc: String,
@@ -42,6 +51,9 @@ pub struct Machine {
     pub days: usize,
     /// What the per-day chart covers, in words.
     pub days_note: String,
+    /// Per root (latest scan of each): its Triton cache, then what sits beside it.
+    pub disk: Vec<DiskRow>,
+    pub disk_total: String,
     pub relocated: i64,
     /// (where the group files point, where the entries sit)
     pub relocated_paths: Option<(String, String)>,
@@ -75,7 +87,10 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
     };
     let versions = summaries::machine_versions(s.db.pool(), m.id).await?;
     let biggest = summaries::biggest_kernels(s.db.pool(), m.id, 10).await?;
+    let (disk, disk_total) = disk_rows(scans::root_sizes(s.db.pool(), name).await?);
     Ok(Machine {
+        disk,
+        disk_total,
         enc: fmt::enc(&m.name),
         entries: m.entries,
         kernels: m.kernels,
@@ -179,4 +194,36 @@ fn written_root(group_json: Option<&str>, dir: &str) -> String {
         .and_then(|g| g.get("written_at").and_then(|w| w.as_str()).map(str::to_string))
         .unwrap_or_else(|| "another path".into());
     written.strip_suffix(&format!("/{dir}")).map(str::to_string).unwrap_or(written)
+}
+
+/// "What fills this disk": each root's Triton cache and what sits beside it, with the total.
+fn disk_rows(roots: Vec<scans::RootSize>) -> (Vec<DiskRow>, String) {
+    let mut rows = vec![];
+    let mut total = 0;
+    for r in roots {
+        total += r.bytes;
+        let rank = crate::scan::discover::rank_dir(&r.root).map(|k| format!(" (vLLM {k})")).unwrap_or_default();
+        rows.push(DiskRow {
+            what: format!("Triton cache{rank}"),
+            path: r.root.clone(),
+            count: format!("{} entries", r.entries),
+            size: fmt::bytes(r.bytes),
+        });
+        let Some(beside) = r.beside else {
+            let path = "not counted: scanned before cachelens counted other tools' caches".into();
+            rows.push(DiskRow { what: "beside it".into(), path, count: "–".into(), size: "–".into() });
+            continue;
+        };
+        for t in beside {
+            total += t.bytes;
+            let floor = if t.complete { "" } else { "at least " };
+            rows.push(DiskRow {
+                what: t.tool,
+                path: t.path,
+                count: format!("{floor}{} files", t.files),
+                size: format!("{floor}{}", fmt::bytes(t.bytes)),
+            });
+        }
+    }
+    (rows, fmt::bytes(total))
 }
