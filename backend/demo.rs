@@ -25,6 +25,10 @@ const PLAN: &[(&str, &[&str], &str)] = &[
     // recorded by cachelens' own hook under real JIT launches on an H100 (two runs: 16 misses
     // with compile times, then 16 hits); see scripts/gpu-hook-check.sh
     ("h100-hook", &["h100-hook-3.6.0"], "triton-cache"),
+    // torch.compile(mode="max-autotune-no-cudagraphs") on an H100: the archive is the Inductor dir
+    // itself (autotune choices in cache/, Triton entries in triton/0/); see
+    // scripts/gpu-inductor-autotune.sh
+    ("h100-autotune", &["h100-inductor-autotune-triton-3.6.0"], ""),
 ];
 
 /// Unpack one embedded archive into `dest` (which then holds `<archive name>/...`).

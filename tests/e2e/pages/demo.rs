@@ -33,6 +33,7 @@ fn expected_entries() -> Vec<(&'static str, i64)> {
     vec![
         ("a100-1", key_dirs(&unpack("a100-upgrade-2-triton-3.5.1").join("triton-cache"))),
         ("h100-a", key_dirs(&jit.join("triton-cache")) + inductor(&jit)),
+        ("h100-autotune", key_dirs(&unpack("h100-inductor-autotune-triton-3.6.0").join("triton/0"))),
         ("h100-b", inductor(&unpack("h100-inductor-3.6.0"))),
         ("h100-c", key_dirs(&unpack("h100-fpfusion-off-triton-3.6.0").join("triton-cache"))),
         ("h100-hook", key_dirs(&unpack("h100-hook-3.6.0").join("triton-cache"))),
