@@ -13,7 +13,7 @@
 
 use super::fsat::{self, Kind};
 use super::walk::{self, HOOK_DIR};
-use rustix::fs::{AtFlags, Dir, FileType, statat};
+use rustix::fs::Dir;
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
@@ -112,20 +112,7 @@ fn list(fd: &OwnedFd, symlinks: &mut usize) -> std::io::Result<(bool, Vec<OsStri
         if name == b"." || name == b".." {
             continue;
         }
-        let kind = match de.file_type() {
-            FileType::Directory => Kind::Dir,
-            FileType::Symlink => Kind::Symlink,
-            FileType::Unknown => {
-                let st = statat(d.fd()?, de.file_name(), AtFlags::SYMLINK_NOFOLLOW)?;
-                match FileType::from_raw_mode(st.st_mode) {
-                    FileType::Directory => Kind::Dir,
-                    FileType::Symlink => Kind::Symlink,
-                    _ => Kind::Other,
-                }
-            }
-            _ => Kind::Other,
-        };
-        match kind {
+        match fsat::entry_kind(&d, &de)? {
             Kind::Symlink => *symlinks += 1,
             Kind::Dir => {
                 let text = std::str::from_utf8(name).unwrap_or("");

@@ -74,6 +74,17 @@ fn kind_of(t: FileType) -> Kind {
     }
 }
 
+/// The kind of one entry of `d`, from its dirent type; a file system that gives none
+/// (`DT_UNKNOWN`) costs one `fstatat`, never following a symlink.
+pub fn entry_kind(d: &Dir, de: &rustix::fs::DirEntry) -> io::Result<Kind> {
+    Ok(match de.file_type() {
+        FileType::Unknown => {
+            kind_of(FileType::from_raw_mode(statat(d.fd()?, de.file_name(), AtFlags::SYMLINK_NOFOLLOW)?.st_mode))
+        }
+        t => kind_of(t),
+    })
+}
+
 /// The children of a dir (without `.` and `..`), sorted by name.
 pub fn list(dir: OwnedFd) -> io::Result<(Dir, Vec<Child>)> {
     let mut d = Dir::new(dir)?;
@@ -84,13 +95,7 @@ pub fn list(dir: OwnedFd) -> io::Result<(Dir, Vec<Child>)> {
         if name == b"." || name == b".." {
             continue;
         }
-        let kind = match de.file_type() {
-            FileType::Unknown => {
-                let fd = d.fd()?;
-                kind_of(FileType::from_raw_mode(statat(fd, de.file_name(), AtFlags::SYMLINK_NOFOLLOW)?.st_mode))
-            }
-            t => kind_of(t),
-        };
+        let kind = entry_kind(&d, &de)?;
         out.push(Child { name: OsString::from_vec(name.to_vec()), kind });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
