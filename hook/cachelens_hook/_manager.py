@@ -13,6 +13,7 @@ How Triton 3.0-3.6 drive a cache manager (python/triton/compiler/compiler.py, co
 The same instance sees the lookup and the store, so the compile time is measured on it. The
 override and dump managers (constructed with override=True / dump=True) are not tracked.
 """
+import atexit
 import os
 import sys
 import threading
@@ -21,6 +22,7 @@ import time
 from triton.runtime.cache import FileCacheManager
 
 from . import _writer
+from ._keyparts import key_parts
 
 try:  # 3.4+
     from triton import knobs as _knobs
@@ -29,60 +31,6 @@ except Exception:  # 3.0-3.3
 
 _perf = time.perf_counter
 _tls = threading.local()
-
-# compile() builds its key as f"{triton_key()}-{src.hash()}-{backend.hash()}-{options.hash()}-{env}"
-# (3.0-3.9), env being str(sorted(env_vars.items())). triton_key() is long (the version and a
-# digest per compiler file) and the backend hash has dashes of its own (CUDA: "{ptxas}-{arch}"),
-# so the key is cut from the right with the parts compile() holds: env_vars and backend.
-_PROCESS = None
-
-
-def _process_parts():
-    global _PROCESS
-    if _PROCESS is None:
-        import triton
-        _PROCESS = {
-            "python": "%d.%d.%d" % sys.version_info[:3],
-            "triton_dir": os.path.dirname(os.path.abspath(triton.__file__)),
-        }
-    return _PROCESS
-
-
-def key_parts(frame):
-    """The parts Triton hashed into the key, cut out of compile()'s own `key` local (nothing
-    hashed again but the backend's cached hash), or None. `triton_key` is the sha256 of
-    triton_key()'s text (that text is kilobytes)."""
-    try:
-        if frame is None or frame.f_code.co_name != "compile":
-            return None
-        loc = frame.f_locals
-        key, backend, env_vars = loc.get("key"), loc.get("backend"), loc.get("env_vars")
-        if not isinstance(key, str) or backend is None or env_vars is None:
-            return None
-        env = str(sorted(env_vars.items()))
-        b = backend.hash()
-        tail = "-" + env
-        if not key.endswith(tail):
-            return None
-        head = key[:-len(tail)]
-        opts, head = head[-64:], head[:-65]
-        if not head.endswith("-" + b):
-            return None
-        head = head[:-(len(b) + 1)]
-        src, tk = head[-64:], head[:-65]
-        import hashlib
-        parts = {
-            "triton_key": hashlib.sha256(tk.encode("utf-8")).hexdigest(),
-            "source_hash": src,
-            "backend_hash": b,
-            "options_hash": opts,
-            "env_vars": env,
-        }
-        parts.update(_process_parts())
-        return parts
-    except Exception:
-        return None
-
 
 def _always_compile():
     if _knobs is not None:
@@ -266,3 +214,15 @@ def _at_exit():
         _flush_pending()
     except Exception:
         pass
+
+
+_ACTIVE = False
+
+
+def activate():
+    """Run once, when Triton (or a job) first takes TrackingCacheManager from the package."""
+    global _ACTIVE
+    if not _ACTIVE:
+        _ACTIVE = True
+        install_listener()
+        atexit.register(_at_exit)
