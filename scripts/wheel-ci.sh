@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The pip package, built from a clean checkout and used from a fresh venv (called by scripts/test.sh).
+#
+#   scripts/wheel-ci.sh
+#
+# 1. maturin from PyPI into $REPO/.venv-maturin (gitignored; reused when it has MATURIN_VERSION).
+# 2. `git archive HEAD` into a temp dir (untracked and uncommitted files cannot leak in) and
+#    `maturin build --release --locked` there, with the repository's cargo target dir
+#    ($CARGO_TARGET_DIR, else $REPO/target): after test.sh's `cargo build --release` cargo finds
+#    the binary fresh (the archive's files carry the commit's time; cargo hashes the package path
+#    relative to its root), so the release build is not done twice. The wheel must hold the
+#    binary as a script, the hook package and `cachelens_hook.pth`, tagged py3-none-*linux*_x86_64.
+# 3. A fresh venv (scripts/triton-venv.sh: python3, triton==$TRITON_VERSION from PyPI, pip's cache
+#    keeps it quick) and `pip install` of the wheel into it: `cachelens` lands on the venv's PATH.
+# 4. From that install: scripts/workload.py twice with each hook mode, each into its own cache:
+#    cache manager (TRITON_CACHE_MANAGER=cachelens_hook:TrackingCacheManager), and listener
+#    (CACHELENS_HOOK=1 beside a job's own TRITON_CACHE_MANAGER); then the venv's `cachelens scan`
+#    of both into a temp database. Run 1's kernels must be N misses and N compiles, run 2's N hits,
+#    in the hook's files and in the database, and every entry must be in the database.
+#
+# Environment: WHEEL_OUT (a dir to leave the wheel in, for the hook tests: CACHELENS_WHEEL),
+# TRITON_VERSION (default 3.6.0), MATURIN_VERSION (default 1.16.0), WHEEL_WORKLOAD_ARGS (default
+# "--kernels add,softmax").
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+log() { echo "wheel-ci: $*" >&2; }
+die() { log "FAIL: $*"; exit 1; }
+MATURIN_VERSION="${MATURIN_VERSION:-1.16.0}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# --- 1. maturin -----------------------------------------------------------------------------
+M="$REPO/.venv-maturin"
+if ! "$M/bin/maturin" --version 2>/dev/null | grep -qx "maturin $MATURIN_VERSION"; then
+    log "installing maturin $MATURIN_VERSION into $M"
+    python3 -m venv "$M" >&2 || { rm -rf "$M"; python3 -m venv --without-pip "$M" && curl -fsS https://bootstrap.pypa.io/get-pip.py | "$M/bin/python" - -q >&2; }
+    "$M/bin/python" -m pip install --quiet --disable-pip-version-check "maturin==$MATURIN_VERSION" >&2
+fi
+
+# --- 2. the wheel, from HEAD ----------------------------------------------------------------
+mkdir "$TMP/src" "$TMP/dist"
+git archive --format=tar HEAD | tar -x -C "$TMP/src"
+t0=$(date +%s)
+(cd "$TMP/src" && "$M/bin/maturin" build --release --locked --quiet -o "$TMP/dist" >&2)
+log "maturin build: $(( $(date +%s) - t0 )) s"
+WHEEL=$(ls "$TMP"/dist/*.whl)
+log "wheel: $(basename "$WHEEL") ($(( $(stat -c %s "$WHEEL") / 1048576 )) MiB)"
+case "$(basename "$WHEEL")" in
+    cachelens-*-py3-none-*linux*_x86_64.whl) ;;
+    *) die "unexpected wheel tag: $(basename "$WHEEL")" ;;
+esac
+python3 - "$WHEEL" <<'PY' || die "wheel contents"
+import sys, zipfile
+names = set(zipfile.ZipFile(sys.argv[1]).namelist())
+want = {"cachelens_hook.pth", "cachelens_hook/__init__.py", "cachelens_hook/_auto.py", "cachelens_hook/_listen.py",
+        "cachelens_hook/_manager.py", "cachelens_hook/_writer.py", "cachelens_hook/_keyparts.py"}
+assert want <= names, want - names
+assert any(n.endswith(".data/scripts/cachelens") for n in names), sorted(names)
+assert not any("tests/" in n or n.endswith(".rs") for n in names), sorted(names)
+PY
+if [ -n "${WHEEL_OUT:-}" ]; then mkdir -p "$WHEEL_OUT" && cp "$WHEEL" "$WHEEL_OUT/"; fi
+
+# --- 3. a fresh venv with triton and the wheel ----------------------------------------------
+VPY=$(bash "$REPO/scripts/triton-venv.sh" "$TMP/venv" | tail -n 1)
+"$VPY" -m pip install --quiet --disable-pip-version-check "$WHEEL" >&2
+V="$(dirname "$VPY")"
+[ -x "$V/cachelens" ] || die "no cachelens command in the venv"
+"$V/cachelens" --version >&2
+SP=$("$VPY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+[ -f "$SP/cachelens_hook.pth" ] || die "no cachelens_hook.pth in $SP"
+
+# --- 4. both modes, then scan ---------------------------------------------------------------
+ARGS=${WHEEL_WORKLOAD_ARGS:---kernels add,softmax}
+run() { # cache-dir out-file env-assignments...
+    local cache=$1 out=$2; shift 2
+    # shellcheck disable=SC2086 # word splitting of the workload args is wanted
+    (cd "$TMP" && env -i PATH="$V:/usr/bin:/bin" HOME="$HOME" TRITON_CACHE_DIR="$cache" "$@" \
+        "$VPY" "$TMP/src/scripts/workload.py" $ARGS >"$out")
+}
+for i in 1 2; do
+    run "$TMP/c-manager" "$TMP/manager$i.json" TRITON_CACHE_MANAGER=cachelens_hook:TrackingCacheManager
+    run "$TMP/c-listener" "$TMP/listener$i.json" CACHELENS_HOOK=1 \
+        TRITON_CACHE_MANAGER=triton.runtime.cache:FileCacheManager
+done
+PATH="$V:$PATH" cachelens scan "$TMP/c-manager" --db "$TMP/w.db" --machine wheel-ci --json >"$TMP/scan-manager.json"
+PATH="$V:$PATH" cachelens scan "$TMP/c-listener" --db "$TMP/w.db" --machine wheel-ci --json >"$TMP/scan-listener.json"
+
+"$VPY" - "$TMP" <<'PY'
+import glob, json, os, sqlite3, sys
+tmp = sys.argv[1]
+db = sqlite3.connect(os.path.join(tmp, "w.db"))
+for mode in ("manager", "listener"):
+    r1, r2 = (json.load(open(os.path.join(tmp, f"{mode}{i}.json"))) for i in (1, 2))
+    keys = sorted(r1["keys"])
+    assert keys and sorted(r2["keys"]) == keys, mode
+    cache = os.path.join(tmp, "c-" + mode)
+    lines = [json.loads(l) for f in glob.glob(os.path.join(cache, ".cachelens", "*.jsonl")) for l in open(f)]
+    got = {e: sorted(x["key"] for x in lines if x["event"] == e) for e in ("miss", "compile", "hit")}
+    assert got == {"miss": keys, "compile": keys, "hit": keys}, (mode, got)
+    first_pid = min(lines, key=lambda x: x["ts"])["pid"]
+    assert all((x["event"] == "hit") == (x["pid"] != first_pid) for x in lines), mode
+    scan = json.load(open(os.path.join(tmp, f"scan-{mode}.json")))
+    assert scan["entries"] == len(keys) and scan["events"] == 3 * len(keys), (mode, scan)
+    rows = db.execute("SELECT ev.event, ev.key FROM events ev JOIN entries en ON en.key = ev.key "
+                      "AND en.machine_id = ev.machine_id WHERE en.root = ?", (scan["root"],)).fetchall()
+    in_db = {e: sorted(k for ev, k in rows if ev == e) for e in ("miss", "compile", "hit")}
+    assert in_db == got, (mode, in_db)
+    print(f"wheel-ci: {mode} mode: {len(keys)} kernels: {len(keys)} misses + compiles, then {len(keys)} hits, "
+          f"scanned: {scan['entries']} entries, {scan['events']} events")
+PY
+log "ok"
