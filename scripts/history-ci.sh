@@ -4,7 +4,7 @@
 #   scripts/history-ci.sh
 #
 # 1. A Python with Triton: $CACHELENS_PYTHON, else the venv made by scripts/triton-venv.sh.
-# 2. `pip install ./hook` into it.
+# 2. The hook from this checkout (PYTHONPATH=hook; scripts/wheel-ci.sh tests the pip install).
 # 3. scripts/workload.py twice into a fresh temp TRITON_CACHE_DIR with
 #    TRITON_CACHE_MANAGER=cachelens_hook:TrackingCacheManager (run 1 compiles, run 2 hits).
 # 4. `cachelens scan` of that cache into a temp database, `cachelens serve` on a free loopback
@@ -36,10 +36,10 @@ fi
 log "python: $PY (triton $("$PY" -c 'import triton; print(triton.__version__)'))"
 
 # --- 2. the hook ----------------------------------------------------------------------------
-# Without build isolation when setuptools is there (works offline), else plain pip.
-"$PY" -m pip install --quiet --disable-pip-version-check --no-build-isolation ./hook >&2 2>/dev/null \
-    || "$PY" -m pip install --quiet --disable-pip-version-check ./hook >&2
-"$PY" -c 'import cachelens_hook' || die "cachelens_hook not importable after pip install ./hook"
+# From this checkout, ahead of any copy installed in that Python.
+export PYTHONPATH="$REPO/hook${PYTHONPATH:+:$PYTHONPATH}"
+"$PY" -c 'import cachelens_hook, os, sys; assert cachelens_hook.__file__.startswith(sys.argv[1]), cachelens_hook.__file__' \
+    "$REPO/hook/" || die "cachelens_hook not importable from $REPO/hook"
 
 # --- the cachelens binary -------------------------------------------------------------------
 BIN="${CACHELENS_BIN:-}"

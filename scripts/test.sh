@@ -48,13 +48,25 @@ export CACHELENS_PYTHON_OTHER
 echo "python with triton: ${CACHELENS_PYTHON:-none} (other release: ${CACHELENS_PYTHON_ALT:-none}; other python: ${CACHELENS_PYTHON_OTHER:-none}); cuobjdump: ${CUOBJDUMP:-none}"
 
 suite "cargo build" cargo build --release --locked
+# The pip package from a clean checkout of HEAD (reuses the release build above), used from a fresh
+# venv with triton; its wheel is then what the hook tests install (CACHELENS_WHEEL).
+wheel_dir=$(mktemp -d)
+suite "wheel (maturin build of HEAD, fresh venv with triton: both hook modes, cachelens scan)" \
+  env WHEEL_OUT="$wheel_dir" bash scripts/wheel-ci.sh
+CACHELENS_WHEEL=$(ls "$wheel_dir"/*.whl 2>/dev/null | head -n 1)
+export CACHELENS_WHEEL
 suite "style (cargo fmt --check, cargo clippy -D warnings)" \
   sh -c 'cargo fmt --check && cargo clippy --locked --all-targets -q -- -D warnings'
 suite "rust tests" cargo test --locked -- --test-threads 2
 suite "hook (pytest against real triton)" sh -c '"${CACHELENS_PYTHON:?needs a python with triton}" -m pytest hook/tests -q'
+if [ -n "$CACHELENS_PYTHON_ALT" ]; then
+  suite "hook listener mode (pytest against the other triton release)" \
+    "$CACHELENS_PYTHON_ALT" -m pytest hook/tests/test_listener_mode.py -q
+fi
 suite "history-ci (hook -> scan -> history API)" bash scripts/history-ci.sh
 suite "browser tests (headless Chromium: dashboard, explain, back/forward)" bash scripts/browser-test.sh
 
 echo
 echo "suites: ${passed} passed, ${failed} failed"
+rm -rf "$wheel_dir"
 [ "$failed" -eq 0 ] || { echo "failed: ${failures[*]}"; exit 1; }

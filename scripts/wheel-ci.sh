@@ -30,7 +30,7 @@ MATURIN_VERSION="${MATURIN_VERSION:-1.16.0}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
 
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+trap '[ -n "${WHEEL_CI_KEEP:-}" ] || rm -rf "$TMP"' EXIT
 
 # --- 1. maturin -----------------------------------------------------------------------------
 M="$REPO/.venv-maturin"
@@ -42,7 +42,8 @@ fi
 
 # --- 2. the wheel, from HEAD ----------------------------------------------------------------
 mkdir "$TMP/src" "$TMP/dist"
-git archive --format=tar HEAD | tar -x -C "$TMP/src"
+git -C "$REPO" rev-parse --verify -q HEAD >/dev/null || die "needs a git checkout (the wheel is built from HEAD)"
+git -C "$REPO" archive --format=tar HEAD | tar -x -C "$TMP/src"
 t0=$(date +%s)
 (cd "$TMP/src" && "$M/bin/maturin" build --release --locked --quiet -o "$TMP/dist" >&2)
 log "maturin build: $(( $(date +%s) - t0 )) s"
@@ -85,8 +86,9 @@ for i in 1 2; do
     run "$TMP/c-listener" "$TMP/listener$i.json" CACHELENS_HOOK=1 \
         TRITON_CACHE_MANAGER=triton.runtime.cache:FileCacheManager
 done
-PATH="$V:$PATH" cachelens scan "$TMP/c-manager" --db "$TMP/w.db" --machine wheel-ci --json >"$TMP/scan-manager.json"
-PATH="$V:$PATH" cachelens scan "$TMP/c-listener" --db "$TMP/w.db" --machine wheel-ci --json >"$TMP/scan-listener.json"
+for mode in manager listener; do # the same kernels in both caches: one machine each
+    PATH="$V:$PATH" cachelens scan "$TMP/c-$mode" --db "$TMP/w.db" --machine "wheel-$mode" --json >"$TMP/scan-$mode.json"
+done
 
 "$VPY" - "$TMP" <<'PY'
 import glob, json, os, sqlite3, sys
@@ -104,10 +106,12 @@ for mode in ("manager", "listener"):
     assert all((x["event"] == "hit") == (x["pid"] != first_pid) for x in lines), mode
     scan = json.load(open(os.path.join(tmp, f"scan-{mode}.json")))
     assert scan["entries"] == len(keys) and scan["events"] == 3 * len(keys), (mode, scan)
-    rows = db.execute("SELECT ev.event, ev.key FROM events ev JOIN entries en ON en.key = ev.key "
-                      "AND en.machine_id = ev.machine_id WHERE en.root = ?", (scan["root"],)).fetchall()
+    machine = "(SELECT id FROM machines WHERE name = ?)"
+    rows = db.execute(f"SELECT event, key FROM events WHERE machine_id = {machine}", ("wheel-" + mode,)).fetchall()
     in_db = {e: sorted(k for ev, k in rows if ev == e) for e in ("miss", "compile", "hit")}
     assert in_db == got, (mode, in_db)
+    entries = db.execute(f"SELECT key FROM entries WHERE machine_id = {machine}", ("wheel-" + mode,)).fetchall()
+    assert sorted(k for (k,) in entries) == keys, (mode, entries)
     print(f"wheel-ci: {mode} mode: {len(keys)} kernels: {len(keys)} misses + compiles, then {len(keys)} hits, "
           f"scanned: {scan['entries']} entries, {scan['events']} events")
 PY
