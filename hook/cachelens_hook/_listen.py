@@ -36,6 +36,18 @@ def _where(metadata, metadata_group, name):
     return knobs.cache.dir, key
 
 
+def stages_from_times(times):
+    """The listener's CompileTimes (µs) as `stages_ms`, or None."""
+    try:
+        stages = {"ir_init": round(times.ir_initialization / 1000.0, 3)}
+        for stage, us in times.lowering_stages:
+            stages[stage] = round(us / 1000.0, 3)
+        stages["store"] = round(times.store_results / 1000.0, 3)
+        return stages
+    except Exception:
+        return None
+
+
 def record(src, metadata, metadata_group, times, cache_hit, frame):
     if _writer.disabled() or _manager_mode():
         return
@@ -46,15 +58,8 @@ def record(src, metadata, metadata_group, times, cache_hit, frame):
             _writer.emit(root, key, name, "hit")
             return
         _writer.emit(root, key, name, "miss")
-        stages = None
-        try:
-            stages = {"ir_init": round(times.ir_initialization / 1000.0, 3)}
-            for stage, us in times.lowering_stages:
-                stages[stage] = round(us / 1000.0, 3)
-            stages["store"] = round(times.store_results / 1000.0, 3)
-            total_ms = sum(stages.values())
-        except Exception:
-            total_ms = None
+        stages = stages_from_times(times)
+        total_ms = sum(stages.values()) if stages else None
         _writer.emit(root, key, name, "compile", total_ms, stages, key_parts(frame))
     except Exception as e:
         _writer.note_failure(e)

@@ -23,6 +23,7 @@ from triton.runtime.cache import FileCacheManager
 
 from . import _writer
 from ._keyparts import key_parts
+from ._listen import stages_from_times
 
 try:  # 3.4+
     from triton import knobs as _knobs
@@ -170,13 +171,8 @@ def _make_listener(prev):
                 root, key, name, event, compile_ms, stages, parts = ev
                 try:
                     json_path = metadata_group.get(name + ".json") or ""
-                    same = os.path.basename(os.path.dirname(json_path)) == key
-                    if same:
-                        st = {"ir_init": round(times.ir_initialization / 1000.0, 3)}
-                        for stage, us in times.lowering_stages:
-                            st[stage] = round(us / 1000.0, 3)
-                        st["store"] = round(times.store_results / 1000.0, 3)
-                        stages = st
+                    if os.path.basename(os.path.dirname(json_path)) == key:
+                        stages = stages_from_times(times) or stages
                 except Exception:
                     pass
                 _writer.emit(root, key, name, event, compile_ms, stages, parts)
