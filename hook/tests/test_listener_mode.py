@@ -228,3 +228,33 @@ def test_startup_stays_cheap(venv, tmp_path):
             env["CACHELENS_HOOK"] = value
         p = subprocess.run([venv, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert json.loads(p.stdout.replace("'", '"')) == want and p.stderr == ""
+
+
+def test_listener_set_before_the_switch_is_kept(venv, tmp_path):
+    """Switched on after `import triton` with a listener already set (the order a sitecustomize or
+    a launcher may give): that listener stays the job's and is still called; lines are written."""
+    code = textwrap.dedent(f"""
+        import json, os, sys
+        sys.path.insert(0, {SCRIPTS!r})
+        from triton import knobs
+        calls = []
+        def early(**kw):
+            calls.append(kw["cache_hit"])
+        knobs.compilation.listener = early
+        os.environ["CACHELENS_HOOK"] = "1"
+        import cachelens_hook._auto
+        import workload
+        workload.main(["--kernels", "add", "--limit", "2", "--repeat", "2"])
+        l = knobs.compilation.listener
+        print(json.dumps({{"calls": calls, "prev_is_early": l._cachelens_prev is early}}))
+    """)
+    env = job_env(tmp_path, TRITON_CACHE_MANAGER="job_manager:JobManager")
+    p = subprocess.run([venv, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    summary, res = (json.loads(x) for x in p.stdout.strip().splitlines()[-2:])
+    keys = sorted(summary["keys"])
+    assert len(keys) == 2
+    # --repeat 2 in one process: the second round of compile() calls finds the entries: hits
+    assert res["calls"] == [False, False, True, True] and res["prev_is_early"]
+    assert [r["found"] for r in read_log(tmp_path, "manager")] == [False, False, True, True]
+    assert counts(read_events(tmp_path / "cache" / ".cachelens")) == {"hit": keys, "miss": keys, "compile": keys}
