@@ -7,7 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 python -m venv --system-site-packages "$work/venv"
-site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+py=$work/venv/bin/python
+# A python that is itself a venv does not pass its packages on: then install into its own site dir.
+"$py" -c 'import torch' 2>/dev/null || { py=$(command -v python); echo "installing into $py's site-packages"; }
+site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 cp -r hook/cachelens_hook hook/cachelens_hook.pth "$site/"
 mkdir -p "$work/mods"
 cat > "$work/mods/jobmgr.py" <<'PY'
@@ -24,8 +27,8 @@ export TRITON_CACHE_DIR=$work/cache JOB_LOG=$work/job.log PYTHONPATH=$work/mods
 export TRITON_CACHE_MANAGER=jobmgr:JobManager CACHELENS_HOOK=1
 for run in 1 2; do
   : > "$JOB_LOG"
-  "$work/venv/bin/python" scripts/gpu-hook-check.py >/dev/null
-  "$work/venv/bin/python" - "$TRITON_CACHE_DIR" "$run" "$JOB_LOG" <<'PY'
+  "$py" scripts/gpu-hook-check.py >/dev/null
+  "$py" - "$TRITON_CACHE_DIR" "$run" "$JOB_LOG" <<'PY'
 import json, sys, glob, collections
 ev = [json.loads(l) for f in glob.glob(sys.argv[1] + "/.cachelens/*.jsonl") for l in open(f)]
 c = collections.Counter(e["event"] for e in ev)
