@@ -65,7 +65,11 @@ pub fn parse_limit(s: &str) -> Result<Limit, String> {
 pub enum Pair {
     Machines(String, String),
     /// `from`/`to` default as on the invalidations page: the latest scan, the one before it.
-    Scans { machine: String, from: Option<i64>, to: Option<i64> },
+    Scans {
+        machine: String,
+        from: Option<i64>,
+        to: Option<i64>,
+    },
 }
 
 /// `MACHINE` or `MACHINE@SCAN`.

@@ -28,7 +28,8 @@ impl Bar {
             return (Bar { pb: None, ticker: None }, None);
         }
         let counts = Arc::new(Progress::default());
-        let pb = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+        // no length until the walk has counted the entry dirs (a length of 0 draws as full)
+        let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
         pb.set_style(
             ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} entries, {elapsed}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -39,7 +40,10 @@ impl Bar {
         let (bar, c) = (pb.clone(), counts.clone());
         let ticker = tokio::spawn(async move {
             loop {
-                bar.set_length(c.found.load(Ordering::Relaxed) as u64);
+                let found = c.found.load(Ordering::Relaxed) as u64;
+                if found > 0 {
+                    bar.set_length(found);
+                }
                 bar.set_position(c.done.load(Ordering::Relaxed) as u64);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -54,7 +58,8 @@ impl Bar {
         }
         let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
         pb.set_style(
-            ProgressStyle::with_template("{spinner} {msg}, {elapsed}").unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            ProgressStyle::with_template("{spinner} {msg}, {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         pb.set_message(msg);
         pb.enable_steady_tick(Duration::from_millis(120));

@@ -114,7 +114,9 @@ fn gate_fails_on_a_real_upgrade_with_causes_in_text_and_json() {
         assert!(err.is_empty(), "--quiet: {err}");
     }
     let (_, out, _) = cli(&["gate", b, c, "--max-invalidated", "45"]);
-    assert!(out.starts_with("gate passed: 45 of 45 base kernels would recompile (100.0%), within the 45 kernels allowed"));
+    assert!(
+        out.starts_with("gate passed: 45 of 45 base kernels would recompile (100.0%), within the 45 kernels allowed")
+    );
 }
 
 /// Two copies of the same cache: nothing recompiles, even with no recompile allowed.
@@ -185,7 +187,10 @@ fn gate_reads_scans_and_machines_of_a_database() {
     let (code, out, err) = cli(&["gate", "--db", d, "a100", "--max-invalidated", "10%", "--json"]);
     assert_eq!(code, 1, "{out}{err}");
     let v = json(&out);
-    assert_eq!((v["base"].as_str(), v["change"].as_str()), (Some(&*format!("a100@{s1}")), Some(&*format!("a100@{s2}"))));
+    assert_eq!(
+        (v["base"].as_str(), v["change"].as_str()),
+        (Some(&*format!("a100@{s1}")), Some(&*format!("a100@{s2}")))
+    );
     assert_eq!((v["invalidated"].as_u64(), v["base_kernels"].as_u64()), (Some(45), Some(45)));
     assert_eq!(v["by_cause"], serde_json::json!([{"cause": "compiler", "count": 45}]));
     let (a, b) = (format!("a100@{s1}"), format!("a100@{s2}"));
@@ -221,7 +226,10 @@ fn python(var: &str) -> Option<std::ffi::OsString> {
     if let Some(py) = std::env::var_os(var).filter(|p| !p.is_empty()) {
         return Some(py);
     }
-    assert!(std::env::var("CACHELENS_ALLOW_SKIP").as_deref() == Ok("1"), "{var} is not set; CACHELENS_ALLOW_SKIP=1 skips");
+    assert!(
+        std::env::var("CACHELENS_ALLOW_SKIP").as_deref() == Ok("1"),
+        "{var} is not set; CACHELENS_ALLOW_SKIP=1 skips"
+    );
     eprintln!("skipping (CACHELENS_ALLOW_SKIP=1): {var} is not set");
     None
 }
@@ -244,17 +252,19 @@ fn compile(py: &std::ffi::OsStr, dir: &Path, kernels: &str, env: Option<(&str, &
 }
 
 /// The recipe of docs/ci-gate.md: the same kernels compiled ahead of time for sm_90 on this
-/// CPU under the base and under the change: a Triton upgrade (3.4.0 → 3.6.0), and an env var
-/// that changes the key of the add kernels only.
+/// CPU under the base and under the change: a Triton upgrade (3.4.0 → 3.6.0); and an env var
+/// set for the add kernels' job only (the change is a dir holding two caches: the add kernels
+/// compiled with `TRITON_F32_DEFAULT=ieee`, softmax without).
 #[test]
 fn gate_on_kernels_compiled_here_by_two_triton_releases() {
     let (Some(py), Some(alt)) = (python("CACHELENS_PYTHON"), python("CACHELENS_PYTHON_ALT")) else { return };
     let t = tempfile::TempDir::new().unwrap();
-    let (new, old, ieee) = (t.path().join("3.6.0"), t.path().join("alt"), t.path().join("ieee"));
+    let (new, old, change) = (t.path().join("3.6.0"), t.path().join("alt"), t.path().join("change"));
     assert_eq!(compile(&py, &new, "add,softmax", None), "3.6.0");
     let version = compile(&alt, &old, "add", None);
     assert_ne!(version, "3.6.0", "CACHELENS_PYTHON_ALT must have another Triton");
-    compile(&py, &ieee, "add,softmax", Some(("TRITON_F32_DEFAULT", "ieee")));
+    compile(&py, &change.join("add-ieee"), "add", Some(("TRITON_F32_DEFAULT", "ieee")));
+    compile(&py, &change.join("softmax"), "softmax", None);
     let s = |p: &PathBuf| p.to_str().unwrap().to_string();
 
     // The upgrade: every add kernel recompiles; softmax is new in the change, not counted.
@@ -268,21 +278,25 @@ fn gate_on_kernels_compiled_here_by_two_triton_releases() {
     assert_eq!((v["invalidated"].as_u64(), v["new"].as_u64()), (Some(6), Some(softmax as u64)));
     for r in arr(&v["report"]["invalidated"]) {
         assert_eq!(r["summary"], format!("Triton {version} → 3.6.0; everything else equal"), "{r}");
+        assert!(ok.contains_key(r["old_key"].as_str().unwrap()) && nk.contains_key(r["new_key"].as_str().unwrap()));
     }
     let (code, text, _) = cli(&["gate", &s(&old), &s(&new), "--max-invalidated", "10%"]);
     assert_eq!(code, 1);
-    assert!(text.contains(&format!("\ncompiler: 6\n  add_kernel  ")) && text.contains("6 new variants"), "{text}");
+    assert!(text.contains("\ncompiler: 6\n  add_kernel  ") && text.contains("6 new variants"), "{text}");
 
-    // TRITON_F32_DEFAULT=ieee: the add kernels' keys change (6 of 12), softmax's do not.
-    let (ik, nk) = (kernels(&ieee), kernels(&new));
-    let moved = ik.keys().filter(|k| !nk.contains_key(*k)).count();
+    // The env var: the add kernels' keys change (6 of 12), softmax's do not.
+    let moved: usize = ["add-ieee", "softmax"]
+        .iter()
+        .map(|d| kernels(&change.join(d)).keys().filter(|k| !nk.contains_key(*k)).count())
+        .sum();
     assert_eq!((moved, nk.len()), (6, 12), "counted from the dirs");
     for (limit, want) in [("50%", 0), ("0.5", 0), ("6", 0), ("49%", 1), ("5", 1)] {
-        let (code, out, err) = cli(&["gate", &s(&new), &s(&ieee), "--max-invalidated", limit, "--json"]);
+        let (code, out, err) = cli(&["gate", &s(&new), &s(&change), "--max-invalidated", limit, "--json"]);
         assert_eq!(code, want, "{limit}: {out}{err}");
         let v = json(&out);
         assert_eq!(v["by_cause"], serde_json::json!([{"cause": "env", "count": moved}]), "{limit}");
         assert_eq!((v["share"].as_f64(), v["passed"].as_bool()), (Some(0.5), Some(want == 0)));
+        assert_eq!((v["kept"].as_u64(), v["change_kernels"].as_u64()), (Some(6), Some(12)));
     }
 }
 
@@ -330,7 +344,11 @@ fn completions_name_every_subcommand() {
     let t = tempfile::TempDir::new().unwrap();
     let f = t.path().join("c.bash");
     std::fs::write(&f, &script).unwrap();
-    let out = Command::new("bash").arg("-c").arg(format!("source {} && complete -p cachelens", f.display())).output().unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("source {} && complete -p cachelens", f.display()))
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("cachelens"));
     for shell in ["zsh", "fish"] {
