@@ -40,6 +40,54 @@ pub enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// CI gate: fail when a change (a Triton upgrade, an env var, ...) would recompile more of
+    /// the base's kernels than allowed: `cachelens gate BASE_DIR CHANGE_DIR --max-invalidated 10%`.
+    #[command(after_help = GATE_HELP)]
+    Gate(GateArgs),
+    /// Print a shell completion script: `cachelens completions bash > /etc/bash_completion.d/cachelens`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+}
+
+const GATE_HELP: &str = "\
+Exit status:
+  0  passed: at most --max-invalidated of the base's kernels would recompile
+  1  the gate failed: more would recompile (the report says which, grouped by cause)
+  2  the gate could not decide: bad arguments, a missing or unreadable dir or database,
+     no Triton cache in a dir, an unknown machine or scan
+
+The share counts base kernels that the change compiles again under a new key (the same
+variant: same signature, constexprs and launch options). New variants and removed kernels are
+listed but not counted. docs/ci-gate.md has a CI recipe.";
+
+#[derive(Args, Debug)]
+pub struct GateArgs {
+    /// The base: a Triton cache dir compiled before the change (any dir holding caches, as for
+    /// `scan`); with --db, a MACHINE or MACHINE@SCAN.
+    pub base: String,
+    /// The change: a cache dir compiled with the change; with --db, a MACHINE or MACHINE@SCAN.
+    /// Left out with --db: BASE's latest scan (or BASE@SCAN) against the scan of the same
+    /// cache dir before it.
+    pub change: Option<String>,
+    /// Fail when more base kernels than this would recompile: a percentage (10%), a fraction
+    /// (0.1, with a dot) or a count of kernels (5).
+    #[arg(long, value_name = "LIMIT", allow_hyphen_values = true)]
+    pub max_invalidated: String,
+    /// Compare machines or scans of this database instead of scanning two dirs. (CACHELENS_DB
+    /// is not read here: a job's environment never turns two dirs into machine names.)
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// Print the verdict and the full report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar and no notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Invalidated kernels listed per cause in the text report.
+    #[arg(long, default_value_t = 20)]
+    pub show: usize,
 }
 
 #[derive(Args, Debug)]
@@ -75,6 +123,9 @@ pub struct ScanArgs {
     /// Give up uploading after this many tries.
     #[arg(long, default_value_t = 6)]
     pub retries: u32,
+    /// No progress bar (there is none either when stderr is not a terminal).
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 #[derive(Args, Debug)]
@@ -172,6 +223,9 @@ pub enum TokenCommand {
     List {
         #[command(flatten)]
         db: DbArg,
+        /// Print JSON: `[{id, machine, created_at, revoked_at, last_used_at}]` (times in ms).
+        #[arg(long)]
+        json: bool,
     },
     /// Revoke a token by id.
     Revoke {

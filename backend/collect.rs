@@ -45,6 +45,17 @@ pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow
 /// [`scan_local`]; `full`: check every entry file by file (`scan --full`), not trusting
 /// unchanged dir stamps.
 pub async fn scan_local_with(pool: &SqlitePool, root: &Path, machine: &str, full: bool) -> anyhow::Result<ScanSummary> {
+    scan_local_progress(pool, root, machine, full, None).await
+}
+
+/// [`scan_local_with`], counting entry dirs into `progress` as they are handled.
+pub async fn scan_local_progress(
+    pool: &SqlitePool,
+    root: &Path,
+    machine: &str,
+    full: bool,
+    progress: Option<std::sync::Arc<scan::Progress>>,
+) -> anyhow::Result<ScanSummary> {
     let started = Instant::now();
     let root = resolve_root(root)?;
     let root_s = root.display().to_string();
@@ -55,6 +66,7 @@ pub async fn scan_local_with(pool: &SqlitePool, root: &Path, machine: &str, full
     };
     let mut prev = ingest.previous().await?;
     prev.full = full;
+    prev.progress = progress;
     // Entries carry their IR text (~300 KB each in the corpus): keep few in flight and flush
     // batches by size as well as by count, so peak memory stays flat on 100,000-entry caches.
     let (tx, mut rx) = tokio::sync::mpsc::channel(32);
@@ -124,8 +136,12 @@ pub fn scan_report_from(root: &Path, machine: &str, prev: &Previous) -> anyhow::
     let started = Instant::now();
     let root = resolve_root(root)?;
     let mut entries = vec![];
-    let prev =
-        Previous { event_marks: prev.event_marks.clone(), max_event_bytes: prev.max_event_bytes, ..Default::default() };
+    let prev = Previous {
+        event_marks: prev.event_marks.clone(),
+        max_event_bytes: prev.max_event_bytes,
+        progress: prev.progress.clone(),
+        ..Default::default()
+    };
     let tail = scan::scan(&root, &prev, threads(), |e| entries.push(e));
     // Move the IR text into `blobs` (once per sha256): entries keep only the hash, so a big
     // cache's report does not hold every identical IR file many times over.

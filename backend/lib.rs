@@ -10,8 +10,10 @@ pub mod db;
 pub mod demo;
 pub mod explain;
 pub mod fmt;
+pub mod gate;
 pub mod locate;
 pub mod model;
+pub mod progress;
 pub mod run;
 pub mod scan;
 #[cfg(test)]

@@ -1,18 +1,22 @@
-//! `cachelens`: clap → tracing → run(); exit 1 on error.
+//! `cachelens`: clap → tracing → run(); exit 1 on error (the gate sets its own status).
 #![forbid(unsafe_code)]
 
 use cachelens::cli::Cli;
 use clap::Parser;
+use std::process::ExitCode;
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
-async fn main() {
+async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("CACHELENS_LOG").unwrap_or_else(|_| EnvFilter::new("warn")))
         .with_writer(std::io::stderr)
         .init();
-    if let Err(e) = cachelens::run::run(Cli::parse()).await {
-        eprintln!("error: {e:#}");
-        std::process::exit(1);
+    match cachelens::run::run(Cli::parse()).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
     }
 }

@@ -6,15 +6,24 @@ use crate::db;
 use crate::model::ScanSummary;
 use crate::web::{self, AppState, Config};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
+/// Runs a command. An error exits 1 (main); the gate says its own status (2 on error).
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Up(a) => up(a).await,
         Command::Scan(a) => scan(a).await,
         Command::Serve(a) => serve(a).await,
         Command::Explain(a) => explain(a).await,
         Command::Token { command } => token(command).await,
+        Command::Gate(a) => return Ok(crate::gate::run(a).await),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "cachelens", &mut std::io::stdout());
+            Ok(())
+        }
     }
+    .map(|()| ExitCode::SUCCESS)
 }
 
 async fn scan(a: ScanArgs) -> anyhow::Result<()> {
@@ -42,7 +51,7 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     let pool = db::open(&a.db.path()).await?;
     let mut summaries = vec![];
     for r in &paths {
-        summaries.push(scan_root(&pool, r, &machine, a.full).await?);
+        summaries.push(scan_root(&pool, r, &machine, a.full, a.quiet).await?);
     }
     print_summaries(&summaries, a.json, &format!("database: {}", a.db.path().display()));
     Ok(())
@@ -54,8 +63,12 @@ async fn scan_root(
     r: &crate::locate::Root,
     machine: &str,
     full: bool,
+    quiet: bool,
 ) -> anyhow::Result<ScanSummary> {
-    let mut s = collect::scan_local_with(pool, &r.path, machine, full).await?;
+    let (bar, counts) = crate::progress::Bar::scan(quiet, &r.path.display().to_string());
+    let s = collect::scan_local_progress(pool, &r.path, machine, full, counts).await;
+    bar.finish();
+    let mut s = s?;
     db::scans::record_beside(pool, s.scan_id, &r.beside).await?;
     s.beside = r.beside.clone();
     Ok(s)
@@ -68,8 +81,7 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[crate::locat
         a.token.as_deref().context("--server needs --token (or CACHELENS_TOKEN): see `cachelens token create`")?;
     let mut summaries = vec![];
     for r in paths {
-        let retry = crate::upload::Retry::new(a.retries);
-        let up = crate::upload::scan_and_upload_beside(server, token, &r.path, machine, retry, &r.beside).await?;
+        let up = scan_and_upload(a, server, token, r, machine).await?;
         if !a.json {
             println!(
                 "uploaded {:.1} KiB (gzip) with {} of {} IR blobs the server lacked, {} hook event lines{}",
@@ -88,6 +100,30 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[crate::locat
     }
     print_summaries(&summaries, a.json, &format!("server: {server}"));
     Ok(())
+}
+
+/// One root scanned and uploaded, with a bar for the scan and a spinner for the upload.
+async fn scan_and_upload(
+    a: &ScanArgs,
+    server: &str,
+    token: &str,
+    r: &crate::locate::Root,
+    machine: &str,
+) -> anyhow::Result<crate::upload::Uploaded> {
+    use crate::progress::Bar;
+    let retry = crate::upload::Retry::new(a.retries);
+    let mut prev = crate::upload::server_event_marks(server, token, retry).await?;
+    let (bar, counts) = Bar::scan(a.quiet, &r.path.display().to_string());
+    prev.progress = counts;
+    let (root, m) = (r.path.clone(), machine.to_string());
+    let report = tokio::task::spawn_blocking(move || collect::scan_report_from(&root, &m, &prev)).await?;
+    bar.finish();
+    let mut report = report?;
+    report.beside = r.beside.clone();
+    let spin = Bar::spinner(a.quiet, format!("uploading {} entries to {server}", report.entries.len()));
+    let up = crate::upload::upload_report(server, token, report, retry).await;
+    spin.finish();
+    up
 }
 
 fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
@@ -168,7 +204,7 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         let machine = collect::hostname();
         let mut summaries = vec![];
         for r in &present {
-            summaries.push(scan_root(&pool, r, &machine, false).await?);
+            summaries.push(scan_root(&pool, r, &machine, false, false).await?);
         }
         print_summaries(&summaries, false, &format!("database: {}", db.path().display()));
     }
@@ -267,8 +303,12 @@ async fn token(c: TokenCommand) -> anyhow::Result<()> {
             let pool = db::open(&db.path()).await?;
             println!("{}", db::tokens::create(&pool, &machine).await?);
         }
-        TokenCommand::List { db } => {
+        TokenCommand::List { db, json } => {
             let pool = db::open(&db.path()).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&db::tokens::list(&pool).await?)?);
+                return Ok(());
+            }
             println!("{:>4}  {:<24} {:<8} created", "id", "machine", "state");
             for t in db::tokens::list(&pool).await? {
                 let state = if t.revoked_at.is_some() { "revoked" } else { "active" };

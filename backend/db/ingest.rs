@@ -174,6 +174,7 @@ impl Ingest {
             elsewhere: self.elsewhere.clone(),
             max_event_bytes: None,
             full: false,
+            progress: None,
         })
     }
 

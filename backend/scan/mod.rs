@@ -46,6 +46,16 @@ pub struct Previous {
     /// At most this many bytes of event lines per scan (`None`: all). An upload is size-capped
     /// by the server; what is left is read by the next scan, from the mark this one leaves.
     pub max_event_bytes: Option<u64>,
+    /// Counted as entry dirs are found and handled, for a progress bar ([`crate::progress`]).
+    pub progress: Option<std::sync::Arc<Progress>>,
+}
+
+/// How far a scan is: entry dirs found by the walk, and handled so far (read, unchanged or
+/// skipped). The scanner threads count; a display thread reads.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub found: AtomicUsize,
+    pub done: AtomicUsize,
 }
 
 /// Everything but the entries (which go to the sink as they are read).
@@ -85,6 +95,9 @@ where
     };
     let rfd = root_fd.as_fd();
     let layout = walk::walk(root, rfd);
+    if let Some(p) = &prev.progress {
+        p.found.fetch_add(layout.entries.len(), Ordering::Relaxed);
+    }
     let tail = Mutex::new(Tail { skipped: layout.skipped, ..Tail::default() });
     let sink = Mutex::new(sink);
     let next = AtomicUsize::new(0);
@@ -102,6 +115,9 @@ where
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(dir) = layout.entries.get(i) else { break };
+                    if let Some(p) = &prev.progress {
+                        p.done.fetch_add(1, Ordering::Relaxed);
+                    }
                     let key = dir.rsplit('/').next().unwrap_or(dir);
                     if let Some(other) = prev.elsewhere.get(key) {
                         let skip = Skip::new(dir.clone(), SkipKind::Duplicate, duplicate_key(other));

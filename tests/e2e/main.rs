@@ -6,6 +6,7 @@ mod explain;
 mod explain_exact;
 mod explain_generated;
 mod fuzz;
+mod gate;
 mod history;
 mod history_exact;
 mod hostile_scan;

@@ -1,0 +1,379 @@
+//! `cachelens gate` through the real binary: real upgrade pairs (the corpus' in-place upgrades,
+//! and kernels compiled here by Triton 3.4.0 and 3.6.0), exit codes, text and JSON counted
+//! against the cache dirs themselves, the database mode; and the command-line habits: no
+//! progress bar off a terminal or with --quiet, shell completions, `token list --json`.
+
+use crate::common::*;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Runs the binary: (exit code, stdout, stderr). CACHELENS_DB is cleared (the gate never reads
+/// it, and other commands get --db).
+fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin()).args(args).env_remove("CACHELENS_DB").output().unwrap();
+    let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), s(&out.stdout), s(&out.stderr))
+}
+
+fn json(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+/// The kernel entries of a cache dir, read independently of the scanner: key dir → the
+/// metadata's (name, triton_version).
+fn kernels(cache: &Path) -> BTreeMap<String, (String, String)> {
+    let mut out = BTreeMap::new();
+    for d in std::fs::read_dir(cache).unwrap() {
+        let d = d.unwrap().path();
+        for f in std::fs::read_dir(&d).unwrap() {
+            let f = f.unwrap().path();
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            if name.ends_with(".json") && !name.starts_with("__grp__") && !name.ends_with(".autotune.json") {
+                let m: Value = json(&std::fs::read_to_string(&f).unwrap());
+                let key = d.file_name().unwrap().to_string_lossy().into_owned();
+                let s = |k: &str| m[k].as_str().unwrap_or("").to_string();
+                out.insert(key, (s("name"), s("triton_version")));
+            }
+        }
+    }
+    out
+}
+
+/// Every file below `dir` with its size and mtime: the gate must leave caches as it found them.
+fn listing(dir: &Path) -> BTreeSet<(PathBuf, u64, std::time::SystemTime)> {
+    let mut out = BTreeSet::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let md = e.metadata().unwrap();
+            if md.is_dir() {
+                todo.push(e.path());
+            }
+            out.insert((e.path(), md.len(), md.modified().unwrap()));
+        }
+    }
+    out
+}
+
+fn cache_of(archive: &str) -> PathBuf {
+    corpus_read_only(archive).join("triton-cache")
+}
+
+const A100_1: &str = "a100-upgrade-1-triton-3.4.0";
+const A100_2: &str = "a100-upgrade-2-triton-3.5.1";
+
+/// The corpus' in-place upgrade as two dirs: 3.4.0's 45 kernels, then the dir after 3.5.1
+/// compiled the same kernels into it (both generations). Every base kernel recompiles.
+#[test]
+fn gate_fails_on_a_real_upgrade_with_causes_in_text_and_json() {
+    let (base, change) = (cache_of(A100_1), cache_of(A100_2));
+    let before = (listing(&base), listing(&change));
+    let (b, c) = (base.to_str().unwrap(), change.to_str().unwrap());
+    let (code, out, err) = cli(&["gate", b, c, "--max-invalidated", "10%"]);
+    assert_eq!(code, 1, "{out}{err}");
+    // Counted from the dirs: base kernels, and change kernels under keys the base lacks.
+    let (bk, ck) = (kernels(&base), kernels(&change));
+    let fresh: BTreeSet<&String> = ck.keys().filter(|k| !bk.contains_key(*k)).collect();
+    assert_eq!((bk.len(), fresh.len()), (45, 45));
+    assert!(
+        out.starts_with("gate FAILED: 45 of 45 base kernels would recompile (100.0%), more than the 10% allowed\n"),
+        "{out}"
+    );
+    assert!(out.contains("\ncompiler: 45\n"), "{out}");
+    assert!(out.contains("Triton 3.4.0 → 3.5.1; everything else equal"), "{out}");
+    assert!(out.contains("... and 25 more"), "20 shown per cause: {out}");
+    assert!(!err.contains("scanning"), "no progress bar off a terminal: {err}");
+
+    let (code, out, _) = cli(&["gate", b, c, "--max-invalidated", "10%", "--json"]);
+    assert_eq!(code, 1);
+    let v = json(&out);
+    assert_eq!(v["passed"], false);
+    assert_eq!((v["base_kernels"].as_u64(), v["change_kernels"].as_u64()), (Some(45), Some(90)));
+    assert_eq!(v["invalidated"].as_u64(), Some(fresh.len() as u64));
+    assert_eq!(v["share"].as_f64(), Some(1.0));
+    assert_eq!(v["by_cause"], serde_json::json!([{"cause": "compiler", "count": 45}]));
+    assert_eq!((v["kept"].as_u64(), v["new"].as_u64(), v["removed"].as_u64()), (Some(45), Some(0), Some(0)));
+    let rows = arr(&v["report"]["invalidated"]);
+    assert_eq!(rows.len(), 45);
+    let news: BTreeSet<&str> = rows.iter().map(|r| r["new_key"].as_str().unwrap()).collect();
+    assert_eq!(news, fresh.iter().map(|k| k.as_str()).collect(), "each new key once");
+    for r in rows {
+        let (old, new) = (&bk[r["old_key"].as_str().unwrap()], &ck[r["new_key"].as_str().unwrap()]);
+        assert_eq!((old.0.as_str(), old.1.as_str(), new.1.as_str()), (r["kernel"].as_str().unwrap(), "3.4.0", "3.5.1"));
+        assert_eq!(new.0, old.0, "paired with the same kernel: {r}");
+    }
+    assert_eq!((listing(&base), listing(&change)), before, "the gate wrote into a cache");
+
+    // A threshold at or above the measured share passes; the count and fraction forms too.
+    for (limit, want) in [("100%", 0), ("1.0", 0), ("45", 0), ("44", 1), ("0.9", 1)] {
+        let (code, out, err) = cli(&["gate", b, c, "--max-invalidated", limit, "-q"]);
+        assert_eq!(code, want, "--max-invalidated {limit}: {out}{err}");
+        assert!(err.is_empty(), "--quiet: {err}");
+    }
+    let (_, out, _) = cli(&["gate", b, c, "--max-invalidated", "45"]);
+    assert!(
+        out.starts_with("gate passed: 45 of 45 base kernels would recompile (100.0%), within the 45 kernels allowed")
+    );
+}
+
+/// Two copies of the same cache: nothing recompiles, even with no recompile allowed.
+#[test]
+fn gate_passes_on_an_identical_pair() {
+    let base = cache_of(A100_1);
+    let (_t, copy) = unpacked(A100_1);
+    let copy = copy.join("triton-cache");
+    let (code, out, err) =
+        cli(&["gate", base.to_str().unwrap(), copy.to_str().unwrap(), "--max-invalidated", "0", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v = json(&out);
+    assert_eq!((v["passed"].as_bool(), v["invalidated"].as_u64(), v["kept"].as_u64()), (Some(true), Some(0), Some(45)));
+    assert_eq!(v["by_cause"], serde_json::json!([]));
+}
+
+#[test]
+fn gate_input_errors_exit_2() {
+    let base = cache_of(A100_1);
+    let b = base.to_str().unwrap();
+    let t = tempfile::TempDir::new().unwrap();
+    let missing = t.path().join("nope");
+    let m = missing.to_str().unwrap();
+    let empty = t.path().to_str().unwrap();
+    let db = t.path().join("none.db");
+    for (args, says) in [
+        (vec!["gate", b, m, "--max-invalidated", "10%"], "nope"),
+        (vec!["gate", m, b, "--max-invalidated", "10%"], "nope"),
+        (vec!["gate", b, empty, "--max-invalidated", "10%"], "no Triton cache"),
+        (vec!["gate", b, b, "--max-invalidated", "ten%"], "give a percentage"),
+        (vec!["gate", b, b, "--max-invalidated", "150%"], "give a percentage"),
+        (vec!["gate", b, b, "--max-invalidated", "-2"], "give a percentage"),
+        (vec!["gate", b, "--max-invalidated", "10%"], "two cache dirs"),
+        (vec!["gate", b, b], "--max-invalidated"),
+        (vec!["gate", "m1", "m2", "--db", db.to_str().unwrap(), "--max-invalidated", "1"], "no database"),
+    ] {
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+    }
+    assert!(!db.exists(), "a missing --db is not created");
+    let (code, out, _) = cli(&["gate", "--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("Exit status:\n  0  passed") && out.contains("  2  the gate could not decide"), "{out}");
+}
+
+/// The database mode: an in-place upgrade scanned twice on one machine, and two machines.
+#[test]
+fn gate_reads_scans_and_machines_of_a_database() {
+    let t = tempfile::TempDir::new().unwrap();
+    let db = t.path().join("fleet.db");
+    let d = db.to_str().unwrap();
+    let scan = |machine: &str, archive: &str, at: &Path| -> i64 {
+        let _ = std::fs::remove_dir_all(at);
+        let staging = t.path().join("staging");
+        let _ = std::fs::remove_dir_all(&staging);
+        unpack(archive, &staging);
+        std::fs::rename(staging.join(archive), at).unwrap();
+        let (code, out, err) = cli(&["scan", "--db", d, "--machine", machine, "--json", at.to_str().unwrap()]);
+        assert_eq!(code, 0, "{out}{err}");
+        json(&out)["scan_id"].as_i64().unwrap()
+    };
+    let a100 = t.path().join("a100");
+    let s1 = scan("a100", A100_1, &a100);
+    let s2 = scan("a100", A100_2, &a100);
+    // Latest scan against the one before, then the same two named.
+    let (code, out, err) = cli(&["gate", "--db", d, "a100", "--max-invalidated", "10%", "--json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let v = json(&out);
+    assert_eq!(
+        (v["base"].as_str(), v["change"].as_str()),
+        (Some(&*format!("a100@{s1}")), Some(&*format!("a100@{s2}")))
+    );
+    assert_eq!((v["invalidated"].as_u64(), v["base_kernels"].as_u64()), (Some(45), Some(45)));
+    assert_eq!(v["by_cause"], serde_json::json!([{"cause": "compiler", "count": 45}]));
+    let (a, b) = (format!("a100@{s1}"), format!("a100@{s2}"));
+    let (code, named, _) = cli(&["gate", "--db", d, &a, &b, "--max-invalidated", "10%", "--json"]);
+    assert_eq!(code, 1);
+    assert_eq!(json(&named)["report"], v["report"]);
+    let (code, out, _) = cli(&["gate", "--db", d, &a, &b, "--max-invalidated", "100%"]);
+    assert_eq!(code, 0, "{out}");
+    // Two machines: the AMD pair, 3.6.0 then 3.9.0 (both generations in the second).
+    let (m1, m2) = (t.path().join("mi300-1"), t.path().join("mi300-2"));
+    scan("mi300-old", "mi300-upgrade-1-triton-3.6.0", &m1);
+    scan("mi300-new", "mi300-upgrade-2-triton-3.9.0", &m2);
+    let old = kernels(&m1.join("triton-cache"));
+    let (code, out, err) = cli(&["gate", "--db", d, "mi300-old", "mi300-new", "--max-invalidated", "10%"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let head = format!("gate FAILED: {n} of {n} base kernels would recompile (100.0%)", n = old.len());
+    assert!(out.starts_with(&head) && out.contains(&format!("\ncompiler: {}\n", old.len())), "{out}");
+    // Errors of the database mode: unknown machine or scan, a first scan, a mixed pair.
+    for args in [
+        vec!["gate", "--db", d, "nobody", "a100", "--max-invalidated", "1"],
+        vec!["gate", "--db", d, &a, "a100@999", "--max-invalidated", "1"],
+        vec!["gate", "--db", d, &a, "--max-invalidated", "1"],
+        vec!["gate", "--db", d, &a, "mi300-new", "--max-invalidated", "1"],
+    ] {
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.starts_with("error: "), "{err}");
+    }
+}
+
+/// The python named by `var`, or None when unset and `CACHELENS_ALLOW_SKIP=1`.
+fn python(var: &str) -> Option<std::ffi::OsString> {
+    if let Some(py) = std::env::var_os(var).filter(|p| !p.is_empty()) {
+        return Some(py);
+    }
+    assert!(
+        std::env::var("CACHELENS_ALLOW_SKIP").as_deref() == Ok("1"),
+        "{var} is not set; CACHELENS_ALLOW_SKIP=1 skips"
+    );
+    eprintln!("skipping (CACHELENS_ALLOW_SKIP=1): {var} is not set");
+    None
+}
+
+/// scripts/workload.py for sm_90 into `dir`, with an optional env var; returns Triton's version.
+fn compile(py: &std::ffi::OsStr, dir: &Path, kernels: &str, env: Option<(&str, &str)>) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py");
+    let mut cmd = Command::new(py);
+    cmd.arg(&script).args(["--target", "cuda:90", "--kernels", kernels]).env("TRITON_CACHE_DIR", dir);
+    for v in ["TRITON_DEFAULT_FP_FUSION", "TRITON_F32_DEFAULT", "TRITON_DEBUG"] {
+        cmd.env_remove(v);
+    }
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "workload.py: {}", String::from_utf8_lossy(&out.stderr));
+    let last = out.stdout.trim_ascii_end().rsplit(|b| *b == b'\n').next().unwrap().to_vec();
+    json(&String::from_utf8(last).unwrap())["triton_version"].as_str().unwrap().to_string()
+}
+
+/// The recipe of docs/ci-gate.md: the same kernels compiled ahead of time for sm_90 on this
+/// CPU under the base and under the change: a Triton upgrade (3.4.0 → 3.6.0); and an env var
+/// set for the add kernels' job only (the change is a dir holding two caches: the add kernels
+/// compiled with `TRITON_F32_DEFAULT=ieee`, softmax without).
+#[test]
+fn gate_on_kernels_compiled_here_by_two_triton_releases() {
+    let (Some(py), Some(alt)) = (python("CACHELENS_PYTHON"), python("CACHELENS_PYTHON_ALT")) else { return };
+    let t = tempfile::TempDir::new().unwrap();
+    let (new, old, change) = (t.path().join("3.6.0"), t.path().join("alt"), t.path().join("change"));
+    assert_eq!(compile(&py, &new, "add,softmax", None), "3.6.0");
+    let version = compile(&alt, &old, "add", None);
+    assert_ne!(version, "3.6.0", "CACHELENS_PYTHON_ALT must have another Triton");
+    compile(&py, &change.join("add-ieee"), "add", Some(("TRITON_F32_DEFAULT", "ieee")));
+    compile(&py, &change.join("softmax"), "softmax", None);
+    let s = |p: &PathBuf| p.to_str().unwrap().to_string();
+
+    // The upgrade: every add kernel recompiles; softmax is new in the change, not counted.
+    let (code, out, err) = cli(&["gate", &s(&old), &s(&new), "--max-invalidated", "10%", "--json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let v = json(&out);
+    let (ok, nk) = (kernels(&old), kernels(&new));
+    let softmax = nk.values().filter(|(n, _)| n == "softmax_kernel").count();
+    assert_eq!((ok.len(), softmax), (6, 6));
+    assert_eq!(v["by_cause"], serde_json::json!([{"cause": "compiler", "count": ok.len()}]));
+    assert_eq!((v["invalidated"].as_u64(), v["new"].as_u64()), (Some(6), Some(softmax as u64)));
+    for r in arr(&v["report"]["invalidated"]) {
+        assert_eq!(r["summary"], format!("Triton {version} → 3.6.0; everything else equal"), "{r}");
+        assert!(ok.contains_key(r["old_key"].as_str().unwrap()) && nk.contains_key(r["new_key"].as_str().unwrap()));
+    }
+    let (code, text, _) = cli(&["gate", &s(&old), &s(&new), "--max-invalidated", "10%"]);
+    assert_eq!(code, 1);
+    assert!(text.contains("\ncompiler: 6\n  add_kernel  ") && text.contains("6 new variants"), "{text}");
+
+    // The env var: the add kernels' keys change (6 of 12), softmax's do not.
+    let moved: usize = ["add-ieee", "softmax"]
+        .iter()
+        .map(|d| kernels(&change.join(d)).keys().filter(|k| !nk.contains_key(*k)).count())
+        .sum();
+    assert_eq!((moved, nk.len()), (6, 12), "counted from the dirs");
+    for (limit, want) in [("50%", 0), ("0.5", 0), ("6", 0), ("49%", 1), ("5", 1)] {
+        let (code, out, err) = cli(&["gate", &s(&new), &s(&change), "--max-invalidated", limit, "--json"]);
+        assert_eq!(code, want, "{limit}: {out}{err}");
+        let v = json(&out);
+        assert_eq!(v["by_cause"], serde_json::json!([{"cause": "env", "count": moved}]), "{limit}");
+        assert_eq!((v["share"].as_f64(), v["passed"].as_bool()), (Some(0.5), Some(want == 0)));
+        assert_eq!((v["kept"].as_u64(), v["change_kernels"].as_u64()), (Some(6), Some(12)));
+    }
+}
+
+/// Under a terminal (a pty made by `script`) a scan draws its bar on stderr; `--quiet` and a
+/// pipe draw none.
+#[test]
+fn progress_bar_only_on_a_terminal_and_not_with_quiet() {
+    let t = tempfile::TempDir::new().unwrap();
+    let db = t.path().join("p.db");
+    let cache = cache_of(A100_1);
+    let run = |quiet: bool| {
+        let db = db.with_extension(if quiet { "q.db" } else { "db" });
+        let cmd = format!(
+            "stty cols 160 rows 40; {} scan --db {} --machine p {} {}",
+            bin().display(),
+            db.display(),
+            cache.display(),
+            if quiet { "--quiet" } else { "" }
+        );
+        let out = Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let tty = run(false);
+    let bar = format!("scanning {}", cache.canonicalize().unwrap().display());
+    assert!(tty.contains(&bar) && tty.contains("/45 entries"), "{tty}");
+    assert!(tty.contains("scan 1 of "), "the summary still follows: {tty}");
+    let quiet = run(true);
+    assert!(!quiet.contains("scanning") && quiet.contains("scan 1 of "), "{quiet}");
+    // Off a terminal: nothing on stderr but what the scan says.
+    let (code, out, err) = cli(&["scan", "--db", db.to_str().unwrap(), "--machine", "p2", cache.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("scanning") && !err.contains('\u{1b}'), "{err}");
+}
+
+#[test]
+fn completions_name_every_subcommand() {
+    let (code, script, err) = cli(&["completions", "bash"]);
+    assert_eq!(code, 0, "{err}");
+    for sub in ["up", "scan", "serve", "explain", "token", "gate", "completions"] {
+        assert!(script.contains(&format!("cachelens,{sub})")), "{sub} missing");
+    }
+    assert!(script.contains("--max-invalidated"));
+    // bash itself reads it (syntax check) and registers the completion function.
+    let t = tempfile::TempDir::new().unwrap();
+    let f = t.path().join("c.bash");
+    std::fs::write(&f, &script).unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("source {} && complete -p cachelens", f.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cachelens"));
+    for shell in ["zsh", "fish"] {
+        let (code, s, _) = cli(&["completions", shell]);
+        assert!(code == 0 && s.contains("max-invalidated"), "{shell}");
+    }
+    let (code, _, err) = cli(&["completions", "tcsh"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn token_list_json() {
+    let t = tempfile::TempDir::new().unwrap();
+    let db = t.path().join("t.db");
+    let d = db.to_str().unwrap();
+    let (code, token, _) = cli(&["token", "create", "--machine", "node-7", "--db", d]);
+    assert_eq!(code, 0);
+    cli(&["token", "create", "--machine", "node-8", "--db", d]);
+    assert_eq!(cli(&["token", "revoke", "2", "--db", d]).0, 0);
+    let (code, out, err) = cli(&["token", "list", "--json", "--db", d]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let rows = arr(&v);
+    assert_eq!(rows.len(), 2);
+    assert_eq!((rows[0]["id"].as_i64(), rows[0]["machine"].as_str()), (Some(1), Some("node-7")));
+    assert!(rows[0]["revoked_at"].is_null() && rows[1]["revoked_at"].is_i64(), "{v}");
+    assert!(!out.contains(token.trim()), "the token itself is never listed");
+}
