@@ -82,7 +82,8 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::middleware::map_response(vary_on_htmx))
         // A layer of the router: every read route, and its fallback, needs the read token.
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::read_access));
-    let uploads = api::upload_router().route_layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track_uploads));
+    let uploads =
+        api::upload_router().route_layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track_uploads));
     let open = Router::new().merge(uploads).route("/login", axum::routing::get(auth::login));
     read.merge(open)
         .layer(axum::middleware::map_response(security_headers))

@@ -62,9 +62,14 @@ fn label(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
+/// The sample `name{pairs}`.
+fn key(name: &str, pairs: &[(&str, &str)]) -> Sample {
+    (name.to_string(), label(pairs))
+}
+
 /// The value of `name{machine=M}`.
 fn per_machine(m: &BTreeMap<Sample, f64>, name: &str, machine: &str) -> Option<f64> {
-    m.get(&(name.to_string(), label(&[("machine", machine)]))).copied()
+    m.get(&key(name, &[("machine", machine)])).copied()
 }
 
 /// An in-process server on 127.0.0.1:0 for `state`; returns its base URL.
@@ -110,10 +115,14 @@ async fn assert_equal_to_api(url: &str) -> Vec<String> {
     for mach in arr(&machines) {
         let name = mach["name"].as_str().unwrap();
         names.push(name.to_string());
-        let get = |metric: &str| per_machine(&m, metric, name).unwrap_or_else(|| panic!("{metric}{{machine={name}}} missing"));
-        for (metric, field) in
-            [("cachelens_entries", "entries"), ("cachelens_bytes", "bytes"), ("cachelens_relocated_entries", "relocated")]
-        {
+        let get = |metric: &str| {
+            per_machine(&m, metric, name).unwrap_or_else(|| panic!("{metric}{{machine={name}}} missing"))
+        };
+        for (metric, field) in [
+            ("cachelens_entries", "entries"),
+            ("cachelens_bytes", "bytes"),
+            ("cachelens_relocated_entries", "relocated"),
+        ] {
             assert_eq!(get(metric), mach[field].as_i64().unwrap() as f64, "{name}: {metric} vs {field}");
         }
         let last_ms = mach["last_scan_at"].as_i64().expect("every machine here was scanned");
@@ -167,7 +176,7 @@ async fn per_machine_figures_equal_the_api_before_and_after_an_upload() {
     assert!(per_machine(&m, "cachelens_compile_seconds_total", "h100-hook").unwrap() > 1.0);
     assert!(per_machine(&m, "cachelens_compiles_total", "a100-1").unwrap() > 0.0, "inferred compiles");
     assert!(per_machine(&m, "cachelens_relocated_entries", "h100-a").unwrap() > 0.0);
-    assert_eq!(m.get(&("cachelens_uploads_total".into(), label(&[("status", "201")]))), None, "no upload yet");
+    assert_eq!(m.get(&key("cachelens_uploads_total", &[("status", "201")])), None, "no upload yet");
 
     // A real upload from the CLI (the hook corpus again, as another machine, with its events).
     let token = cachelens::db::tokens::create(&pool, "node-up").await.unwrap();
@@ -180,9 +189,9 @@ async fn per_machine_figures_equal_the_api_before_and_after_an_upload() {
     let after = scrape(&url).await;
     assert_eq!(per_machine(&after, "cachelens_cache_hits_total", "node-up"), Some(16.0), "its hook events counted");
     let uploads = |m: &BTreeMap<Sample, f64>, status: &str| {
-        m.get(&("cachelens_uploads_total".into(), label(&[("status", status)]))).copied().unwrap_or(0.0)
+        m.get(&key("cachelens_uploads_total", &[("status", status)])).copied().unwrap_or(0.0)
     };
-    let bytes = |m: &BTreeMap<Sample, f64>| m[&("cachelens_upload_bytes_total".into(), label(&[]))];
+    let bytes = |m: &BTreeMap<Sample, f64>| m[&key("cachelens_upload_bytes_total", &[])];
     assert_eq!(uploads(&after, "201"), 1.0);
     let sent = bytes(&after);
     assert!(sent > 1000.0, "the CLI's upload body counted: {sent}");
@@ -212,10 +221,9 @@ async fn request_durations_by_route_pattern() {
     }
     let m = scrape(&url).await;
     let other = label(&[("method", "other"), ("route", "/")]);
-    assert_eq!(m.get(&("cachelens_http_request_duration_seconds_count".into(), other)), Some(&2.0));
+    assert_eq!(m.get(&("cachelens_http_request_duration_seconds_count".to_string(), other)), Some(&2.0));
     let count = |route: &str| {
-        m.get(&("cachelens_http_request_duration_seconds_count".into(), label(&[("method", "GET"), ("route", route)])))
-            .copied()
+        m.get(&key("cachelens_http_request_duration_seconds_count", &[("method", "GET"), ("route", route)])).copied()
     };
     assert_eq!(count("/"), Some(1.0));
     assert_eq!(count("/machines/{name}"), Some(2.0), "one series per route pattern, not per path");
@@ -224,10 +232,10 @@ async fn request_durations_by_route_pattern() {
     let routes: BTreeSet<&str> = m.keys().filter_map(|(_, l)| l.get("route").map(String::as_str)).collect();
     assert!(!routes.iter().any(|r| r.contains("h100-a") || r.contains("no/such")), "{routes:?}");
     // Buckets are cumulative, ending at +Inf = count.
-    let inf = m[&(
-        "cachelens_http_request_duration_seconds_bucket".into(),
-        label(&[("le", "+Inf"), ("method", "GET"), ("route", "/machines/{name}")]),
+    let inf = m[&key(
+        "cachelens_http_request_duration_seconds_bucket",
+        &[("le", "+Inf"), ("method", "GET"), ("route", "/machines/{name}")],
     )];
     assert_eq!(inf, 2.0);
-    assert!(m[&("cachelens_http_request_duration_seconds_sum".into(), label(&[("method", "GET"), ("route", "/")]))] > 0.0);
+    assert!(m[&key("cachelens_http_request_duration_seconds_sum", &[("method", "GET"), ("route", "/")])] > 0.0);
 }
