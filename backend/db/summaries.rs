@@ -49,6 +49,8 @@ pub struct MachineRow {
     pub entries: i64,
     pub kernels: i64,
     pub bytes: i64,
+    /// Live entries whose group file points to another path (Triton misses on them there).
+    pub relocated: i64,
     pub last_scan_at: Option<i64>,
     pub triton_versions: Vec<String>,
 }
@@ -61,6 +63,7 @@ impl From<MachineSummary> for MachineRow {
             entries: m.entries,
             kernels: m.kernels,
             bytes: m.bytes,
+            relocated: m.relocated,
             last_scan_at: m.last_scan_at,
             triton_versions: versions.map(str::to_string).collect(),
         }

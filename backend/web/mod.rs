@@ -5,6 +5,7 @@
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod metrics;
 pub mod pages;
 pub mod query;
 pub mod serve;
@@ -53,6 +54,8 @@ pub struct AppState {
     /// clients uploading together hold 50 bodies and decoded reports while they queue for the
     /// write lock. Bodies waiting for a slot stay in the clients' sockets.
     pub upload_slots: Arc<tokio::sync::Semaphore>,
+    /// The server's Prometheus metrics (`GET /metrics`, see metrics.rs).
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 impl AppState {
@@ -65,6 +68,7 @@ impl AppState {
             config: Arc::new(config),
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
             upload_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
+            metrics: Arc::default(),
         }
     }
 }
@@ -74,13 +78,18 @@ pub fn app(state: AppState) -> Router {
     let read = Router::new()
         .nest("/api/v1", api::read_router())
         .merge(pages::router())
+        .route("/metrics", axum::routing::get(metrics::handler))
         .layer(axum::middleware::map_response(vary_on_htmx))
         // A layer of the router: every read route, and its fallback, needs the read token.
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::read_access));
-    let open = Router::new().merge(api::upload_router()).route("/login", axum::routing::get(auth::login));
+    let uploads =
+        api::upload_router().route_layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track_uploads));
+    let open = Router::new().merge(uploads).route("/login", axum::routing::get(auth::login));
     read.merge(open)
         .layer(axum::middleware::map_response(security_headers))
         .layer(axum::middleware::from_fn_with_state(state.clone(), body_idle_timeout))
+        // Times every request by its route pattern (MatchedPath is set before layers run).
+        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::track_requests))
         .layer(tower_http::trace::TraceLayer::new_for_http())
         .with_state(state)
 }

@@ -12,6 +12,7 @@ mod history_exact;
 mod hostile_scan;
 mod hostile_server;
 mod layouts;
+mod metrics;
 mod pages;
 mod rescan;
 mod scan;
