@@ -5,6 +5,7 @@
 
 pub mod artifacts;
 pub mod entries;
+pub mod decisions;
 pub mod events;
 pub mod explain;
 pub mod history;
