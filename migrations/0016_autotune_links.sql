@@ -1,9 +1,9 @@
 -- Autotune pages (issue 13 item 3): link Inductor's max-autotune choices to the Triton cache
 -- entries compiled from them, and page decisions by machine without sorting the table.
 --
--- entry_modules: the Inductor module (`<inductor dir>/<2 chars>/c<52 chars>.py`) an entry was
+-- entry_modules: the Inductor module (`<inductor dir>/<2 chars>/c<51 chars>.py`) an entry was
 -- compiled from, read from the first line of its TTIR (`#loc = loc("<path>.py":line:col)`): the
--- module's file stem (`c` + 52 chars, the 2-char dir being its chars 2-3). Inductor names a
+-- module's file stem (`c` + 51 chars, the 2-char dir being its chars 2-3). Inductor names a
 -- benchmarked template choice `<template>-<that stem>` (`triton_mm-cga37…`).
 CREATE TABLE entry_modules (
     entry_id    INTEGER PRIMARY KEY REFERENCES entries(id) ON DELETE CASCADE,
@@ -13,7 +13,7 @@ CREATE TABLE entry_modules (
 CREATE INDEX entry_modules_module ON entry_modules(machine_id, module);
 
 -- One row per choice of an Inductor decision, fastest first (`rank` 0 is the winner); `module`
--- the stem the name ends with (`…-c<52 chars>`), NULL when it ends otherwise.
+-- the stem the name ends with (`…-c<51 chars>`), NULL when it ends otherwise.
 CREATE TABLE inductor_choices (
     decision_id INTEGER NOT NULL REFERENCES inductor_autotune(id) ON DELETE CASCADE,
     rank        INTEGER NOT NULL,
@@ -31,20 +31,20 @@ CREATE INDEX inductor_autotune_page ON inductor_autotune(machine_id, op, key, pr
 
 -- What databases made before this migration hold: the same rules as the ingest's.
 INSERT OR IGNORE INTO entry_modules(entry_id, machine_id, module)
-SELECT entry_id, machine_id, substr(l, p - 53, 53) FROM (
+SELECT entry_id, machine_id, substr(l, p - 52, 52) FROM (
     SELECT entry_id, machine_id, l, instr(l, '.py"') AS p FROM (
         SELECT a.entry_id, e.machine_id, substr(b.content, 1, instr(b.content, char(10))) AS l
         FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256 JOIN entries e ON e.id = a.entry_id
         WHERE a.ext IN ('source', 'ttir')
     )
 )
-WHERE l LIKE '#loc = loc("%' AND p > 57 AND substr(l, p - 54, 1) = '/' AND substr(l, p - 57, 1) = '/'
-  AND substr(l, p - 53, 1) = 'c' AND substr(l, p - 56, 2) = substr(l, p - 52, 2);
+WHERE l LIKE '#loc = loc("%' AND p > 56 AND substr(l, p - 53, 1) = '/' AND substr(l, p - 56, 1) = '/'
+  AND substr(l, p - 52, 1) = 'c' AND substr(l, p - 55, 2) = substr(l, p - 51, 2);
 
 INSERT INTO inductor_choices(decision_id, rank, machine_id, name, module, ms)
 SELECT a.id, CAST(j.key AS INTEGER), a.machine_id, json_extract(j.value, '$.name'),
-       CASE WHEN length(json_extract(j.value, '$.name')) > 54
-             AND substr(json_extract(j.value, '$.name'), -54, 2) = '-c'
-            THEN substr(json_extract(j.value, '$.name'), -53) END,
+       CASE WHEN length(json_extract(j.value, '$.name')) > 53
+             AND substr(json_extract(j.value, '$.name'), -53, 2) = '-c'
+            THEN substr(json_extract(j.value, '$.name'), -52) END,
        json_extract(j.value, '$.ms')
 FROM inductor_autotune a, json_each(a.choices_json) j;

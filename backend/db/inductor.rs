@@ -55,14 +55,13 @@ pub async fn replace(pool: &SqlitePool, scan_id: i64, rows: &[InductorAutotune])
 }
 
 /// The Inductor module a choice was generated into: Inductor names a benchmarked template
-/// choice `<template>-<module stem>` (`triton_mm-cga37…`, the stem `c` + 52 base32 chars of
+/// choice `<template>-<module stem>` (`triton_mm-cga37…`, the stem `c` + 51 base32 chars of
 /// `<inductor dir>/ga/cga37….py`). Extern (aten) choices end with a hash of the same form
 /// that names no module; they simply match no entry.
 pub fn choice_module(name: &str) -> Option<&str> {
     let (_, stem) = name.rsplit_once('-')?;
-    let ok = stem.len() == 53
-        && stem.starts_with('c')
-        && stem.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let ok =
+        stem.len() == 52 && stem.starts_with('c') && stem.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
     ok.then_some(stem)
 }
 
@@ -75,7 +74,7 @@ pub fn choice_kind(name: &str) -> &'static str {
 
 /// Record which Inductor module each of `ids` (entries of `machine_id` just written, with their
 /// artifacts) was compiled from: the first line of its TTIR (`.source` or `.ttir`) is
-/// `#loc = loc("<inductor dir>/<2 chars>/c<52 chars>.py":line:col)` for a kernel Inductor
+/// `#loc = loc("<inductor dir>/<2 chars>/c<51 chars>.py":line:col)` for a kernel Inductor
 /// generated. The same rule as migration 0016's backfill.
 pub async fn link_modules(conn: &mut sqlx::SqliteConnection, machine_id: i64, ids: &[i64]) -> sqlx::Result<()> {
     for part in ids.chunks(500) {
@@ -84,7 +83,7 @@ pub async fn link_modules(conn: &mut sqlx::SqliteConnection, machine_id: i64, id
              SELECT entry_id, ",
         );
         qb.push_bind(machine_id).push(
-            ", substr(l, p - 53, 53) FROM (
+            ", substr(l, p - 52, 52) FROM (
                 SELECT entry_id, l, instr(l, '.py\"') AS p FROM (
                     SELECT a.entry_id, substr(b.content, 1, instr(b.content, char(10))) AS l
                     FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256
@@ -95,9 +94,9 @@ pub async fn link_modules(conn: &mut sqlx::SqliteConnection, machine_id: i64, id
             sep.push_bind(*id);
         }
         qb.push(
-            "))) WHERE l LIKE '#loc = loc(\"%' AND p > 57 AND substr(l, p - 54, 1) = '/'
-               AND substr(l, p - 57, 1) = '/' AND substr(l, p - 53, 1) = 'c'
-               AND substr(l, p - 56, 2) = substr(l, p - 52, 2)",
+            "))) WHERE l LIKE '#loc = loc(\"%' AND p > 56 AND substr(l, p - 53, 1) = '/'
+               AND substr(l, p - 56, 1) = '/' AND substr(l, p - 52, 1) = 'c'
+               AND substr(l, p - 55, 2) = substr(l, p - 51, 2)",
         );
         qb.build().execute(&mut *conn).await?;
     }
@@ -238,7 +237,8 @@ async fn triton_rows(
                 .collect();
             let at_ms = |c: &AutotuneChoice| c.ms.unwrap_or(f64::INFINITY);
             choices.sort_by(|a, b| at_ms(a).total_cmp(&at_ms(b)).then_with(|| a.name.cmp(&b.name)));
-            let row = AutotuneRow::new("triton", machine, kernel.unwrap_or_default(), at.key.to_string(), String::new());
+            let row =
+                AutotuneRow::new("triton", machine, kernel.unwrap_or_default(), at.key.to_string(), String::new());
             Some(AutotuneRow { entry: Some(entry), ..row.decided(choices, winner) })
         })
         .collect())
@@ -250,16 +250,17 @@ async fn inductor_rows(
     kernel: Option<&str>,
     page: Page,
 ) -> sqlx::Result<Vec<AutotuneRow>> {
-    let rows: Vec<(i64, String, String, String, String, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT a.id, m.name, a.op, a.key, a.precision, a.choices_json, a.winner {INDUCTOR_WHERE}
+    let rows: Vec<(i64, String, String, String, String, String, String)> =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT a.id, m.name, a.op, a.key, a.precision, a.choices_json, a.winner {INDUCTOR_WHERE}
              ORDER BY m.name, a.op, a.key, a.precision, a.id LIMIT ?3 OFFSET ?4"
-    )))
-    .bind(machine)
-    .bind(kernel)
-    .bind(page.limit)
-    .bind(page.offset)
-    .fetch_all(pool)
-    .await?;
+        )))
+        .bind(machine)
+        .bind(kernel)
+        .bind(page.limit)
+        .bind(page.offset)
+        .fetch_all(pool)
+        .await?;
     Ok(rows
         .into_iter()
         .map(|(id, machine, op, key, precision, choices, winner)| {

@@ -4,8 +4,8 @@
 //! pool setup (WAL, busy timeout, foreign keys), the migrator and the [`Db`] handle.
 
 pub mod artifacts;
-pub mod entries;
 pub mod decisions;
+pub mod entries;
 pub mod events;
 pub mod explain;
 pub mod history;

@@ -30,6 +30,8 @@ pub struct Row {
     pub source: &'static str,
     pub machine: String,
     pub op: String,
+    /// Triton rows: the kernel's page, whose grids show which variants each config fits.
+    pub op_href: Option<String>,
     pub key: String,
     pub precision: String,
     /// The decision's own page (Inductor) or the `.autotune.json` entry's (Triton).
@@ -109,6 +111,7 @@ fn row(r: inductor::AutotuneRow) -> Row {
     };
     Row {
         source: r.source,
+        op_href: (r.source == "triton").then(|| format!("/kernels/{}#autotune", fmt::enc(&r.op))),
         href,
         kind: r.winner_kind,
         runner_up: r.runner_up.unwrap_or_else(|| "—".into()),
@@ -155,7 +158,8 @@ struct DecisionPage {
 
 pub async fn decision(State(s): State<AppState>, Path(id): Path<String>) -> PageResult {
     let id: i64 = id.parse().map_err(|_| not_found(format!("no autotune decision {id:?}")))?;
-    let d = decisions::decision(s.db.pool(), id).await?.ok_or_else(|| not_found(format!("no autotune decision {id}")))?;
+    let d =
+        decisions::decision(s.db.pool(), id).await?.ok_or_else(|| not_found(format!("no autotune decision {id}")))?;
     let win_ms = d.row.choices.iter().find(|c| c.name == d.row.winner).and_then(|c| c.ms);
     let enc_machine = fmt::enc(&d.row.machine);
     let choices = (d.row.choices.iter().zip(d.linked))
@@ -178,7 +182,9 @@ fn choice_view(
     let kind = inductor::choice_kind(&c.name);
     let module = inductor::choice_module(&c.name);
     let note = match (kind, module, linked.len()) {
-        ("aten", _, _) => "aten extern kernel (cuBLAS and the like): not a Triton kernel, no cache entry to link".into(),
+        ("aten", _, _) => {
+            "aten extern kernel (cuBLAS and the like): not a Triton kernel, no cache entry to link".into()
+        }
         (_, None, _) => "no evidence: the name ends with no Inductor module hash to match entries by".into(),
         (_, Some(m), 0) => format!(
             "no evidence: no live entry of this machine was compiled from Inductor module {m}.py (a benchmark-only \

@@ -97,7 +97,13 @@ fn module_config(dir: &Path, stem: &str) -> (i64, i64, i64, i64, i64) {
         let at = py.find(pat).unwrap_or_else(|| panic!("{pat} in {stem}.py")) + pat.len();
         py[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse().unwrap()
     };
-    (int_after("num_warps="), int_after("num_stages="), int_after("'BLOCK_M': "), int_after("'BLOCK_N': "), int_after("'BLOCK_K': "))
+    (
+        int_after("num_warps="),
+        int_after("num_stages="),
+        int_after("'BLOCK_M': "),
+        int_after("'BLOCK_N': "),
+        int_after("'BLOCK_K': "),
+    )
 }
 
 async fn page(http: &reqwest::Client, url: &str) -> String {
@@ -175,7 +181,12 @@ async fn decisions_winners_margins_and_links_on_the_real_fixture() {
     // the pruned runner-up: no evidence, said plainly; aten choices: no Triton entry
     let ru_row = rows[1];
     assert!(ru_row.contains(&pruned) && !ru_row.contains("entry-link"), "{ru_row}");
-    assert!(ru_row.contains(&format!("no evidence: no live entry of this machine was compiled from Inductor module {pruned_stem}.py")), "{ru_row}");
+    assert!(
+        ru_row.contains(&format!(
+            "no evidence: no live entry of this machine was compiled from Inductor module {pruned_stem}.py"
+        )),
+        "{ru_row}"
+    );
     let aten = rows.iter().find(|r| r.contains("addmm-alpha=1")).unwrap();
     assert!(aten.contains("aten extern kernel") && !aten.contains("entry-link"), "{aten}");
     assert!(rows[2].contains("compiled from Inductor module") && rows[2].contains("entry-link"), "{}", rows[2]);
