@@ -18,6 +18,8 @@ pub struct Decision {
 /// A cache entry a choice was compiled into, with what it says about its config.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct LinkedEntry {
+    /// The choice's rank in its decision.
+    pub rank: i64,
     pub key: String,
     pub kernel: Option<String>,
     pub num_warps: Option<i64>,
@@ -28,7 +30,7 @@ pub struct LinkedEntry {
 /// The decision `id` (Inductor's), or `None`.
 pub async fn decision(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<Decision>> {
     let Some(row) = super::inductor::decision(pool, id).await? else { return Ok(None) };
-    let links: Vec<(i64, String, Option<String>, Option<i64>, Option<i64>, Option<String>)> = sqlx::query_as(
+    let links: Vec<LinkedEntry> = sqlx::query_as(
         "SELECT c.rank, e.key, e.kernel, e.num_warps, e.num_stages, e.shapes FROM inductor_choices c
          JOIN entry_modules em ON em.machine_id = c.machine_id AND em.module = c.module
          JOIN entries e ON e.id = em.entry_id
@@ -38,9 +40,9 @@ pub async fn decision(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<Decisio
     .fetch_all(pool)
     .await?;
     let mut linked = vec![vec![]; row.choices.len()];
-    for (rank, key, kernel, num_warps, num_stages, shapes) in links {
-        if let Some(l) = linked.get_mut(rank as usize) {
-            l.push(LinkedEntry { key, kernel, num_warps, num_stages, shapes });
+    for l in links {
+        if let Some(at) = linked.get_mut(l.rank as usize) {
+            at.push(l);
         }
     }
     Ok(Some(Decision { row, linked }))
