@@ -1,6 +1,8 @@
-//! Autotune decisions for `GET /api/v1/autotune`: Inductor's max-autotune choices as stored
-//! (`inductor_autotune`, migration 0013, replaced per root by each scan), then Triton's own
-//! `.autotune.json` results (read from their stored text).
+//! Autotune decisions for `GET /api/v1/autotune` and the `/autotune` pages: Inductor's
+//! max-autotune choices as stored (`inductor_autotune`, migration 0013, replaced per root by each
+//! scan, with one `inductor_choices` row per choice, migration 0016), then Triton's own
+//! `.autotune.json` results (read from their stored text). Each decision carries its winner's
+//! margin over the runner-up and whether aten or a Triton template won.
 
 use super::Page;
 use crate::model::{AutotuneChoice, InductorAutotune};
@@ -20,9 +22,9 @@ pub async fn replace(pool: &SqlitePool, scan_id: i64, rows: &[InductorAutotune])
         .await?;
     for r in rows {
         let winner = r.choices.first().map(|c| c.name.clone()).unwrap_or_default();
-        sqlx::query(
+        let id: i64 = sqlx::query_scalar(
             "INSERT INTO inductor_autotune (machine_id, root, path, op, key, precision, choices_json, winner, scan_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         )
         .bind(machine_id)
         .bind(&root)
@@ -33,10 +35,72 @@ pub async fn replace(pool: &SqlitePool, scan_id: i64, rows: &[InductorAutotune])
         .bind(serde_json::to_string(&r.choices).unwrap_or_else(|_| "[]".into()))
         .bind(winner)
         .bind(scan_id)
-        .execute(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?;
+        for (rank, c) in r.choices.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO inductor_choices (decision_id, rank, machine_id, name, module, ms) VALUES (?, ?, ?, ?, ?, ?)",
+            )
+            .bind(id)
+            .bind(rank as i64)
+            .bind(machine_id)
+            .bind(&c.name)
+            .bind(choice_module(&c.name))
+            .bind(c.ms)
+            .execute(&mut *tx)
+            .await?;
+        }
     }
     tx.commit().await
+}
+
+/// The Inductor module a choice was generated into: Inductor names a benchmarked template
+/// choice `<template>-<module stem>` (`triton_mm-cga37…`, the stem `c` + 51 base32 chars of
+/// `<inductor dir>/ga/cga37….py`). Extern (aten) choices end with a hash of the same form
+/// that names no module; they simply match no entry.
+pub fn choice_module(name: &str) -> Option<&str> {
+    let (_, stem) = name.rsplit_once('-')?;
+    let ok =
+        stem.len() == 52 && stem.starts_with('c') && stem.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    ok.then_some(stem)
+}
+
+/// Whether a choice is one of Inductor's Triton templates (`triton_mm-…`, `triton_bmm-…`,
+/// `triton_persistent_tma_mm-…`); anything else (`addmm-…`, `bias_addmm-…`, `mm-…`) is an
+/// extern kernel, counted as aten.
+pub fn choice_kind(name: &str) -> &'static str {
+    if name.starts_with("triton_") { "triton" } else { "aten" }
+}
+
+/// Record which Inductor module each of `ids` (entries of `machine_id` just written, with their
+/// artifacts) was compiled from: the first line of its TTIR (`.source` or `.ttir`) is
+/// `#loc = loc("<inductor dir>/<2 chars>/c<51 chars>.py":line:col)` for a kernel Inductor
+/// generated. The same rule as migration 0016's backfill.
+pub async fn link_modules(conn: &mut sqlx::SqliteConnection, machine_id: i64, ids: &[i64]) -> sqlx::Result<()> {
+    for part in ids.chunks(500) {
+        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+            "INSERT OR IGNORE INTO entry_modules(entry_id, machine_id, module)
+             SELECT entry_id, ",
+        );
+        qb.push_bind(machine_id).push(
+            ", substr(l, p - 52, 52) FROM (
+                SELECT entry_id, l, instr(l, '.py\"') AS p FROM (
+                    SELECT a.entry_id, substr(b.content, 1, instr(b.content, char(10))) AS l
+                    FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256
+                    WHERE a.ext IN ('source', 'ttir') AND a.entry_id IN (",
+        );
+        let mut sep = qb.separated(", ");
+        for id in part {
+            sep.push_bind(*id);
+        }
+        qb.push(
+            "))) WHERE l LIKE '#loc = loc(\"%' AND p > 56 AND substr(l, p - 53, 1) = '/'
+               AND substr(l, p - 56, 1) = '/' AND substr(l, p - 52, 1) = 'c'
+               AND substr(l, p - 55, 2) = substr(l, p - 51, 2)",
+        );
+        qb.build().execute(&mut *conn).await?;
+    }
+    Ok(())
 }
 
 /// A decision as `GET /api/v1/autotune` returns it.
@@ -49,6 +113,63 @@ pub struct AutotuneRow {
     pub precision: String,
     pub choices: Vec<AutotuneChoice>,
     pub winner: String,
+    /// Inductor's decision id (its page `/autotune/{id}`); `None` for Triton rows.
+    pub id: Option<i64>,
+    /// The `.autotune.json` entry's key (Triton rows); `None` for Inductor rows.
+    pub entry: Option<String>,
+    /// `"triton"` (a Triton template or config won) or `"aten"` (an extern kernel won).
+    pub winner_kind: &'static str,
+    /// The fastest timed choice other than the winner; `None` with fewer than two timed choices.
+    pub runner_up: Option<String>,
+    /// Runner-up's time minus the winner's, in ms.
+    pub margin_ms: Option<f64>,
+    /// `margin_ms` as a share of the winner's time, in percent (how much slower the runner-up is).
+    pub margin_pct: Option<f64>,
+}
+
+/// (runner-up, margin in ms, margin in % of the winner's time) of a decision: the runner-up is
+/// the fastest timed choice that is not the winner.
+pub fn margin(choices: &[AutotuneChoice], winner: &str) -> (Option<String>, Option<f64>, Option<f64>) {
+    let Some(w) = choices.iter().find(|c| c.name == winner).and_then(|c| c.ms) else { return (None, None, None) };
+    let ru = (choices.iter())
+        .filter(|c| c.name != winner)
+        .filter_map(|c| Some((c, c.ms?)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    match ru {
+        Some((c, ms)) => (Some(c.name.clone()), Some(ms - w), (w > 0.0).then(|| (ms - w) / w * 100.0)),
+        None => (None, None, None),
+    }
+}
+
+impl AutotuneRow {
+    fn new(source: &'static str, machine: String, op: String, key: String, precision: String) -> AutotuneRow {
+        AutotuneRow {
+            source,
+            machine,
+            op,
+            key,
+            precision,
+            choices: vec![],
+            winner: String::new(),
+            id: None,
+            entry: None,
+            winner_kind: "triton",
+            runner_up: None,
+            margin_ms: None,
+            margin_pct: None,
+        }
+    }
+
+    /// Set the choices and winner, and what follows from them.
+    fn decided(mut self, choices: Vec<AutotuneChoice>, winner: String) -> AutotuneRow {
+        (self.runner_up, self.margin_ms, self.margin_pct) = margin(&choices, &winner);
+        if self.source == "inductor" {
+            self.winner_kind = choice_kind(&winner);
+        }
+        self.choices = choices;
+        self.winner = winner;
+        self
+    }
 }
 
 /// Inductor's decisions (by machine, op and key), then Triton's (by machine, kernel, entry);
@@ -74,9 +195,14 @@ pub async fn rows(
     Ok(out)
 }
 
+/// `?2`, the kernel: the op, a choice's name, or the kernel of an entry a choice was compiled into.
 const INDUCTOR_WHERE: &str = "FROM inductor_autotune a JOIN machines m ON m.id = a.machine_id
      WHERE (?1 IS NULL OR m.name = ?1)
-       AND (?2 IS NULL OR a.op = ?2 OR EXISTS (SELECT 1 FROM json_each(a.choices_json) WHERE json_extract(value, '$.name') = ?2))";
+       AND (?2 IS NULL OR a.op = ?2
+            OR a.id IN (SELECT decision_id FROM inductor_choices WHERE name = ?2)
+            OR a.id IN (SELECT c.decision_id FROM entries e JOIN entry_modules em ON em.entry_id = e.id
+                        JOIN inductor_choices c ON c.machine_id = em.machine_id AND c.module = em.module
+                        WHERE e.kernel = ?2 AND e.removed_at IS NULL))";
 
 /// Triton's `.autotune.json` results: one row per live autotune entry, its choices the configs
 /// (named by their JSON, timed by their median), the key Triton's autotune key.
@@ -86,8 +212,8 @@ async fn triton_rows(
     kernel: Option<&str>,
     page: Page,
 ) -> sqlx::Result<Vec<AutotuneRow>> {
-    let rows: Vec<(String, Option<String>, String)> = sqlx::query_as(
-        "SELECT m.name, e.kernel, b.content FROM entries e JOIN machines m ON m.id = e.machine_id
+    let rows: Vec<(String, Option<String>, String, String)> = sqlx::query_as(
+        "SELECT m.name, e.kernel, e.key, b.content FROM entries e JOIN machines m ON m.id = e.machine_id
          JOIN artifacts a ON a.entry_id = e.id AND a.ext = 'autotune.json' JOIN blobs b ON b.sha256 = a.sha256
          WHERE e.kind = 'autotune' AND e.removed_at IS NULL AND (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR e.kernel = ?2)
          ORDER BY m.name, e.kernel, e.key LIMIT ?3 OFFSET ?4",
@@ -100,7 +226,7 @@ async fn triton_rows(
     .await?;
     Ok(rows
         .into_iter()
-        .filter_map(|(machine, kernel, text)| {
+        .filter_map(|(machine, kernel, entry, text)| {
             let at = crate::scan::autotune::parse_autotune(&text).ok()?;
             let ms = |t: &[f64]| t.first().copied().filter(|m| m.is_finite());
             let winner = at.configs.iter().find(|c| c.winner).map(|c| c.config.to_string()).unwrap_or_default();
@@ -111,16 +237,9 @@ async fn triton_rows(
                 .collect();
             let at_ms = |c: &AutotuneChoice| c.ms.unwrap_or(f64::INFINITY);
             choices.sort_by(|a, b| at_ms(a).total_cmp(&at_ms(b)).then_with(|| a.name.cmp(&b.name)));
-            let key = at.key.to_string();
-            Some(AutotuneRow {
-                source: "triton",
-                machine,
-                op: kernel.unwrap_or_default(),
-                key,
-                precision: String::new(),
-                choices,
-                winner,
-            })
+            let row =
+                AutotuneRow::new("triton", machine, kernel.unwrap_or_default(), at.key.to_string(), String::new());
+            Some(AutotuneRow { entry: Some(entry), ..row.decided(choices, winner) })
         })
         .collect())
 }
@@ -131,26 +250,67 @@ async fn inductor_rows(
     kernel: Option<&str>,
     page: Page,
 ) -> sqlx::Result<Vec<AutotuneRow>> {
-    let rows: Vec<(String, String, String, String, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT m.name, a.op, a.key, a.precision, a.choices_json, a.winner {INDUCTOR_WHERE}
+    let rows: Vec<(i64, String, String, String, String, String, String)> =
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT a.id, m.name, a.op, a.key, a.precision, a.choices_json, a.winner {INDUCTOR_WHERE}
              ORDER BY m.name, a.op, a.key, a.precision, a.id LIMIT ?3 OFFSET ?4"
-    )))
-    .bind(machine)
-    .bind(kernel)
-    .bind(page.limit)
-    .bind(page.offset)
-    .fetch_all(pool)
-    .await?;
+        )))
+        .bind(machine)
+        .bind(kernel)
+        .bind(page.limit)
+        .bind(page.offset)
+        .fetch_all(pool)
+        .await?;
     Ok(rows
         .into_iter()
-        .map(|(machine, op, key, precision, choices, winner)| AutotuneRow {
-            source: "inductor",
-            machine,
-            op,
-            key,
-            precision,
-            choices: serde_json::from_str(&choices).unwrap_or_default(),
-            winner,
+        .map(|(id, machine, op, key, precision, choices, winner)| {
+            let row = AutotuneRow::new("inductor", machine, op, key, precision);
+            AutotuneRow { id: Some(id), ..row.decided(serde_json::from_str(&choices).unwrap_or_default(), winner) }
         })
         .collect())
+}
+
+/// The Inductor decision `id`, or `None`.
+pub async fn decision(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<AutotuneRow>> {
+    let row: Option<(String, String, String, String, String, String)> = sqlx::query_as(
+        "SELECT m.name, a.op, a.key, a.precision, a.choices_json, a.winner
+         FROM inductor_autotune a JOIN machines m ON m.id = a.machine_id WHERE a.id = ?",
+    )
+    .bind(id)
+    .fetch_optional(pool)
+    .await?;
+    Ok(row.map(|(machine, op, key, precision, choices, winner)| {
+        let row = AutotuneRow::new("inductor", machine, op, key, precision);
+        AutotuneRow { id: Some(id), ..row.decided(serde_json::from_str(&choices).unwrap_or_default(), winner) }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(name: &str, ms: Option<f64>) -> AutotuneChoice {
+        AutotuneChoice { name: name.into(), ms }
+    }
+
+    #[test]
+    fn margin_over_the_fastest_other_timed_choice() {
+        let ch = [c("triton_mm-a", Some(0.02)), c("addmm-x", Some(0.025)), c("bad", None)];
+        let (ru, ms, pct) = margin(&ch, "triton_mm-a");
+        assert_eq!(ru.as_deref(), Some("addmm-x"));
+        assert!((ms.unwrap() - 0.005).abs() < 1e-12 && (pct.unwrap() - 25.0).abs() < 1e-9);
+        // Triton's pick need not be the first listed; failed choices are never the runner-up
+        assert_eq!(margin(&ch, "addmm-x").0.as_deref(), Some("triton_mm-a"));
+        assert_eq!(margin(&ch[..1], "triton_mm-a"), (None, None, None));
+        assert_eq!(margin(&[c("a", Some(1.0)), c("b", None)], "a"), (None, None, None));
+    }
+
+    #[test]
+    fn choice_names() {
+        let t = "triton_mm-cga37edsu7gi2jeel6c7efyxmrqio2oe6hqjhcombwn7jirp4nb5";
+        assert_eq!(choice_module(t), Some("cga37edsu7gi2jeel6c7efyxmrqio2oe6hqjhcombwn7jirp4nb5"));
+        assert_eq!((choice_kind(t), choice_kind("bias_addmm-alpha=1-beta=1-cerh")), ("triton", "aten"));
+        assert_eq!(choice_module("triton_mm-cga37"), None);
+        assert_eq!(choice_module("addmm"), None);
+    }
 }

@@ -290,7 +290,7 @@ impl Ingest {
             qb.build().execute(&mut *self.tx).await?;
         }
         let id_list: Vec<i64> = ids.values().copied().collect();
-        for table in ["artifacts", "autotune", "entry_stamps"] {
+        for table in ["artifacts", "autotune", "entry_stamps", "entry_modules"] {
             let mut del = QueryBuilder::<Sqlite>::new(format!("DELETE FROM {table} WHERE entry_id IN ("));
             let mut sep = del.separated(", ");
             for id in &id_list {
@@ -305,6 +305,7 @@ impl Ingest {
         let arts: Vec<(i64, &crate::model::Artifact)> =
             chunk.iter().flat_map(|e| e.artifacts.iter().map(|a| (ids[&e.key], a))).collect();
         super::artifacts::insert(&mut self.tx, &arts, blobs, &mut self.stored_blobs).await?;
+        super::inductor::link_modules(&mut self.tx, mid, &id_list).await?;
         for e in chunk {
             let Some(at) = &e.autotune else { continue };
             for (i, c) in at.configs.iter().enumerate() {

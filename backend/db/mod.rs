@@ -4,6 +4,7 @@
 //! pool setup (WAL, busy timeout, foreign keys), the migrator and the [`Db`] handle.
 
 pub mod artifacts;
+pub mod decisions;
 pub mod entries;
 pub mod events;
 pub mod explain;

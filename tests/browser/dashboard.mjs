@@ -66,6 +66,19 @@ await run('dashboard', async (page, state) => {
   check((await page.locator('.ir pre.code').innerText()).includes('tt.func'), 'the ttir tab shows TTIR');
   await page.screenshot({ path: `${shots}/6-entry-ttir.png`, fullPage: false });
 
+  // 5b. max-autotune decisions: machine page → decision list → one decision → the winner's entry
+  await page.goto(`${base}/machines/h100-autotune`);
+  await page.click('#autotune-link');
+  await page.waitForURL(/autotune\?machine=h100-autotune/);
+  check(await page.locator('#decision-list tr.decision').count() === 4, 'four Inductor decisions listed');
+  await page.locator('#decision-list tr.decision a').first().click();
+  await page.waitForURL(/\/autotune\/\d+$/);
+  check(await page.locator('#choices tr.winner-row a.entry-link').count() === 1, 'the winner links to its entry');
+  await page.screenshot({ path: `${shots}/5b-autotune-decision.png`, fullPage: true });
+  await page.locator('#choices tr.winner-row a.entry-link').click();
+  await page.waitForURL('**/entries/h100-autotune/**');
+  check((await page.locator('.entry-autotune').innerText()).includes(': won'), 'the entry says it won');
+
   // 6. an AMD entry and the 404 page (expected 404 not counted as a problem)
   await page.goto(`${base}/kernels?backend=hip&q=softmax`);
   await page.click('a.kernel-link:text-is("softmax_kernel")');

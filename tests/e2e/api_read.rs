@@ -56,6 +56,7 @@ async fn fields_of_each_endpoint() {
         "compare": keys(&get_json(&state, &format!("/api/v1/compare?a={a}&b={a}")).await),
         "invalidations": keys(&inv),
         "invalidations.invalidated": keys(&inv["invalidated"][0]),
+        "autotune": keys(&first(get_json(&state, "/api/v1/autotune").await)),
     });
     insta::assert_json_snapshot!("fields", fields);
 }

@@ -1,5 +1,6 @@
 //! The HTML dashboard on the whole corpus: every page and fragment, 404s, empty states, escaping.
 
+mod autotune;
 mod cost;
 mod demo;
 mod grid;

@@ -52,6 +52,8 @@ pub struct Entry {
     pub group_missing: Vec<String>,
     pub written_at: Option<String>,
     pub best_config: bool,
+    /// Inductor max-autotune decisions this entry took part in as a choice: (href, words).
+    pub autotune: Vec<(String, String)>,
     pub same_binary: Vec<(String, String)>,
     pub variants: Vec<(String, String)>,
     /// Other live entries of the kernel beyond the [`VARIANTS`] listed.
@@ -184,6 +186,7 @@ async fn load(s: &AppState, e: entries::EntryRow, ir: Ir) -> Result<Entry, super
         group_missing,
         written_at,
         best_config: entries::is_best_config(s.db.pool(), &e.machine, &e.key).await?,
+        autotune: super::autotune::entry_views(crate::db::decisions::entry_choices(s.db.pool(), e.id).await?),
         same_binary: same_binary.into_iter().map(|(m, k)| (format!("{m}:{k}"), href(&m, &k))).collect(),
         variants: variants.iter().take(VARIANTS).map(variant_link).collect(),
         variants_more,

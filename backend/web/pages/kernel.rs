@@ -77,6 +77,9 @@ pub struct Kernel {
     pub identical: i64,
     /// Entries whose machine code another key of the kernel has (byte-identical ones included).
     pub same_code: i64,
+    /// Inductor decisions a choice compiled into this kernel took part in (a page of them).
+    pub decisions: Vec<super::autotune::KernelDecisionView>,
+    pub more_decisions: bool,
 }
 
 #[derive(Template)]
@@ -98,7 +101,12 @@ pub async fn page(State(s): State<AppState>, Path(name): Path<String>, hx: Hx) -
         cells.iter().flat_map(|c| [c.sample_min, c.sample_max]).collect::<BTreeSet<_>>().into_iter().collect();
     let names: HashMap<i64, (String, String)> =
         entries::entry_names(s.db.pool(), &ids).await?.into_iter().map(|(id, m, k)| (id, (m, k))).collect();
-    let d = build(name, cells, &configs, (identical, same_code), &names);
+    let mut decisions =
+        crate::db::decisions::kernel_decisions(s.db.pool(), &name, crate::db::Page { limit: 21, offset: 0 }).await?;
+    let more_decisions = decisions.len() > 20;
+    decisions.truncate(20);
+    let mut d = build(name, cells, &configs, (identical, same_code), &names);
+    (d.decisions, d.more_decisions) = (super::autotune::kernel_views(decisions), more_decisions);
     hx.render(&Page { title: d.name.clone(), d }, |p| p.as_fragment().render())
 }
 
@@ -322,6 +330,8 @@ fn build(
         configs: configs.iter().map(timing).collect(),
         identical,
         same_code,
+        decisions: vec![],
+        more_decisions: false,
         name,
     }
 }

@@ -57,6 +57,8 @@ pub struct Machine {
     pub relocated: i64,
     /// (where the group files point, where the entries sit)
     pub relocated_paths: Option<(String, String)>,
+    /// Autotune decisions recorded on this machine (Inductor's and Triton's): `/autotune?machine=`.
+    pub autotune: i64,
 }
 
 #[derive(Template)]
@@ -88,7 +90,9 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
     let versions = summaries::machine_versions(s.db.pool(), m.id).await?;
     let biggest = summaries::biggest_kernels(s.db.pool(), m.id, 10).await?;
     let (disk, disk_total) = disk_rows(scans::root_sizes(s.db.pool(), name).await?);
+    let autotune = db::decisions::machine_count(s.db.pool(), name).await?;
     Ok(Machine {
+        autotune,
         disk,
         disk_total,
         enc: fmt::enc(&m.name),

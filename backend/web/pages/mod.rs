@@ -5,6 +5,7 @@
 //! swaps in. Errors render as the one HTML error page ([`PageError`]) with a fitting status.
 
 mod assets;
+pub mod autotune;
 pub mod compare;
 pub mod entry;
 pub mod history;
@@ -40,6 +41,8 @@ pub fn router() -> Router<AppState> {
         .route("/compare", get(compare::compare_page))
         .route("/invalidations", get(invalidations::page))
         .route("/history", get(history::page))
+        .route("/autotune", get(autotune::list))
+        .route("/autotune/{id}", get(autotune::decision))
         .route("/static/{*path}", get(assets::serve))
         // Browsers ask for /favicon.ico on views without a <link rel=icon> (raw artifacts, JSON).
         .route("/favicon.ico", get(|| assets::serve(axum::extract::Path("favicon.svg".to_string()))))
