@@ -322,7 +322,9 @@ fn progress_bar_only_on_a_terminal_and_not_with_quiet() {
     };
     let tty = run(false);
     let bar = format!("scanning {}", cache.canonicalize().unwrap().display());
-    assert!(tty.contains(&bar) && tty.contains("/45 entries"), "{tty}");
+    // A 45-entry scan takes ~70 ms: the bar may be drawn before the scan has counted its entries,
+    // so only its presence (and its unit) is certain.
+    assert!(tty.contains(&bar) && tty.contains(" entries"), "{tty}");
     assert!(tty.contains("scan 1 of "), "the summary still follows: {tty}");
     let quiet = run(true);
     assert!(!quiet.contains("scanning") && quiet.contains("scan 1 of "), "{quiet}");
