@@ -79,10 +79,13 @@ pub struct Metrics {
     upload_bytes: Counter,
     requests: Family<RouteLabels, Histogram, fn() -> Histogram>,
     /// The last per-machine counts and the data version they were counted at.
-    counts: std::sync::Mutex<(Option<(i64, i64)>, Arc<MachineCounts>)>,
+    counts: std::sync::Mutex<Counted>,
     /// One recount at a time; scrapes meanwhile wait for it (or show the last counts).
     recounting: tokio::sync::Mutex<()>,
 }
+
+/// The data version (None: never counted) and the counts taken at it.
+type Counted = (Option<(i64, i64)>, Arc<MachineCounts>);
 
 /// Hit/miss/compile counts per machine name.
 type MachineCounts = BTreeMap<String, Counts>;
