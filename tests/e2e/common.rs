@@ -117,6 +117,34 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_cachelens"))
 }
 
+/// A `cachelens serve` child process, killed when dropped.
+pub struct Served(std::process::Child);
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start `cmd` (a `cachelens serve … --listen 127.0.0.1:0`) and wait up to `wait_s` for the URL it
+/// says it serves on.
+pub fn spawn_served(mut cmd: std::process::Command, wait_s: u64) -> (Served, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd.env_remove("CACHELENS_DB").stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(at) = line.find("on http://") {
+                let _ = tx.send(line[at + 3..].trim().to_string());
+            }
+        }
+    });
+    let server = Served(child);
+    let url = rx.recv_timeout(std::time::Duration::from_secs(wait_s)).expect("the server never said it is serving");
+    (server, url)
+}
+
 /// A JSON array, or a panic that shows the value.
 pub fn arr(v: &serde_json::Value) -> &Vec<serde_json::Value> {
     v.as_array().unwrap_or_else(|| panic!("not an array: {v}"))

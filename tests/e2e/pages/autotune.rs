@@ -5,43 +5,18 @@
 
 use crate::common::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 const FIXTURE: &str = "h100-inductor-autotune-triton-3.6.0";
 
-struct Server(Child);
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Scan `dir` as machine `at` with the CLI into `db`, then serve `db` on a free loopback port.
-fn scan_and_serve(dir: &Path, db: &Path) -> (Server, String) {
+fn scan_and_serve(dir: &Path, db: &Path) -> (Served, String) {
     let out = Command::new(bin()).args(["scan", "--machine", "at", "--db"]).arg(db).arg(dir).output().unwrap();
     assert!(out.status.success(), "scan: {}", String::from_utf8_lossy(&out.stderr));
-    let mut child = Command::new(bin())
-        .args(["serve", "--listen", "127.0.0.1:0", "--db"])
-        .arg(db)
-        .env_remove("CACHELENS_DB")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(at) = line.find("on http://") {
-                let _ = tx.send(line[at + 3..].trim().to_string());
-            }
-        }
-    });
-    let server = Server(child);
-    let url = rx.recv_timeout(std::time::Duration::from_secs(120)).expect("the server never said it is serving");
-    (server, url)
+    let mut cmd = Command::new(bin());
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--db"]).arg(db);
+    spawn_served(cmd, 120)
 }
 
 /// One decision of the raw file: (op, key, choices fastest first; a failed one has no time).

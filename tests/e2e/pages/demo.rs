@@ -2,9 +2,8 @@
 //! serves them; an existing database is refused and left as it was.
 
 use crate::common::*;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 /// Key dirs Triton wrote under `dir` (what a scan counts as entries): non-empty, not hidden
 /// (the hook's `.cachelens/`), not an in-flight `tmp.*` dir.
@@ -42,36 +41,10 @@ fn expected_entries() -> Vec<(&'static str, i64)> {
 }
 
 /// Kills the server when the test ends, passing or not.
-struct Server(Child);
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Start `cachelens serve --demo` on a free port; returns the server and its base URL, read
-/// from the line it prints once listening.
-fn serve_demo(tmp: &Path) -> (Server, String) {
-    let mut child = Command::new(bin())
-        .args(["serve", "--demo", "--listen", "127.0.0.1:0"])
-        .env_remove("CACHELENS_DB")
-        .env("TMPDIR", tmp)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(at) = line.find("on http://") {
-                let _ = tx.send(line[at + 3..].trim().to_string());
-            }
-        }
-    });
-    let server = Server(child);
-    let url = rx.recv_timeout(std::time::Duration::from_secs(300)).expect("the demo server never said it is serving");
-    (server, url)
+fn serve_demo(tmp: &Path) -> (Served, String) {
+    let mut cmd = Command::new(bin());
+    cmd.args(["serve", "--demo", "--listen", "127.0.0.1:0"]).env("TMPDIR", tmp);
+    spawn_served(cmd, 300)
 }
 
 #[tokio::test]
