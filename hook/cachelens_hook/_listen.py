@@ -66,18 +66,7 @@ def record(src, metadata, metadata_group, times, cache_hit, frame):
 
 
 def _chain(user):
-    def cachelens_listener(*, src, metadata, metadata_group, times, cache_hit, **kwargs):
-        try:
-            record(src, metadata, metadata_group, times, cache_hit, sys._getframe(1))
-        except Exception as e:
-            _writer.note_failure(e)
-        if user is not None:  # chained: whatever it raises is the job's own business
-            return user(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit,
-                        **kwargs)
-
-    cachelens_listener._cachelens_auto = True
-    cachelens_listener._cachelens_prev = user
-    return cachelens_listener
+    return _writer.chained_listener(record, user, "_cachelens_auto")
 
 
 class _ListenerSlot:

@@ -161,30 +161,25 @@ def _listener_follows(frame):
 
 
 # --- Triton 3.4+ compilation listener ---------------------------------------------------------
+def _emit_pending(src, metadata, metadata_group, times, cache_hit, frame):
+    """The compile event put_group left pending, with the listener's stage times when they are
+    this entry's."""
+    ev = getattr(_tls, "pending", None)
+    if ev is None or cache_hit:
+        return
+    _tls.pending = None
+    root, key, name, event, compile_ms, stages, parts = ev
+    try:
+        json_path = metadata_group.get(name + ".json") or ""
+        if os.path.basename(os.path.dirname(json_path)) == key:
+            stages = stages_from_times(times) or stages
+    except Exception:
+        pass
+    _writer.emit(root, key, name, event, compile_ms, stages, parts)
+
+
 def _make_listener(prev):
-
-    def cachelens_listener(*, src, metadata, metadata_group, times, cache_hit, **kwargs):
-        try:
-            ev = getattr(_tls, "pending", None)
-            if ev is not None and not cache_hit:
-                _tls.pending = None
-                root, key, name, event, compile_ms, stages, parts = ev
-                try:
-                    json_path = metadata_group.get(name + ".json") or ""
-                    if os.path.basename(os.path.dirname(json_path)) == key:
-                        stages = stages_from_times(times) or stages
-                except Exception:
-                    pass
-                _writer.emit(root, key, name, event, compile_ms, stages, parts)
-        except Exception as e:
-            _writer.note_failure(e)
-        if prev is not None:  # chained: whatever it raises is the job's own business
-            return prev(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit,
-                        **kwargs)
-
-    cachelens_listener._cachelens = True
-    cachelens_listener._cachelens_prev = prev
-    return cachelens_listener
+    return _writer.chained_listener(_emit_pending, prev, "_cachelens")
 
 
 def install_listener():

@@ -9,6 +9,7 @@ import logging
 import os
 import re
 import socket
+import sys
 import time
 
 MAX_FAILURES = 3
@@ -168,3 +169,23 @@ def emit(cache_root, key, kernel, event, compile_ms=None, stages_ms=None, parts=
     except Exception as e:
         note_failure(e)
         return False
+
+
+def chained_listener(body, prev, marker):
+    """A Triton compilation listener that runs `body(src, metadata, metadata_group, times,
+    cache_hit, frame)` (`frame`: the calling compile()'s; a failure is noted, never raised), then
+    calls the job's `prev` listener, if any, with the same arguments. Marked with `marker` (and
+    `_cachelens_prev`) so the mode that made it can recognise it."""
+
+    def cachelens_listener(*, src, metadata, metadata_group, times, cache_hit, **kwargs):
+        try:
+            body(src, metadata, metadata_group, times, cache_hit, sys._getframe(1))
+        except Exception as e:
+            note_failure(e)
+        if prev is not None:  # chained: whatever it raises is the job's own business
+            return prev(src=src, metadata=metadata, metadata_group=metadata_group, times=times, cache_hit=cache_hit,
+                        **kwargs)
+
+    setattr(cachelens_listener, marker, True)
+    cachelens_listener._cachelens_prev = prev
+    return cachelens_listener
