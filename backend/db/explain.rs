@@ -121,7 +121,10 @@ pub async fn ir_of(pool: &SqlitePool, entry_id: i64, ext: &str) -> sqlx::Result<
 }
 
 /// `.source` and `.ttir` texts of many entries: id → (source, ttir).
-pub(crate) async fn ir_texts(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, (Option<String>, Option<String>)>> {
+pub(crate) async fn ir_texts(
+    pool: &SqlitePool,
+    ids: &[i64],
+) -> sqlx::Result<HashMap<i64, (Option<String>, Option<String>)>> {
     let mut out: HashMap<i64, (Option<String>, Option<String>)> = HashMap::new();
     for part in ids.chunks(500) {
         let mut qb = QueryBuilder::<Sqlite>::new(

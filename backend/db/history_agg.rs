@@ -95,7 +95,8 @@ pub async fn account(conn: &mut SqliteConnection, machine_id: i64, keys: &[&str]
 
 /// Add `temp.history_delta` to the four tables and drop the rows left empty.
 async fn apply(conn: &mut SqliteConnection, machine_id: i64) -> sqlx::Result<()> {
-    const SUMS: &str = "SUM(hits), SUM(misses), SUM(compiles), SUM(inferred), SUM(compile_ms), SUM(timed), SUM(hook_events)";
+    const SUMS: &str =
+        "SUM(hits), SUM(misses), SUM(compiles), SUM(inferred), SUM(compile_ms), SUM(timed), SUM(hook_events)";
     const ADD: &str = "hits = hits + excluded.hits, misses = misses + excluded.misses,
         compiles = compiles + excluded.compiles, inferred = inferred + excluded.inferred,
         compile_ms = compile_ms + excluded.compile_ms, timed = timed + excluded.timed,
@@ -244,7 +245,9 @@ fn hours_sql(f: &HistoryFilter, by: By) -> String {
 /// Sums over the counted rows (hook events, inferred compile times) of the range.
 fn rows_sql(by: By) -> String {
     let (ek, ck) = match by {
-        By::Bucket(b) => (format!("(e.ts / {ms}) * {ms}", ms = b.ms()), format!("(c.compiled_at / {ms}) * {ms}", ms = b.ms())),
+        By::Bucket(b) => {
+            (format!("(e.ts / {ms}) * {ms}", ms = b.ms()), format!("(c.compiled_at / {ms}) * {ms}", ms = b.ms()))
+        }
         By::Machine => ("m.name".into(), "m.name".into()),
         By::Kernel => ("COALESCE(e.kernel, '(unknown)')".into(), "c.inferred_kernel".into()),
     };

@@ -105,7 +105,8 @@ pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Lo
     let Some(kernel) = of.side.kernel_name().map(str::to_string) else {
         return Ok((of, vec![]));
     };
-    let crate::db::nearest::Classes { candidates, mut classes } = crate::db::nearest::kernel_classes(pool, &kernel).await?;
+    let crate::db::nearest::Classes { candidates, mut classes } =
+        crate::db::nearest::kernel_classes(pool, &kernel).await?;
     let me = candidates.iter().position(|c| c.machine == of.side.machine && c.key == of.side.key);
     for (_, members) in &mut classes {
         members.retain(|&i| Some(i) != me);
