@@ -3,9 +3,12 @@
 //! Counting them is `history`'s.
 
 use crate::model::{EventFileMark, HookEvent};
-use sqlx::{QueryBuilder, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use std::collections::BTreeSet;
 
-/// Insert hook events, ignoring lines already stored; returns how many were new.
+/// Insert hook events, ignoring lines already stored; returns how many were new. The keys of the
+/// new lines and of legacy rows claimed are added to `touched` (their history must be counted
+/// again: [`super::history_agg::account`]).
 ///
 /// A line is identified by (host, pid, key, event, µs timestamp, the hook's line counter): the
 /// same line read again (a re-scan, a re-upload, a rotated file read anew) is stored once, and
@@ -15,6 +18,7 @@ pub async fn insert_events(
     tx: &mut Transaction<'static, Sqlite>,
     machine_id: i64,
     events: &[HookEvent],
+    touched: &mut BTreeSet<String>,
 ) -> sqlx::Result<i64> {
     let legacy: bool = sqlx::query_scalar("SELECT EXISTS(SELECT 1 FROM events WHERE machine_id = ? AND legacy = 1)")
         .bind(machine_id)
@@ -22,7 +26,9 @@ pub async fn insert_events(
         .await?;
     let mut fresh: Vec<&HookEvent> = Vec::with_capacity(events.len());
     for e in events {
-        if !(legacy && claim_legacy(tx, machine_id, e).await?) {
+        if legacy && claim_legacy(tx, machine_id, e).await? {
+            touched.insert(e.key.clone()); // its order among the key's lines may have changed
+        } else {
             fresh.push(e);
         }
     }
@@ -46,7 +52,11 @@ pub async fn insert_events(
                 .push_bind(e.stages_ms.as_ref().map(|v| v.to_string()))
                 .push_bind(e.parts.as_ref().map(|v| v.to_string()));
         });
-        n += qb.build().execute(&mut **tx).await?.rows_affected() as i64;
+        qb.push(" RETURNING key");
+        for key in qb.build().fetch_all(&mut **tx).await? {
+            n += 1;
+            touched.insert(key.get(0));
+        }
     }
     Ok(n)
 }

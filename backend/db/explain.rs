@@ -41,7 +41,7 @@ pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<O
         ttir,
         binary_sha256: row.binary_sha256.clone(),
         code_sha256: code_of(pool, row.id).await?,
-        parts: parts_for(pool, &[row.machine.as_str()]).await?.remove(&(row.machine.clone(), row.key.clone())),
+        parts: parts_of_keys(pool, &[row.key.as_str()]).await?.remove(&(row.machine.clone(), row.key.clone())),
         relocated: row.relocated,
     };
     Ok(Some(Loaded { side, row, group_at }))
@@ -81,6 +81,32 @@ async fn parts_for(pool: &SqlitePool, machines: &[&str]) -> sqlx::Result<HashMap
     Ok(out)
 }
 
+/// The key parts the hook recorded for the given keys, on any machine: (machine, key) → the
+/// parts of the key's latest recorded compile (as [`parts_for`], read by key).
+pub(crate) async fn parts_of_keys(
+    pool: &SqlitePool,
+    keys: &[&str],
+) -> sqlx::Result<HashMap<(String, String), serde_json::Value>> {
+    let mut out = HashMap::new();
+    for part in keys.chunks(500) {
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "SELECT m.name, e.key, e.parts_json FROM events e INDEXED BY events_key_parts
+             JOIN machines m ON m.id = e.machine_id WHERE e.parts_json IS NOT NULL AND e.key IN (",
+        );
+        let mut sep = qb.separated(", ");
+        for k in part {
+            sep.push_bind(*k);
+        }
+        qb.push(") ORDER BY e.ts, e.id");
+        for r in qb.build().fetch_all(pool).await? {
+            if let Ok(p) = serde_json::from_str::<serde_json::Value>(&r.get::<String, _>(2)) {
+                out.insert((r.get(0), r.get(1)), p);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Text of one entry's IR artifact of the given extension (`source`, `ttir`, `ttgir`, `llir`,
 /// `ptx`, `amdgcn`), when stored.
 pub async fn ir_of(pool: &SqlitePool, entry_id: i64, ext: &str) -> sqlx::Result<Option<String>> {
@@ -95,7 +121,10 @@ pub async fn ir_of(pool: &SqlitePool, entry_id: i64, ext: &str) -> sqlx::Result<
 }
 
 /// `.source` and `.ttir` texts of many entries: id → (source, ttir).
-async fn ir_texts(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, (Option<String>, Option<String>)>> {
+pub(crate) async fn ir_texts(
+    pool: &SqlitePool,
+    ids: &[i64],
+) -> sqlx::Result<HashMap<i64, (Option<String>, Option<String>)>> {
     let mut out: HashMap<i64, (Option<String>, Option<String>)> = HashMap::new();
     for part in ids.chunks(500) {
         let mut qb = QueryBuilder::<Sqlite>::new(

@@ -20,6 +20,7 @@
 //! of another make logged only compiles) is counted as a miss as well. A `miss` with no
 //! `compile` (the compile failed or the job died) is a miss without a compile.
 
+use super::history_agg::grouped;
 use crate::model::EntryKind;
 use serde::Serialize;
 use sqlx::{Row, SqlitePool};
@@ -123,30 +124,26 @@ impl Counts {
     }
 }
 
-/// What rows are grouped by. The SQL expressions are fixed strings (never user input).
-#[derive(Debug, Clone, Copy)]
-enum GroupBy {
-    Bucket(Bucket),
-    Machine,
-    Kernel,
-}
+/// What rows are grouped by.
+pub use super::history_agg::By as GroupBy;
 
-impl GroupBy {
-    fn expr(self) -> String {
-        match self {
-            GroupBy::Bucket(b) => format!("(ts / {ms}) * {ms}", ms = b.ms()),
-            GroupBy::Machine => "machine".into(),
-            GroupBy::Kernel => "COALESCE(kernel, '(unknown)')".into(),
-        }
+fn expr(by: GroupBy) -> String {
+    match by {
+        GroupBy::Bucket(b) => format!("(ts / {ms}) * {ms}", ms = b.ms()),
+        GroupBy::Machine => "machine".into(),
+        GroupBy::Kernel => "COALESCE(kernel, '(unknown)')".into(),
     }
 }
 
-/// Counts grouped by `by`, both sources merged. `K` is i64 for buckets, String otherwise.
-async fn grouped<K>(pool: &SqlitePool, f: &HistoryFilter, by: GroupBy) -> sqlx::Result<BTreeMap<K, Counts>>
+/// The reference computation: counts grouped by `by` straight from the raw events and compile
+/// times, both sources merged (what the aggregates of [`super::history_agg`] must always equal;
+/// tests compare the two). `K` is i64 for buckets, String otherwise. It reads every event of the
+/// selected machines and kernels: the pages never call it.
+pub async fn fresh<K>(pool: &SqlitePool, f: &HistoryFilter, by: GroupBy) -> sqlx::Result<BTreeMap<K, Counts>>
 where
     K: Ord + for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
 {
-    let key = by.expr();
+    let key = expr(by);
     // The window runs over all events of the selected machines and kernels, so that a `miss`
     // just before `from` still pairs with its `compile`; the time filter applies after it.
     let hook = format!(
@@ -265,14 +262,14 @@ pub fn total<'a>(rows: impl IntoIterator<Item = &'a Counts>) -> Counts {
     t
 }
 
-/// Machine names and kernel names for the filter form.
-pub async fn choices(pool: &SqlitePool) -> sqlx::Result<(Vec<String>, Vec<String>)> {
+/// Machine names, and the kernels that miss most (at most `limit`), for the filter form.
+pub async fn choices(pool: &SqlitePool, limit: i64) -> sqlx::Result<(Vec<String>, Vec<String>)> {
     let machines = sqlx::query_scalar("SELECT name FROM machines ORDER BY name").fetch_all(pool).await?;
-    let kernels = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT kernel FROM entries WHERE kernel IS NOT NULL AND kind IN {}
-             UNION SELECT kernel FROM events WHERE kernel IS NOT NULL ORDER BY 1",
-        EntryKind::sql_list(COMPILED_KINDS)
-    )))
+    let kernels = sqlx::query_scalar(
+        "SELECT kernel FROM history_kernels INDEXED BY history_kernels_misses
+         ORDER BY misses DESC, compile_ms DESC, kernel LIMIT ?",
+    )
+    .bind(limit)
     .fetch_all(pool)
     .await?;
     Ok((machines, kernels))

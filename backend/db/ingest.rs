@@ -8,7 +8,7 @@
 use crate::model::{BestConfig, Entry, EntryKind, EventFileMark, HookEvent, ScanSummary, Skip, SkipKind};
 use crate::scan::Previous;
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// What an entry row looked like before this scan.
 struct Existing {
@@ -410,7 +410,11 @@ impl Ingest {
             }
         }
         self.summary.removed_entries = gone.len() as i64;
-        self.summary.events = super::events::insert_events(&mut self.tx, mid, &f.events).await?;
+        // History: the keys whose events or compile times changed are counted again.
+        let mut touched: BTreeSet<String> = self.written.keys().cloned().collect();
+        self.summary.events = super::events::insert_events(&mut self.tx, mid, &f.events, &mut touched).await?;
+        let touched: Vec<&str> = touched.iter().map(String::as_str).collect();
+        super::history_agg::account(&mut self.tx, mid, &touched).await?;
         super::events::store_marks(&mut self.tx, mid, &f.event_files).await?;
         for b in &f.best_configs {
             sqlx::query(

@@ -3,8 +3,8 @@
 //! view shapes of [`report`]. The one place the explainer touches the database.
 
 use super::report::{self, CompareReport, InvalidationsReport};
-use super::{compare, invalidations, nearest};
-use crate::db::explain::{Loaded, ir_of, kernel_sides, load, machine_exists, sides_at, sides_now};
+use super::{Side, compare, invalidations, nearest_classes};
+use crate::db::explain::{Loaded, ir_of, load, machine_exists, sides_at, sides_now};
 use crate::db::scans::{ScanRef, scans_of};
 use sqlx::SqlitePool;
 
@@ -98,20 +98,28 @@ pub struct Neighbour {
 }
 
 /// The closest entries of the same kernel on any machine: fewest differing components first,
-/// then fewest differing key inputs.
+/// then fewest differing key inputs. Candidates come by kernel and variant identity
+/// ([`crate::db::nearest`]): one analysis per class of entries that compare alike.
 pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
     let of = load_id(pool, id).await?;
-    let kernel = of.side.kernel_name().map(str::to_string);
-    let mut cands = match &kernel {
-        Some(k) => kernel_sides(pool, k).await?,
-        None => vec![],
+    let Some(kernel) = of.side.kernel_name().map(str::to_string) else {
+        return Ok((of, vec![]));
     };
-    cands.retain(|c| !(c.machine == of.side.machine && c.key == of.side.key));
-    let out = nearest(&of.side, &cands, limit)
+    let crate::db::nearest::Classes { candidates, mut classes } =
+        crate::db::nearest::kernel_classes(pool, &kernel).await?;
+    let me = candidates.iter().position(|c| c.machine == of.side.machine && c.key == of.side.key);
+    for (_, members) in &mut classes {
+        members.retain(|&i| Some(i) != me);
+    }
+    classes.retain(|(_, members)| !members.is_empty());
+    let side_of: std::collections::HashMap<usize, usize> =
+        classes.iter().enumerate().flat_map(|(c, (_, m))| m.iter().map(move |&i| (i, c))).collect();
+    let out = nearest_classes(&of.side, &classes, limit)
         .into_iter()
         .map(|n| {
-            let c = &cands[n.index];
-            let cmp = compare(&of.side, c);
+            let at = &candidates[n.index];
+            let c = Side { machine: at.machine.clone(), key: at.key.clone(), ..classes[side_of[&n.index]].0.clone() };
+            let cmp = compare(&of.side, &c);
             Neighbour {
                 machine: c.machine.clone(),
                 key: c.key.clone(),

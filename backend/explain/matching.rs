@@ -81,6 +81,26 @@ pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<Near> {
     ranked.into_iter().take(limit).map(|(_, n)| n).collect()
 }
 
+/// [`nearest`] over candidates that come in classes whose members compare alike (every input
+/// the analysis reads is equal: key, metadata, IR text, binary, code digest, relocation,
+/// recorded key parts; only the machine differs): one analysis per class, and the same answer as
+/// [`nearest`] over every member. A class is (a member's side, the candidate indices of all its
+/// members); `index` in the answer is such a candidate index.
+pub fn nearest_classes(of: &Side, classes: &[(Side, Vec<usize>)], limit: usize) -> Vec<Near> {
+    let p = Prep::new(of);
+    let mut ranked: Vec<((usize, usize, usize), Near)> = Vec::new();
+    for (side, members) in classes {
+        let an = analyse(of, &p, side, &Prep::new(side), false);
+        let (components, differing) = (an.components(), an.causes().count());
+        let cause = an.headline().unwrap_or(Cause::None);
+        for &index in members {
+            ranked.push(((components, differing, an.differing()), Near { index, components, differing, cause }));
+        }
+    }
+    ranked.sort_by_key(|r| (r.0, r.1.index));
+    ranked.into_iter().take(limit).map(|(_, n)| n).collect()
+}
+
 fn kernel(s: &Side) -> String {
     s.kernel_name().unwrap_or("?").to_string()
 }

@@ -30,7 +30,7 @@ mod text;
 pub use code::code_digest;
 pub use compare::compare;
 pub use ir::{DiffLine, ir_diff, strip_locations};
-pub use matching::{Invalidated, Invalidations, Near, invalidations, nearest};
+pub use matching::{Invalidated, Invalidations, Near, invalidations, nearest, nearest_classes};
 pub use text::{render_diff, render_text};
 
 use serde::Serialize;

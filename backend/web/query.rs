@@ -123,6 +123,8 @@ pub struct HistoryQuery {
     pub to: Option<i64>,
     pub limit: Option<i64>,
     pub offset: Option<i64>,
+    /// The page's kernel table: which page of it (from 1).
+    pub kpage: Option<usize>,
 }
 
 fn nonempty(s: &Option<String>) -> Option<String> {

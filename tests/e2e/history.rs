@@ -213,6 +213,7 @@ async fn hook_events_count_exactly_once_across_rescans() {
         // Per day: everything in one bucket.
         let day = h0 / 86_400_000 * 86_400_000;
         assert_eq!(bucket(&state, "machine=hooked&bucket=day", day).await, (8, 119, 118, 113, Some(660.75), 18));
+        crate::history_agg::assert_history_fresh(&pool).await;
     };
     let s2 = scan().await.unwrap();
     assert_eq!(s2.events, 5, "the completed line and the four appended");

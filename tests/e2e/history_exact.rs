@@ -121,6 +121,8 @@ async fn same_key_lookups_within_a_millisecond_count_exactly() {
     assert_eq!((more.events_sent, more.response.summary.events), (50, 50));
     assert!(more.body_bytes < up.body_bytes, "{} vs {}", more.body_bytes, up.body_bytes);
     assert_eq!(totals(&sstate, &q).await, (450, 2, 2, 454));
+    crate::history_agg::assert_history_fresh(&srv.pool).await;
+    crate::history_agg::assert_history_fresh(&pool).await;
 
     // A scan with an event budget reads part of the lines; the next one resumes at its mark.
     let prev = cachelens::scan::Previous { max_event_bytes: Some(10_000), ..Default::default() };
@@ -247,6 +249,7 @@ async fn recompiles_in_place_keep_every_compile() {
     assert_eq!(scan().await.unwrap().changed_entries, 1);
     let h5 = h0 + 5 * 3_600_000;
     assert_eq!(series().await, [(h0, 24, 24, 24, 0), (h5, 1, 1, 1, 0)]);
+    crate::history_agg::assert_history_fresh(&pool).await;
     let e = get_json(&state, "/api/v1/entries?machine=rc&kernel=add_kernel&limit=100").await;
     let row = e.as_array().unwrap().iter().find(|r| r["key"] == k.as_str()).unwrap();
     assert_eq!(row["created_at"], t1, "the entry shows its latest compile");
@@ -262,6 +265,7 @@ async fn recompiles_in_place_keep_every_compile() {
     scan().await.unwrap();
     let h6 = h0 + 6 * 3_600_000;
     assert_eq!(series().await, [(h0, 24, 24, 24, 0), (h5, 1, 1, 1, 0), (h6, 1, 0, 1, 2)]);
+    crate::history_agg::assert_history_fresh(&pool).await;
     // Recompiled again 1 s later without the hook: within the hook event's window, but the
     // event accounts for the nearest compile only, so this one counts too.
     recompile(&key, t2 + 1000);
@@ -272,6 +276,7 @@ async fn recompiles_in_place_keep_every_compile() {
     std::fs::remove_dir_all(&key).unwrap();
     assert_eq!(scan().await.unwrap().removed_entries, 1);
     assert_eq!(series().await, [(h0, 24, 24, 24, 0), (h5, 1, 1, 1, 0), (h6, 2, 1, 2, 2)]);
+    crate::history_agg::assert_history_fresh(&pool).await;
 }
 
 /// Events stored before migration 0007 know only their millisecond (lookups within one were

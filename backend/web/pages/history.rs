@@ -11,10 +11,15 @@ use crate::web::query::HistoryQuery;
 use askama::Template;
 use axum::extract::{Query, State};
 
-/// Kernels listed in "misses most".
+/// Kernels per page of "misses most".
 const TOP_KERNELS: usize = 25;
-/// Past this many buckets between the first and the last, the chart shows only active ones.
+/// Past this many buckets between the first and the last, the chart shows only active ones; it
+/// never draws more than this many (the latest).
 const DENSE_MAX: i64 = 240;
+/// Buckets listed in the per-bucket table (the latest; the JSON API has them all).
+const ROWS_MAX: usize = 100;
+/// Kernels offered in the filter's suggestions (those that miss most).
+const KERNEL_CHOICES: i64 = 200;
 
 /// One row of a table, formatted for display.
 pub struct Row {
@@ -79,6 +84,13 @@ pub struct HistoryView {
     pub rows: Vec<Row>,
     pub per_machine: Vec<Row>,
     pub per_kernel: Vec<Row>,
+    /// Links to the previous and next page of the kernel table, when there is one.
+    pub kernel_prev: Option<String>,
+    pub kernel_next: Option<String>,
+    /// "kernels 26–50 of 1,234".
+    pub kernel_range: String,
+    /// Buckets left out of the per-bucket table (older than the ones listed).
+    pub rows_hidden: usize,
     pub api_url: String,
 }
 
@@ -96,14 +108,24 @@ pub async fn page(State(s): State<AppState>, hx: Hx, Query(q): Query<HistoryQuer
 async fn view(s: &AppState, q: &HistoryQuery) -> Result<HistoryView, AppError> {
     let bucket = q.bucket()?;
     let f = q.filter();
-    let series = history::series(s.db.pool(), &f, bucket).await?;
-    let per_machine = history::by_machine(s.db.pool(), &f).await?;
-    let per_kernel = history::by_kernel(s.db.pool(), &f).await?;
-    let (machines, kernels) = history::choices(s.db.pool()).await?;
+    let pool = s.db.pool();
+    let series = history::series(pool, &f, bucket).await?;
+    let per_machine = history::by_machine(pool, &f).await?;
+    let missing: Vec<NamedCounts> =
+        history::by_kernel(pool, &f).await?.into_iter().filter(|n| n.counts.misses > 0).collect();
+    let (machines, mut kernels) = history::choices(pool, KERNEL_CHOICES).await?;
     let (machine, kernel) = (f.machine.clone().unwrap_or_default(), f.kernel.clone().unwrap_or_default());
+    if !kernel.is_empty() && !kernels.contains(&kernel) {
+        kernels.push(kernel.clone());
+    }
     let total = history::total(series.iter().map(|p| &p.counts));
     let link = |m: &str, k: &str| format!("/history?machine={}&kernel={}&bucket={}", enc(m), enc(k), bucket.as_str());
     let opts = |all: Vec<String>, cur: &str| all.into_iter().map(|v| Opt { selected: v == cur, value: v }).collect();
+    let pages = missing.len().div_ceil(TOP_KERNELS).max(1);
+    let kpage = q.kpage.unwrap_or(1).clamp(1, pages);
+    let kpage_link = |p: usize| format!("{}&kpage={p}", link(&machine, &kernel));
+    let first = (kpage - 1) * TOP_KERNELS;
+    let shown = series.len().saturating_sub(DENSE_MAX as usize);
     Ok(HistoryView {
         bucket: bucket.as_str(),
         machines: opts(machines, &machine),
@@ -111,18 +133,27 @@ async fn view(s: &AppState, q: &HistoryQuery) -> Result<HistoryView, AppError> {
         buckets: opts(vec!["hour".into(), "day".into(), "minute".into()], bucket.as_str()),
         total: row("all".into(), String::new(), &total),
         has_hook: total.hook_events > 0,
-        chart: chart(&series, bucket),
-        rows: series.iter().rev().map(|p| row(fmt_t(p.t, bucket), String::new(), &p.counts)).collect(),
+        chart: chart(&series[shown..], bucket),
+        rows: series.iter().rev().take(ROWS_MAX).map(|p| row(fmt_t(p.t, bucket), String::new(), &p.counts)).collect(),
+        rows_hidden: series.len().saturating_sub(ROWS_MAX),
         per_machine: per_machine
             .iter()
             .map(|n: &NamedCounts| row(n.name.clone(), link(&n.name, &kernel), &n.counts))
             .collect(),
-        per_kernel: per_kernel
+        per_kernel: missing
             .iter()
-            .filter(|n| n.counts.misses > 0)
+            .skip(first)
             .take(TOP_KERNELS)
             .map(|n| row(n.name.clone(), link(&machine, &n.name), &n.counts))
             .collect(),
+        kernel_prev: (kpage > 1).then(|| kpage_link(kpage - 1)),
+        kernel_next: (kpage < pages).then(|| kpage_link(kpage + 1)),
+        kernel_range: format!(
+            "kernels {}–{} of {}",
+            (first + 1).min(missing.len()),
+            (first + TOP_KERNELS).min(missing.len()),
+            missing.len()
+        ),
         api_url: format!(
             "/api/v1/history?machine={}&kernel={}&bucket={}&limit=10000",
             enc(&machine),

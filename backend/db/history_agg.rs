@@ -1,0 +1,272 @@
+//! History aggregates kept at ingest (migration 0015): counting what landed into the hour tables,
+//! and reading them back.
+//!
+//! What a hook event or an entry compile time counts for depends only on the rows of its own
+//! (machine, key) — the lookup before a `compile` in its process, the hook `compile` events near
+//! an mtime ([`super::history`] says the rules). Each row records what it was counted as
+//! (`events.counted_miss`, NULL until counted; `entry_compiles.inferred_kernel`), and an ingest
+//! re-counts every key it touched ([`account`]): the keys' old contributions are subtracted, the
+//! rows re-counted, the new ones added, in the ingest's transaction. A line stored once (the
+//! event identity of migration 0007) is counted once, however often it is read again.
+//!
+//! Readers: hour and day buckets over whole hours come from the hour tables
+//! (`history_machine_hours`, `history_kernel_hours`, `history_hours`, `history_kernels`), whose
+//! size does not grow with the number of events; minute and second buckets and ranges that cut
+//! an hour sum the counted rows of that range ([`Source::Rows`]).
+
+use super::history::{Bucket, Counts, HistoryFilter};
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
+use std::collections::BTreeMap;
+
+const HOUR: i64 = 3_600_000;
+
+/// The contributions of the touched keys (`temp.history_touch`) of machine ?1 as they are
+/// counted now, per kernel and hour.
+const CONTRIB: &str = "
+    SELECT COALESCE(kernel, '(unknown)') AS kernel, (ts / 3600000) * 3600000 AS hour,
+           SUM(event = 'hit') AS hits, SUM(counted_miss) AS misses, SUM(event = 'compile') AS compiles, 0 AS inferred,
+           TOTAL(CASE WHEN event = 'compile' THEN compile_ms END) AS compile_ms,
+           COUNT(CASE WHEN event = 'compile' THEN compile_ms END) AS timed, COUNT(*) AS hook_events
+    FROM events WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touch) AND counted_miss IS NOT NULL
+    GROUP BY 1, 2
+    UNION ALL
+    SELECT c.inferred_kernel, (c.compiled_at / 3600000) * 3600000, 0, COUNT(*), COUNT(*), COUNT(*), 0, 0, 0
+    FROM entries en JOIN entry_compiles c ON c.entry_id = en.id
+    WHERE en.machine_id = ?1 AND en.key IN (SELECT key FROM temp.history_touch) AND c.inferred_kernel IS NOT NULL
+    GROUP BY 1, 2";
+
+/// Re-count the given keys of a machine (after their events or compile times changed) and apply
+/// the difference to the hour tables. Runs inside the caller's transaction.
+pub async fn account(conn: &mut SqliteConnection, machine_id: i64, keys: &[&str]) -> sqlx::Result<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    for sql in [
+        "CREATE TEMP TABLE IF NOT EXISTS history_touch(key TEXT PRIMARY KEY) WITHOUT ROWID",
+        "CREATE TEMP TABLE IF NOT EXISTS history_delta(kernel TEXT NOT NULL, hour INTEGER NOT NULL, hits INTEGER,
+           misses INTEGER, compiles INTEGER, inferred INTEGER, compile_ms REAL, timed INTEGER, hook_events INTEGER)",
+        "DELETE FROM temp.history_touch",
+        "DELETE FROM temp.history_delta",
+    ] {
+        sqlx::query(sql).execute(&mut *conn).await?;
+    }
+    for part in keys.chunks(500) {
+        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO temp.history_touch(key) ");
+        qb.push_values(part, |mut b, k| {
+            b.push_bind(*k);
+        });
+        qb.build().execute(&mut *conn).await?;
+    }
+    let delta = |sign: &str| {
+        format!(
+            "INSERT INTO temp.history_delta SELECT kernel, hour, {sign} hits, {sign} misses, {sign} compiles,
+               {sign} inferred, {sign} compile_ms, {sign} timed, {sign} hook_events FROM ({CONTRIB})"
+        )
+    };
+    let recount = [
+        // what counts as a miss: a `miss`, or a `compile` whose process's lookup before was no miss
+        "UPDATE events SET counted_miss = x.m
+         FROM (SELECT id, (event = 'miss' OR (event = 'compile' AND prev IS NOT 'miss')) AS m
+               FROM (SELECT id, event,
+                            LAG(event) OVER (PARTITION BY host, pid, key ORDER BY ts_us, seq, id) AS prev
+                     FROM events WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touch))) AS x
+         WHERE events.id = x.id",
+        // an entry compile time is inferred unless the nearest of its key's hook compile events
+        // accounts for it
+        "UPDATE entry_compiles SET inferred_kernel = (
+           SELECT COALESCE(en.kernel, '(unknown)') FROM entries en
+           WHERE en.id = entry_compiles.entry_id AND en.kind IN ('kernel', 'binary_only')
+             AND NOT EXISTS (SELECT 1 FROM events x
+                             WHERE x.machine_id = en.machine_id AND x.key = en.key AND x.event = 'compile'
+                               AND x.ts BETWEEN entry_compiles.compiled_at - 2000
+                                            AND entry_compiles.compiled_at + CAST(COALESCE(x.compile_ms, 0) AS INTEGER) + 2000
+                               AND NOT EXISTS (SELECT 1 FROM entry_compiles o
+                                               WHERE o.entry_id = entry_compiles.entry_id
+                                                 AND ABS(x.ts - o.compiled_at) < ABS(x.ts - entry_compiles.compiled_at))))
+         WHERE entry_id IN (SELECT id FROM entries WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touch))",
+    ];
+    sqlx::query(sqlx::AssertSqlSafe(delta("-"))).bind(machine_id).execute(&mut *conn).await?;
+    for sql in recount {
+        sqlx::query(sql).bind(machine_id).execute(&mut *conn).await?;
+    }
+    sqlx::query(sqlx::AssertSqlSafe(delta(""))).bind(machine_id).execute(&mut *conn).await?;
+    apply(conn, machine_id).await
+}
+
+/// Add `temp.history_delta` to the four tables and drop the rows left empty.
+async fn apply(conn: &mut SqliteConnection, machine_id: i64) -> sqlx::Result<()> {
+    const SUMS: &str =
+        "SUM(hits), SUM(misses), SUM(compiles), SUM(inferred), SUM(compile_ms), SUM(timed), SUM(hook_events)";
+    const ADD: &str = "hits = hits + excluded.hits, misses = misses + excluded.misses,
+        compiles = compiles + excluded.compiles, inferred = inferred + excluded.inferred,
+        compile_ms = compile_ms + excluded.compile_ms, timed = timed + excluded.timed,
+        hook_events = hook_events + excluded.hook_events";
+    const EMPTY: &str = "hits = 0 AND misses = 0 AND compiles = 0 AND hook_events = 0";
+    let stmts = [
+        format!(
+            "INSERT INTO history_hours SELECT ?1, kernel, hour, {SUMS} FROM temp.history_delta WHERE true
+             GROUP BY kernel, hour ON CONFLICT(machine_id, kernel, hour) DO UPDATE SET {ADD}"
+        ),
+        format!(
+            "INSERT INTO history_machine_hours SELECT ?1, hour, {SUMS} FROM temp.history_delta WHERE true
+             GROUP BY hour ON CONFLICT(machine_id, hour) DO UPDATE SET {ADD}"
+        ),
+        format!(
+            "INSERT INTO history_kernel_hours SELECT kernel, hour, {SUMS} FROM temp.history_delta
+             WHERE ?1 IS NOT NULL GROUP BY kernel, hour ON CONFLICT(kernel, hour) DO UPDATE SET {ADD}"
+        ),
+        format!(
+            "INSERT INTO history_kernels SELECT kernel, {SUMS} FROM temp.history_delta WHERE ?1 IS NOT NULL
+             GROUP BY kernel ON CONFLICT(kernel) DO UPDATE SET {ADD}"
+        ),
+        format!(
+            "DELETE FROM history_hours WHERE machine_id = ?1
+               AND (kernel, hour) IN (SELECT kernel, hour FROM temp.history_delta) AND {EMPTY}"
+        ),
+        format!(
+            "DELETE FROM history_machine_hours WHERE machine_id = ?1
+               AND hour IN (SELECT hour FROM temp.history_delta) AND {EMPTY}"
+        ),
+        format!(
+            "DELETE FROM history_kernel_hours WHERE ?1 IS NOT NULL
+               AND (kernel, hour) IN (SELECT kernel, hour FROM temp.history_delta) AND {EMPTY}"
+        ),
+        format!(
+            "DELETE FROM history_kernels WHERE ?1 IS NOT NULL
+               AND kernel IN (SELECT kernel FROM temp.history_delta) AND {EMPTY}"
+        ),
+    ];
+    for sql in stmts {
+        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(machine_id).execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// Where a question is answered from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The hour tables: hour and day buckets, a range on whole hours (or none).
+    Hours,
+    /// The counted rows of the range: finer buckets, or a range that cuts an hour.
+    Rows,
+}
+
+impl Source {
+    pub fn of(f: &HistoryFilter, bucket: Option<Bucket>) -> Source {
+        let whole = |t: Option<i64>| t.is_none_or(|t| t.rem_euclid(HOUR) == 0);
+        let coarse = bucket.is_none_or(|b| matches!(b, Bucket::Hour | Bucket::Day));
+        if coarse && whole(f.from) && whole(f.to) { Source::Hours } else { Source::Rows }
+    }
+}
+
+/// What rows are grouped by.
+#[derive(Debug, Clone, Copy)]
+pub enum By {
+    Bucket(Bucket),
+    Machine,
+    Kernel,
+}
+
+/// Counts grouped by `by` for the filter, from the hour tables or the counted rows. `K` is i64
+/// for buckets, String otherwise.
+pub async fn grouped<K>(pool: &SqlitePool, f: &HistoryFilter, by: By) -> sqlx::Result<BTreeMap<K, Counts>>
+where
+    K: Ord + for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+{
+    let bucket = match by {
+        By::Bucket(b) => Some(b),
+        _ => None,
+    };
+    let sql = match Source::of(f, bucket) {
+        Source::Hours => hours_sql(f, by),
+        Source::Rows => rows_sql(by),
+    };
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(f.machine.clone())
+        .bind(f.kernel.clone())
+        .bind(f.from)
+        .bind(f.to)
+        .fetch_all(pool)
+        .await?;
+    let mut out: BTreeMap<K, Counts> = BTreeMap::new();
+    for r in rows {
+        let timed: i64 = r.get("timed");
+        let c = Counts {
+            hits: r.get("hits"),
+            misses: r.get("misses"),
+            compiles: r.get("compiles"),
+            inferred_compiles: r.get("inferred"),
+            compile_ms: (timed > 0).then(|| r.get("compile_ms")),
+            hook_events: r.get("hook_events"),
+        };
+        out.insert(r.get("k"), c);
+    }
+    Ok(out)
+}
+
+const SUM_COLS: &str = "SUM(t.hits) AS hits, SUM(t.misses) AS misses, SUM(t.compiles) AS compiles,
+    SUM(t.inferred) AS inferred, TOTAL(t.compile_ms) AS compile_ms, SUM(t.timed) AS timed,
+    SUM(t.hook_events) AS hook_events";
+
+/// The smallest hour table that answers the question. Binds: ?1 machine, ?2 kernel, ?3 from, ?4 to.
+fn hours_sql(f: &HistoryFilter, by: By) -> String {
+    let (m, k) = (f.machine.is_some(), f.kernel.is_some());
+    let ranged = f.from.is_some() || f.to.is_some();
+    let key = match by {
+        By::Bucket(b) => format!("(t.hour / {ms}) * {ms}", ms = b.ms()),
+        By::Machine => "m.name".into(),
+        By::Kernel => "t.kernel".into(),
+    };
+    let table = match (by, m, k) {
+        (By::Kernel, false, false) if !ranged => "history_kernels",
+        (By::Kernel, false, _) | (By::Bucket(_), false, true) => "history_kernel_hours",
+        (By::Machine, _, false) | (By::Bucket(_), _, false) => "history_machine_hours",
+        _ => "history_hours",
+    };
+    let has_machine = table != "history_kernel_hours" && table != "history_kernels";
+    let mut wh = vec!["1".to_string()];
+    if m {
+        wh.push("t.machine_id = (SELECT id FROM machines WHERE name = ?1)".into());
+    }
+    if k {
+        wh.push("t.kernel = ?2".into());
+    }
+    if table != "history_kernels" {
+        wh.push("(?3 IS NULL OR t.hour >= ?3) AND (?4 IS NULL OR t.hour < ?4)".into());
+    }
+    let join = if has_machine { " JOIN machines m ON m.id = t.machine_id" } else { "" };
+    format!(
+        "SELECT {key} AS k, {SUM_COLS} FROM {table} t{join}
+         WHERE {} AND ?1 IS ?1 AND ?2 IS ?2 AND ?3 IS ?3 AND ?4 IS ?4 GROUP BY k",
+        wh.join(" AND ")
+    )
+}
+
+/// Sums over the counted rows (hook events, inferred compile times) of the range.
+fn rows_sql(by: By) -> String {
+    let (ek, ck) = match by {
+        By::Bucket(b) => {
+            (format!("(e.ts / {ms}) * {ms}", ms = b.ms()), format!("(c.compiled_at / {ms}) * {ms}", ms = b.ms()))
+        }
+        By::Machine => ("m.name".into(), "m.name".into()),
+        By::Kernel => ("COALESCE(e.kernel, '(unknown)')".into(), "c.inferred_kernel".into()),
+    };
+    format!(
+        "SELECT k, {SUM_COLS} FROM (
+           SELECT {ek} AS k, SUM(e.event = 'hit') AS hits, SUM(e.counted_miss) AS misses,
+                  SUM(e.event = 'compile') AS compiles, 0 AS inferred,
+                  TOTAL(CASE WHEN e.event = 'compile' THEN e.compile_ms END) AS compile_ms,
+                  COUNT(CASE WHEN e.event = 'compile' THEN e.compile_ms END) AS timed, COUNT(*) AS hook_events
+           FROM events e JOIN machines m ON m.id = e.machine_id
+           WHERE e.counted_miss IS NOT NULL AND (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR e.kernel = ?2)
+             AND (?3 IS NULL OR e.ts >= ?3) AND (?4 IS NULL OR e.ts < ?4)
+           GROUP BY 1
+           UNION ALL
+           SELECT {ck}, 0, COUNT(*), COUNT(*), COUNT(*), 0, 0, 0
+           FROM entry_compiles c JOIN entries en ON en.id = c.entry_id JOIN machines m ON m.id = en.machine_id
+           WHERE c.inferred_kernel IS NOT NULL AND (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR en.kernel = ?2)
+             AND (?3 IS NULL OR c.compiled_at >= ?3) AND (?4 IS NULL OR c.compiled_at < ?4)
+           GROUP BY 1) t
+         GROUP BY k"
+    )
+}

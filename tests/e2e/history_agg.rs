@@ -1,0 +1,190 @@
+//! History aggregates (migration 0015, `db/history_agg.rs`) against the reference computation
+//! from the raw events and compile times (`db::history::fresh`), after every kind of change: a
+//! scan of the real h100-hook corpus (real hook events), a re-scan with new events (another
+//! run's lines appended), a re-scan with nothing new, a removed entry, an upload, a re-upload of
+//! the very same report, and the migration's backfill of a database written before 0015.
+
+use crate::common::*;
+use crate::upload::server;
+use cachelens::db::history::{Bucket, Counts, GroupBy, HistoryFilter, fresh};
+use cachelens::db::history_agg::{Source, grouped};
+use cachelens::upload::{Retry, scan_and_upload, upload_report};
+use cachelens::web::Config;
+use sqlx::SqlitePool;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn same(a: &Counts, b: &Counts) -> bool {
+    let ms = match (a.compile_ms, b.compile_ms) {
+        (None, None) => true,
+        (Some(x), Some(y)) => (x - y).abs() <= 1e-6 * x.abs().max(1.0),
+        _ => false,
+    };
+    ms && Counts { compile_ms: None, ..*a } == Counts { compile_ms: None, ..*b }
+}
+
+fn compare<K: Ord + std::fmt::Debug>(what: &str, agg: BTreeMap<K, Counts>, reference: BTreeMap<K, Counts>) {
+    assert_eq!(agg.keys().collect::<Vec<_>>(), reference.keys().collect::<Vec<_>>(), "{what}: groups");
+    for (k, c) in &reference {
+        assert!(same(&agg[k], c), "{what} {k:?}: aggregates {:?} != fresh {c:?}", agg[k]);
+    }
+}
+
+/// Every filter (none, each machine, each kernel, each machine and kernel) grouped every way,
+/// from the hour tables and from the counted rows, equals the reference. Returns the total.
+pub async fn assert_history_fresh(pool: &SqlitePool) -> Counts {
+    let machines: Vec<String> = sqlx::query_scalar("SELECT name FROM machines").fetch_all(pool).await.unwrap();
+    let kernels: Vec<String> = sqlx::query_scalar(
+        "SELECT kernel FROM events WHERE kernel IS NOT NULL UNION SELECT kernel FROM entries WHERE kernel IS NOT NULL",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert!(!kernels.is_empty());
+    let mut filters = vec![HistoryFilter::default()];
+    for m in &machines {
+        filters.push(HistoryFilter { machine: Some(m.clone()), ..Default::default() });
+        for k in kernels.iter().take(4) {
+            filters.push(HistoryFilter { machine: Some(m.clone()), kernel: Some(k.clone()), ..Default::default() });
+        }
+    }
+    for k in &kernels {
+        filters.push(HistoryFilter { kernel: Some(k.clone()), ..Default::default() });
+    }
+    for f in filters {
+        for bucket in [Bucket::Hour, Bucket::Day, Bucket::Minute, Bucket::Second] {
+            let by = GroupBy::Bucket(bucket);
+            let what = format!("{f:?} per {}", bucket.as_str());
+            compare(&what, grouped::<i64>(pool, &f, by).await.unwrap(), fresh::<i64>(pool, &f, by).await.unwrap());
+        }
+        for by in [GroupBy::Machine, GroupBy::Kernel] {
+            compare(
+                &format!("{f:?} {by:?}"),
+                grouped::<String>(pool, &f, by).await.unwrap(),
+                fresh(pool, &f, by).await.unwrap(),
+            );
+            // a range that cuts hours: the counted rows
+            let cut = HistoryFilter { from: Some(1_000), to: Some(4_000_000_000_000), ..f.clone() };
+            assert_eq!(Source::of(&cut, None), Source::Rows);
+            compare(
+                &format!("{cut:?} {by:?}"),
+                grouped::<String>(pool, &cut, by).await.unwrap(),
+                fresh(pool, &cut, by).await.unwrap(),
+            );
+        }
+    }
+    let all = grouped::<String>(pool, &HistoryFilter::default(), GroupBy::Machine).await.unwrap();
+    cachelens::db::history::total(all.values())
+}
+
+fn shifted_run(events: &Path, hours: i64, pid_offset: i64) -> String {
+    // another run of the same jobs: the real lines, later, in other processes
+    let mut out = String::new();
+    for l in std::fs::read_to_string(events).unwrap().lines() {
+        let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+        v["ts"] = (v["ts"].as_f64().unwrap() + (hours * 3600) as f64).into();
+        v["pid"] = (v["pid"].as_i64().unwrap() + pid_offset).into();
+        out += &format!("{v}\n");
+    }
+    out
+}
+
+fn append(path: &Path, text: &str) {
+    use std::io::Write;
+    std::fs::OpenOptions::new().append(true).open(path).unwrap().write_all(text.as_bytes()).unwrap();
+}
+
+/// The real h100-hook corpus (16 misses with compile times, then 16 hits), scanned, grown,
+/// uploaded, re-uploaded and migrated: the aggregates equal the reference after every step.
+#[tokio::test]
+async fn aggregates_equal_fresh_after_every_change() {
+    let (_t, dir) = unpacked("h100-hook-3.6.0");
+    let root = dir.join("triton-cache");
+    let events = std::fs::read_dir(root.join(".cachelens"))
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    let original = std::fs::read_to_string(&events).unwrap();
+    let (db_dir, pool) = fresh_db().await;
+    let scan = || cachelens::collect::scan_local(&pool, &root, "hook");
+
+    let s1 = scan().await.unwrap();
+    assert_eq!(s1.events, 48);
+    let t1 = assert_history_fresh(&pool).await;
+    assert_eq!((t1.hits, t1.hook_events), (16, 48), "{t1:?}");
+    assert!(t1.compile_ms.is_some());
+
+    // Another run an hour later (its lines appended) and one that crosses a day.
+    append(&events, &shifted_run(&events, 1, 100_000));
+    assert_eq!(scan().await.unwrap().events, 48);
+    let t2 = assert_history_fresh(&pool).await;
+    assert_eq!(t2.hook_events, 96);
+    assert_eq!(scan().await.unwrap().events, 0, "nothing new");
+    assert_eq!(assert_history_fresh(&pool).await, t2);
+
+    // An entry recompiled in place (its metadata mtime moves: a compile the hook did not see),
+    // then one removed: history keeps every compile.
+    let metadata = |dir: &Path| {
+        std::fs::read_dir(dir).ok()?.map(|d| d.unwrap().path()).find(|p| {
+            p.extension().is_some_and(|e| e == "json") && !p.file_name().unwrap().to_string_lossy().starts_with("__grp")
+        })
+    };
+    let (key, meta) = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .find_map(|p| Some((p.clone(), metadata(&p)?)))
+        .unwrap();
+    let later = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&meta).unwrap().set_modified(later).unwrap();
+    let s = cachelens::collect::scan_local_with(&pool, &root, "hook", true).await.unwrap();
+    assert_eq!(s.changed_entries, 1);
+    let t3 = assert_history_fresh(&pool).await;
+    assert_eq!((t3.compiles, t3.inferred_compiles), (t2.compiles + 1, t2.inferred_compiles + 1));
+    std::fs::remove_dir_all(&key).unwrap();
+    assert_eq!(scan().await.unwrap().removed_entries, 1);
+    assert_eq!(assert_history_fresh(&pool).await, t3);
+
+    // Uploads: the same cache into a server, then the very same report again.
+    let srv = server(Config::default()).await;
+    let token = cachelens::db::tokens::create(&srv.pool, "hook").await.unwrap();
+    std::fs::write(&events, &original).unwrap();
+    let up = scan_and_upload(&srv.url, &token, &root, "hook", Retry::new(2)).await.unwrap();
+    assert_eq!(up.response.summary.events, 48);
+    let u1 = assert_history_fresh(&srv.pool).await;
+    let report = cachelens::collect::scan_report(&root, "hook").unwrap();
+    let again = upload_report(&srv.url, &token, report.clone(), Retry::new(2)).await.unwrap();
+    assert_eq!(again.response.summary.events, 0);
+    assert_eq!(assert_history_fresh(&srv.pool).await, u1, "a re-upload counts nothing twice");
+    append(&events, &shifted_run(&events, 30, 200_000));
+    let more = scan_and_upload(&srv.url, &token, &root, "hook", Retry::new(2)).await.unwrap();
+    assert_eq!(more.response.summary.events, 48);
+    let u2 = assert_history_fresh(&srv.pool).await;
+    assert_eq!(u2.hook_events, 96);
+
+    // A database written before migration 0015: its backfill counts the same.
+    drop(srv);
+    downgrade(&pool).await;
+    pool.close().await;
+    let pool = cachelens::db::open(&db_dir.path().join("test.db")).await.unwrap();
+    assert!(same(&assert_history_fresh(&pool).await, &t3), "the backfill counts as the ingest did");
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM history_hours").fetch_one(&pool).await.unwrap();
+    assert!(n > 2, "{n}");
+}
+
+/// Undo migration 0015 (what a database written by the previous release holds).
+async fn downgrade(pool: &SqlitePool) {
+    for sql in [
+        "DROP TABLE history_hours",
+        "DROP TABLE history_machine_hours",
+        "DROP TABLE history_kernel_hours",
+        "DROP TABLE history_kernels",
+        "DROP INDEX entry_compiles_inferred",
+        "ALTER TABLE events DROP COLUMN counted_miss",
+        "ALTER TABLE entry_compiles DROP COLUMN inferred_kernel",
+        "DELETE FROM _sqlx_migrations WHERE version = 15",
+    ] {
+        sqlx::query(sql).execute(pool).await.unwrap();
+    }
+}
