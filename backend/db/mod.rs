@@ -11,6 +11,7 @@ pub mod history;
 pub mod inductor;
 pub mod ingest;
 pub mod rebuild;
+pub mod reports;
 pub mod scans;
 pub mod summaries;
 pub mod tokens;

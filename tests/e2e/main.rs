@@ -12,6 +12,7 @@ mod hostile_scan;
 mod hostile_server;
 mod layouts;
 mod pages;
+mod reports;
 mod rescan;
 mod scan;
 mod summaries;
