@@ -149,6 +149,16 @@ fn identity(p: &Option<super::ir::Prepared>) -> Option<u64> {
     Some(h.finish())
 }
 
+/// The first entry of each key; no copy when the keys are distinct already (the common case).
+fn dedup(v: &[Side]) -> std::borrow::Cow<'_, [Side]> {
+    let mut seen = HashSet::new();
+    if v.iter().all(|s| seen.insert(s.key.as_str())) {
+        return v.into();
+    }
+    let mut seen = HashSet::new();
+    v.iter().filter(|s| seen.insert(s.key.as_str())).cloned().collect::<Vec<_>>().into()
+}
+
 /// Surely another variant: the IR the comparison would read differs in a variant field.
 fn surely_variant(a: (Option<u64>, Option<u64>), b: (Option<u64>, Option<u64>)) -> bool {
     match (a, b) {
@@ -161,15 +171,8 @@ fn surely_variant(a: (Option<u64>, Option<u64>), b: (Option<u64>, Option<u64>)) 
 /// [`invalidations`] of one group, without totals; `budget` bounds the pairs analysed.
 pub fn match_part(old: &[Side], new: &[Side], budget: &mut Budget) -> Result<Part, OverBudget> {
     // The first of each key; no copy when the keys are distinct already (the common case).
-    let dedup = |v: &[Side]| -> std::borrow::Cow<'_, [Side]> {
-        let mut seen = HashSet::new();
-        if v.iter().all(|s| seen.insert(s.key.as_str())) {
-            return v.into();
-        }
-        let mut seen = HashSet::new();
-        v.iter().filter(|s| seen.insert(s.key.as_str())).cloned().collect::<Vec<_>>().into()
-    };
     let (old, new) = (dedup(old), dedup(new));
+    let (old, new) = (&*old, &*new);
     let old_keys: HashSet<&str> = old.iter().map(|s| s.key.as_str()).collect();
     let new_keys: HashSet<&str> = new.iter().map(|s| s.key.as_str()).collect();
     let kept: Vec<String> = new.iter().filter(|s| old_keys.contains(s.key.as_str())).map(|s| s.key.clone()).collect();
