@@ -110,7 +110,8 @@ pub async fn store(
     .bind(compute_ms)
     .fetch_one(&mut *tx)
     .await?;
-    let rows_sql = "INSERT INTO inv_rows(report_id, list, seq, rank, cause, kernel, key, old_key, why, flags, compile_ms) ";
+    let rows_sql =
+        "INSERT INTO inv_rows(report_id, list, seq, rank, cause, kernel, key, old_key, why, flags, compile_ms) ";
     for part in r.invalidated.chunks(CHUNK) {
         let mut qb = QueryBuilder::<Sqlite>::new(rows_sql);
         qb.push_values(part, |mut b, (seq, rank, why, i)| {
@@ -194,14 +195,12 @@ pub async fn rows(
 
 /// The most given reasons of a cause (text, rows), at most `limit`.
 pub async fn whys(pool: &SqlitePool, report: i64, cause: Cause, limit: i64) -> sqlx::Result<Vec<(String, i64)>> {
-    sqlx::query_as(
-        "SELECT text, n FROM inv_whys WHERE report_id = ? AND cause = ? ORDER BY n DESC, id LIMIT ?",
-    )
-    .bind(report)
-    .bind(cause.as_str())
-    .bind(limit)
-    .fetch_all(pool)
-    .await
+    sqlx::query_as("SELECT text, n FROM inv_whys WHERE report_id = ? AND cause = ? ORDER BY n DESC, id LIMIT ?")
+        .bind(report)
+        .bind(cause.as_str())
+        .bind(limit)
+        .fetch_all(pool)
+        .await
 }
 
 /// A kernel's totals under one cause.

@@ -197,7 +197,13 @@ pub struct SideSet {
 }
 
 fn light(machine: &str, r: &LightRow) -> Side {
-    Side { machine: machine.into(), key: r.key.clone(), kernel: r.kernel.clone(), relocated: r.relocated, ..Side::default() }
+    Side {
+        machine: machine.into(),
+        key: r.key.clone(),
+        kernel: r.kernel.clone(),
+        relocated: r.relocated,
+        ..Side::default()
+    }
 }
 
 /// The match of two sides, kernel by kernel: only the kernels with new keys are loaded in full
@@ -255,8 +261,7 @@ pub async fn invalidations_grouped(
         let os = sides_of_ids(pool, &old.machine, &o.iter().map(|r| r.id).collect::<Vec<_>>()).await?;
         let mut full: HashMap<String, Side> =
             sides_of_ids(pool, &new.machine, &fresh).await?.into_iter().map(|s| (s.key.clone(), s)).collect();
-        let ns: Vec<Side> =
-            n.iter().map(|r| full.remove(&r.key).unwrap_or_else(|| light(&new.machine, r))).collect();
+        let ns: Vec<Side> = n.iter().map(|r| full.remove(&r.key).unwrap_or_else(|| light(&new.machine, r))).collect();
         let (part, left) = tokio::task::spawn_blocking(move || {
             let mut b = budget;
             (match_part(&os, &ns, &mut b), b)
@@ -280,7 +285,11 @@ fn inv_report(inv: crate::explain::Invalidations, old: &SideSet, new: &SideSet) 
 }
 
 /// The two sides of a one-machine report.
-pub async fn scan_sides(pool: &SqlitePool, from: Option<&ScanRef>, to: &ScanRef) -> Result<(SideSet, SideSet), ExplainError> {
+pub async fn scan_sides(
+    pool: &SqlitePool,
+    from: Option<&ScanRef>,
+    to: &ScanRef,
+) -> Result<(SideSet, SideSet), ExplainError> {
     let old = match from {
         Some(f) => light_at(pool, f).await?,
         None => vec![],

@@ -24,8 +24,8 @@ mod locs;
 mod matching;
 mod recorded;
 pub mod report;
-pub mod stored;
 mod source;
+pub mod stored;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -33,7 +33,9 @@ mod text;
 pub use code::code_digest;
 pub use compare::compare;
 pub use ir::{DiffLine, ir_diff, strip_locations};
-pub use matching::{Budget, Invalidated, Invalidations, Near, OverBudget, Part, finish, invalidations, match_part, nearest};
+pub use matching::{
+    Budget, Invalidated, Invalidations, Near, OverBudget, Part, finish, invalidations, match_part, nearest,
+};
 pub use text::{render_diff, render_text};
 
 use serde::Serialize;

@@ -113,12 +113,19 @@ impl Tally {
 }
 
 /// Groups a report by cause (reasons, kernels, page order) and stores it.
-async fn persist(pool: &SqlitePool, spec: &str, gens: (i64, i64), r: &InvalidationsReport, ms: i64) -> sqlx::Result<Stored> {
+async fn persist(
+    pool: &SqlitePool,
+    spec: &str,
+    gens: (i64, i64),
+    r: &InvalidationsReport,
+    ms: i64,
+) -> sqlx::Result<Stored> {
     let mut by_cause = Vec::new();
     let (mut rows, mut whys, mut kernels) = (Vec::new(), Vec::new(), Vec::new());
     let mut total = Tally::default();
     for c in &r.by_cause {
-        let of: Vec<(usize, &InvalidatedRow)> = r.invalidated.iter().enumerate().filter(|(_, i)| i.cause == c.cause).collect();
+        let of: Vec<(usize, &InvalidatedRow)> =
+            r.invalidated.iter().enumerate().filter(|(_, i)| i.cause == c.cause).collect();
         let mut tally = Tally::default();
         let mut per_kernel: HashMap<&str, Tally> = HashMap::new();
         let mut why_ix: HashMap<&str, usize> = HashMap::new();
@@ -239,7 +246,8 @@ pub async fn paged(
         relocated: h.relocated,
         relocated_consequence: h.relocated_consequence.clone(),
     };
-    let invalidated_total = cause.map_or(h.invalidated, |c| h.by_cause.iter().find(|x| x.cause == c).map_or(0, |x| x.count));
+    let invalidated_total =
+        cause.map_or(h.invalidated, |c| h.by_cause.iter().find(|x| x.cause == c).map_or(0, |x| x.count));
     Ok(PagedReport { r, invalidated_total, new_total: h.new, removed_total: h.removed, limit, offset })
 }
 

@@ -3,8 +3,8 @@
 
 use super::error::AppError;
 use crate::db::history::{Bucket, HistoryFilter};
-use crate::db::scans::ScanRef;
 use crate::db::reports::Stored;
+use crate::db::scans::ScanRef;
 use crate::explain::Cause;
 use crate::explain::load::{self as dbx, Limits};
 use crate::explain::stored::{Spec, stored};
@@ -87,9 +87,11 @@ impl InvalidationsQuery {
     pub fn cause(&self) -> Result<Option<Cause>, AppError> {
         match self.cause.as_deref().filter(|c| !c.is_empty()) {
             None => Ok(None),
-            Some(c) => Cause::parse(c)
-                .map(Some)
-                .ok_or_else(|| AppError::BadRequest(format!("unknown cause {c:?}: one of compiler, backend, env, source, options, none, unknown"))),
+            Some(c) => Cause::parse(c).map(Some).ok_or_else(|| {
+                AppError::BadRequest(format!(
+                    "unknown cause {c:?}: one of compiler, backend, env, source, options, none, unknown"
+                ))
+            }),
         }
     }
 

@@ -59,7 +59,12 @@ async fn same_as_fresh(state: &AppState, query: &str, spec: Spec) -> i64 {
     };
     let whole = cachelens::explain::invalidations(&old, &new);
     // The view's summary adds the relocation note to the match's.
-    assert!(want["summary"].as_str().unwrap().starts_with(&whole.summary), "{query}: {} / {}", want["summary"], whole.summary);
+    assert!(
+        want["summary"].as_str().unwrap().starts_with(&whole.summary),
+        "{query}: {} / {}",
+        want["summary"],
+        whole.summary
+    );
     assert_eq!(want["kept"], whole.kept.len());
     let pairs = |v: &Value| -> Vec<(String, String, String, String)> {
         arr(v)
@@ -94,7 +99,8 @@ async fn latest(state: &AppState, machine: &str) -> (Option<ScanRef>, ScanRef) {
 
 /// Entry (key) dirs of a cache.
 fn key_dirs(root: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
     v.sort();
     v
 }
@@ -127,8 +133,7 @@ async fn stored_reports_equal_fresh_ones_after_every_change() {
     // m1 re-scanned: 3 entries added (from m2's cache), 2 removed, 1 replaced in place (its key
     // dir written anew, as Triton writes: a new dir renamed into place, other contents).
     let (old_dirs, new_dirs) = (key_dirs(&a), key_dirs(&b));
-    let added: Vec<&PathBuf> =
-        new_dirs.iter().filter(|d| !a.join(d.file_name().unwrap()).exists()).take(3).collect();
+    let added: Vec<&PathBuf> = new_dirs.iter().filter(|d| !a.join(d.file_name().unwrap()).exists()).take(3).collect();
     assert_eq!(added.len(), 3);
     for d in &added {
         copy_dir(d, &a.join(d.file_name().unwrap()));
@@ -255,7 +260,10 @@ async fn every_list_is_paged() {
     assert_eq!((rows.len(), all["invalidated_total"].as_u64()), (45, Some(45)));
     let page = get_json(&state, "/api/v1/invalidations?machine=a100-1&limit=10&offset=40").await;
     assert_eq!(arr(&page["invalidated"]), &rows[40..].to_vec());
-    assert_eq!((page["limit"].as_i64(), page["offset"].as_i64(), page["invalidated_total"].as_u64()), (Some(10), Some(40), Some(45)));
+    assert_eq!(
+        (page["limit"].as_i64(), page["offset"].as_i64(), page["invalidated_total"].as_u64()),
+        (Some(10), Some(40), Some(45))
+    );
     let capped = get_json(&state, "/api/v1/invalidations?machine=a100-1&limit=5000").await;
     assert_eq!(capped["limit"], 1000, "the page size is bounded");
     let none = get_json(&state, "/api/v1/invalidations?machine=a100-1&cause=env").await;
