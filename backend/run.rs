@@ -253,6 +253,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         read_token: a.read_token.clone(),
         body_idle_timeout: secs(a.limits.body_timeout),
         upload_read_timeout: secs(a.limits.upload_timeout),
+        ..Config::default()
     };
     let limits =
         web::serve::Limits { header_timeout: secs(a.limits.header_timeout), max_connections: a.limits.max_connections };

@@ -262,3 +262,104 @@ pub async fn compile_ms(pool: &SqlitePool, machine: &str, keys: &[&str]) -> sqlx
     }
     Ok(out)
 }
+
+/// An entry of a report's side, without its texts: what pairing needs to decide which entries
+/// to load in full (a kernel with new keys) and which not (kept keys only).
+#[derive(Debug, Clone, FromRow)]
+pub struct LightRow {
+    pub id: i64,
+    pub key: String,
+    pub kernel: Option<String>,
+    pub relocated: bool,
+}
+
+/// Kernel entries of a scan (as [`sides_at`]) without texts, ordered by kernel and key.
+pub async fn light_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<LightRow>> {
+    let kinds = EntryKind::sql_list(KERNEL_KINDS);
+    let sql = format!(
+        "SELECT e.id, e.key, e.kernel, e.relocated FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE m.name = ?1 AND e.root = ?2 AND e.kind IN {kinds}
+           AND e.first_scan_id <= ?3 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?3)
+         ORDER BY e.kernel, e.key"
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(&s.machine).bind(&s.root).bind(s.id).fetch_all(pool).await
+}
+
+/// Kernel entries a machine holds now (as [`sides_now`]) without texts, ordered by kernel and key.
+pub async fn light_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<LightRow>> {
+    let kinds = EntryKind::sql_list(KERNEL_KINDS);
+    let sql = format!(
+        "SELECT e.id, e.key, e.kernel, e.relocated FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE m.name = ?1 AND e.kind IN {kinds} AND e.removed_at IS NULL ORDER BY e.kernel, e.key"
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(machine).fetch_all(pool).await
+}
+
+/// Entries of `machine` by id, in full (metadata, IR, recorded key parts), in the order of `ids`.
+pub async fn sides_of_ids(pool: &SqlitePool, machine: &str, ids: &[i64]) -> sqlx::Result<Vec<Side>> {
+    let mut rows: HashMap<i64, SideRow> = HashMap::new();
+    for part in ids.chunks(500) {
+        let mut qb = QueryBuilder::<Sqlite>::new(format!(
+            "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN ("
+        ));
+        let mut sep = qb.separated(", ");
+        for id in part {
+            sep.push_bind(*id);
+        }
+        qb.push(")");
+        for r in qb.build_query_as::<SideRow>().fetch_all(pool).await? {
+            rows.insert(r.id, r);
+        }
+    }
+    let mut ir = ir_texts(pool, ids).await?;
+    let keys: Vec<&str> = rows.values().map(|r| r.key.as_str()).collect();
+    let mut parts = parts_of_machine_keys(pool, machine, &keys).await?;
+    Ok(ids
+        .iter()
+        .filter_map(|id| rows.remove(id))
+        .map(|r| {
+            let (source, ttir) = ir.remove(&r.id).unwrap_or_default();
+            Side {
+                parts: parts.remove(&r.key),
+                machine: r.machine,
+                key: r.key,
+                kernel: r.kernel,
+                metadata: r.metadata_json.and_then(|m| serde_json::from_str(&m).ok()),
+                source,
+                ttir,
+                binary_sha256: r.binary_sha256,
+                code_sha256: r.code_sha256,
+                relocated: r.relocated,
+            }
+        })
+        .collect())
+}
+
+/// The key parts the hook recorded for some keys of one machine (the latest compile's), as
+/// [`parts_for`] but through the machine+key index.
+async fn parts_of_machine_keys(
+    pool: &SqlitePool,
+    machine: &str,
+    keys: &[&str],
+) -> sqlx::Result<HashMap<String, serde_json::Value>> {
+    let mut out = HashMap::new();
+    for part in keys.chunks(500) {
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "SELECT e.key, e.parts_json FROM events e
+             WHERE e.parts_json IS NOT NULL AND e.machine_id = (SELECT id FROM machines WHERE name = ",
+        );
+        qb.push_bind(machine);
+        qb.push(") AND e.key IN (");
+        let mut sep = qb.separated(", ");
+        for k in part {
+            sep.push_bind(*k);
+        }
+        qb.push(") ORDER BY e.ts, e.id");
+        for r in qb.build().fetch_all(pool).await? {
+            if let Ok(p) = serde_json::from_str::<serde_json::Value>(&r.get::<String, _>(1)) {
+                out.insert(r.get(0), p);
+            }
+        }
+    }
+    Ok(out)
+}

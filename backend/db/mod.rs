@@ -14,6 +14,7 @@ pub mod inductor;
 pub mod ingest;
 pub mod nearest;
 pub mod rebuild;
+pub mod reports;
 pub mod scans;
 pub mod summaries;
 pub mod tokens;

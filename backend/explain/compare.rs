@@ -10,8 +10,8 @@ use serde_json::{Map, Value, json};
 /// A side's IR, prepared once (comparisons in bulk reuse it).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Prep {
-    source: Option<Prepared>,
-    ttir: Option<Prepared>,
+    pub source: Option<Prepared>,
+    pub ttir: Option<Prepared>,
 }
 
 impl Prep {

@@ -3,10 +3,13 @@
 //! view shapes of [`report`]. The one place the explainer touches the database.
 
 use super::report::{self, CompareReport, InvalidationsReport};
-use super::{Side, compare, invalidations, nearest_classes};
-use crate::db::explain::{Loaded, ir_of, load, machine_exists, sides_at, sides_now};
+use super::{Budget, Side, compare, finish, match_part, nearest_classes};
+use crate::db::explain::{
+    LightRow, Loaded, ir_of, light_at, light_now, load, machine_exists, sides_of_ids,
+};
 use crate::db::scans::{ScanRef, scans_of};
 use sqlx::SqlitePool;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Why an explain request cannot be answered.
 #[derive(Debug, thiserror::Error)]
@@ -17,6 +20,9 @@ pub enum ExplainError {
     /// An unknown entry, machine or scan: 404.
     #[error("{0}")]
     NotFound(String),
+    /// The work would exceed a report's limits ([`LIMITS`]): 422, with what was over.
+    #[error("this report is too big to compute: {0}")]
+    OverBudget(String),
     #[error(transparent)]
     Db(#[from] sqlx::Error),
 }
@@ -173,40 +179,171 @@ pub async fn pick_scans(
     Ok((from, to, all))
 }
 
-fn inv_report(
-    old: &[crate::explain::Side],
-    new: &[crate::explain::Side],
-    machines: (&str, &str),
-) -> InvalidationsReport {
-    let moved: std::collections::HashSet<&str> = new.iter().filter(|s| s.relocated).map(|s| s.key.as_str()).collect();
-    let inv = invalidations(old, new);
-    report::invalidations_report(inv, machines, (old.len(), new.len()), |k| moved.contains(k), moved.len())
+/// Bounds on the work of one report computation: over any of them, the computation stops
+/// with [`ExplainError::OverBudget`] instead of growing.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Entries of both sides listed (ids and keys only).
+    pub rows: usize,
+    /// Entries of one kernel loaded in full (metadata and IR) at once: bounds memory (an entry
+    /// with its `.source`/`.ttir` and their prepared forms holds ~150 KB in the corpus).
+    pub group_entries: usize,
+    /// Entry pairs analysed.
+    pub pairs: usize,
+    /// Wall time.
+    pub time: std::time::Duration,
 }
 
-/// Invalidations on one machine between two scans.
-pub async fn invalidations_scans(
+/// The limits every report runs under.
+pub const LIMITS: Limits =
+    Limits { rows: 2_000_000, group_entries: 2_000, pairs: 250_000, time: std::time::Duration::from_secs(60) };
+
+/// One side of a report: its machine and its entries (ids and keys).
+pub struct SideSet {
+    pub machine: String,
+    pub rows: Vec<LightRow>,
+}
+
+fn light(machine: &str, r: &LightRow) -> Side {
+    Side {
+        machine: machine.into(),
+        key: r.key.clone(),
+        kernel: r.kernel.clone(),
+        relocated: r.relocated,
+        ..Side::default()
+    }
+}
+
+/// The match of two sides, kernel by kernel: only the kernels with new keys are loaded in full
+/// (their old entries as candidates, their new keys), one kernel at a time, and matched off
+/// the async workers. Equal to [`invalidations`] of the two sides loaded whole.
+pub async fn invalidations_grouped(
+    pool: &SqlitePool,
+    old: &SideSet,
+    new: &SideSet,
+    limits: Limits,
+) -> Result<crate::explain::Invalidations, ExplainError> {
+    let started = std::time::Instant::now();
+    let over = |what: String| ExplainError::OverBudget(what);
+    if old.rows.len() + new.rows.len() > limits.rows {
+        return Err(over(format!(
+            "{} + {} entries to compare: over the limit of {} a report may list",
+            old.rows.len(),
+            new.rows.len(),
+            limits.rows
+        )));
+    }
+    let old_keys: HashSet<&str> = old.rows.iter().map(|r| r.key.as_str()).collect();
+    let mut groups: BTreeMap<Option<&str>, (Vec<&LightRow>, Vec<&LightRow>)> = BTreeMap::new();
+    for r in &old.rows {
+        groups.entry(r.kernel.as_deref()).or_default().0.push(r);
+    }
+    for r in &new.rows {
+        groups.entry(r.kernel.as_deref()).or_default().1.push(r);
+    }
+    let mut budget = Budget { pairs_left: limits.pairs };
+    let mut parts = Vec::with_capacity(groups.len());
+    for (kernel, (o, n)) in groups {
+        let fresh: Vec<i64> = n.iter().filter(|r| !old_keys.contains(r.key.as_str())).map(|r| r.id).collect();
+        // Kept keys only (and a named kernel): pairing reads nothing but the keys.
+        if fresh.is_empty() && kernel.is_some() {
+            let (os, ns): (Vec<Side>, Vec<Side>) = (
+                o.iter().map(|r| light(&old.machine, r)).collect(),
+                n.iter().map(|r| light(&new.machine, r)).collect(),
+            );
+            parts.push(match_part(&os, &ns, &mut budget).map_err(|_| over(pairs_over(limits)))?);
+            continue;
+        }
+        if o.len() + fresh.len() > limits.group_entries {
+            return Err(over(format!(
+                "kernel {} has {} old and {} new entries to pair: over the limit of {} loaded at once",
+                kernel.unwrap_or("(unnamed)"),
+                o.len(),
+                fresh.len(),
+                limits.group_entries
+            )));
+        }
+        if started.elapsed() > limits.time {
+            return Err(over(format!("the report took over {} s", limits.time.as_secs())));
+        }
+        let os = sides_of_ids(pool, &old.machine, &o.iter().map(|r| r.id).collect::<Vec<_>>()).await?;
+        let mut full: HashMap<String, Side> =
+            sides_of_ids(pool, &new.machine, &fresh).await?.into_iter().map(|s| (s.key.clone(), s)).collect();
+        let ns: Vec<Side> = n.iter().map(|r| full.remove(&r.key).unwrap_or_else(|| light(&new.machine, r))).collect();
+        let (part, left) = tokio::task::spawn_blocking(move || {
+            let mut b = budget;
+            (match_part(&os, &ns, &mut b), b)
+        })
+        .await
+        .map_err(|e| ExplainError::Db(sqlx::Error::Protocol(format!("report task failed: {e}"))))?;
+        budget = left;
+        parts.push(part.map_err(|_| over(pairs_over(limits)))?);
+    }
+    Ok(finish(parts))
+}
+
+fn pairs_over(limits: Limits) -> String {
+    format!("over {} entry pairs to analyse: too many variants of one kernel share an identity", limits.pairs)
+}
+
+fn inv_report(inv: crate::explain::Invalidations, old: &SideSet, new: &SideSet) -> InvalidationsReport {
+    let moved: HashSet<&str> = new.rows.iter().filter(|s| s.relocated).map(|s| s.key.as_str()).collect();
+    let machines = (old.machine.as_str(), new.machine.as_str());
+    report::invalidations_report(inv, machines, (old.rows.len(), new.rows.len()), |k| moved.contains(k), moved.len())
+}
+
+/// The two sides of a one-machine report.
+pub async fn scan_sides(
     pool: &SqlitePool,
     from: Option<&ScanRef>,
     to: &ScanRef,
-) -> Result<InvalidationsReport, ExplainError> {
+) -> Result<(SideSet, SideSet), ExplainError> {
     let old = match from {
-        Some(f) => sides_at(pool, f).await?,
+        Some(f) => light_at(pool, f).await?,
         None => vec![],
     };
-    let new = sides_at(pool, to).await?;
-    let mut r = inv_report(&old, &new, (&to.machine, &to.machine));
-    r.from = from.map(|f| f.id);
-    r.to = Some(to.id);
-    Ok(r)
+    let new = light_at(pool, to).await?;
+    Ok((SideSet { machine: to.machine.clone(), rows: old }, SideSet { machine: to.machine.clone(), rows: new }))
 }
 
-/// Invalidations from machine `a` to machine `b`, as they are now.
-pub async fn invalidations_machines(pool: &SqlitePool, a: &str, b: &str) -> Result<InvalidationsReport, ExplainError> {
+/// The two sides of a machine-pair report (404 for an unknown machine).
+pub async fn machine_sides(pool: &SqlitePool, a: &str, b: &str) -> Result<(SideSet, SideSet), ExplainError> {
     for m in [a, b] {
         if !machine_exists(pool, m).await? {
             return Err(ExplainError::NotFound(format!("no machine {m:?}")));
         }
     }
-    let (old, new) = (sides_now(pool, a).await?, sides_now(pool, b).await?);
-    Ok(inv_report(&old, &new, (a, b)))
+    let (old, new) = (light_now(pool, a).await?, light_now(pool, b).await?);
+    Ok((SideSet { machine: a.into(), rows: old }, SideSet { machine: b.into(), rows: new }))
+}
+
+/// A report computed fresh from two sides, under `limits`.
+pub async fn report_of(
+    pool: &SqlitePool,
+    old: &SideSet,
+    new: &SideSet,
+    limits: Limits,
+) -> Result<InvalidationsReport, ExplainError> {
+    let inv = invalidations_grouped(pool, old, new, limits).await?;
+    Ok(inv_report(inv, old, new))
+}
+
+/// Invalidations on one machine between two scans, computed fresh (the stored reports of
+/// [`super::stored`] are equal to it).
+pub async fn invalidations_scans(
+    pool: &SqlitePool,
+    from: Option<&ScanRef>,
+    to: &ScanRef,
+) -> Result<InvalidationsReport, ExplainError> {
+    let (old, new) = scan_sides(pool, from, to).await?;
+    let mut r = report_of(pool, &old, &new, LIMITS).await?;
+    r.from = from.map(|f| f.id);
+    r.to = Some(to.id);
+    Ok(r)
+}
+
+/// Invalidations from machine `a` to machine `b`, as they are now, computed fresh.
+pub async fn invalidations_machines(pool: &SqlitePool, a: &str, b: &str) -> Result<InvalidationsReport, ExplainError> {
+    let (old, new) = machine_sides(pool, a, b).await?;
+    report_of(pool, &old, &new, LIMITS).await
 }

@@ -39,7 +39,7 @@ pub struct Invalidations {
     pub removed: Vec<(String, String)>,
     /// Invalidated entries per headline cause, upstream first.
     pub by_cause: Vec<(Cause, usize)>,
-    /// One sentence, e.g. "45 of 45 kernels recompiled after Triton 3.4.0 → 3.5.1; 0 had
+    /// One sentence, e.g. "45 of 45 entries recompiled after Triton 3.4.0 → 3.5.1; 0 had
     /// identical binaries".
     pub summary: String,
 }
@@ -115,11 +115,84 @@ fn kernel(s: &Side) -> String {
 /// unmatched old entry is gone and it has exactly one unmatched new entry, differing from it
 /// only in launch options, the two are paired (the kernel recompiled with other options).
 pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
-    let dedup = |v: &[Side]| -> Vec<Side> {
-        let mut seen = HashSet::new();
-        v.iter().filter(|s| seen.insert(s.key.clone())).cloned().collect()
-    };
+    let part = match_part(old, new, &mut Budget::unlimited()).unwrap_or_else(|_| unreachable!("no limit"));
+    finish(vec![part])
+}
+
+/// Work a report may do: pairs of entries analysed. Over it, the report ends with an error
+/// instead of growing.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Candidate pairs (same kernel, same variant identity) still allowed to be analysed.
+    pub pairs_left: usize,
+}
+
+impl Budget {
+    pub fn unlimited() -> Budget {
+        Budget { pairs_left: usize::MAX }
+    }
+}
+
+/// The pair budget ran out.
+#[derive(Debug, Clone, Copy)]
+pub struct OverBudget;
+
+/// One group of entries matched (normally one kernel's), before the totals and the summary
+/// of [`finish`]. Groups that share no kernel and no key match independently: the parts of
+/// the kernels of two sets, concatenated in kernel order, are the match of the whole sets.
+#[derive(Debug, Clone, Default)]
+pub struct Part {
+    /// Old entries (distinct keys).
+    pub old_len: usize,
+    pub kept: Vec<String>,
+    pub invalidated: Vec<Invalidated>,
+    /// The headline phrase of each invalidated entry (for the summary).
+    pub phrases: Vec<String>,
+    pub new: Vec<(String, String)>,
+    pub removed: Vec<(String, String)>,
+}
+
+/// The variant identity a comparison reads from the IR (signature, block sizes, tensor
+/// shapes): when it differs, the pair is another variant whatever else differs, so the pair
+/// need not be analysed. One hash per IR kind, as [`super::compare`] picks `.source` when both
+/// sides have it, else `.ttir`.
+fn identity(p: &Option<super::ir::Prepared>) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let p = p.as_ref()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    p.sig.len().hash(&mut h);
+    for a in &p.sig {
+        super::source::arg_text(a).hash(&mut h);
+    }
+    p.ranges.hash(&mut h);
+    p.shapes.hash(&mut h);
+    Some(h.finish())
+}
+
+/// The first entry of each key; no copy when the keys are distinct already (the common case).
+fn dedup(v: &[Side]) -> std::borrow::Cow<'_, [Side]> {
+    let mut seen = HashSet::new();
+    if v.iter().all(|s| seen.insert(s.key.as_str())) {
+        return v.into();
+    }
+    let mut seen = HashSet::new();
+    v.iter().filter(|s| seen.insert(s.key.as_str())).cloned().collect::<Vec<_>>().into()
+}
+
+/// Surely another variant: the IR the comparison would read differs in a variant field.
+fn surely_variant(a: (Option<u64>, Option<u64>), b: (Option<u64>, Option<u64>)) -> bool {
+    match (a, b) {
+        ((Some(x), _), (Some(y), _)) => x != y,
+        ((_, Some(x)), (_, Some(y))) => x != y,
+        _ => false,
+    }
+}
+
+/// [`invalidations`] of one group, without totals; `budget` bounds the pairs analysed.
+pub fn match_part(old: &[Side], new: &[Side], budget: &mut Budget) -> Result<Part, OverBudget> {
+    // The first of each key; no copy when the keys are distinct already (the common case).
     let (old, new) = (dedup(old), dedup(new));
+    let (old, new) = (&*old, &*new);
     let old_keys: HashSet<&str> = old.iter().map(|s| s.key.as_str()).collect();
     let new_keys: HashSet<&str> = new.iter().map(|s| s.key.as_str()).collect();
     let kept: Vec<String> = new.iter().filter(|s| old_keys.contains(s.key.as_str())).map(|s| s.key.clone()).collect();
@@ -131,8 +204,11 @@ pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
             by_kernel.entry(kernel(s)).or_default().push(i);
         }
     }
-    let old_prep: Vec<Prep> = old.iter().map(Prep::new).collect();
+    // Nothing fresh: nothing to pair, no IR to read.
+    let old_prep: Vec<Prep> = if fresh.is_empty() { vec![] } else { old.iter().map(Prep::new).collect() };
     let new_prep: HashMap<usize, Prep> = fresh.iter().map(|&i| (i, Prep::new(&new[i]))).collect();
+    let ident = |p: &Prep| (identity(&p.source), identity(&p.ttir));
+    let old_ident: Vec<_> = old_prep.iter().map(ident).collect();
     // Every candidate pair, most similar first; assign greedily one to one.
     let mut pairs: Vec<((usize, usize), usize, usize, bool)> = Vec::new();
     // Pairs whose only differing key inputs are launch options (num_warps, num_stages, ...).
@@ -141,7 +217,14 @@ pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
         let Some(name) = new[n].kernel_name() else {
             continue;
         };
+        let n_ident = ident(&new_prep[&n]);
         for &o in by_kernel.get(name).map(Vec::as_slice).unwrap_or(&[]) {
+            // Another variant by its IR alone: never paired, and never options-only (a
+            // variant field of the IR differs), so it needs no analysis.
+            if surely_variant(old_ident[o], n_ident) {
+                continue;
+            }
+            budget.pairs_left = budget.pairs_left.checked_sub(1).ok_or(OverBudget)?;
             let an = analyse(&old[o], &old_prep[o], &new[n], &new_prep[&n], false);
             let variant = an.causes().any(|f| is_variant_field(&f.row.field) || is_config_option(&f.row.field));
             if variant && an.causes().all(|f| is_config_option(&f.row.field)) {
@@ -209,13 +292,28 @@ pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
         .filter(|(i, s)| !new_keys.contains(s.key.as_str()) && !used_old.contains(i))
         .map(|(_, s)| (kernel(s), s.key.clone()))
         .collect();
+    Ok(Part { old_len: old.len(), kept, invalidated, phrases, new: new_list, removed })
+}
+
+/// The parts of one report joined in order, with the counts by cause and the summary.
+pub fn finish(parts: Vec<Part>) -> Invalidations {
+    let mut all = Part::default();
+    for p in parts {
+        all.old_len += p.old_len;
+        all.kept.extend(p.kept);
+        all.invalidated.extend(p.invalidated);
+        all.phrases.extend(p.phrases);
+        all.new.extend(p.new);
+        all.removed.extend(p.removed);
+    }
+    let Part { old_len, kept, invalidated, phrases, new, removed } = all;
     let by_cause: Vec<(Cause, usize)> = Cause::ORDER
         .iter()
         .map(|c| (*c, invalidated.iter().filter(|i| i.cause == *c).count()))
         .filter(|(_, n)| *n > 0)
         .collect();
-    let summary = summarize(old.len(), &invalidated, &phrases, &by_cause, kept.len(), new_list.len(), removed.len());
-    Invalidations { kept, invalidated, new: new_list, removed, by_cause, summary }
+    let summary = summarize(old_len, &invalidated, &phrases, &by_cause, kept.len(), new.len(), removed.len());
+    Invalidations { kept, invalidated, new, removed, by_cause, summary }
 }
 
 /// Options that pick a launch configuration (autotuner configs differ in these): a
@@ -270,7 +368,7 @@ fn summarize(
         } else {
             String::new()
         };
-        format!("{} of {old} kernels recompiled {why}; {same} had identical binaries{code}", inv.len())
+        format!("{} of {old} entries recompiled {why}; {same} had identical binaries{code}", inv.len())
     };
     if new > 0 || removed > 0 {
         s.push_str(&format!("; {new} new, {removed} removed"));

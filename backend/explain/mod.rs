@@ -9,7 +9,9 @@
 //!
 //! - [`compare`]: one entry against another.
 //! - [`ir_diff`] / [`strip_locations`]: IR text diffs without location noise.
-//! - [`invalidations`]: an old set of entries against a new one (two scans, two machines).
+//! - [`invalidations`]: an old set of entries against a new one (two scans, two machines);
+//!   [`match_part`] / [`finish`]: the same, a kernel at a time ([`load::invalidations_grouped`]),
+//!   stored and read by page in [`stored`].
 //! - [`nearest`]: the most similar entries to one entry.
 //! - [`code_digest`]: a binary's machine code, debug info left out (`identical_code`).
 
@@ -23,6 +25,7 @@ mod matching;
 mod recorded;
 pub mod report;
 mod source;
+pub mod stored;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -30,7 +33,9 @@ mod text;
 pub use code::code_digest;
 pub use compare::compare;
 pub use ir::{DiffLine, ir_diff, strip_locations};
-pub use matching::{Invalidated, Invalidations, Near, invalidations, nearest, nearest_classes};
+pub use matching::{
+    Budget, Invalidated, Invalidations, Near, OverBudget, Part, finish, invalidations, match_part, nearest, nearest_classes,
+};
 pub use text::{render_diff, render_text};
 
 use serde::Serialize;
@@ -72,7 +77,7 @@ impl Side {
 }
 
 /// A component of the cache key (and the headline cause of a difference).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Cause {
     /// Triton version or build (`triton_key`).
@@ -99,6 +104,11 @@ impl Cause {
     /// Position in [`Cause::ORDER`].
     pub fn rank(self) -> usize {
         Cause::ORDER.iter().position(|c| *c == self).unwrap_or(usize::MAX)
+    }
+
+    /// The cause of a lowercase name (as serialized).
+    pub fn parse(s: &str) -> Option<Cause> {
+        Cause::ORDER.into_iter().find(|c| c.as_str() == s)
     }
 
     /// Lowercase name, as serialized.

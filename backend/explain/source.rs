@@ -35,7 +35,7 @@ fn arg_label(a: &Arg, b: &Arg, i: usize) -> String {
     a.meaningful_name().or(b.meaningful_name()).map(str::to_string).unwrap_or_else(|| format!("arg{i}"))
 }
 
-fn arg_text(a: &Arg) -> String {
+pub(crate) fn arg_text(a: &Arg) -> String {
     if a.attrs.is_empty() { a.short_type() } else { format!("{} {}", a.short_type(), a.attrs) }
 }
 

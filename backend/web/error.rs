@@ -36,6 +36,7 @@ impl From<ExplainError> for AppError {
         match e {
             ExplainError::Bad(m) => AppError::BadRequest(m),
             ExplainError::NotFound(m) => AppError::NotFound(m),
+            e @ ExplainError::OverBudget(_) => AppError::Unprocessable(e.to_string()),
             ExplainError::Db(e) => e.into(),
         }
     }

@@ -28,6 +28,8 @@ pub struct Config {
     pub body_idle_timeout: Duration,
     /// Longest time an upload body may take to arrive whole (it holds an upload slot meanwhile).
     pub upload_read_timeout: Duration,
+    /// Bounds on the work of one invalidation report's computation.
+    pub report_limits: crate::explain::load::Limits,
 }
 
 impl Default for Config {
@@ -37,6 +39,7 @@ impl Default for Config {
             read_token: None,
             body_idle_timeout: Duration::from_secs(30),
             upload_read_timeout: Duration::from_secs(300),
+            report_limits: crate::explain::load::LIMITS,
         }
     }
 }

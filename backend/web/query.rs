@@ -3,9 +3,11 @@
 
 use super::error::AppError;
 use crate::db::history::{Bucket, HistoryFilter};
+use crate::db::reports::Stored;
 use crate::db::scans::ScanRef;
-use crate::explain::load as dbx;
-use crate::explain::report::InvalidationsReport;
+use crate::explain::Cause;
+use crate::explain::load::{self as dbx, Limits};
+use crate::explain::stored::{Spec, stored};
 use serde::Deserialize;
 use sqlx::SqlitePool;
 
@@ -51,7 +53,8 @@ impl NearestQuery {
 }
 
 /// Query of `/invalidations` (page and API). `cause` and `page` page through one cause's
-/// kernels on the page; the API ignores them.
+/// rows on the page (`new_page`, `removed_page` the New and Removed lists); the API pages every
+/// list with `limit` and `offset` (`cause`: invalidated rows of that cause only).
 #[derive(Debug, Deserialize, Default)]
 pub struct InvalidationsQuery {
     pub machine: Option<String>,
@@ -61,6 +64,10 @@ pub struct InvalidationsQuery {
     pub b: Option<String>,
     pub cause: Option<String>,
     pub page: Option<usize>,
+    pub new_page: Option<usize>,
+    pub removed_page: Option<usize>,
+    pub limit: Option<i64>,
+    pub offset: Option<i64>,
 }
 
 /// The scans behind a one-machine invalidations report (for the scan picker).
@@ -76,38 +83,31 @@ impl InvalidationsQuery {
         [&self.machine, &self.a, &self.b].iter().all(|v| v.as_deref().is_none_or(str::is_empty))
     }
 
-    /// Runs the report the query asks for.
-    pub async fn run(&self, pool: &SqlitePool) -> Result<(InvalidationsReport, Option<ScanContext>), AppError> {
+    /// The cause asked for (400 for an unknown one).
+    pub fn cause(&self) -> Result<Option<Cause>, AppError> {
+        match self.cause.as_deref().filter(|c| !c.is_empty()) {
+            None => Ok(None),
+            Some(c) => Cause::parse(c).map(Some).ok_or_else(|| {
+                AppError::BadRequest(format!(
+                    "unknown cause {c:?}: one of compiler, backend, env, source, options, none, unknown"
+                ))
+            }),
+        }
+    }
+
+    /// The stored report the query asks for (computed first if the sides changed).
+    pub async fn run(&self, pool: &SqlitePool, limits: Limits) -> Result<(Stored, Option<ScanContext>), AppError> {
         let some = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
-        let (mut r, scans) = match (some(&self.machine), some(&self.a), some(&self.b)) {
+        match (some(&self.machine), some(&self.a), some(&self.b)) {
             (Some(m), None, None) => {
                 let (from, to, scans) = dbx::pick_scans(pool, &m, self.from, self.to).await?;
-                let r = dbx::invalidations_scans(pool, from.as_ref(), &to).await?;
-                (r, Some(ScanContext { from, to, scans }))
+                let spec = Spec::Scans { from: from.clone(), to: to.clone() };
+                Ok((stored(pool, &spec, limits).await?, Some(ScanContext { from, to, scans })))
             }
-            (None, Some(a), Some(b)) => (dbx::invalidations_machines(pool, &a, &b).await?, None),
-            _ => {
-                return Err(AppError::BadRequest(
-                    "give machine=M (with optional from=SCAN&to=SCAN) or a=M1&b=M2".into(),
-                ));
-            }
-        };
-        add_compile_times(pool, &mut r).await?;
-        Ok((r, scans))
+            (None, Some(a), Some(b)) => Ok((stored(pool, &Spec::Machines { a, b }, limits).await?, None)),
+            _ => Err(AppError::BadRequest("give machine=M (with optional from=SCAN&to=SCAN) or a=M1&b=M2".into())),
+        }
     }
-}
-
-/// Fills each invalidated entry's `compile_ms` from the hook's compile events: the new key on
-/// the new machine, else the old key on the old machine.
-async fn add_compile_times(pool: &SqlitePool, r: &mut InvalidationsReport) -> sqlx::Result<()> {
-    let new_keys: Vec<&str> = r.invalidated.iter().map(|i| i.new_key.as_str()).collect();
-    let old_keys: Vec<&str> = r.invalidated.iter().map(|i| i.old_key.as_str()).collect();
-    let new = crate::db::explain::compile_ms(pool, &r.new_machine, &new_keys).await?;
-    let old = crate::db::explain::compile_ms(pool, &r.old_machine, &old_keys).await?;
-    for i in &mut r.invalidated {
-        i.compile_ms = new.get(&i.new_key).or_else(|| old.get(&i.old_key)).copied();
-    }
-    Ok(())
 }
 
 /// Query of `/api/v1/history` and of the `/history` page.

@@ -41,7 +41,7 @@ async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str
     let summary = inv["summary"].as_str().unwrap();
     assert!(
         summary.starts_with(&format!(
-            "{n} of {n} kernels recompiled after Triton {old_v} → {new_v}; 0 had identical binaries"
+            "{n} of {n} entries recompiled after Triton {old_v} → {new_v}; 0 had identical binaries"
         )),
         "{summary}"
     );
@@ -308,7 +308,7 @@ async fn explain_pages() {
     let (s, page) = get(&state, "/invalidations?machine=a100-1").await;
     assert_eq!(s, 200);
     assert!(
-        page.contains("<html") && page.contains("45 of 45 kernels recompiled after Triton 3.4.0 → 3.5.1"),
+        page.contains("<html") && page.contains("45 of 45 entries recompiled after Triton 3.4.0 → 3.5.1"),
         "{page}"
     );
     assert!(page.contains("id=\"scan-picker\""), "scan picker");
@@ -366,7 +366,7 @@ async fn explain_pages() {
     assert!(!part.contains("<html") && part.contains("id=\"headline\""));
     let (_, part) = get_hx(&state, "/invalidations?machine=mi300-1").await;
     assert!(
-        !part.contains("<html") && part.contains("25 of 25 kernels recompiled after Triton 3.6.0 → 3.9.0"),
+        !part.contains("<html") && part.contains("25 of 25 entries recompiled after Triton 3.6.0 → 3.9.0"),
         "{part}"
     );
     // Two machines now.

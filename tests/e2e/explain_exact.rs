@@ -74,7 +74,7 @@ async fn same_release_other_python_same_machine_code() {
     assert_eq!(inv["identical_code"], 12, "{s}");
     assert!(
         s.starts_with(
-            "12 of 12 kernels recompiled after same Triton version, different compiler build (triton_key); \
+            "12 of 12 entries recompiled after same Triton version, different compiler build (triton_key); \
              6 had identical binaries, 6 more the same machine code (only debug info differs)"
         ),
         "{s}"
@@ -138,7 +138,7 @@ async fn lines_added_above_the_kernels() {
     let s = inv["summary"].as_str().unwrap();
     assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "source", "count": 12}]), "{s}");
     assert!(
-        s.starts_with("12 of 12 kernels recompiled after the kernel moved 3 lines down in kernels.py; Triton keys on the kernel's first line (code unchanged)"),
+        s.starts_with("12 of 12 entries recompiled after the kernel moved 3 lines down in kernels.py; Triton keys on the kernel's first line (code unchanged)"),
         "{s}"
     );
     for i in arr(&inv["invalidated"]) {

@@ -81,7 +81,7 @@ async fn explain_generated_caches() {
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=h100-c").await;
     assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "env", "count": 45}]), "{}", inv["summary"]);
     let s = inv["summary"].as_str().unwrap();
-    assert!(s.starts_with("45 of 45 kernels recompiled after TRITON_DEFAULT_FP_FUSION=false set"), "{s}");
+    assert!(s.starts_with("45 of 45 entries recompiled after TRITON_DEFAULT_FP_FUSION=false set"), "{s}");
     assert_eq!(arr(&inv["new"]).len() + arr(&inv["removed"]).len(), 0, "{}", inv["summary"]);
     let c = compare_of(&state, &inv["invalidated"][0]).await;
     assert_eq!(c["cause"], "env");
@@ -145,7 +145,7 @@ async fn explain_generated_pure_key_churn() {
     let s = inv["summary"].as_str().unwrap();
     assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "env", "count": 6}]), "{s}");
     assert!(
-        s.starts_with("6 of 45 kernels recompiled after TRITON_F32_DEFAULT=ieee set; 6 had identical binaries"),
+        s.starts_with("6 of 45 entries recompiled after TRITON_F32_DEFAULT=ieee set; 6 had identical binaries"),
         "{s}"
     );
     let list = arr(&inv["invalidated"]);
@@ -209,7 +209,7 @@ async fn explain_generated_other_triton_version() {
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-alt&b=gen-sm90").await;
     let s = inv["summary"].as_str().unwrap();
     assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "compiler", "count": 6}]), "{s}");
-    assert!(s.starts_with(&format!("6 of 6 kernels recompiled after Triton {version} → 3.6.0")), "{s}");
+    assert!(s.starts_with(&format!("6 of 6 entries recompiled after Triton {version} → 3.6.0")), "{s}");
     // gen-sm90 also holds softmax, layernorm and matmul: new there, but no add kernel is.
     assert!(arr(&inv["removed"]).is_empty(), "every kernel matched: {inv}");
     assert!(arr(&inv["new"]).iter().all(|n| n["kernel"] != "add_kernel"), "every kernel matched: {inv}");

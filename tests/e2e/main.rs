@@ -16,6 +16,7 @@ mod layouts;
 mod metrics;
 mod nearest;
 mod pages;
+mod reports;
 mod rescan;
 mod scan;
 mod summaries;

@@ -64,7 +64,7 @@ fn jit_debug_run_is_the_debug_option() {
         assert_eq!(i.cause, Cause::Options, "{}", i.summary);
         assert!(i.summary.starts_with("debug false → true; everything else equal"), "{}", i.summary);
     }
-    assert!(inv.summary.contains("17 of 45 kernels recompiled after debug false → true"), "{}", inv.summary);
+    assert!(inv.summary.contains("17 of 45 entries recompiled after debug false → true"), "{}", inv.summary);
 }
 
 #[test]

@@ -51,7 +51,7 @@ fn a_vanished_variant_replaced_by_one_differing_only_in_options_is_a_recompile()
     let i = &inv.invalidated[0];
     assert_eq!((i.old_key.as_str(), i.new_key.as_str(), i.cause), (add.key.as_str(), w8.key.as_str(), Cause::Options));
     assert_eq!(i.summary, "num_warps 4 → 8; everything else equal");
-    assert_eq!(inv.summary, "1 of 2 kernels recompiled after num_warps 4 → 8; 0 had identical binaries");
+    assert_eq!(inv.summary, "1 of 2 entries recompiled after num_warps 4 → 8; 0 had identical binaries");
     // The old variant still on disk: the new one is another variant beside it.
     let inv = invalidations(std::slice::from_ref(&add), &[add.clone(), w8.clone()]);
     assert!(inv.invalidated.is_empty() && inv.new.len() == 1, "{}", inv.summary);

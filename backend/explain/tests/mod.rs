@@ -95,7 +95,7 @@ fn check_upgrade(archive: &str, old_v: &str, new_v: &str, n: usize) {
     assert_eq!(inv.by_cause, vec![(Cause::Compiler, n)]);
     let arrow = format!("{old_v} → {new_v}");
     assert!(inv.summary.contains(&arrow), "{}", inv.summary);
-    assert!(inv.summary.starts_with(&format!("{n} of {n} kernels recompiled")), "{}", inv.summary);
+    assert!(inv.summary.starts_with(&format!("{n} of {n} entries recompiled")), "{}", inv.summary);
     let by_key: HashMap<&str, &Side> = all.iter().map(|s| (s.key.as_str(), s)).collect();
     let mut olds = HashSet::new();
     for i in &inv.invalidated {

@@ -2,7 +2,8 @@
 
 use super::ApiQuery;
 use crate::explain::load::{self as dbx, Neighbour};
-use crate::explain::report::{CompareReport, InvalidationsReport};
+use crate::explain::report::CompareReport;
+use crate::explain::stored::{PagedReport, paged};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use crate::web::query::{CompareQuery, InvalidationsQuery, NearestQuery};
@@ -41,10 +42,11 @@ async fn nearest(State(s): State<AppState>, ApiQuery(q): ApiQuery<NearestQuery>)
     Ok(Json(NearestAnswer { entry: format!("{}:{}", of.row.machine, of.row.key), kernel, neighbours }))
 }
 
-/// `GET /api/v1/invalidations?machine=M[&from=SCAN][&to=SCAN]` or `?a=M1&b=M2`.
-async fn invalidations(
-    State(s): State<AppState>,
-    ApiQuery(q): ApiQuery<InvalidationsQuery>,
-) -> ApiResult<InvalidationsReport> {
-    Ok(Json(q.run(s.db.pool()).await?.0))
+/// `GET /api/v1/invalidations?machine=M[&from=SCAN][&to=SCAN]` or `?a=M1&b=M2`, paged with
+/// `limit` (default 100, at most 1000) and `offset`, `cause=C` for one cause's rows.
+async fn invalidations(State(s): State<AppState>, ApiQuery(q): ApiQuery<InvalidationsQuery>) -> ApiResult<PagedReport> {
+    let cause = q.cause()?;
+    let (r, _) = q.run(s.db.pool(), s.config.report_limits).await?;
+    let page = paged(s.db.pool(), &r, cause, q.limit.unwrap_or(100), q.offset.unwrap_or(0)).await?;
+    Ok(Json(page))
 }

@@ -74,7 +74,10 @@ pub async fn post_scan(
         }
         stored
     };
-    if !created {
+    if created {
+        // The scan's invalidation report, computed off the request so that its first visit reads it.
+        tokio::spawn(crate::explain::stored::after_scan(s.db.pool().clone(), summary.scan_id));
+    } else {
         stored_summary(&s, &mut summary).await?;
     }
     tracing::info!(machine = %report.machine, scan_id = summary.scan_id, created, entries = report.entries.len(), "upload");

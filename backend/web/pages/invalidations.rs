@@ -2,21 +2,29 @@
 //!
 //! Rows are grouped by cause (the reasons given once, what recompiling costs: the hook's measured
 //! compile times), then summed up per kernel; the rows themselves sit behind a disclosure,
-//! [`ENTRIES_PER_PAGE`] of a cause at a time (`?cause=compiler&page=2`).
+//! [`ENTRIES_PER_PAGE`] of a cause at a time (`?cause=compiler&page=2`), as do the New and
+//! Removed lists. Everything is read from the stored report ([`crate::explain::stored`]).
 
 use super::compare::{compare_url, enc};
 use super::{HtmlTemplate, Hx, PageResult};
+use crate::db::reports::{self, CauseStats, ReportHead, Stored};
 use crate::db::scans::ScanRef;
-use crate::explain::report::{InvalidatedRow, InvalidationsReport};
+use crate::explain::report::{InvalidatedRow, KernelKey};
+use crate::explain::stored::invalidated_row;
 use crate::fmt;
 use crate::web::AppState;
 use crate::web::query::{InvalidationsQuery, ScanContext};
 use askama::Template;
 use axum::extract::{Query, State};
 use axum::response::IntoResponse;
+use sqlx::SqlitePool;
 
-/// Entries of one cause listed per page.
+/// Entries of one cause (and of New, of Removed) listed per page.
 pub const ENTRIES_PER_PAGE: usize = 20;
+/// Kernels of a cause shown in its table (the rest are counted).
+pub const KERNELS_SHOWN: i64 = 50;
+/// Distinct reasons of a cause shown (the rest are counted).
+pub const WHYS_SHOWN: i64 = 20;
 
 #[derive(Template)]
 #[template(path = "invalidations.html", blocks = ["fragment"])]
@@ -26,11 +34,13 @@ struct Page {
 
 /// What the invalidations page shows.
 pub struct InvalidationsView {
-    pub r: InvalidationsReport,
+    pub h: ReportHead,
     pub scans: Option<ScanContext>,
     pub causes: Vec<CauseView>,
     /// Compile time of every invalidated entry the hook timed, and how many it timed.
     pub cost: Cost,
+    pub new: ListView,
+    pub removed: ListView,
 }
 
 /// Compile time of a set of invalidated entries.
@@ -41,18 +51,46 @@ pub struct Cost {
 }
 
 impl Cost {
-    fn of<'a>(rows: impl IntoIterator<Item = &'a InvalidatedRow>) -> Cost {
-        let (mut ms, mut timed, mut of) = (0.0, 0, 0);
-        for r in rows {
-            of += 1;
-            if let Some(t) = r.compile_ms {
-                ms += t;
-                timed += 1;
-            }
-        }
+    fn new(ms: f64, timed: usize, of: usize) -> Cost {
         let text = if timed == 0 { "unknown".into() } else { fmt::duration_ms(ms) };
         Cost { text, timed, of }
     }
+}
+
+/// A pager over a list: `entries first–last of total` (1-based) and the links.
+pub struct Pager {
+    pub total: usize,
+    pub first: usize,
+    pub last: usize,
+    pub prev: Option<String>,
+    pub next: Option<String>,
+}
+
+impl Pager {
+    /// Page `page` (1-based, clamped) of `total` rows: the pager and the row offset.
+    fn new(total: usize, page: usize, shown: usize, url: impl Fn(usize) -> String) -> (Pager, usize) {
+        let pages = total.div_ceil(ENTRIES_PER_PAGE).max(1);
+        let page = page.clamp(1, pages);
+        let first = (page - 1) * ENTRIES_PER_PAGE;
+        let p = Pager {
+            total,
+            first: first + 1,
+            last: first + shown.min(total.saturating_sub(first)),
+            prev: (page > 1).then(|| url(page - 1)),
+            next: (page < pages).then(|| url(page + 1)),
+        };
+        (p, first)
+    }
+    pub fn paged(&self) -> bool {
+        self.prev.is_some() || self.next.is_some()
+    }
+}
+
+/// New or Removed: one page of (kernel, key).
+pub struct ListView {
+    pub rows: Vec<KernelKey>,
+    pub pager: Pager,
+    pub open: bool,
 }
 
 /// One cause: its counts, the reasons given, its kernels, and one page of its entries.
@@ -62,29 +100,29 @@ pub struct CauseView {
     pub identical: usize,
     /// Other bytes but the same machine code (only debug info differs).
     pub same_code: usize,
-    /// Distinct reasons (`summary`) with how many entries give each, most first.
-    pub whys: Vec<(String, usize)>,
+    /// The most given reasons (`summary`) with how many entries give each, most first.
+    pub whys: Vec<(String, i64)>,
+    /// More reasons than shown.
+    pub whys_more: bool,
     pub cost: Cost,
-    /// Every kernel of the cause, most recompiled entries first.
+    /// The kernels of the cause with most recompiled entries (at most [`KERNELS_SHOWN`]).
     pub kernels: Vec<KernelView>,
+    /// Kernels of the cause in all.
+    pub kernels_total: usize,
     /// This page's entries, with their compare URL.
     pub rows: Vec<(InvalidatedRow, String)>,
     /// The disclosure starts open (the cause being paged).
     pub open: bool,
-    /// `entries first–last of entries` on this page (1-based).
-    pub first: usize,
-    pub last: usize,
-    pub prev: Option<String>,
-    pub next: Option<String>,
+    pub pager: Pager,
 }
 
 /// The invalidated entries of one kernel under one cause.
 pub struct KernelView {
     pub kernel: String,
-    pub entries: usize,
-    pub identical: usize,
+    pub entries: i64,
+    pub identical: i64,
     /// Other bytes but the same machine code (only debug info differs).
-    pub same_code: usize,
+    pub same_code: i64,
     pub cost: Cost,
 }
 
@@ -111,7 +149,9 @@ struct Pick {
 }
 
 /// `GET /invalidations?machine=M[&from=SCAN][&to=SCAN]` or `?a=M1&b=M2`, plus
-/// `&cause=C&page=N` to page through one cause's kernels; no machine: the machine picker.
+/// `&cause=C&page=N` to page through one cause's entries (`new_page=N`, `removed_page=N`: the
+/// New and Removed lists); no machine: the machine picker. The report is read from its stored
+/// copy, computed first when either side changed.
 pub async fn page(State(s): State<AppState>, hx: Hx, Query(q): Query<InvalidationsQuery>) -> PageResult {
     if q.is_empty() {
         let page = crate::db::Page::new(Some(10_000), None);
@@ -119,14 +159,22 @@ pub async fn page(State(s): State<AppState>, hx: Hx, Query(q): Query<Invalidatio
             crate::db::summaries::machine_summaries(s.db.pool(), page).await?.into_iter().map(|m| m.name).collect();
         return Ok(HtmlTemplate(Pick { machines }).into_response());
     }
-    let (r, scans) = q.run(s.db.pool()).await?;
-    let causes = r.by_cause.iter().map(|c| cause_view(&r, c.cause.as_str(), &q)).collect();
-    let cost = Cost::of(&r.invalidated);
-    hx.render(&Page { v: InvalidationsView { r, scans, causes, cost } }, |p| p.as_fragment().render())
+    let pool = s.db.pool();
+    let (r, scans) = q.run(pool, s.config.report_limits).await?;
+    let mut causes = Vec::new();
+    for c in &r.head.by_cause {
+        causes.push(cause_view(pool, &r, c, &q).await?);
+    }
+    let cost = Cost::new(r.head.ms, r.head.timed, r.head.invalidated);
+    let new = list_view(pool, &r, 1, "new_page", q.new_page, &q).await?;
+    let removed = list_view(pool, &r, 2, "removed_page", q.removed_page, &q).await?;
+    hx.render(&Page { v: InvalidationsView { h: r.head, scans, causes, cost, new, removed } }, |p| {
+        p.as_fragment().render()
+    })
 }
 
-/// The URL of this report showing page `page` of `cause`.
-fn page_url(q: &InvalidationsQuery, cause: &str, page: usize) -> String {
+/// The URL of this report with one extra parameter (a page of a list).
+fn page_url(q: &InvalidationsQuery, extra: &str) -> String {
     let mut parts = vec![];
     for (k, v) in [("machine", &q.machine), ("a", &q.a), ("b", &q.b)] {
         if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
@@ -138,58 +186,66 @@ fn page_url(q: &InvalidationsQuery, cause: &str, page: usize) -> String {
             parts.push(format!("{k}={v}"));
         }
     }
-    format!("/invalidations?{}&cause={cause}&page={page}", parts.join("&"))
+    format!("/invalidations?{}&{extra}", parts.join("&"))
 }
 
-fn cause_view(r: &InvalidationsReport, cause: &'static str, q: &InvalidationsQuery) -> CauseView {
-    let mut rows: Vec<&InvalidatedRow> = r.invalidated.iter().filter(|i| i.cause.as_str() == cause).collect();
-    let mut whys: Vec<(String, usize)> = vec![];
-    for i in &rows {
-        match whys.iter_mut().find(|(w, _)| *w == i.summary) {
-            Some((_, n)) => *n += 1,
-            None => whys.push((i.summary.clone(), 1)),
-        }
-    }
-    whys.sort_by_key(|w| std::cmp::Reverse(w.1));
-    let mut names: Vec<&str> = rows.iter().map(|i| i.kernel.as_str()).collect();
-    names.sort_unstable();
-    names.dedup();
-    let mut kernels: Vec<KernelView> = names
+async fn list_view(
+    pool: &SqlitePool,
+    r: &Stored,
+    list: i64,
+    param: &str,
+    page: Option<usize>,
+    q: &InvalidationsQuery,
+) -> sqlx::Result<ListView> {
+    let total = if list == 1 { r.head.new } else { r.head.removed };
+    let (pager, first) =
+        Pager::new(total, page.unwrap_or(1), ENTRIES_PER_PAGE, |p| page_url(q, &format!("{param}={p}")));
+    let rows = reports::rows(pool, r.id, list, None, (ENTRIES_PER_PAGE as i64, first as i64)).await?;
+    let rows = rows.into_iter().map(|r| KernelKey { kernel: r.kernel, key: r.key }).collect();
+    Ok(ListView { rows, pager, open: page.is_some() })
+}
+
+async fn cause_view(pool: &SqlitePool, r: &Stored, c: &CauseStats, q: &InvalidationsQuery) -> sqlx::Result<CauseView> {
+    let cause = c.cause.as_str();
+    let open = q.cause.as_deref() == Some(cause);
+    let page = if open { q.page.unwrap_or(1) } else { 1 };
+    let (pager, first) =
+        Pager::new(c.count, page, ENTRIES_PER_PAGE, |p| page_url(q, &format!("cause={cause}&page={p}")));
+    let rows = reports::rows(pool, r.id, 0, Some(c.cause), (ENTRIES_PER_PAGE as i64, first as i64)).await?;
+    let rows = rows
         .into_iter()
-        .map(|k| {
-            let of: Vec<&InvalidatedRow> = rows.iter().copied().filter(|i| i.kernel == k).collect();
-            KernelView {
-                kernel: k.to_string(),
-                entries: of.len(),
-                identical: of.iter().filter(|i| i.identical_binary).count(),
-                same_code: of.iter().filter(|i| i.identical_code && !i.identical_binary).count(),
-                cost: Cost::of(of.iter().copied()),
-            }
+        .map(|row| {
+            let i = invalidated_row(&r.head, row);
+            let u = compare_url(&i.a, &i.b);
+            (i, u)
         })
         .collect();
-    // The kernels with most recompiles lead; the entries follow their kernel's order.
-    kernels.sort_by(|a, b| b.entries.cmp(&a.entries).then_with(|| a.kernel.cmp(&b.kernel)));
-    let rank = |k: &str| kernels.iter().position(|v| v.kernel == k).unwrap_or(usize::MAX);
-    rows.sort_by_key(|i| rank(&i.kernel));
-    let open = q.cause.as_deref() == Some(cause);
-    let pages = rows.len().div_ceil(ENTRIES_PER_PAGE).max(1);
-    let page = if open { q.page.unwrap_or(1).clamp(1, pages) } else { 1 };
-    let first = (page - 1) * ENTRIES_PER_PAGE;
-    let shown: Vec<(InvalidatedRow, String)> =
-        rows.iter().skip(first).take(ENTRIES_PER_PAGE).map(|i| ((*i).clone(), compare_url(&i.a, &i.b))).collect();
-    CauseView {
+    let mut whys = reports::whys(pool, r.id, c.cause, WHYS_SHOWN + 1).await?;
+    let whys_more = whys.len() as i64 > WHYS_SHOWN;
+    whys.truncate(WHYS_SHOWN as usize);
+    let kernels = reports::kernels(pool, r.id, c.cause, KERNELS_SHOWN)
+        .await?
+        .into_iter()
+        .map(|k| KernelView {
+            cost: Cost::new(k.ms, k.timed as usize, k.entries as usize),
+            kernel: k.kernel,
+            entries: k.entries,
+            identical: k.identical,
+            same_code: k.same_code,
+        })
+        .collect();
+    Ok(CauseView {
         cause,
-        entries: rows.len(),
-        identical: rows.iter().filter(|i| i.identical_binary).count(),
-        same_code: rows.iter().filter(|i| i.identical_code && !i.identical_binary).count(),
+        entries: c.count,
+        identical: c.identical,
+        same_code: c.same_code,
         whys,
-        cost: Cost::of(rows.iter().copied()),
+        whys_more,
+        cost: Cost::new(c.ms, c.timed, c.count),
         kernels,
-        first: first + 1,
-        last: first + shown.len(),
-        rows: shown,
+        kernels_total: c.kernels,
+        rows,
         open,
-        prev: (page > 1).then(|| page_url(q, cause, page - 1)),
-        next: (page < pages).then(|| page_url(q, cause, page + 1)),
-    }
+        pager,
+    })
 }

@@ -1,0 +1,295 @@
+//! Stored invalidation reports (issue 14 item 2) on real corpus caches: after every kind of
+//! change (re-scan with added, removed and replaced entries, an upload replacing a scan, a new
+//! scan of either side of a stored pair report) the stored report read through the API equals
+//! a fresh computation, and the fresh kernel-by-kernel computation equals the whole-set one
+//! ([`cachelens::explain::invalidations`] of every entry loaded). Plus the work limits and
+//! the paging of every list.
+
+use crate::common::*;
+use cachelens::db::explain::{sides_at, sides_now};
+use cachelens::db::scans::ScanRef;
+use cachelens::explain::load::{LIMITS, Limits};
+use cachelens::explain::stored::{Spec, add_compile_times, fresh};
+use cachelens::web::{AppState, Config};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use tempfile::TempDir;
+
+/// Fields of the report that a stored copy must give back exactly.
+const FIELDS: &[&str] = &[
+    "old_machine",
+    "new_machine",
+    "from",
+    "to",
+    "old_entries",
+    "new_entries",
+    "kept",
+    "invalidated",
+    "new",
+    "removed",
+    "by_cause",
+    "identical_code",
+    "summary",
+    "relocated",
+    "relocated_consequence",
+];
+
+/// The stored report behind `query` (read through the API, every row) equals a fresh one, and
+/// the fresh one equals the whole-set computation. Returns the stored report's id.
+async fn same_as_fresh(state: &AppState, query: &str, spec: Spec) -> i64 {
+    let pool = state.db.pool();
+    let api = get_json(state, &format!("/api/v1/invalidations?{query}&limit=1000")).await;
+    let mut want = fresh(pool, &spec, LIMITS).await.unwrap();
+    add_compile_times(pool, &mut want).await.unwrap();
+    let want = serde_json::to_value(&want).unwrap();
+    for f in FIELDS {
+        assert_eq!(api[f], want[f], "{query}: field {f} of the stored report differs from a fresh one");
+    }
+    assert_eq!(api["invalidated_total"], want["invalidated"].as_array().unwrap().len());
+    // The kernel-by-kernel computation equals the whole sets loaded and matched at once.
+    let (old, new) = match &spec {
+        Spec::Scans { from, to } => {
+            let old = match from {
+                Some(f) => sides_at(pool, f).await.unwrap(),
+                None => vec![],
+            };
+            (old, sides_at(pool, to).await.unwrap())
+        }
+        Spec::Machines { a, b } => (sides_now(pool, a).await.unwrap(), sides_now(pool, b).await.unwrap()),
+    };
+    let whole = cachelens::explain::invalidations(&old, &new);
+    // The view's summary adds the relocation note to the match's.
+    assert!(
+        want["summary"].as_str().unwrap().starts_with(&whole.summary),
+        "{query}: {} / {}",
+        want["summary"],
+        whole.summary
+    );
+    assert_eq!(want["kept"], whole.kept.len());
+    let pairs = |v: &Value| -> Vec<(String, String, String, String)> {
+        arr(v)
+            .iter()
+            .map(|i| {
+                let s = |k: &str| i[k].as_str().unwrap().to_string();
+                (s("old_key"), s("new_key"), s("cause"), s("summary"))
+            })
+            .collect()
+    };
+    let whole_pairs: Vec<_> = whole
+        .invalidated
+        .iter()
+        .map(|i| (i.old_key.clone(), i.new_key.clone(), i.cause.as_str().to_string(), i.summary.clone()))
+        .collect();
+    assert_eq!(pairs(&want["invalidated"]), whole_pairs, "{query}");
+    let keys = |v: &Value| arr(v).iter().map(|k| k["key"].as_str().unwrap().to_string()).collect::<Vec<_>>();
+    assert_eq!(keys(&want["new"]), whole.new.iter().map(|k| k.1.clone()).collect::<Vec<_>>());
+    assert_eq!(keys(&want["removed"]), whole.removed.iter().map(|k| k.1.clone()).collect::<Vec<_>>());
+    report_id(state).await
+}
+
+/// The newest stored report's id.
+async fn report_id(state: &AppState) -> i64 {
+    sqlx::query_scalar("SELECT MAX(id) FROM inv_reports").fetch_one(state.db.pool()).await.unwrap()
+}
+
+async fn latest(state: &AppState, machine: &str) -> (Option<ScanRef>, ScanRef) {
+    let (from, to, _) = cachelens::explain::load::pick_scans(state.db.pool(), machine, None, None).await.unwrap();
+    (from, to)
+}
+
+/// Entry (key) dirs of a cache.
+fn key_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(root).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    v.sort();
+    v
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    let st = std::process::Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap();
+    assert!(st.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_reports_equal_fresh_ones_after_every_change() {
+    let (_t1, a) = unpacked("a100-upgrade-1-triton-3.4.0");
+    let (_t2, b) = unpacked("a100-upgrade-2-triton-3.5.1");
+    let (a, b) = (a.join("triton-cache"), b.join("triton-cache"));
+    let (_db, pool) = fresh_db().await;
+    let state = AppState::new(pool.clone(), Config::default());
+    scan(&pool, &a, "m1").await;
+    scan(&pool, &b, "m2").await;
+    let pair = || Spec::Machines { a: "m1".into(), b: "m2".into() };
+    let first = same_as_fresh(&state, "a=m1&b=m2", pair()).await;
+    let inv = get_json(&state, "/api/v1/invalidations?a=m1&b=m2").await;
+    assert!(inv["invalidated_total"].as_u64().unwrap() > 0, "{inv}");
+    // Read again, nothing changed: the stored report is read, not recomputed.
+    let again = get_json(&state, "/api/v1/invalidations?a=m1&b=m2").await;
+    assert_eq!(inv, again);
+    assert_eq!(report_id(&state).await, first, "not recomputed");
+    let (from, to) = latest(&state, "m1").await;
+    same_as_fresh(&state, "machine=m1", Spec::Scans { from, to }).await;
+
+    // m1 re-scanned: 3 entries added (from m2's cache), 2 removed, 1 replaced in place (its key
+    // dir written anew, as Triton writes: a new dir renamed into place, other contents).
+    let (old_dirs, new_dirs) = (key_dirs(&a), key_dirs(&b));
+    let added: Vec<&PathBuf> = new_dirs.iter().filter(|d| !a.join(d.file_name().unwrap()).exists()).take(3).collect();
+    assert_eq!(added.len(), 3);
+    for d in &added {
+        copy_dir(d, &a.join(d.file_name().unwrap()));
+    }
+    for d in &old_dirs[..2] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+    let replaced = &old_dirs[2];
+    let staging = a.join("tmp.replace");
+    copy_dir(added[0], &staging);
+    std::fs::remove_dir_all(replaced).unwrap();
+    std::fs::rename(&staging, replaced).unwrap();
+    scan(&pool, &a, "m1").await;
+    // The pair report stored before the scan is recomputed, and equals a fresh one.
+    let after = same_as_fresh(&state, "a=m1&b=m2", pair()).await;
+    assert_ne!(after, first, "m1 changed: the pair report was computed again");
+    assert_ne!(get_json(&state, "/api/v1/invalidations?a=m1&b=m2").await, inv);
+    let (from, to) = latest(&state, "m1").await;
+    let rescan = same_as_fresh(&state, "machine=m1", Spec::Scans { from: from.clone(), to: to.clone() }).await;
+    let r = get_json(&state, "/api/v1/invalidations?machine=m1&limit=1000").await;
+    // The replaced entry keeps its key (kept); the added and the removed ones pair or not.
+    assert_eq!(r["new_total"].as_u64().unwrap() + r["invalidated_total"].as_u64().unwrap(), 3, "{r}");
+    // (an added entry may replace an old one still on disk: invalidated, nothing removed)
+    assert!(r["removed_total"].as_u64().unwrap() <= 2, "{r}");
+    // The same scans named explicitly: the same stored report.
+    let q = format!("machine=m1&from={}&to={}", from.as_ref().unwrap().id, to.id);
+    assert_eq!(same_as_fresh(&state, &q, Spec::Scans { from: from.clone(), to: to.clone() }).await, rescan);
+    let m1_spec = format!("scan:{}:{}", to.id, from.as_ref().unwrap().id);
+    let spec_id = |name: String| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT id FROM inv_reports WHERE spec = ?")
+                .bind(name)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    let m1_id = spec_id(m1_spec.clone()).await;
+
+    // The pair's other side changes: m2 loses two entries.
+    for d in &new_dirs[new_dirs.len() - 2..] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+    scan(&pool, &b, "m2").await;
+    same_as_fresh(&state, "a=m1&b=m2", pair()).await;
+    same_as_fresh(&state, "a=m2&b=m1", Spec::Machines { a: "m2".into(), b: "m1".into() }).await;
+    // m1's scan report did not move (m1 did not change): read, not recomputed.
+    get_json(&state, "/api/v1/invalidations?machine=m1").await;
+    assert_eq!(spec_id(m1_spec).await, m1_id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_replacing_a_scan_replaces_the_stored_report() {
+    let srv = crate::upload::server(Config::default()).await;
+    let state = AppState::new(srv.pool.clone(), Config::default());
+    let t = TempDir::new().unwrap();
+    let cache = t.path().join("cache");
+    let staging = t.path().join("staging");
+    unpack("mi300-upgrade-1-triton-3.6.0", &staging);
+    std::fs::rename(staging.join("mi300-upgrade-1-triton-3.6.0"), &cache).unwrap();
+    let root = cache.join("triton-cache");
+    let token = cachelens::db::tokens::create(&srv.pool, "up").await.unwrap();
+    let retry = cachelens::upload::Retry::new(1);
+    cachelens::upload::scan_and_upload(&srv.url, &token, &root, "up", retry).await.unwrap();
+    let (from, to) = latest(&state, "up").await;
+    same_as_fresh(&state, "machine=up", Spec::Scans { from, to }).await;
+    let before = get_json(&state, "/api/v1/invalidations?machine=up").await;
+    assert_eq!(before["invalidated_total"], 0, "{before}");
+    // The same cache upgraded in place (3.6.0 → 3.9.0) and uploaded again.
+    std::fs::remove_dir_all(&cache).unwrap();
+    unpack("mi300-upgrade-2-triton-3.9.0", &staging);
+    std::fs::rename(staging.join("mi300-upgrade-2-triton-3.9.0"), &cache).unwrap();
+    cachelens::upload::scan_and_upload(&srv.url, &token, &root, "up", retry).await.unwrap();
+    let (from, to) = latest(&state, "up").await;
+    same_as_fresh(&state, "machine=up", Spec::Scans { from, to }).await;
+    let after = get_json(&state, "/api/v1/invalidations?machine=up").await;
+    assert_eq!(after["by_cause"], json!([{"cause": "compiler", "count": 25}]), "{after}");
+    assert!(after["summary"].as_str().unwrap().starts_with("25 of 25 entries recompiled after Triton 3.6.0 → 3.9.0"));
+}
+
+async fn upgrades(config: Config) -> (Vec<TempDir>, AppState) {
+    let (keep, pool) = corpus_db(&[
+        ("a100-1", "a100-upgrade-1-triton-3.4.0", "triton-cache"),
+        ("a100-1", "a100-upgrade-2-triton-3.5.1", "triton-cache"),
+        ("mi300-1", "mi300-upgrade-1-triton-3.6.0", "triton-cache"),
+    ])
+    .await;
+    (keep, AppState::new(pool, config))
+}
+
+#[tokio::test]
+async fn work_over_the_limits_ends_with_a_clear_error_and_stores_nothing() {
+    for (limits, says) in [
+        (Limits { pairs: 10, ..LIMITS }, "over 10 entry pairs to analyse"),
+        (Limits { rows: 50, ..LIMITS }, "over the limit of 50 a report may list"),
+        (Limits { group_entries: 2, ..LIMITS }, "over the limit of 2 loaded at once"),
+    ] {
+        let (_keep, state) = upgrades(Config { report_limits: limits, ..Config::default() }).await;
+        // The scans' reports were stored as the scans landed (under the default limits): as if
+        // they had not been, this server computes them under its own.
+        sqlx::query("DELETE FROM inv_reports").execute(state.db.pool()).await.unwrap();
+        let (st, body) = get(&state, "/api/v1/invalidations?machine=a100-1").await;
+        assert_eq!(st, 422, "{body}");
+        let err: Value = serde_json::from_str(&body).unwrap();
+        let msg = err["error"].as_str().unwrap();
+        assert!(msg.starts_with("this report is too big to compute: ") && msg.contains(says), "{msg}");
+        let (st, page) = get(&state, "/invalidations?machine=a100-1").await;
+        assert_eq!(st, 422);
+        assert!(page.contains("this report is too big to compute") && page.contains(says), "{page}");
+        assert_eq!(count(state.db.pool(), "SELECT COUNT(*) FROM inv_reports").await, 0);
+        // Within the limits the same report answers.
+        let fine = AppState::new(state.db.pool().clone(), Config::default());
+        let r = get_json(&fine, "/api/v1/invalidations?machine=a100-1").await;
+        assert_eq!(r["invalidated_total"], 45);
+    }
+}
+
+#[tokio::test]
+async fn every_list_is_paged() {
+    let (_keep, state) = upgrades(Config::default()).await;
+    let all = get_json(&state, "/api/v1/invalidations?machine=a100-1&limit=1000").await;
+    let rows = arr(&all["invalidated"]);
+    assert_eq!((rows.len(), all["invalidated_total"].as_u64()), (45, Some(45)));
+    let page = get_json(&state, "/api/v1/invalidations?machine=a100-1&limit=10&offset=40").await;
+    assert_eq!(arr(&page["invalidated"]), &rows[40..].to_vec());
+    assert_eq!(
+        (page["limit"].as_i64(), page["offset"].as_i64(), page["invalidated_total"].as_u64()),
+        (Some(10), Some(40), Some(45))
+    );
+    let capped = get_json(&state, "/api/v1/invalidations?machine=a100-1&limit=5000").await;
+    assert_eq!(capped["limit"], 1000, "the page size is bounded");
+    let none = get_json(&state, "/api/v1/invalidations?machine=a100-1&cause=env").await;
+    assert_eq!((arr(&none["invalidated"]).len(), none["invalidated_total"].as_u64()), (0, Some(0)));
+    let (st, body) = get(&state, "/api/v1/invalidations?machine=a100-1&cause=weather").await;
+    assert_eq!(st, 400, "{body}");
+    // New and Removed, 20 a page: mi300 → a100 (65 a100 entries replace nothing) and back.
+    let r = get_json(&state, "/api/v1/invalidations?a=mi300-1&b=a100-1&limit=1000").await;
+    let new_n = r["new_total"].as_u64().unwrap() as usize;
+    assert!(new_n > 20, "{new_n}");
+    assert_eq!(arr(&r["new"]).len(), new_n);
+    let (st, html) = get(&state, "/invalidations?a=mi300-1&b=a100-1&new_page=2").await;
+    assert_eq!(st, 200);
+    let last = new_n.min(40);
+    assert!(html.contains(&format!("entries 21–{last} of {new_n}")), "{html}");
+    assert!(html.contains("<details id=\"new\" open>"), "the paged list is open");
+    let second: Vec<&str> = arr(&r["new"])[20..last].iter().map(|k| k["key"].as_str().unwrap()).collect();
+    assert!(second.iter().all(|k| html.contains(k)), "page 2 holds entries 21–{last}");
+    let first_key = arr(&r["new"])[0]["key"].as_str().unwrap();
+    assert!(!html.contains(first_key), "page 1's rows are not on page 2");
+    let back = get_json(&state, "/api/v1/invalidations?a=a100-1&b=mi300-1&limit=1000").await;
+    let removed_n = back["removed_total"].as_u64().unwrap() as usize;
+    assert!(removed_n > 20, "{removed_n}");
+    let last_page = removed_n.div_ceil(20);
+    let (_, html) = get(&state, &format!("/invalidations?a=a100-1&b=mi300-1&removed_page={last_page}")).await;
+    let first_row = (last_page - 1) * 20 + 1;
+    assert!(html.contains(&format!("entries {first_row}–{removed_n} of {removed_n}</span>")), "{html}");
+    assert!(html.contains("class=\"prev\"") && html.contains("<details id=\"removed\" open>"), "{html}");
+}
