@@ -143,7 +143,12 @@ async fn drive(a: &Args, base: &str, r: &'static Route, f: &Facts) -> (Vec<f64>,
 }
 
 /// Upload the fleet; returns its facts and the ingest figure.
-async fn build_fleet(a: &Args, c: &Corpus, s: &Server, tokens: &BTreeMap<String, String>) -> anyhow::Result<(Facts, String)> {
+async fn build_fleet(
+    a: &Args,
+    c: &Corpus,
+    s: &Server,
+    tokens: &BTreeMap<String, String>,
+) -> anyhow::Result<(Facts, String)> {
     let bench: Vec<String> = (1..=a.machines).map(|i| format!("bench-{i:02}")).collect();
     let mut plan: Vec<(String, &cachelens::model::ScanReport, usize, usize)> =
         bench.iter().map(|m| (m.clone(), &c.h100, a.entries, a.events)).collect();
@@ -158,7 +163,8 @@ async fn build_fleet(a: &Args, c: &Corpus, s: &Server, tokens: &BTreeMap<String,
         let (tm, mm, v) = (tmpl.clone(), m.clone(), a.variety);
         let root = format!("/bench/{m}/triton-cache");
         let report = tokio::task::spawn_blocking(move || fleet::report(&tm, &mm, &root, n, v, events)).await?;
-        let up = cachelens::upload::upload_report(&s.url, &tokens[&m], report, cachelens::upload::Retry::new(3)).await?;
+        let up =
+            cachelens::upload::upload_report(&s.url, &tokens[&m], report, cachelens::upload::Retry::new(3)).await?;
         total += n;
         if m == "up" {
             (f.from, f.to) = (f.to, up.response.scan_id);
@@ -171,13 +177,49 @@ async fn build_fleet(a: &Args, c: &Corpus, s: &Server, tokens: &BTreeMap<String,
         );
     }
     let secs = t.elapsed().as_secs_f64();
-    Ok((f, format!("{total} entries in {secs:.0} s ({:.0} entries/s, uploads one after the other)", total as f64 / secs)))
+    Ok((
+        f,
+        format!("{total} entries in {secs:.0} s ({:.0} entries/s, uploads one after the other)", total as f64 / secs),
+    ))
+}
+
+/// The upgraded machine's two scans, read back from the server (a reused database).
+async fn up_scans(url: &str) -> anyhow::Result<(i64, i64)> {
+    let v: serde_json::Value = client().get(format!("{url}/api/v1/scans?machine=up")).send().await?.json().await?;
+    let mut ids: Vec<i64> = v.as_array().into_iter().flatten().filter_map(|s| s["id"].as_i64()).collect();
+    ids.sort();
+    anyhow::ensure!(ids.len() >= 2, "the reused database has no upgraded machine `up` with two scans");
+    Ok((ids[ids.len() - 2], ids[ids.len() - 1]))
+}
+
+/// GET / until it answers (the first page after a landing may wait for the summary rebuild):
+/// up to three tries of `first_timeout`. Returns what the wait was.
+async fn settle(a: &Args, s: &Server) -> String {
+    let (t, http) = (Instant::now(), client());
+    let mut tries = vec![];
+    for _ in 0..3 {
+        let o = get(&http, &s.url, "/", a.first_timeout).await;
+        let ok = matches!(o, Outcome::Ok(..));
+        tries.push(o.show());
+        if ok {
+            break;
+        }
+    }
+    format!(
+        "{} (answered after {:.1} s; RSS then {} MB)",
+        tries.join(", then "),
+        t.elapsed().as_secs_f64(),
+        s.mem_mb().0
+    )
 }
 
 pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow::Result<Run> {
     let db = a.work.join(format!("{name}.db"));
-    for ext in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
+    let reuse = a.reuse && db.exists();
+    if !reuse {
+        for ext in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
+        }
     }
     let mut s = Server::new(bin, &db, a.rss_cap_mb);
     let _ = std::fs::remove_file(&s.log);
@@ -189,11 +231,22 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
         tokens.insert(m.clone(), s.token(&m)?);
     }
     s.start().await?;
-    let (f, ingest) = build_fleet(a, c, &s, &tokens).await?;
+    let (f, ingest) = if reuse {
+        let bench: Vec<String> = (1..=a.machines).map(|i| format!("bench-{i:02}")).collect();
+        let mut f = fleet::facts(c, &bench, a.entries, a.variety);
+        (f.from, f.to) = up_scans(&s.url).await?;
+        (f, format!("reused {} (built by an earlier run through this binary's uploads)", db.display()))
+    } else {
+        build_fleet(a, c, &s, &tokens).await?
+    };
+    let first = settle(a, &s).await;
+    let label = if reuse {
+        "first GET / after the server started on the reused fleet"
+    } else {
+        "first GET / right after the last scan landed"
+    };
+    println!("fleet: {ingest}\n{label}: {first}");
     let http = client();
-    let first = get(&http, &s.url, "/", a.first_timeout).await;
-    let first = format!("{} (then RSS {} MB)", first.show(), s.mem_mb().0);
-    println!("fleet: {ingest}\nfirst GET / right after the last scan landed: {first}");
     let mut rows = vec![];
     if !a.skip_routes {
         println!(
@@ -205,11 +258,14 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
             let mut load = None;
             if !s.alive() || matches!(cold, Outcome::Timeout) {
                 s.restart().await?;
+                settle(a, &s).await;
             } else if cold.ms().is_some_and(|m| m < a.slow_ms) {
                 let (lat, to, er, secs) = drive(a, &s.url, r, &f).await;
-                load = Some((pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 1.0), lat.len(), to, er, lat.len() as f64 / secs));
+                load =
+                    Some((pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 1.0), lat.len(), to, er, lat.len() as f64 / secs));
                 if to > 0 || !s.alive() {
                     s.restart().await?;
+                    settle(a, &s).await;
                 }
             }
             let row = Row { label: r.label, cold, load, rss_mb: s.mem_mb().0 };
@@ -243,7 +299,17 @@ fn load_cells(l: &Option<(f64, f64, f64, usize, usize, usize, f64)>) -> (String,
 
 fn print_row(r: &Row) {
     let (p50, p99, max, n, to) = load_cells(&r.load);
-    println!("{:<34} {:>22} {:>9} {:>9} {:>9} {:>6} {:>7} {:>7}", r.label, r.cold.show(), p50, p99, max, n, to, r.rss_mb);
+    println!(
+        "{:<34} {:>22} {:>9} {:>9} {:>9} {:>6} {:>7} {:>7}",
+        r.label,
+        r.cold.show(),
+        p50,
+        p99,
+        max,
+        n,
+        to,
+        r.rss_mb
+    );
 }
 
 pub fn print_compare(b: &Run, a: &Run) {
@@ -251,7 +317,9 @@ pub fn print_compare(b: &Run, a: &Run) {
     println!("fleet ingest: before {} | after {}", b.ingest, a.ingest);
     println!("first GET / after the landing: before {} | after {}", b.first, a.first);
     println!("server peak RSS: before {} MB | after {} MB", b.hwm_mb, a.hwm_mb);
-    println!("| route | before cold | before p50 / p99 ms | after cold | after p50 / p99 ms |\n| --- | --- | --- | --- | --- |");
+    println!(
+        "| route | before cold | before p50 / p99 ms | after cold | after p50 / p99 ms |\n| --- | --- | --- | --- | --- |"
+    );
     for (rb, ra) in b.rows.iter().zip(&a.rows) {
         let (b50, b99, ..) = load_cells(&rb.load);
         let (a50, a99, ..) = load_cells(&ra.load);

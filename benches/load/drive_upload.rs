@@ -2,11 +2,11 @@
 //! `--upload-entries`-entry scan each, all at once, into the server already holding the fleet,
 //! while `--readers` clients time the routes; prints the ingest rate and the read p50/p99.
 
+use crate::Args;
 use crate::drive::{Outcome, client, fill, get};
 use crate::fleet::{self, Corpus, Facts};
 use crate::routes::ROUTES;
 use crate::server::Server;
-use crate::Args;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
@@ -61,7 +61,10 @@ pub async fn run(
             while !done.load(Ordering::Relaxed) {
                 let route = &ROUTES[i % ROUTES.len()];
                 i += 1;
-                if route.label.contains("invalidations") || route.label.contains("history") || route.label.contains("nearest") {
+                if route.label.contains("invalidations")
+                    || route.label.contains("history")
+                    || route.label.contains("nearest")
+                {
                     continue; // the slow ones are timed in the route phase; here: reads under upload load
                 }
                 let kind = if route.pattern.starts_with("/api/") { "api" } else { "pages" };
@@ -121,7 +124,13 @@ pub async fn run(
     for (k, v) in &mut lat {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
         let p = |q: f64| v.get(((v.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(f64::NAN);
-        out.push(format!("reads during it, {k}: {} requests, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms", v.len(), p(0.5), p(0.99), p(1.0)));
+        out.push(format!(
+            "reads during it, {k}: {} requests, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            v.len(),
+            p(0.5),
+            p(0.99),
+            p(1.0)
+        ));
     }
     out.push(format!("reads that failed or timed out: {bad}"));
     for l in &out {

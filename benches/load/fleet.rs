@@ -146,7 +146,13 @@ pub struct Facts {
 pub fn facts(c: &Corpus, machines: &[String], n: usize, variety: usize) -> Facts {
     let per = c.h100.entries.len().max(1);
     let clones = n.div_ceil(per).max(1);
-    let mut f = Facts { machines: machines.to_vec(), up: "up".into(), pair_old: "pair-old".into(), pair_new: "pair-new".into(), ..Default::default() };
+    let mut f = Facts {
+        machines: machines.to_vec(),
+        up: "up".into(),
+        pair_old: "pair-old".into(),
+        pair_new: "pair-new".into(),
+        ..Default::default()
+    };
     let mut kernels = BTreeMap::new();
     for (i, e) in c.h100.entries.iter().enumerate().filter(|(_, e)| e.kernel.is_some() && !e.artifacts.is_empty()) {
         for j in 0..8 {
@@ -164,8 +170,11 @@ pub fn facts(c: &Corpus, machines: &[String], n: usize, variety: usize) -> Facts
     let per_up = c.a100_old.entries.len().max(1);
     let old_keys: std::collections::HashSet<&str> = c.a100_old.entries.iter().map(|e| e.key.as_str()).collect();
     for o in &c.a100_old.entries {
-        if let Some(nw) =
-            c.a100_new.entries.iter().find(|e| !old_keys.contains(e.key.as_str()) && e.kernel == o.kernel && e.kernel.is_some())
+        if let Some(nw) = c
+            .a100_new
+            .entries
+            .iter()
+            .find(|e| !old_keys.contains(e.key.as_str()) && e.kernel == o.kernel && e.kernel.is_some())
         {
             let copy = (f.upgrade_pairs.len() * 37) % n.div_ceil(per_up).max(1);
             f.upgrade_pairs.push((clone_key(&o.key, copy), clone_key(&nw.key, copy)));

@@ -36,6 +36,7 @@ pub struct Args {
     pub upload_entries: usize,
     pub readers: usize,
     pub skip_routes: bool,
+    pub reuse: bool,
 }
 
 fn args() -> Args {
@@ -56,6 +57,7 @@ fn args() -> Args {
         upload_entries: 50_000,
         readers: 4,
         skip_routes: false,
+        reuse: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -78,6 +80,7 @@ fn args() -> Args {
             "--upload-entries" => a.upload_entries = n(v()),
             "--readers" => a.readers = n(v()),
             "--skip-routes" => a.skip_routes = true,
+            "--reuse" => a.reuse = true,
             "--bench" => {} // cargo bench passes it
             other => panic!("unknown flag {other} (see benches/load/main.rs)"),
         }
@@ -98,6 +101,12 @@ pub struct Run {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
     cachelens::upload::install_crypto();
+    tokio::spawn(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
+        tokio::select! { _ = tokio::signal::ctrl_c() => {}, _ = term.recv() => {} }
+        server::kill_all();
+        std::process::exit(130);
+    });
     let a = args();
     std::fs::create_dir_all(&a.work)?;
     let t = Instant::now();
@@ -116,8 +125,9 @@ async fn main() -> anyhow::Result<()> {
     if let Ok(b) = std::env::var("CACHELENS_BIN_BEFORE") {
         bins.push(("before", PathBuf::from(b)));
     }
-    let after = std::env::var("CACHELENS_BIN").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from("target/release/cachelens"));
-    bins.push(("after", after));
+    let after =
+        std::env::var("CACHELENS_BIN").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from("target/release/cachelens"));
+    bins.push((if bins.is_empty() { "build" } else { "after" }, after));
     println!(
         "load bench: {} machines × {} entries + an upgraded machine ({} + {}) + a release pair, {} hook events per machine, \
          {} clients, {} cores (machine shared with other work: load average {})",
@@ -128,7 +138,12 @@ async fn main() -> anyhow::Result<()> {
         a.events,
         a.clients,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let mut runs = vec![];
     for (name, bin) in &bins {

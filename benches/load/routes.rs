@@ -52,7 +52,11 @@ pub const ROUTES: &[Route] = &[
     r("/api/v1/nearest", "api nearest", &["/api/v1/nearest?entry={machine}:{key}"]),
     r("/api/v1/invalidations", "api invalidations same-release", &["/api/v1/invalidations?a={machine}&b={machine2}"]),
     r("/api/v1/invalidations", "api invalidations release pair", &["/api/v1/invalidations?a={pair_old}&b={pair_new}"]),
-    r("/api/v1/invalidations", "api invalidations upgrade", &["/api/v1/invalidations?machine={up}&from={from}&to={to}"]),
+    r(
+        "/api/v1/invalidations",
+        "api invalidations upgrade",
+        &["/api/v1/invalidations?machine={up}&from={from}&to={to}"],
+    ),
     r("/api/v1/history", "api history (fleet)", &["/api/v1/history"]),
     r("/api/v1/history", "api history kernel", &["/api/v1/history?kernel={kernel}"]),
     r("/api/v1/history/kernels", "api history kernels", &["/api/v1/history/kernels"]),
@@ -75,7 +79,11 @@ pub fn registered_get_routes(files: &[(String, String)]) -> Vec<String> {
             let args = call[open + 1 + len + 1..].trim_start().trim_start_matches(',').trim_start();
             let is_get = args.starts_with("get(") || args.starts_with("axum::routing::get(") || args.contains(".get(");
             if is_get {
-                out.push(if api && !route.starts_with("/api/") { format!("/api/v1{route}") } else { route.to_string() });
+                out.push(if api && !route.starts_with("/api/") {
+                    format!("/api/v1{route}")
+                } else {
+                    route.to_string()
+                });
             }
         }
     }

@@ -31,6 +31,16 @@ pub fn mem_kb(pid: u32) -> Option<(u64, u64)> {
     Some((get("VmRSS:")?, get("VmHWM:")?))
 }
 
+/// Pids of the servers running now, killed by [`kill_all`] when the benchmark is interrupted.
+static PIDS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// Kill every server this benchmark started (on SIGINT / SIGTERM: none is left behind).
+pub fn kill_all() {
+    for pid in PIDS.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -62,7 +72,8 @@ impl Server {
 
     /// `BIN token create --machine M --db DB` (before the server runs).
     pub fn token(&self, machine: &str) -> anyhow::Result<String> {
-        let out = Command::new(&self.bin).args(["token", "create", "--machine", machine, "--db"]).arg(&self.db).output()?;
+        let out =
+            Command::new(&self.bin).args(["token", "create", "--machine", machine, "--db"]).arg(&self.db).output()?;
         anyhow::ensure!(out.status.success(), "token create: {}", String::from_utf8_lossy(&out.stderr));
         Ok(String::from_utf8(out.stdout)?.trim().to_string())
     }
@@ -80,6 +91,7 @@ impl Server {
             .stdin(Stdio::null())
             .spawn()?;
         let pid = child.id();
+        PIDS.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
         self.child = Some(child);
         let (hwm, killed, cap) = (self.hwm_kb.clone(), self.killed.clone(), self.rss_cap_kb);
         std::thread::spawn(move || {
@@ -117,6 +129,7 @@ impl Server {
 
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            PIDS.lock().unwrap_or_else(|e| e.into_inner()).retain(|p| *p != c.id());
             if let Some((_, h)) = mem_kb(c.id()) {
                 self.hwm_kb.fetch_max(h, Ordering::Relaxed);
             }

@@ -37,7 +37,8 @@ fn covered() -> BTreeSet<String> {
 fn bench_covers_every_registered_get_route() {
     let registered: BTreeSet<String> = routes::registered_get_routes(&web_sources()).into_iter().collect();
     // the parser sees the routes of each router (pages, nested API, the open router)
-    for known in ["/", "/entries/{machine}/{key}/nearest", "/api/v1/invalidations", "/api/v1/history/kernels", "/login"] {
+    for known in ["/", "/entries/{machine}/{key}/nearest", "/api/v1/invalidations", "/api/v1/history/kernels", "/login"]
+    {
         assert!(registered.contains(known), "route parser missed {known}: {registered:?}");
     }
     let missing: Vec<_> = registered.difference(&covered()).collect();
