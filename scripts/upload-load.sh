@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Upload load test: 50 concurrent clients upload 1,000-entry scans (each twice) to one server
-# while readers load HTML pages (overview, kernel search, kernel, entry) and the JSON API; prints
-# uploads/s and read p50/p99 per kind, then verifies every scan is stored exactly once. Knobs (env): CLIENTS, ENTRIES, SCANS, READERS.
-#   scripts/upload-load.sh            # release build, the full load
-#   CLIENTS=5 scripts/upload-load.sh  # a quick look
-#   PROFILE=dev scripts/upload-load.sh  # reuse the test build (deps are optimised in dev too)
+# Uploads at fleet scale (issue 14 item 6): builds the load benchmark's fleet (scripts/load-bench.sh,
+# --machines × --entries through the server's upload path), then --upload-nodes nodes upload one
+# --upload-entries-entry scan each, all at once, while --readers clients time the pages and the
+# API; prints the ingest rate and the read p50/p99 during it. Same binary flags as load-bench.sh
+# (CACHELENS_BIN, CACHELENS_BIN_BEFORE).
+#   scripts/upload-load.sh                                   # 50 nodes × 50,000 into 20 × 50,000
+#   scripts/upload-load.sh --machines 4 --entries 10000 --upload-nodes 10 --upload-entries 10000
+# The exactly-once check of concurrent uploads (in-process server): cargo bench --bench upload_load
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec cargo bench --profile "${PROFILE:-release}" --bench upload_load
+exec scripts/load-bench.sh --skip-routes --upload-nodes 50 "$@"

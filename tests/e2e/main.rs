@@ -1,5 +1,6 @@
 //! The one integration test binary: real corpus caches, real SQLite files, real servers.
 mod api_read;
+mod bench_routes;
 mod common;
 mod damaged;
 mod explain;

@@ -1,0 +1,331 @@
+//! One binary's run: the fleet uploaded, the first page after the landing, every route cold and
+//! under concurrent clients, the fleet-scale upload phase; and the figures' tables.
+
+use crate::fleet::{self, Corpus, Facts};
+use crate::routes::{ROUTES, Route};
+use crate::server::Server;
+use crate::{Args, Run};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How one request went.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    Ok(Duration, usize),
+    Status(u16, Duration),
+    Timeout,
+    Error(String),
+}
+
+impl Outcome {
+    fn ms(&self) -> Option<f64> {
+        match self {
+            Outcome::Ok(d, _) => Some(d.as_secs_f64() * 1000.0),
+            _ => None,
+        }
+    }
+    fn show(&self) -> String {
+        match self {
+            Outcome::Ok(d, b) => format!("{} ({})", ms(d.as_secs_f64() * 1000.0), kb(*b)),
+            Outcome::Status(s, d) => format!("HTTP {s} in {}", ms(d.as_secs_f64() * 1000.0)),
+            Outcome::Timeout => "timeout".into(),
+            Outcome::Error(e) => format!("error: {}", e.chars().take(60).collect::<String>()),
+        }
+    }
+}
+
+fn ms(v: f64) -> String {
+    if v >= 10_000.0 { format!("{:.1} s", v / 1000.0) } else { format!("{v:.1} ms") }
+}
+
+fn kb(b: usize) -> String {
+    if b >= 1 << 20 { format!("{:.1} MB", b as f64 / 1048576.0) } else { format!("{:.0} KB", b as f64 / 1024.0) }
+}
+
+/// One route's figures.
+pub struct Row {
+    pub label: &'static str,
+    pub cold: Outcome,
+    /// p50, p99, max (ms), requests, timeouts, errors, req/s; None when not driven.
+    pub load: Option<(f64, f64, f64, usize, usize, usize, f64)>,
+    pub rss_mb: u64,
+}
+
+pub async fn get(http: &reqwest::Client, base: &str, url: &str, timeout: Duration) -> Outcome {
+    let (hx, path) = match url.strip_prefix("HX ") {
+        Some(p) => (true, p),
+        None => (false, url),
+    };
+    let mut req = http.get(format!("{base}{path}")).timeout(timeout);
+    if hx {
+        req = req.header("HX-Request", "true");
+    }
+    let t = Instant::now();
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) if e.is_timeout() => return Outcome::Timeout,
+        Err(e) => return Outcome::Error(e.to_string()),
+    };
+    let status = resp.status();
+    match resp.bytes().await {
+        Ok(b) if status.is_success() || status.is_redirection() => Outcome::Ok(t.elapsed(), b.len()),
+        Ok(_) => Outcome::Status(status.as_u16(), t.elapsed()),
+        Err(e) if e.is_timeout() => Outcome::Timeout,
+        Err(e) => Outcome::Error(e.to_string()),
+    }
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).pool_max_idle_per_host(64).build().unwrap()
+}
+
+/// The `i`-th URL of a route, its placeholders filled from the fleet.
+pub fn fill(r: &Route, f: &Facts, i: usize) -> String {
+    let t = r.urls[i % r.urls.len()];
+    let enc = cachelens::fmt::enc;
+    let (m, key, art) = &f.entries[i % f.entries.len()];
+    let (old, new) = &f.upgrade_pairs[i % f.upgrade_pairs.len()];
+    let terms = ["soft", "matmul", "layer", "add_k", "fused", "poi", "per_", "red", "kernel_v1", "mul"];
+    t.replace("{machine2}", &f.machines[(i + 1) % f.machines.len()])
+        .replace("{machine}", m)
+        .replace("{key}", key)
+        .replace("{artifact}", &enc(art))
+        .replace("{kernel}", &enc(&f.kernels[i % f.kernels.len()]))
+        .replace("{q}", terms[i % terms.len()])
+        .replace("{up}", &f.up)
+        .replace("{from}", &f.from.to_string())
+        .replace("{to}", &f.to.to_string())
+        .replace("{old}", old)
+        .replace("{new}", new)
+        .replace("{pair_old}", &f.pair_old)
+        .replace("{pair_new}", &f.pair_new)
+}
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    v.get(((v.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(f64::NAN)
+}
+
+/// `clients` concurrent clients on one route, until `requests` or `route_secs` are spent.
+async fn drive(a: &Args, base: &str, r: &'static Route, f: &Facts) -> (Vec<f64>, usize, usize, f64) {
+    let http = client();
+    let t = Instant::now();
+    let mut tasks = vec![];
+    for c in 0..a.clients {
+        let (http, base, f, timeout, budget) =
+            (http.clone(), base.to_string(), f.clone(), a.timeout, Duration::from_secs_f64(a.route_secs));
+        let (requests, clients) = (a.requests, a.clients);
+        tasks.push(tokio::spawn(async move {
+            let (mut lat, mut timeouts, mut errors) = (vec![], 0, 0);
+            for i in (c..requests).step_by(clients) {
+                if t.elapsed() > budget {
+                    break;
+                }
+                match get(&http, &base, &fill(r, &f, i), timeout).await {
+                    Outcome::Ok(d, _) => lat.push(d.as_secs_f64() * 1000.0),
+                    Outcome::Timeout => timeouts += 1,
+                    _ => errors += 1,
+                }
+            }
+            (lat, timeouts, errors)
+        }));
+    }
+    let (mut all, mut to, mut er) = (vec![], 0, 0);
+    for t in tasks {
+        let (l, a, b) = t.await.unwrap();
+        all.extend(l);
+        to += a;
+        er += b;
+    }
+    all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (all, to, er, t.elapsed().as_secs_f64())
+}
+
+/// Upload the fleet; returns its facts and the ingest figure.
+async fn build_fleet(
+    a: &Args,
+    c: &Corpus,
+    s: &Server,
+    tokens: &BTreeMap<String, String>,
+) -> anyhow::Result<(Facts, String)> {
+    let bench: Vec<String> = (1..=a.machines).map(|i| format!("bench-{i:02}")).collect();
+    let mut plan: Vec<(String, &cachelens::model::ScanReport, usize, usize)> =
+        bench.iter().map(|m| (m.clone(), &c.h100, a.entries, a.events)).collect();
+    plan.push(("pair-old".into(), &c.mi300_old, a.entries, 0));
+    plan.push(("pair-new".into(), &c.mi300_new, a.entries, 0));
+    plan.push(("up".into(), &c.a100_old, a.entries, 0));
+    plan.push(("up".into(), &c.a100_new, 2 * a.entries, 0)); // both generations, as Triton leaves them
+    let mut f = fleet::facts(c, &bench, a.entries, a.variety);
+    let (t, mut total) = (Instant::now(), 0);
+    for (m, tmpl, n, events) in plan {
+        let t1 = Instant::now();
+        let (tm, mm, v) = (tmpl.clone(), m.clone(), a.variety);
+        let root = format!("/bench/{m}/triton-cache");
+        let report = tokio::task::spawn_blocking(move || fleet::report(&tm, &mm, &root, n, v, events)).await?;
+        let up =
+            cachelens::upload::upload_report(&s.url, &tokens[&m], report, cachelens::upload::Retry::new(3)).await?;
+        total += n;
+        if m == "up" {
+            (f.from, f.to) = (f.to, up.response.scan_id);
+        }
+        eprintln!(
+            "  uploaded {m}: {n} entries, {events} events, {} gzip, in {:.1}s (RSS {} MB)",
+            kb(up.body_bytes),
+            t1.elapsed().as_secs_f64(),
+            s.mem_mb().0
+        );
+    }
+    let secs = t.elapsed().as_secs_f64();
+    Ok((
+        f,
+        format!("{total} entries in {secs:.0} s ({:.0} entries/s, uploads one after the other)", total as f64 / secs),
+    ))
+}
+
+/// The upgraded machine's two scans, read back from the server (a reused database).
+async fn up_scans(url: &str) -> anyhow::Result<(i64, i64)> {
+    let v: serde_json::Value = client().get(format!("{url}/api/v1/scans?machine=up")).send().await?.json().await?;
+    let mut ids: Vec<i64> = v.as_array().into_iter().flatten().filter_map(|s| s["id"].as_i64()).collect();
+    ids.sort();
+    anyhow::ensure!(ids.len() >= 2, "the reused database has no upgraded machine `up` with two scans");
+    Ok((ids[ids.len() - 2], ids[ids.len() - 1]))
+}
+
+/// GET / until it answers (the first page after a landing may wait for the summary rebuild):
+/// up to three tries of `first_timeout`. Returns what the wait was.
+async fn settle(a: &Args, s: &Server) -> String {
+    let (t, http) = (Instant::now(), client());
+    let mut tries = vec![];
+    for _ in 0..3 {
+        let o = get(&http, &s.url, "/", a.first_timeout).await;
+        let ok = matches!(o, Outcome::Ok(..));
+        tries.push(o.show());
+        if ok {
+            break;
+        }
+    }
+    format!(
+        "{} (answered after {:.1} s; RSS then {} MB)",
+        tries.join(", then "),
+        t.elapsed().as_secs_f64(),
+        s.mem_mb().0
+    )
+}
+
+pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow::Result<Run> {
+    let db = a.work.join(format!("{name}.db"));
+    let reuse = a.reuse && db.exists();
+    if !reuse {
+        for ext in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
+        }
+    }
+    let mut s = Server::new(bin, &db, a.rss_cap_mb);
+    let _ = std::fs::remove_file(&s.log);
+    let mut names: Vec<String> = (1..=a.machines).map(|i| format!("bench-{i:02}")).collect();
+    names.extend(["pair-old", "pair-new", "up"].map(String::from));
+    names.extend((1..=a.upload_nodes).map(|i| format!("node-{i:03}")));
+    let mut tokens = BTreeMap::new();
+    for m in names {
+        tokens.insert(m.clone(), s.token(&m)?);
+    }
+    s.start().await?;
+    let (f, ingest) = if reuse {
+        let bench: Vec<String> = (1..=a.machines).map(|i| format!("bench-{i:02}")).collect();
+        let mut f = fleet::facts(c, &bench, a.entries, a.variety);
+        (f.from, f.to) = up_scans(&s.url).await?;
+        (f, format!("reused {} (built by an earlier run through this binary's uploads)", db.display()))
+    } else {
+        build_fleet(a, c, &s, &tokens).await?
+    };
+    let first = settle(a, &s).await;
+    let label = if reuse {
+        "first GET / after the server started on the reused fleet"
+    } else {
+        "first GET / right after the last scan landed"
+    };
+    println!("fleet: {ingest}\n{label}: {first}");
+    let http = client();
+    let mut rows = vec![];
+    if !a.skip_routes {
+        println!(
+            "{:<34} {:>22} {:>9} {:>9} {:>9} {:>6} {:>7} {:>7}",
+            "route", "cold (1 request)", "p50 ms", "p99 ms", "max ms", "n", "timeout", "RSS MB"
+        );
+        for r in ROUTES {
+            let cold = get(&http, &s.url, &fill(r, &f, 0), a.timeout).await;
+            let mut load = None;
+            if !s.alive() || matches!(cold, Outcome::Timeout) {
+                s.restart().await?;
+                settle(a, &s).await;
+            } else if cold.ms().is_some_and(|m| m < a.slow_ms) {
+                let (lat, to, er, secs) = drive(a, &s.url, r, &f).await;
+                load =
+                    Some((pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 1.0), lat.len(), to, er, lat.len() as f64 / secs));
+                if to > 0 || !s.alive() {
+                    s.restart().await?;
+                    settle(a, &s).await;
+                }
+            }
+            let row = Row { label: r.label, cold, load, rss_mb: s.mem_mb().0 };
+            print_row(&row);
+            rows.push(row);
+        }
+    }
+    let mut upload = vec![];
+    if a.upload_nodes > 0 {
+        upload = crate::drive_upload::run(a, c, &s, &tokens, &f).await?;
+    }
+    s.stop();
+    let hwm_mb = s.hwm_kb.load(Ordering::Relaxed) / 1024;
+    let killed = s.killed.load(Ordering::Relaxed);
+    println!("server peak RSS (VmHWM, every restart included): {hwm_mb} MB; killed by the RSS cap: {killed} times");
+    Ok(Run { name: name.into(), rows, first, ingest, hwm_mb, upload })
+}
+
+fn load_cells(l: &Option<(f64, f64, f64, usize, usize, usize, f64)>) -> (String, String, String, String, String) {
+    match l {
+        Some((p50, p99, max, n, to, er, _)) => (
+            format!("{p50:.1}"),
+            if *to > 0 && (*to as f64) >= 0.01 * (*n + *to) as f64 { "timeout".into() } else { format!("{p99:.1}") },
+            format!("{max:.1}"),
+            format!("{n}{}", if *er > 0 { format!(" ({er} err)") } else { String::new() }),
+            to.to_string(),
+        ),
+        None => ("-".into(), "-".into(), "-".into(), "not driven".into(), "-".into()),
+    }
+}
+
+fn print_row(r: &Row) {
+    let (p50, p99, max, n, to) = load_cells(&r.load);
+    println!(
+        "{:<34} {:>22} {:>9} {:>9} {:>9} {:>6} {:>7} {:>7}",
+        r.label,
+        r.cold.show(),
+        p50,
+        p99,
+        max,
+        n,
+        to,
+        r.rss_mb
+    );
+}
+
+pub fn print_compare(b: &Run, a: &Run) {
+    println!("\n== before / after ({} / {})", b.name, a.name);
+    println!("fleet ingest: before {} | after {}", b.ingest, a.ingest);
+    println!("first GET / after the landing: before {} | after {}", b.first, a.first);
+    println!("server peak RSS: before {} MB | after {} MB", b.hwm_mb, a.hwm_mb);
+    println!(
+        "| route | before cold | before p50 / p99 ms | after cold | after p50 / p99 ms |\n| --- | --- | --- | --- | --- |"
+    );
+    for (rb, ra) in b.rows.iter().zip(&a.rows) {
+        let (b50, b99, ..) = load_cells(&rb.load);
+        let (a50, a99, ..) = load_cells(&ra.load);
+        println!("| {} | {} | {b50} / {b99} | {} | {a50} / {a99} |", rb.label, rb.cold.show(), ra.cold.show());
+    }
+    for (x, y) in b.upload.iter().zip(&a.upload) {
+        println!("upload: before {x}\n        after  {y}");
+    }
+}
