@@ -257,7 +257,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     };
     let limits =
         web::serve::Limits { header_timeout: secs(a.limits.header_timeout), max_connections: a.limits.max_connections };
-    let app = web::app(AppState::new(pool, config));
+    let state = AppState::new(pool, config);
+    state.db.rebuild_soon(); // a database scanned or migrated while no server ran
+    let app = web::app(state);
     let listener = tokio::net::TcpListener::bind(a.listen).await?;
     eprintln!(
         "cachelens: at most {} connections, {} s for a request's headers",

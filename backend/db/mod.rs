@@ -51,8 +51,14 @@ impl Db {
     }
 
     /// Make the summary tables current before reading them (see [`rebuild::refresh`]).
-    pub async fn fresh_summaries(&self) -> sqlx::Result<()> {
+    pub async fn fresh_summaries(&self) -> Result<(), rebuild::SummaryError> {
         rebuild::refresh(self).await
+    }
+
+    /// Data landed (or the server started): rebuild the summary tables in the background now
+    /// rather than on the next page (see [`rebuild::rebuild_soon`]).
+    pub fn rebuild_soon(&self) {
+        rebuild::rebuild_soon(self)
     }
 }
 

@@ -1,6 +1,13 @@
-//! Candidates for an entry's nearest neighbours, read through the kernel index of `entries` and
-//! grouped by variant identity: the live kernel entries of one kernel on every machine, where
-//! entries whose every compared input is equal (key — Triton's hash of source, signature,
+//! Candidates for an entry's nearest neighbours: the other compiles of its **variant** — the
+//! same kernel, signature (argument types and divisibility), tile shapes (constexpr-derived
+//! `make_range`/tensor shapes), num_warps and num_stages — on every machine, read through the
+//! variant index `entries_variant` (migration 0017), not a scan of the kernel's or the fleet's
+//! entries. A recompile of a kernel (new Triton or Python, another GPU, an env var, a source
+//! edit) keeps its variant and changes its key; an entry of another variant is another
+//! specialisation, not a recompile, and a kernel at fleet scale has thousands of them (20
+//! machines × 50,000 entries: 5,000 entries of one kernel, 1,266 classes to analyse, 12 s).
+//!
+//! The candidates are grouped into classes: entries whose every compared input is equal (key — Triton's hash of source, signature,
 //! constexprs, options, backend and compiler —, metadata, `.source`/`.ttir`, binary, code
 //! digest, relocation, the hook's recorded key parts) form one class. The same key on twenty
 //! machines is one class: the explainer analyses it once and loads its IR once.
@@ -42,22 +49,29 @@ struct SideRow {
     relocated: bool,
 }
 
-/// Live kernel entries of `kernel` on every machine, grouped into classes that compare alike.
-pub async fn kernel_classes(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Classes> {
+/// Live kernel entries of the variant of `machine`'s entry `key` on every machine (itself
+/// included), grouped into classes that compare alike. No candidates when the entry is unknown.
+pub async fn variant_classes(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Classes> {
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     // The class of the stored inputs, ranked in SQL so that metadata and IR stay in the database.
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT id, machine, key,
+        "WITH me AS (SELECT e.kernel, e.signature, e.shapes, e.num_warps, e.num_stages
+                     FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ?1 AND e.key = ?2
+                     ORDER BY e.removed_at IS NOT NULL, e.id DESC LIMIT 1)
+         SELECT id, machine, key,
                 DENSE_RANK() OVER (ORDER BY key, metadata_json, binary_sha256, code, relocated, irs) AS class
          FROM (SELECT e.id, m.name AS machine, e.key, e.metadata_json, e.binary_sha256,
                       json_extract(e.resources_json, '$.code_sha256') AS code, e.relocated,
                       (SELECT group_concat(a.ext || ':' || a.sha256) FROM artifacts a
                        WHERE a.entry_id = e.id AND a.ext IN ('source', 'ttir')) AS irs
-               FROM entries e INDEXED BY entries_kernel JOIN machines m ON m.id = e.machine_id
-               WHERE e.kernel = ?1 AND e.kind IN {kinds} AND e.removed_at IS NULL)
+               FROM me CROSS JOIN entries e INDEXED BY entries_variant JOIN machines m ON m.id = e.machine_id
+               WHERE e.kernel = me.kernel AND e.signature IS me.signature AND e.shapes IS me.shapes
+                 AND e.num_warps IS me.num_warps AND e.num_stages IS me.num_stages
+                 AND e.kind IN {kinds} AND e.removed_at IS NULL)
          ORDER BY machine, key"
     )))
-    .bind(kernel)
+    .bind(machine)
+    .bind(key)
     .fetch_all(pool)
     .await?;
     let mut keys: Vec<&str> = rows.iter().map(|r| r.get::<&str, _>("key")).collect();

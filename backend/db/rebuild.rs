@@ -21,6 +21,15 @@ const WAIT_FOR_REBUILD: std::time::Duration = std::time::Duration::from_secs(2);
 /// while the next one runs.
 const QUICK_REBUILD_MS: u64 = 300;
 
+/// Data up to this many entries (the highest entry id) rebuilds within seconds (a rebuild reads
+/// every live entry: ~27 s per million on the dev machine): a page waits for the first build of
+/// such a database in full. Above it the first build of a fleet does not hold a page for half a
+/// minute or more: the page waits [`WAIT_FOR_REBUILD`], then says the summary is being built
+/// ([`SummaryError::Building`], a 503 that names the wait), and the build goes on in the
+/// background. Landings start it at once ([`rebuild_soon`]), so it is normally done before the
+/// first visit.
+const SMALL_DATA: i64 = 100_000;
+
 /// Rebuild state of one database, owned by its [`Db`] handle.
 #[derive(Debug, Default)]
 pub struct State {
@@ -28,6 +37,35 @@ pub struct State {
     running: tokio::sync::Mutex<()>,
     /// How long the last rebuild took (0: none yet).
     last_ms: AtomicU64,
+    /// A background rebuild is queued (not yet started): landings meanwhile add no other.
+    queued: std::sync::atomic::AtomicBool,
+}
+
+/// Why a page cannot read the summary tables.
+#[derive(Debug, thiserror::Error)]
+pub enum SummaryError {
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+    /// The tables were never built and the first build of this much data is under way.
+    #[error(
+        "the dashboard's summary of {entries} entries is being built for the first time (the last build took {last}); \
+         this page answers once it is done"
+    )]
+    Building { entries: i64, last: String },
+}
+
+/// Start a rebuild in the background if none is queued: after a scan lands, and when a server
+/// starts on stale tables, so that the next page finds them current instead of waiting.
+pub fn rebuild_soon(db: &Db) {
+    if db.summaries.queued.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let d = db.clone();
+    tokio::spawn(async move {
+        if let Err(e) = rebuild_if_stale(&d).await {
+            tracing::warn!("background summary rebuild: {e}");
+        }
+    });
 }
 
 /// The summary tables and the temp-schema tables a rebuild stages them in. The rebuild
@@ -67,7 +105,7 @@ async fn built_version(conn: &mut SqliteConnection) -> sqlx::Result<Option<(i64,
 /// it up to [`WAIT_FOR_REBUILD`] (fully when the tables were never built, not at all when the
 /// last rebuild was slow), then reads whatever the tables hold: the previous figures until the
 /// rebuild commits.
-pub async fn refresh(db: &Db) -> sqlx::Result<()> {
+pub async fn refresh(db: &Db) -> Result<(), SummaryError> {
     let (built, now) = {
         let mut conn = db.pool().acquire().await?;
         (built_version(&mut conn).await?, data_version(&mut conn).await?)
@@ -76,20 +114,33 @@ pub async fn refresh(db: &Db) -> sqlx::Result<()> {
         return Ok(());
     }
     let state = &db.summaries;
-    if built.is_some() && state.running.try_lock().is_err() {
+    // No rebuild yet in this process: judge by the size of the data.
+    let quick = match state.last_ms.load(Ordering::Relaxed) {
+        0 => now.1 <= SMALL_DATA,
+        ms => ms <= QUICK_REBUILD_MS,
+    };
+    if built.is_some() && !quick && state.running.try_lock().is_err() {
         return Ok(()); // the rebuild under way serves the next pages; this one shows the last figures
     }
-    let quick = state.last_ms.load(Ordering::Relaxed) <= QUICK_REBUILD_MS;
     let d = db.clone();
+    // (waits for a rebuild under way, then rebuilds only if that one left the tables stale)
     let task = tokio::spawn(async move { rebuild_if_stale(&d).await });
     let joined = match (built, quick) {
-        (None, _) => Ok(task.await),
+        (None, _) if now.1 <= SMALL_DATA => Ok(task.await),
+        (None, _) => match tokio::time::timeout(WAIT_FOR_REBUILD, task).await {
+            Ok(done) => Ok(done),
+            Err(_) => {
+                let ms = state.last_ms.load(Ordering::Relaxed);
+                let last = if ms == 0 { "none yet".to_string() } else { format!("{:.0} s", ms as f64 / 1000.0) };
+                return Err(SummaryError::Building { entries: now.1, last });
+            }
+        },
         (Some(_), true) => tokio::time::timeout(WAIT_FOR_REBUILD, task).await,
         (Some(_), false) => return Ok(()),
     };
     match joined {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => Err(sqlx::Error::Protocol(format!("summary rebuild task failed: {e}"))),
+        Ok(Ok(r)) => Ok(r?),
+        Ok(Err(e)) => Err(sqlx::Error::Protocol(format!("summary rebuild task failed: {e}")).into()),
         Err(_) => {
             tracing::info!("summary tables are being rebuilt: serving the previous figures");
             Ok(())
@@ -110,6 +161,8 @@ pub async fn refresh(db: &Db) -> sqlx::Result<()> {
 /// the next page rebuilds.
 async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
     let _running = db.summaries.running.lock().await;
+    // From here a landing queues the next background rebuild: this one may not see its data.
+    db.summaries.queued.store(false, Ordering::Release);
     let mut conn = db.pool().acquire().await?;
     let started = std::time::Instant::now();
     let result = stage_and_swap(&mut conn).await;

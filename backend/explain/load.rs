@@ -103,16 +103,17 @@ pub struct Neighbour {
     pub identical_code: bool,
 }
 
-/// The closest entries of the same kernel on any machine: fewest differing components first,
-/// then fewest differing key inputs. Candidates come by kernel and variant identity
-/// ([`crate::db::nearest`]): one analysis per class of entries that compare alike.
+/// The closest other compiles of the entry's variant (same kernel, signature, tile shapes,
+/// num_warps, num_stages) on any machine: fewest differing components first, then fewest
+/// differing key inputs. Candidates come through the variant index ([`crate::db::nearest`]):
+/// one analysis per class of entries that compare alike.
 pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
     let of = load_id(pool, id).await?;
-    let Some(kernel) = of.side.kernel_name().map(str::to_string) else {
+    if of.side.kernel_name().is_none() {
         return Ok((of, vec![]));
-    };
+    }
     let crate::db::nearest::Classes { candidates, mut classes } =
-        crate::db::nearest::kernel_classes(pool, &kernel).await?;
+        crate::db::nearest::variant_classes(pool, &of.side.machine, &of.side.key).await?;
     let me = candidates.iter().position(|c| c.machine == of.side.machine && c.key == of.side.key);
     for (_, members) in &mut classes {
         members.retain(|&i| Some(i) != me);

@@ -21,9 +21,24 @@ pub enum AppError {
     TooLarge(String),
     #[error("{0}")]
     Unprocessable(String),
+    /// Not yet: the answer is being prepared (503, with Retry-After).
+    #[error("{0}")]
+    Unavailable(String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
+
+impl From<crate::db::rebuild::SummaryError> for AppError {
+    fn from(e: crate::db::rebuild::SummaryError) -> Self {
+        match e {
+            crate::db::rebuild::SummaryError::Db(e) => e.into(),
+            e @ crate::db::rebuild::SummaryError::Building { .. } => AppError::Unavailable(e.to_string()),
+        }
+    }
+}
+
+/// Seconds a client is asked to wait before retrying a 503.
+const RETRY_AFTER_S: &str = "10";
 
 impl From<sqlx::Error> for AppError {
     fn from(e: sqlx::Error) -> Self {
@@ -51,6 +66,7 @@ impl AppError {
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -79,7 +95,11 @@ impl<E: Into<AppError>> From<E> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.0.status();
-        (status, axum::Json(serde_json::json!({ "error": self.0.public_message() }))).into_response()
+        let body = axum::Json(serde_json::json!({ "error": self.0.public_message() }));
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            return (status, [(header::RETRY_AFTER, RETRY_AFTER_S)], body).into_response();
+        }
+        (status, body).into_response()
     }
 }
 
@@ -98,6 +118,8 @@ struct ErrorPage {
     title: String,
     status: u16,
     message: String,
+    /// Reload after this many seconds (a 503: the answer is being prepared).
+    refresh: Option<&'static str>,
 }
 
 impl IntoResponse for PageError {
@@ -107,11 +129,16 @@ impl IntoResponse for PageError {
             title: status.canonical_reason().unwrap_or("error").to_string(),
             status: status.as_u16(),
             message: self.0.public_message(),
+            refresh: (status == StatusCode::SERVICE_UNAVAILABLE).then_some(RETRY_AFTER_S),
         };
         let body = page.render().unwrap_or_else(|e| {
             tracing::error!(error = ?e, "rendering the error page");
             "error".into()
         });
-        (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+        let mut res = (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            res.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static(RETRY_AFTER_S));
+        }
+        res
     }
 }

@@ -101,6 +101,8 @@ pub fn fill(r: &Route, f: &Facts, i: usize) -> String {
         .replace("{new}", new)
         .replace("{pair_old}", &f.pair_old)
         .replace("{pair_new}", &f.pair_new)
+        .replace("{autotune}", &f.autotune)
+        .replace("{decision}", &f.decision.to_string())
 }
 
 fn pct(v: &[f64], p: f64) -> f64 {
@@ -176,11 +178,31 @@ async fn build_fleet(
             s.mem_mb().0
         );
     }
+    total += upload_autotune(c, s, tokens).await?;
     let secs = t.elapsed().as_secs_f64();
     Ok((
         f,
         format!("{total} entries in {secs:.0} s ({:.0} entries/s, uploads one after the other)", total as f64 / secs),
     ))
+}
+
+/// Upload the real autotune machine as scanned; its entry count.
+async fn upload_autotune(c: &Corpus, s: &Server, tokens: &BTreeMap<String, String>) -> anyhow::Result<usize> {
+    let mut report = c.autotune.clone();
+    report.machine = "h100-autotune".into();
+    report.root = "/bench/h100-autotune/inductor".into();
+    report.client_id = cachelens::collect::new_client_id();
+    let n = report.entries.len();
+    cachelens::upload::upload_report(&s.url, &tokens["h100-autotune"], report, cachelens::upload::Retry::new(3)).await?;
+    Ok(n)
+}
+
+/// One autotune decision's id on the autotune machine, read back from the server.
+async fn a_decision(url: &str) -> anyhow::Result<i64> {
+    let v: serde_json::Value =
+        client().get(format!("{url}/api/v1/autotune?machine=h100-autotune&limit=1")).send().await?.json().await?;
+    let first = v.get("decisions").and_then(|d| d.get(0)).or_else(|| v.get(0));
+    first.and_then(|d| d["id"].as_i64()).ok_or_else(|| anyhow::anyhow!("no autotune decision on h100-autotune: {v}"))
 }
 
 /// The upgraded machine's two scans, read back from the server (a reused database).
@@ -224,7 +246,7 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
     let mut s = Server::new(bin, &db, a.rss_cap_mb);
     let _ = std::fs::remove_file(&s.log);
     let mut names: Vec<String> = (1..=a.machines).map(|i| format!("bench-{i:02}")).collect();
-    names.extend(["pair-old", "pair-new", "up"].map(String::from));
+    names.extend(["pair-old", "pair-new", "up", "h100-autotune"].map(String::from));
     names.extend((1..=a.upload_nodes).map(|i| format!("node-{i:03}")));
     let mut tokens = BTreeMap::new();
     for m in names {
@@ -235,11 +257,16 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
         let bench: Vec<String> = (1..=a.machines).map(|i| format!("bench-{i:02}")).collect();
         let mut f = fleet::facts(c, &bench, a.entries, a.variety);
         (f.from, f.to) = up_scans(&s.url).await?;
+        if a_decision(&s.url).await.is_err() {
+            upload_autotune(c, &s, &tokens).await?; // a fleet built before the autotune machine
+        }
         (f, format!("reused {} (built by an earlier run through this binary's uploads)", db.display()))
     } else {
         build_fleet(a, c, &s, &tokens).await?
     };
     let first = settle(a, &s).await;
+    let mut f = f;
+    f.decision = a_decision(&s.url).await?;
     let label = if reuse {
         "first GET / after the server started on the reused fleet"
     } else {
@@ -253,7 +280,7 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
             "{:<34} {:>22} {:>9} {:>9} {:>9} {:>6} {:>7} {:>7}",
             "route", "cold (1 request)", "p50 ms", "p99 ms", "max ms", "n", "timeout", "RSS MB"
         );
-        for r in ROUTES {
+        for r in ROUTES.iter().filter(|r| a.only.is_empty() || a.only.iter().any(|o| r.label.contains(o.as_str()))) {
             let cold = get(&http, &s.url, &fill(r, &f, 0), a.timeout).await;
             let mut load = None;
             if !s.alive() || matches!(cold, Outcome::Timeout) {

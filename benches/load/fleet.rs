@@ -9,6 +9,8 @@
 //! - `up`: upgraded in place: a scan of the A100 Triton 3.4.0 corpus cloned to `entries`, then
 //!   the same dir after the 3.5.1 recompile (both generations, as Triton leaves them: 2×).
 //! - `pair-old` / `pair-new`: the MI300 corpus on Triton 3.6.0, and its 3.9.0 recompile.
+//! - `h100-autotune`: the real Inductor max-autotune dir (its decisions and their entries), not
+//!   cloned: the autotune pages need real choices linked to real entries.
 
 #[path = "../../backend/test_corpus.rs"]
 mod test_corpus;
@@ -23,6 +25,8 @@ pub struct Corpus {
     pub a100_new: ScanReport,
     pub mi300_old: ScanReport,
     pub mi300_new: ScanReport,
+    /// The H100 Inductor max-autotune dir, as scanned (uploaded as is).
+    pub autotune: ScanReport,
 }
 
 fn scan(archive: &str, sub: &str) -> anyhow::Result<ScanReport> {
@@ -58,6 +62,7 @@ impl Corpus {
             a100_new: scan("a100-upgrade-2-triton-3.5.1", "triton-cache")?,
             mi300_old,
             mi300_new,
+            autotune: scan("h100-inductor-autotune-triton-3.6.0", "")?,
         })
     }
 }
@@ -140,6 +145,10 @@ pub struct Facts {
     pub upgrade_pairs: Vec<(String, String)>,
     pub pair_old: String,
     pub pair_new: String,
+    /// The machine with real autotune decisions, and the id of one of them (read back from the
+    /// server after the landing).
+    pub autotune: String,
+    pub decision: i64,
 }
 
 /// Entries to pick for the templates: kernels (not launchers), spread over the clones.
@@ -151,6 +160,7 @@ pub fn facts(c: &Corpus, machines: &[String], n: usize, variety: usize) -> Facts
         up: "up".into(),
         pair_old: "pair-old".into(),
         pair_new: "pair-new".into(),
+        autotune: "h100-autotune".into(),
         ..Default::default()
     };
     let mut kernels = BTreeMap::new();

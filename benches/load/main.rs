@@ -37,6 +37,8 @@ pub struct Args {
     pub readers: usize,
     pub skip_routes: bool,
     pub reuse: bool,
+    /// Time only the routes whose label contains one of these (comma-separated `--only`).
+    pub only: Vec<String>,
 }
 
 fn args() -> Args {
@@ -58,6 +60,7 @@ fn args() -> Args {
         readers: 4,
         skip_routes: false,
         reuse: false,
+        only: vec![],
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -81,6 +84,7 @@ fn args() -> Args {
             "--readers" => a.readers = n(v()),
             "--skip-routes" => a.skip_routes = true,
             "--reuse" => a.reuse = true,
+            "--only" => a.only = v().split(',').map(str::to_string).collect(),
             "--bench" => {} // cargo bench passes it
             other => panic!("unknown flag {other} (see benches/load/main.rs)"),
         }

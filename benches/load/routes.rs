@@ -9,7 +9,8 @@
 //! `{machine}`, `{artifact}` one of its files, `{kernel}` a kernel, `{q}` a search term, `{up}`
 //! the machine upgraded in place, `{from}`/`{to}` its two scans, `{old}`/`{new}` an entry of the
 //! old and of the new release on it (same kernel), `{pair_old}`/`{pair_new}` two machines on two
-//! releases. A template starting with `HX ` is sent with `HX-Request: true` (the htmx partial).
+//! releases, `{autotune}` the machine with real autotune decisions, `{decision}` one of them.
+//! A template starting with `HX ` is sent with `HX-Request: true` (the htmx partial).
 #![allow(dead_code)] // the test reads the patterns only
 
 /// One timed row: the route's pattern as registered, a label, the URL templates (cycled).
@@ -40,6 +41,9 @@ pub const ROUTES: &[Route] = &[
     r("/history", "history (fleet)", &["/history"]),
     r("/history", "history kernel", &["/history?kernel={kernel}"]),
     r("/history", "history machine", &["/history?machine={machine}"]),
+    r("/autotune", "autotune decisions (machine)", &["/autotune?machine={autotune}"]),
+    r("/autotune/{id}", "autotune decision", &["/autotune/{decision}"]),
+    r("/metrics", "prometheus metrics", &["/metrics"]),
     r("/static/{*path}", "static file", &["/static/style.css"]),
     r("/favicon.ico", "favicon", &["/favicon.ico"]),
     r("/login", "login (redirect)", &["/login"]),

@@ -66,3 +66,58 @@ async fn two_databases_do_not_share_rebuild_state() {
     assert_eq!(built_version(&mut conn).await.unwrap(), Some(data_version(&mut conn).await.unwrap()));
     assert!(b.summaries.running.try_lock().is_ok(), "B's rebuild is done");
 }
+
+async fn current(db: &Db) -> bool {
+    let mut conn = db.pool().acquire().await.unwrap();
+    built_version(&mut conn).await.unwrap() == Some(data_version(&mut conn).await.unwrap())
+}
+
+/// A landing starts the rebuild itself: the tables become current with no page asking, and
+/// landings while one is queued add no second one.
+#[tokio::test]
+async fn rebuild_soon_makes_the_tables_current_without_a_page() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = Db::open(&dir.path().join("a.db")).await.unwrap();
+    ingest(&db, &report("node-a", "a1", &["aa01", "aa02"], 100)).await;
+    assert!(!current(&db).await);
+    let held = db.summaries.running.lock().await; // a rebuild under way: the next one queues
+    db.rebuild_soon();
+    db.rebuild_soon();
+    assert!(db.summaries.queued.load(Ordering::Acquire));
+    drop(held);
+    for _ in 0..200 {
+        if current(&db).await {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(current(&db).await, "the background rebuild made the tables current");
+    assert_eq!(live_entries(&db).await, 2);
+    assert!(!db.summaries.queued.load(Ordering::Acquire));
+}
+
+/// The first build of a large database does not hold a page: after the wait the page gets
+/// `Building` (a 503 naming the entries), and once the build is done pages read the figures.
+#[tokio::test]
+async fn first_build_of_a_large_database_answers_building_instead_of_hanging() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = Db::open(&dir.path().join("a.db")).await.unwrap();
+    ingest(&db, &report("node-a", "a1", &["aa01", "aa02"], 100)).await;
+    // The data version reads the highest entry id: make it one of a large database.
+    sqlx::query("UPDATE entries SET id = id + ?").bind(SMALL_DATA).execute(db.pool()).await.unwrap();
+    let held = db.summaries.running.lock().await; // the first build under way
+    let t = std::time::Instant::now();
+    let e = db.fresh_summaries().await.unwrap_err();
+    assert!(t.elapsed() >= WAIT_FOR_REBUILD && t.elapsed() < WAIT_FOR_REBUILD * 3, "{:?}", t.elapsed());
+    match &e {
+        SummaryError::Building { entries, .. } => assert_eq!(*entries, SMALL_DATA + 2),
+        other => panic!("{other:?}"),
+    }
+    let web: crate::web::error::AppError = e.into();
+    assert_eq!(web.status(), axum::http::StatusCode::SERVICE_UNAVAILABLE);
+    assert!(web.to_string().contains("being built"), "{web}");
+    drop(held);
+    db.fresh_summaries().await.unwrap();
+    assert!(current(&db).await);
+    assert_eq!(live_entries(&db).await, 2);
+}
