@@ -15,9 +15,13 @@
 # Flags (defaults): --machines 20 --entries 50000 --variety 100 (kernel name variants per corpus
 # kernel) --events 20000 (hook events per machine) --clients 16 --requests 400 (per route)
 # --route-seconds 10 (most time per route under load) --timeout 30 (per request, s)
-# --first-timeout 300 --slow-ms 3000 (a route whose cold request is slower is not driven)
+# --first-timeout 300 --slow-ms 3000 (a route whose cold request is slower is asked once more:
+# a first visit that stored its answer (an invalidation report) is then printed on its own and
+# the second visit is the cold figure; still slower: not driven)
 # --rss-cap-mb 6000 (the server is killed above it) --upload-nodes 0 --upload-entries 50000
-# --readers 4 --skip-routes --work target/load-bench
+# --readers 4 --skip-routes --work target/load-bench --reuse (serve <work>/<build|before|after>.db
+# built by an earlier run instead of uploading the fleet again; a fleet built before the autotune
+# machine gets it uploaded) --only LABEL,LABEL (time only routes whose label contains one)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${CACHELENS_BIN:-}" ]; then

@@ -54,18 +54,23 @@ pub async fn entries(
     include_removed: bool,
     page: Page,
 ) -> sqlx::Result<Vec<EntryRow>> {
-    let mut rows: Vec<EntryRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {ENTRY_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR e.kernel = ?2) AND (?3 OR e.removed_at IS NULL)
-         ORDER BY m.name, e.kernel, e.num_warps, e.num_stages, e.key LIMIT ?4 OFFSET ?5"
-    )))
-    .bind(machine)
-    .bind(kernel)
-    .bind(include_removed)
-    .bind(page.limit)
-    .bind(page.offset)
-    .fetch_all(pool)
-    .await?;
+    // Each filter is written only when given: `(?1 IS NULL OR m.name = ?1)` kept SQLite from
+    // using an index, and a page read and sorted every entry of the fleet (3 s at 1.25M).
+    let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+        "SELECT {ENTRY_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE 1"
+    ));
+    if let Some(m) = machine {
+        qb.push(" AND e.machine_id = (SELECT id FROM machines WHERE name = ").push_bind(m).push(")");
+    }
+    if let Some(k) = kernel {
+        qb.push(" AND e.kernel = ").push_bind(k);
+    }
+    if !include_removed {
+        qb.push(" AND e.removed_at IS NULL");
+    }
+    qb.push(" ORDER BY m.name, e.kernel, e.num_warps, e.num_stages, e.key LIMIT ").push_bind(page.limit);
+    qb.push(" OFFSET ").push_bind(page.offset);
+    let mut rows: Vec<EntryRow> = qb.build_query_as().fetch_all(pool).await?;
     with_artifacts(pool, &mut rows).await?;
     Ok(rows)
 }

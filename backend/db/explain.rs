@@ -277,8 +277,8 @@ pub struct LightRow {
 pub async fn light_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<LightRow>> {
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
-        "SELECT e.id, e.key, e.kernel, e.relocated FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE m.name = ?1 AND e.root = ?2 AND e.kind IN {kinds}
+        "SELECT e.id, e.key, e.kernel, e.relocated FROM entries e INDEXED BY entries_light
+         WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.root = ?2 AND e.kind IN {kinds}
            AND e.first_scan_id <= ?3 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?3)
          ORDER BY e.kernel, e.key"
     );
@@ -289,8 +289,9 @@ pub async fn light_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<LightR
 pub async fn light_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<LightRow>> {
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
-        "SELECT e.id, e.key, e.kernel, e.relocated FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE m.name = ?1 AND e.kind IN {kinds} AND e.removed_at IS NULL ORDER BY e.kernel, e.key"
+        "SELECT e.id, e.key, e.kernel, e.relocated FROM entries e INDEXED BY entries_light
+         WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.kind IN {kinds} AND e.removed_at IS NULL
+         ORDER BY e.kernel, e.key"
     );
     sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(machine).fetch_all(pool).await
 }

@@ -1,18 +1,13 @@
-//! Candidates for an entry's nearest neighbours: the other compiles of its **variant** — the
-//! same kernel, signature (argument types and divisibility), tile shapes (constexpr-derived
-//! `make_range`/tensor shapes), num_warps and num_stages — on every machine, read through the
-//! variant index `entries_variant` (migration 0017), not a scan of the kernel's or the fleet's
-//! entries. A recompile of a kernel (new Triton or Python, another GPU, an env var, a source
-//! edit) keeps its variant and changes its key; an entry of another variant is another
-//! specialisation, not a recompile, and a kernel at fleet scale has thousands of them (20
-//! machines × 50,000 entries: 5,000 entries of one kernel, 1,266 classes to analyse, 12 s).
-//!
-//! The candidates are grouped into classes: entries whose every compared input is equal (key — Triton's hash of source, signature,
-//! constexprs, options, backend and compiler —, metadata, `.source`/`.ttir`, binary, code
-//! digest, relocation, the hook's recorded key parts) form one class. The same key on twenty
-//! machines is one class: the explainer analyses it once and loads its IR once.
-//!
-//! Nothing here reads more than the one kernel's entries and the recorded parts of their keys.
+//! Candidates for an entry's nearest neighbours, read by kernel through the variant index
+//! `entries_variant` (migration 0017: kernel, signature, tile shapes, num_warps, num_stages),
+//! not a scan of the fleet: [`kernel_variants`] lists the live entries of the kernel from the
+//! index alone, with their variant columns, and the explainer analyses them tier by tier —
+//! the same variant first — only as far as a tier can still place a neighbour
+//! (`explain::load::nearest_of`). [`classes_of_ids`] loads a tier grouped into classes: entries
+//! whose every compared input is equal (key — Triton's hash of source, signature, constexprs,
+//! options, backend and compiler —, metadata, `.source`/`.ttir`, binary, code digest,
+//! relocation, the hook's recorded key parts). The same key on twenty machines is one class: the
+//! explainer analyses it once and loads its IR once.
 
 use super::explain::{ir_texts, parts_of_keys};
 use crate::explain::Side;
@@ -49,31 +44,87 @@ struct SideRow {
     relocated: bool,
 }
 
-/// Live kernel entries of the variant of `machine`'s entry `key` on every machine (itself
-/// included), grouped into classes that compare alike. No candidates when the entry is unknown.
-pub async fn variant_classes(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Classes> {
-    let kinds = EntryKind::sql_list(KERNEL_KINDS);
-    // The class of the stored inputs, ranked in SQL so that metadata and IR stay in the database.
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "WITH me AS (SELECT e.kernel, e.signature, e.shapes, e.num_warps, e.num_stages
-                     FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ?1 AND e.key = ?2
-                     ORDER BY e.removed_at IS NOT NULL, e.id DESC LIMIT 1)
-         SELECT id, machine, key,
-                DENSE_RANK() OVER (ORDER BY key, metadata_json, binary_sha256, code, relocated, irs) AS class
-         FROM (SELECT e.id, m.name AS machine, e.key, e.metadata_json, e.binary_sha256,
-                      json_extract(e.resources_json, '$.code_sha256') AS code, e.relocated,
-                      (SELECT group_concat(a.ext || ':' || a.sha256) FROM artifacts a
-                       WHERE a.entry_id = e.id AND a.ext IN ('source', 'ttir')) AS irs
-               FROM me CROSS JOIN entries e INDEXED BY entries_variant JOIN machines m ON m.id = e.machine_id
-               WHERE e.kernel = me.kernel AND e.signature IS me.signature AND e.shapes IS me.shapes
-                 AND e.num_warps IS me.num_warps AND e.num_stages IS me.num_stages
-                 AND e.kind IN {kinds} AND e.removed_at IS NULL)
-         ORDER BY machine, key"
-    )))
+/// An entry's variant columns, as the index holds them.
+#[derive(Debug, Clone, FromRow)]
+pub struct Variant {
+    pub id: i64,
+    pub signature: Option<String>,
+    pub shapes: Option<String>,
+    pub num_warps: Option<i64>,
+    pub num_stages: Option<i64>,
+}
+
+/// `machine`'s entry `key` (its kernel and variant columns; a live one before a removed one)
+/// and the live entries of its kernel on every machine (itself included), from the index alone.
+pub async fn kernel_variants(
+    pool: &SqlitePool,
+    machine: &str,
+    key: &str,
+) -> sqlx::Result<Option<(Variant, Vec<Variant>)>> {
+    let me: Option<(String, i64, Option<String>, Option<String>, Option<i64>, Option<i64>)> = sqlx::query_as(
+        "SELECT e.kernel, e.id, e.signature, e.shapes, e.num_warps, e.num_stages
+         FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE m.name = ? AND e.key = ? AND e.kernel IS NOT NULL ORDER BY e.removed_at IS NOT NULL, e.id DESC LIMIT 1",
+    )
     .bind(machine)
     .bind(key)
+    .fetch_optional(pool)
+    .await?;
+    let Some((kernel, id, signature, shapes, num_warps, num_stages)) = me else { return Ok(None) };
+    let all: Vec<Variant> = sqlx::query_as(
+        "SELECT id, signature, shapes, num_warps, num_stages FROM entries INDEXED BY entries_variant
+         WHERE kernel = ? AND removed_at IS NULL",
+    )
+    .bind(&kernel)
     .fetch_all(pool)
     .await?;
+    Ok(Some((Variant { id, signature, shapes, num_warps, num_stages }, all)))
+}
+
+/// The live kernel entries among `ids`, ordered by machine and key, grouped into classes that
+/// compare alike.
+pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<Classes> {
+    let kinds = EntryKind::sql_list(KERNEL_KINDS);
+    let mut rows = Vec::with_capacity(ids.len());
+    for part in ids.chunks(5000) {
+        let list = part.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        // The class of the stored inputs, ranked in SQL so that metadata and IR stay in the database.
+        rows.extend(
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT id, machine, key, metadata_json, binary_sha256, code, relocated, irs
+                 FROM (SELECT e.id, m.name AS machine, e.key, e.metadata_json, e.binary_sha256,
+                              json_extract(e.resources_json, '$.code_sha256') AS code, e.relocated,
+                              (SELECT group_concat(a.ext || ':' || a.sha256) FROM artifacts a
+                               WHERE a.entry_id = e.id AND a.ext IN ('source', 'ttir')) AS irs
+                       FROM entries e JOIN machines m ON m.id = e.machine_id
+                       WHERE e.id IN ({list}) AND e.kind IN {kinds} AND e.removed_at IS NULL)"
+            )))
+            .fetch_all(pool)
+            .await?,
+        );
+    }
+    rows.sort_by(|a, b| {
+        (a.get::<&str, _>("machine"), a.get::<&str, _>("key"))
+            .cmp(&(b.get::<&str, _>("machine"), b.get::<&str, _>("key")))
+    });
+    // Classes: equal stored inputs (key, metadata, binary, code digest, relocation, IR blobs).
+    type Inputs = (String, Option<String>, Option<String>, Option<String>, bool, Option<String>);
+    let mut class_of: HashMap<Inputs, i64> = HashMap::new();
+    let classes: Vec<i64> = rows
+        .iter()
+        .map(|r| {
+            let k: Inputs = (
+                r.get("key"),
+                r.get("metadata_json"),
+                r.get("binary_sha256"),
+                r.get("code"),
+                r.get("relocated"),
+                r.get("irs"),
+            );
+            let n = class_of.len() as i64;
+            *class_of.entry(k).or_insert(n)
+        })
+        .collect();
     let mut keys: Vec<&str> = rows.iter().map(|r| r.get::<&str, _>("key")).collect();
     keys.sort_unstable();
     keys.dedup();
@@ -84,7 +135,7 @@ pub async fn variant_classes(pool: &SqlitePool, machine: &str, key: &str) -> sql
     for (i, r) in rows.iter().enumerate() {
         let (machine, key): (String, String) = (r.get("machine"), r.get("key"));
         let p = parts.get(&(machine.clone(), key.clone())).map(|v| v.to_string());
-        by_class.entry((r.get("class"), p)).or_insert_with(|| (r.get("id"), vec![])).1.push(i);
+        by_class.entry((classes[i], p)).or_insert_with(|| (r.get("id"), vec![])).1.push(i);
         candidates.push(Candidate { machine, key });
     }
     let ids: Vec<i64> = by_class.values().map(|(id, _)| *id).collect();

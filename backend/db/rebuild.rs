@@ -54,6 +54,9 @@ pub enum SummaryError {
     Building { entries: i64, last: String },
 }
 
+/// How long a background rebuild waits after the landing that queued it.
+const LANDING_DEBOUNCE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Start a rebuild in the background if none is queued: after a scan lands, and when a server
 /// starts on stale tables, so that the next page finds them current instead of waiting.
 pub fn rebuild_soon(db: &Db) {
@@ -62,6 +65,8 @@ pub fn rebuild_soon(db: &Db) {
     }
     let d = db.clone();
     tokio::spawn(async move {
+        // A burst of landings (a fleet's nodes uploading at once) makes one rebuild, not many.
+        tokio::time::sleep(LANDING_DEBOUNCE).await;
         if let Err(e) = rebuild_if_stale(&d).await {
             tracing::warn!("background summary rebuild: {e}");
         }

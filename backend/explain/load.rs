@@ -4,9 +4,7 @@
 
 use super::report::{self, CompareReport, InvalidationsReport};
 use super::{Budget, Side, compare, finish, match_part, nearest_classes};
-use crate::db::explain::{
-    LightRow, Loaded, ir_of, light_at, light_now, load, machine_exists, sides_of_ids,
-};
+use crate::db::explain::{LightRow, Loaded, ir_of, light_at, light_now, load, machine_exists, sides_of_ids};
 use crate::db::scans::{ScanRef, scans_of};
 use sqlx::SqlitePool;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -103,29 +101,86 @@ pub struct Neighbour {
     pub identical_code: bool,
 }
 
-/// The closest other compiles of the entry's variant (same kernel, signature, tile shapes,
-/// num_warps, num_stages) on any machine: fewest differing components first, then fewest
-/// differing key inputs. Candidates come through the variant index ([`crate::db::nearest`]):
-/// one analysis per class of entries that compare alike.
+/// Classes a nearest-neighbour request analyses at most (each parses one class's IR: ~0.5 ms).
+/// Past it the answer is the nearest among those analysed, and says so (`truncated`).
+pub const NEAREST_MAX_CLASSES: usize = 256;
+
+/// The closest entries of the same kernel on any machine: fewest differing components first,
+/// then fewest differing key inputs, then fewest differing rows, then machine and key.
+///
+/// Not every entry of the kernel is analysed (a kernel of a fleet has thousands). The variant
+/// columns of its entries come from the variant index ([`crate::db::nearest::kernel_variants`])
+/// and give each a lower bound on its differing components: 1 for the source when its signature
+/// (types, divisibility) or tile shapes differ, 1 for the options when num_warps or num_stages
+/// do (a column unknown on either side counts as no difference). Tiers of equal bound are
+/// analysed in order (the same variant first), one analysis per class of entries that compare
+/// alike, and a tier is skipped once `limit` neighbours rank below its bound: the answer is the
+/// plain ranking of every entry (`tests/e2e/nearest.rs` pins that), at the cost of the tiers that
+/// can still place a neighbour. At most [`NEAREST_MAX_CLASSES`] classes are analysed.
 pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
+    Ok(nearest_ranked(pool, id, limit).await.map(|(of, n, _)| (of, n))?)
+}
+
+/// [`nearest_of`], and whether the class limit cut the analysis short.
+pub async fn nearest_ranked(
+    pool: &SqlitePool,
+    id: &str,
+    limit: usize,
+) -> Result<(Loaded, Vec<Neighbour>, bool), ExplainError> {
     let of = load_id(pool, id).await?;
     if of.side.kernel_name().is_none() {
-        return Ok((of, vec![]));
+        return Ok((of, vec![], false));
     }
-    let crate::db::nearest::Classes { candidates, mut classes } =
-        crate::db::nearest::variant_classes(pool, &of.side.machine, &of.side.key).await?;
-    let me = candidates.iter().position(|c| c.machine == of.side.machine && c.key == of.side.key);
-    for (_, members) in &mut classes {
-        members.retain(|&i| Some(i) != me);
+    let Some((me, all)) = crate::db::nearest::kernel_variants(pool, &of.side.machine, &of.side.key).await? else {
+        return Ok((of, vec![], false));
+    };
+    fn differs<T: PartialEq>(a: &Option<T>, b: &Option<T>) -> bool {
+        matches!((a, b), (Some(x), Some(y)) if x != y)
     }
-    classes.retain(|(_, members)| !members.is_empty());
-    let side_of: std::collections::HashMap<usize, usize> =
-        classes.iter().enumerate().flat_map(|(c, (_, m))| m.iter().map(move |&i| (i, c))).collect();
-    let out = nearest_classes(&of.side, &classes, limit)
-        .into_iter()
-        .map(|n| {
+    let bound = |v: &crate::db::nearest::Variant| {
+        usize::from(differs(&v.signature, &me.signature) || differs(&v.shapes, &me.shapes))
+            + usize::from(differs(&v.num_warps, &me.num_warps) || differs(&v.num_stages, &me.num_stages))
+    };
+    let mut tiers: [Vec<i64>; 3] = Default::default();
+    for v in all.iter().filter(|v| v.id != me.id) {
+        tiers[bound(v)].push(v.id);
+    }
+    // (rank key, machine, key, class side, near)
+    let mut found: Vec<((usize, usize, usize), String, String, Side, super::Near)> = Vec::new();
+    let (mut analysed, mut truncated) = (0usize, false);
+    for (b, ids) in tiers.iter().enumerate() {
+        found.sort_by(|x, y| (x.0, &x.1, &x.2).cmp(&(y.0, &y.1, &y.2)));
+        if ids.is_empty() || (found.len() >= limit && found[limit - 1].0.0 < b) {
+            continue;
+        }
+        let crate::db::nearest::Classes { candidates, mut classes } =
+            crate::db::nearest::classes_of_ids(pool, ids).await?;
+        for (_, members) in &mut classes {
+            members.retain(|&i| !(candidates[i].machine == of.side.machine && candidates[i].key == of.side.key));
+        }
+        classes.retain(|(_, members)| !members.is_empty());
+        if analysed + classes.len() > NEAREST_MAX_CLASSES {
+            classes.truncate(NEAREST_MAX_CLASSES - analysed);
+            truncated = true;
+        }
+        analysed += classes.len();
+        let side_of: std::collections::HashMap<usize, usize> =
+            classes.iter().enumerate().flat_map(|(c, (_, m))| m.iter().map(move |&i| (i, c))).collect();
+        for n in nearest_classes(&of.side, &classes, usize::MAX) {
             let at = &candidates[n.index];
-            let c = Side { machine: at.machine.clone(), key: at.key.clone(), ..classes[side_of[&n.index]].0.clone() };
+            let side = classes[side_of[&n.index]].0.clone();
+            found.push(((n.components, n.differing, n.rows), at.machine.clone(), at.key.clone(), side, n));
+        }
+        if truncated {
+            break;
+        }
+    }
+    found.sort_by(|x, y| (x.0, &x.1, &x.2).cmp(&(y.0, &y.1, &y.2)));
+    found.truncate(limit);
+    let out = found
+        .into_iter()
+        .map(|(_, machine, key, side, n)| {
+            let c = Side { machine, key, ..side };
             let cmp = compare(&of.side, &c);
             Neighbour {
                 machine: c.machine.clone(),
@@ -140,7 +195,7 @@ pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Lo
             }
         })
         .collect();
-    Ok((of, out))
+    Ok((of, out, truncated))
 }
 
 /// Which scans to compare: `to` defaults to the machine's latest scan, `from` to the scan of

@@ -6,6 +6,7 @@ use super::source::is_variant_field;
 use super::{Cause, Side};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 /// A new entry that replaced (recompiled) an old one.
 #[derive(Debug, Clone, Serialize)]
@@ -58,6 +59,8 @@ pub struct Near {
     pub components: usize,
     /// Differing key inputs (fields).
     pub differing: usize,
+    /// All differing rows (the last ranking criterion before the candidate order).
+    pub rows: usize,
     /// Headline cause.
     pub cause: Cause,
 }
@@ -74,7 +77,10 @@ pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<Near> {
             let an = analyse(of, &p, c, &Prep::new(c), false);
             let (components, differing) = (an.components(), an.causes().count());
             let cause = an.headline().unwrap_or(Cause::None);
-            ((components, differing, an.differing()), Near { index, components, differing, cause })
+            (
+                (components, differing, an.differing()),
+                Near { index, components, differing, rows: an.differing(), cause },
+            )
         })
         .collect();
     ranked.sort_by_key(|r| (r.0, r.1.index));
@@ -94,7 +100,10 @@ pub fn nearest_classes(of: &Side, classes: &[(Side, Vec<usize>)], limit: usize) 
         let (components, differing) = (an.components(), an.causes().count());
         let cause = an.headline().unwrap_or(Cause::None);
         for &index in members {
-            ranked.push(((components, differing, an.differing()), Near { index, components, differing, cause }));
+            ranked.push((
+                (components, differing, an.differing()),
+                Near { index, components, differing, rows: an.differing(), cause },
+            ));
         }
     }
     ranked.sort_by_key(|r| (r.0, r.1.index));
@@ -169,6 +178,38 @@ fn identity(p: &Option<super::ir::Prepared>) -> Option<u64> {
     Some(h.finish())
 }
 
+/// What an analysis of a pair reads of one side, apart from its key and machine: kernel name,
+/// metadata, IR texts, binary and code digests, relocation, recorded key parts. Within a report
+/// the two keys of a candidate pair always differ, so two pairs of equal contents analyse
+/// alike: the analysis and the comparison are done once per pair of contents (a fleet's copies
+/// of one compile, e.g. the same kernel cloned under many keys, cost one analysis).
+fn content(s: &Side) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.kernel_name().hash(&mut h);
+    s.metadata.as_ref().map(|m| m.to_string()).hash(&mut h);
+    s.source.hash(&mut h);
+    s.ttir.hash(&mut h);
+    s.binary_sha256.hash(&mut h);
+    s.code_sha256.hash(&mut h);
+    s.relocated.hash(&mut h);
+    s.parts.as_ref().map(|p| p.to_string()).hash(&mut h);
+    h.finish()
+}
+
+/// The IR texts [`Prep`] reads (`.source`, `.ttir`), hashed.
+fn ir_texts(s: &Side) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.source.hash(&mut h);
+    s.ttir.hash(&mut h);
+    h.finish()
+}
+
+/// Candidate pairs (same kernel, not surely another variant) one group may hold in memory, of
+/// which [`Budget`] bounds the distinct ones analysed: ~40 bytes each, 160 MB at most.
+const MAX_CANDIDATE_PAIRS: usize = 4_000_000;
+
 /// The first entry of each key; no copy when the keys are distinct already (the common case).
 fn dedup(v: &[Side]) -> std::borrow::Cow<'_, [Side]> {
     let mut seen = HashSet::new();
@@ -205,10 +246,18 @@ pub fn match_part(old: &[Side], new: &[Side], budget: &mut Budget) -> Result<Par
         }
     }
     // Nothing fresh: nothing to pair, no IR to read.
-    let old_prep: Vec<Prep> = if fresh.is_empty() { vec![] } else { old.iter().map(Prep::new).collect() };
-    let new_prep: HashMap<usize, Prep> = fresh.iter().map(|&i| (i, Prep::new(&new[i]))).collect();
+    // Parsing the IR is most of a report's work: once per distinct pair of texts.
+    let mut preps: HashMap<u64, Rc<Prep>> = HashMap::new();
+    let mut prep = |s: &Side| preps.entry(ir_texts(s)).or_insert_with(|| Rc::new(Prep::new(s))).clone();
+    let old_prep: Vec<Rc<Prep>> = if fresh.is_empty() { vec![] } else { old.iter().map(&mut prep).collect() };
+    let new_prep: HashMap<usize, Rc<Prep>> = fresh.iter().map(|&i| (i, prep(&new[i]))).collect();
+    drop(preps);
     let ident = |p: &Prep| (identity(&p.source), identity(&p.ttir));
-    let old_ident: Vec<_> = old_prep.iter().map(ident).collect();
+    let old_ident: Vec<_> = old_prep.iter().map(|p| ident(p)).collect();
+    let old_content: Vec<u64> = if fresh.is_empty() { vec![] } else { old.iter().map(content).collect() };
+    let new_content: HashMap<usize, u64> = fresh.iter().map(|&i| (i, content(&new[i]))).collect();
+    // (old content, new content) → (distance, another variant, options only)
+    let mut analysed: HashMap<(u64, u64), ((usize, usize), bool, bool)> = HashMap::new();
     // Every candidate pair, most similar first; assign greedily one to one.
     let mut pairs: Vec<((usize, usize), usize, usize, bool)> = Vec::new();
     // Pairs whose only differing key inputs are launch options (num_warps, num_stages, ...).
@@ -224,13 +273,23 @@ pub fn match_part(old: &[Side], new: &[Side], budget: &mut Budget) -> Result<Par
             if surely_variant(old_ident[o], n_ident) {
                 continue;
             }
-            budget.pairs_left = budget.pairs_left.checked_sub(1).ok_or(OverBudget)?;
-            let an = analyse(&old[o], &old_prep[o], &new[n], &new_prep[&n], false);
-            let variant = an.causes().any(|f| is_variant_field(&f.row.field) || is_config_option(&f.row.field));
-            if variant && an.causes().all(|f| is_config_option(&f.row.field)) {
+            if pairs.len() >= MAX_CANDIDATE_PAIRS {
+                return Err(OverBudget);
+            }
+            let (dist, variant, opts) = match analysed.entry((old_content[o], new_content[&n])) {
+                std::collections::hash_map::Entry::Occupied(e) => *e.get(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    budget.pairs_left = budget.pairs_left.checked_sub(1).ok_or(OverBudget)?;
+                    let an = analyse(&old[o], &old_prep[o], &new[n], &new_prep[&n], false);
+                    let variant = an.causes().any(|f| is_variant_field(&f.row.field) || is_config_option(&f.row.field));
+                    let opts = variant && an.causes().all(|f| is_config_option(&f.row.field));
+                    *e.insert((distance(&an), variant, opts))
+                }
+            };
+            if opts {
                 options_only.insert((n, o));
             }
-            pairs.push((distance(&an), n, o, variant));
+            pairs.push((dist, n, o, variant));
         }
     }
     pairs.sort_by_key(|p| (p.3, p.0, p.1, p.2));
@@ -268,19 +327,28 @@ pub fn match_part(old: &[Side], new: &[Side], budget: &mut Budget) -> Result<Par
     }
     matched.sort();
     let mut phrases: Vec<String> = Vec::new();
+    // (old content, new content) → (cause, summary, identical binary, identical code, headline)
+    type Built = (Cause, String, bool, bool, String);
+    let mut built: HashMap<(u64, u64), Built> = HashMap::new();
     let invalidated: Vec<Invalidated> = matched
         .iter()
         .map(|&(n, o)| {
-            let (cmp, head) = build(&old[o], &old_prep[o], &new[n], &new_prep[&n]);
+            let (cause, summary, identical_binary, identical_code, head) = built
+                .entry((old_content[o], new_content[&n]))
+                .or_insert_with(|| {
+                    let (cmp, head) = build(&old[o], &old_prep[o], &new[n], &new_prep[&n]);
+                    (cmp.cause, cmp.summary, cmp.identical_binary, cmp.identical_code, head)
+                })
+                .clone();
             phrases.push(head);
             Invalidated {
                 kernel: kernel(&new[n]),
                 old_key: old[o].key.clone(),
                 new_key: new[n].key.clone(),
-                cause: cmp.cause,
-                summary: cmp.summary,
-                identical_binary: cmp.identical_binary,
-                identical_code: cmp.identical_code,
+                cause,
+                summary,
+                identical_binary,
+                identical_code,
             }
         })
         .collect();

@@ -40,8 +40,26 @@ impl Spec {
     }
 }
 
-/// One report computation at a time (memory stays that of one report).
-static COMPUTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// At most two report computations at once (memory stays that of two reports: ~300 MB each for
+/// a 50,000-entry pair across releases), so first visits of different reports on a 2-core server
+/// do not all queue behind one.
+static COMPUTING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+/// The report computations under way or waited for, by report name: one computation per report,
+/// however many visitors ask for it at once.
+static IN_FLIGHT: std::sync::Mutex<Vec<(String, std::sync::Weak<tokio::sync::Mutex<()>>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+fn report_lock(name: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    let mut all = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+    all.retain(|(_, w)| w.strong_count() > 0);
+    if let Some(l) = all.iter().find(|(n, _)| n == name).and_then(|(_, w)| w.upgrade()) {
+        return l;
+    }
+    let l = std::sync::Arc::new(tokio::sync::Mutex::new(()));
+    all.push((name.to_string(), std::sync::Arc::downgrade(&l)));
+    l
+}
 
 /// The stored report of `spec`, computed and stored first when there is none for the sides as
 /// they are now.
@@ -49,7 +67,9 @@ pub async fn stored(pool: &SqlitePool, spec: &Spec, limits: Limits) -> Result<St
     if let Some(s) = reports::find(pool, &spec.name(), spec.gens(pool).await?).await? {
         return Ok(s);
     }
-    let _one = COMPUTING.lock().await;
+    let this = report_lock(&spec.name());
+    let _this = this.lock().await;
+    let _slot = COMPUTING.acquire().await.map_err(|e| ExplainError::Db(sqlx::Error::Protocol(e.to_string())))?;
     // Generations first: a change that lands while computing leaves the report stale, not wrong.
     let gens = spec.gens(pool).await?;
     if let Some(s) = reports::find(pool, &spec.name(), gens).await? {

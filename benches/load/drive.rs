@@ -51,6 +51,8 @@ pub struct Row {
     /// p50, p99, max (ms), requests, timeouts, errors, req/s; None when not driven.
     pub load: Option<(f64, f64, f64, usize, usize, usize, f64)>,
     pub rss_mb: u64,
+    /// A slow first visit that stored what the second one read: its time.
+    pub first_visit: Option<String>,
 }
 
 pub async fn get(http: &reqwest::Client, base: &str, url: &str, timeout: Duration) -> Outcome {
@@ -193,7 +195,8 @@ async fn upload_autotune(c: &Corpus, s: &Server, tokens: &BTreeMap<String, Strin
     report.root = "/bench/h100-autotune/inductor".into();
     report.client_id = cachelens::collect::new_client_id();
     let n = report.entries.len();
-    cachelens::upload::upload_report(&s.url, &tokens["h100-autotune"], report, cachelens::upload::Retry::new(3)).await?;
+    cachelens::upload::upload_report(&s.url, &tokens["h100-autotune"], report, cachelens::upload::Retry::new(3))
+        .await?;
     Ok(n)
 }
 
@@ -281,7 +284,17 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
             "route", "cold (1 request)", "p50 ms", "p99 ms", "max ms", "n", "timeout", "RSS MB"
         );
         for r in ROUTES.iter().filter(|r| a.only.is_empty() || a.only.iter().any(|o| r.label.contains(o.as_str()))) {
-            let cold = get(&http, &s.url, &fill(r, &f, 0), a.timeout).await;
+            let mut cold = get(&http, &s.url, &fill(r, &f, 0), a.timeout).await;
+            let mut first_visit = None;
+            if s.alive() && cold.ms().is_some_and(|m| m >= a.slow_ms) {
+                // A first visit that computes what later visits read (a stored report): time
+                // the second visit as the cold figure, and say what the first took.
+                let again = get(&http, &s.url, &fill(r, &f, 0), a.timeout).await;
+                if again.ms().is_some_and(|m| m < a.slow_ms) {
+                    first_visit = Some(cold.show());
+                    cold = again;
+                }
+            }
             let mut load = None;
             if !s.alive() || matches!(cold, Outcome::Timeout) {
                 s.restart().await?;
@@ -295,7 +308,7 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
                     settle(a, &s).await;
                 }
             }
-            let row = Row { label: r.label, cold, load, rss_mb: s.mem_mb().0 };
+            let row = Row { label: r.label, cold, load, rss_mb: s.mem_mb().0, first_visit };
             print_row(&row);
             rows.push(row);
         }
@@ -337,6 +350,9 @@ fn print_row(r: &Row) {
         to,
         r.rss_mb
     );
+    if let Some(f) = &r.first_visit {
+        println!("{:<34} (the first visit, which computed and stored it: {f}; cold is the second)", "");
+    }
 }
 
 pub fn print_compare(b: &Run, a: &Run) {

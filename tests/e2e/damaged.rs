@@ -268,8 +268,14 @@ async fn cache_written_during_scan() {
 
     for reason in s.skipped.keys() {
         assert!(
-            ["vanished during scan", "write in progress (temp dir inside)", "file changed during scan"]
-                .contains(&reason.as_str()),
+            // (an entry being deleted file by file is an empty dir for a moment)
+            [
+                "vanished during scan",
+                "write in progress (temp dir inside)",
+                "file changed during scan",
+                "empty entry dir (Triton creates one on every lookup)"
+            ]
+            .contains(&reason.as_str()),
             "unexpected skip reason: {reason}"
         );
     }
