@@ -145,8 +145,9 @@ pub async fn nearest_ranked(
     for v in all.iter().filter(|v| v.id != me.id) {
         tiers[bound(v)].push(v.id);
     }
-    // (rank key, machine, key, class side, near)
-    let mut found: Vec<((usize, usize, usize), String, String, Side, super::Near)> = Vec::new();
+    // (rank key, machine, key, class side, near, class id)
+    type Found = ((usize, usize, usize), String, String, std::sync::Arc<Side>, super::Near, (usize, usize));
+    let mut found: Vec<Found> = Vec::new();
     let (mut analysed, mut truncated) = (0usize, false);
     for (b, ids) in tiers.iter().enumerate() {
         found.sort_by(|x, y| (x.0, &x.1, &x.2).cmp(&(y.0, &y.1, &y.2)));
@@ -166,10 +167,12 @@ pub async fn nearest_ranked(
         analysed += classes.len();
         let side_of: std::collections::HashMap<usize, usize> =
             classes.iter().enumerate().flat_map(|(c, (_, m))| m.iter().map(move |&i| (i, c))).collect();
-        for n in nearest_classes(&of.side, &classes, usize::MAX) {
+        let ranked = nearest_classes(&of.side, &classes, usize::MAX);
+        let shared: Vec<std::sync::Arc<Side>> = classes.into_iter().map(|(s, _)| std::sync::Arc::new(s)).collect();
+        for n in ranked {
             let at = &candidates[n.index];
-            let side = classes[side_of[&n.index]].0.clone();
-            found.push(((n.components, n.differing, n.rows), at.machine.clone(), at.key.clone(), side, n));
+            let c = side_of[&n.index];
+            found.push(((n.components, n.differing, n.rows), at.machine.clone(), at.key.clone(), shared[c].clone(), n, (b, c)));
         }
         if truncated {
             break;
@@ -177,21 +180,29 @@ pub async fn nearest_ranked(
     }
     found.sort_by(|x, y| (x.0, &x.1, &x.2).cmp(&(y.0, &y.1, &y.2)));
     found.truncate(limit);
+    // The members of a class compare alike: one comparison (with its IR diff) per class listed.
+    let mut compared: std::collections::HashMap<(usize, usize), (String, bool, bool)> = Default::default();
     let out = found
         .into_iter()
-        .map(|(_, machine, key, side, n)| {
-            let c = Side { machine, key, ..side };
-            let cmp = compare(&of.side, &c);
+        .map(|(_, machine, key, side, n, class)| {
+            let (summary, identical_binary, identical_code) = compared
+                .entry(class)
+                .or_insert_with(|| {
+                    let c = Side { machine: machine.clone(), key: key.clone(), ..(*side).clone() };
+                    let cmp = compare(&of.side, &c);
+                    (cmp.summary, cmp.identical_binary, cmp.identical_code)
+                })
+                .clone();
             Neighbour {
-                machine: c.machine.clone(),
-                key: c.key.clone(),
-                id: format!("{}:{}", c.machine, c.key),
+                id: format!("{machine}:{key}"),
+                machine,
+                key,
                 components: n.components,
                 differing: n.differing,
                 cause: n.cause,
-                summary: cmp.summary,
-                identical_binary: cmp.identical_binary,
-                identical_code: cmp.identical_code,
+                summary,
+                identical_binary,
+                identical_code,
             }
         })
         .collect();
