@@ -48,8 +48,8 @@ export CACHELENS_PYTHON_OTHER
 echo "python with triton: ${CACHELENS_PYTHON:-none} (other release: ${CACHELENS_PYTHON_ALT:-none}; other python: ${CACHELENS_PYTHON_OTHER:-none}); cuobjdump: ${CUOBJDUMP:-none}"
 
 suite "cargo build" cargo build --release --locked
-# The pip package from a clean checkout of HEAD (reuses the release build above), used from a fresh
-# venv with triton; its wheel is then what the hook tests install (CACHELENS_WHEEL).
+# The pip package from a clean checkout of HEAD (a second release build: zig, for manylinux2014),
+# used from a fresh venv with triton; its wheel is then what the hook tests install (CACHELENS_WHEEL).
 wheel_dir=$(mktemp -d)
 suite "wheel (maturin build of HEAD, fresh venv with triton: both hook modes, cachelens scan)" \
   env WHEEL_OUT="$wheel_dir" bash scripts/wheel-ci.sh
