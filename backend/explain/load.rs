@@ -172,7 +172,14 @@ pub async fn nearest_ranked(
         for n in ranked {
             let at = &candidates[n.index];
             let c = side_of[&n.index];
-            found.push(((n.components, n.differing, n.rows), at.machine.clone(), at.key.clone(), shared[c].clone(), n, (b, c)));
+            found.push((
+                (n.components, n.differing, n.rows),
+                at.machine.clone(),
+                at.key.clone(),
+                shared[c].clone(),
+                n,
+                (b, c),
+            ));
         }
         if truncated {
             break;

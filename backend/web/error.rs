@@ -142,3 +142,31 @@ impl IntoResponse for PageError {
         res
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 503 (the first summary build of a large database) asks to retry, and its page reloads.
+    #[tokio::test]
+    async fn unavailable_asks_to_retry_and_the_page_reloads() {
+        let msg = "the dashboard's summary of 1250392 entries is being built for the first time";
+        let page = PageError(AppError::Unavailable(msg.into())).into_response();
+        assert_eq!(page.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(page.headers()[header::RETRY_AFTER], RETRY_AFTER_S);
+        let body = axum::body::to_bytes(page.into_body(), 1 << 20).await.unwrap();
+        let body = String::from_utf8(body.to_vec()).unwrap();
+        assert!(body.contains(&format!(r#"<meta http-equiv="refresh" content="{RETRY_AFTER_S}">"#)), "{body}");
+        assert!(body.contains("being built for the first time"), "{body}");
+        let api = ApiError(AppError::Unavailable(msg.into())).into_response();
+        assert_eq!(
+            (api.status(), &api.headers()[header::RETRY_AFTER]),
+            (StatusCode::SERVICE_UNAVAILABLE, &RETRY_AFTER_S.parse().unwrap())
+        );
+        // Other errors neither retry nor reload.
+        let nf = PageError(AppError::NotFound("no such page".into())).into_response();
+        assert!(nf.headers().get(header::RETRY_AFTER).is_none());
+        let body = axum::body::to_bytes(nf.into_body(), 1 << 20).await.unwrap();
+        assert!(!String::from_utf8_lossy(&body).contains("http-equiv"));
+    }
+}
