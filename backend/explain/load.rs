@@ -127,7 +127,9 @@ pub async fn nearest_ranked(
     id: &str,
     limit: usize,
 ) -> Result<(Loaded, Vec<Neighbour>, bool), ExplainError> {
+    let t0 = std::time::Instant::now();
     let of = load_id(pool, id).await?;
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "nearest: loaded");
     if of.side.kernel_name().is_none() {
         return Ok((of, vec![], false));
     }
@@ -187,6 +189,7 @@ pub async fn nearest_ranked(
     }
     found.sort_by(|x, y| (x.0, &x.1, &x.2).cmp(&(y.0, &y.1, &y.2)));
     found.truncate(limit);
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, analysed, "nearest: ranked");
     // The members of a class compare alike: one comparison (with its IR diff) per class listed.
     let mut compared: std::collections::HashMap<(usize, usize), (String, bool, bool)> = Default::default();
     let out = found
@@ -213,6 +216,7 @@ pub async fn nearest_ranked(
             }
         })
         .collect();
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "nearest: compared");
     Ok((of, out, truncated))
 }
 
