@@ -188,20 +188,67 @@ where
         .bind(f.to)
         .fetch_all(pool)
         .await?;
-    let mut out: BTreeMap<K, Counts> = BTreeMap::new();
-    for r in rows {
-        let timed: i64 = r.get("timed");
-        let c = Counts {
-            hits: r.get("hits"),
-            misses: r.get("misses"),
-            compiles: r.get("compiles"),
-            inferred_compiles: r.get("inferred"),
-            compile_ms: (timed > 0).then(|| r.get("compile_ms")),
-            hook_events: r.get("hook_events"),
-        };
-        out.insert(r.get("k"), c);
+    Ok(rows.iter().map(|r| (r.get("k"), counts(r))).collect())
+}
+
+fn counts(r: &sqlx::sqlite::SqliteRow) -> Counts {
+    let timed: i64 = r.get("timed");
+    Counts {
+        hits: r.get("hits"),
+        misses: r.get("misses"),
+        compiles: r.get("compiles"),
+        inferred_compiles: r.get("inferred"),
+        compile_ms: (timed > 0).then(|| r.get("compile_ms")),
+        hook_events: r.get("hook_events"),
     }
-    Ok(out)
+}
+
+/// One page of the kernels in "misses most" order (misses, then compile time, then name;
+/// `missing`: only those with a miss), and how many there are in all. Sorted and paged in SQL:
+/// the unfiltered fleet view reads its page from the index `history_kernels_misses`, the others
+/// sum their hours in SQL and hand over only the page's rows.
+pub async fn kernels_page(
+    pool: &SqlitePool,
+    f: &HistoryFilter,
+    missing: bool,
+    page: super::Page,
+) -> sqlx::Result<(Vec<(String, Counts)>, i64)> {
+    let cond = if missing { "misses > 0" } else { "1" };
+    let whole = f.machine.is_none() && f.kernel.is_none() && f.from.is_none() && f.to.is_none();
+    let (sql, count) = if whole {
+        let cols = "kernel AS k, hits, misses, compiles, inferred, compile_ms, timed, hook_events";
+        (
+            format!(
+                "SELECT {cols} FROM history_kernels INDEXED BY history_kernels_misses WHERE {cond}
+                 AND ?1 IS ?1 AND ?2 IS ?2 AND ?3 IS ?3 AND ?4 IS ?4
+                 ORDER BY misses DESC, compile_ms DESC, kernel LIMIT ?5 OFFSET ?6"
+            ),
+            format!("SELECT COUNT(*) FROM history_kernels WHERE {cond}"),
+        )
+    } else {
+        let inner = match Source::of(f, None) {
+            Source::Hours => hours_sql(f, By::Kernel),
+            Source::Rows => rows_sql(By::Kernel),
+        };
+        (
+            format!(
+                "SELECT * FROM ({inner}) WHERE {cond}
+                 ORDER BY misses DESC, CASE WHEN timed > 0 THEN compile_ms ELSE 0 END DESC, k LIMIT ?5 OFFSET ?6"
+            ),
+            format!("SELECT COUNT(*) FROM ({inner}) WHERE {cond}"),
+        )
+    };
+    let bind = |q: sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments>| {
+        q.bind(f.machine.clone()).bind(f.kernel.clone()).bind(f.from).bind(f.to)
+    };
+    let rows = bind(sqlx::query(sqlx::AssertSqlSafe(sql))).bind(page.limit).bind(page.offset).fetch_all(pool).await?;
+    let n: i64 = if whole {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(count)).fetch_one(pool).await?
+    } else {
+        let r = bind(sqlx::query(sqlx::AssertSqlSafe(count))).fetch_one(pool).await?;
+        r.get(0)
+    };
+    Ok((rows.iter().map(|r| (r.get("k"), counts(r))).collect(), n))
 }
 
 const SUM_COLS: &str = "SUM(t.hits) AS hits, SUM(t.misses) AS misses, SUM(t.compiles) AS compiles,

@@ -3,10 +3,8 @@
 //! view shapes of [`report`]. The one place the explainer touches the database.
 
 use super::report::{self, CompareReport, InvalidationsReport};
-use super::{Budget, Side, compare, finish, match_part, nearest_classes};
-use crate::db::explain::{
-    LightRow, Loaded, ir_of, light_at, light_now, load, machine_exists, sides_of_ids,
-};
+use super::{Budget, Side, compare, finish, match_part, nearest_classes_compared};
+use crate::db::explain::{LightRow, Loaded, ir_of, light_at, light_now, load, machine_exists, sides_of_ids};
 use crate::db::scans::{ScanRef, scans_of};
 use sqlx::SqlitePool;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -119,18 +117,14 @@ pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Lo
         members.retain(|&i| Some(i) != me);
     }
     classes.retain(|(_, members)| !members.is_empty());
-    let side_of: std::collections::HashMap<usize, usize> =
-        classes.iter().enumerate().flat_map(|(c, (_, m))| m.iter().map(move |&i| (i, c))).collect();
-    let out = nearest_classes(&of.side, &classes, limit)
+    let out = nearest_classes_compared(&of.side, &classes, limit)
         .into_iter()
-        .map(|n| {
+        .map(|(n, cmp)| {
             let at = &candidates[n.index];
-            let c = Side { machine: at.machine.clone(), key: at.key.clone(), ..classes[side_of[&n.index]].0.clone() };
-            let cmp = compare(&of.side, &c);
             Neighbour {
-                machine: c.machine.clone(),
-                key: c.key.clone(),
-                id: format!("{}:{}", c.machine, c.key),
+                machine: at.machine.clone(),
+                key: at.key.clone(),
+                id: format!("{}:{}", at.machine, at.key),
                 components: n.components,
                 differing: n.differing,
                 cause: n.cause,

@@ -3,7 +3,7 @@
 
 use super::compare::{Analysis, Prep, analyse, build};
 use super::source::is_variant_field;
-use super::{Cause, Side};
+use super::{Cause, Comparison, Side};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -87,18 +87,45 @@ pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<Near> {
 /// [`nearest`] over every member. A class is (a member's side, the candidate indices of all its
 /// members); `index` in the answer is such a candidate index.
 pub fn nearest_classes(of: &Side, classes: &[(Side, Vec<usize>)], limit: usize) -> Vec<Near> {
-    let p = Prep::new(of);
-    let mut ranked: Vec<((usize, usize, usize), Near)> = Vec::new();
-    for (side, members) in classes {
-        let an = analyse(of, &p, side, &Prep::new(side), false);
+    let preps: Vec<Prep> = classes.iter().map(|(side, _)| Prep::new(side)).collect();
+    ranked_classes(of, &Prep::new(of), classes, &preps, limit).into_iter().map(|(n, _)| n).collect()
+}
+
+/// The best `limit` of the classes' members, each with its class's position in `classes`.
+fn ranked_classes(
+    of: &Side,
+    p: &Prep,
+    classes: &[(Side, Vec<usize>)],
+    preps: &[Prep],
+    limit: usize,
+) -> Vec<(Near, usize)> {
+    let mut ranked: Vec<((usize, usize, usize), Near, usize)> = Vec::new();
+    for (class, ((side, members), ps)) in classes.iter().zip(preps).enumerate() {
+        let an = analyse(of, p, side, ps, false);
         let (components, differing) = (an.components(), an.causes().count());
         let cause = an.headline().unwrap_or(Cause::None);
         for &index in members {
-            ranked.push(((components, differing, an.differing()), Near { index, components, differing, cause }));
+            ranked.push(((components, differing, an.differing()), Near { index, components, differing, cause }, class));
         }
     }
     ranked.sort_by_key(|r| (r.0, r.1.index));
-    ranked.into_iter().take(limit).map(|(_, n)| n).collect()
+    ranked.into_iter().take(limit).map(|(_, n, class)| (n, class)).collect()
+}
+
+/// [`nearest_classes`], each neighbour with its [`super::compare`] against `of`: every side's
+/// IR is prepared once, and one detailed comparison is made per class listed — its members
+/// differ only in the machine, which a comparison's summary and identity flags do not read.
+pub fn nearest_classes_compared(of: &Side, classes: &[(Side, Vec<usize>)], limit: usize) -> Vec<(Near, Comparison)> {
+    let p = Prep::new(of);
+    let preps: Vec<Prep> = classes.iter().map(|(side, _)| Prep::new(side)).collect();
+    let mut done: HashMap<usize, Comparison> = HashMap::new();
+    ranked_classes(of, &p, classes, &preps, limit)
+        .into_iter()
+        .map(|(n, class)| {
+            let cmp = done.entry(class).or_insert_with(|| build(of, &p, &classes[class].0, &preps[class]).0);
+            (n, cmp.clone())
+        })
+        .collect()
 }
 
 fn kernel(s: &Side) -> String {

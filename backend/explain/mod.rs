@@ -34,7 +34,8 @@ pub use code::code_digest;
 pub use compare::compare;
 pub use ir::{DiffLine, ir_diff, strip_locations};
 pub use matching::{
-    Budget, Invalidated, Invalidations, Near, OverBudget, Part, finish, invalidations, match_part, nearest, nearest_classes,
+    Budget, Invalidated, Invalidations, Near, OverBudget, Part, finish, invalidations, match_part, nearest,
+    nearest_classes, nearest_classes_compared,
 };
 pub use text::{render_diff, render_text};
 

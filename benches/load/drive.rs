@@ -193,7 +193,8 @@ async fn upload_autotune(c: &Corpus, s: &Server, tokens: &BTreeMap<String, Strin
     report.root = "/bench/h100-autotune/inductor".into();
     report.client_id = cachelens::collect::new_client_id();
     let n = report.entries.len();
-    cachelens::upload::upload_report(&s.url, &tokens["h100-autotune"], report, cachelens::upload::Retry::new(3)).await?;
+    cachelens::upload::upload_report(&s.url, &tokens["h100-autotune"], report, cachelens::upload::Retry::new(3))
+        .await?;
     Ok(n)
 }
 
