@@ -87,7 +87,7 @@ pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<Near> {
 /// [`nearest`] over every member. A class is (a member's side, the candidate indices of all its
 /// members); `index` in the answer is such a candidate index.
 pub fn nearest_classes(of: &Side, classes: &[(Side, Vec<usize>)], limit: usize) -> Vec<Near> {
-    let preps: Vec<Prep> = classes.iter().map(|(side, _)| Prep::new(side)).collect();
+    let preps = Prep::shared(classes.iter().map(|(side, _)| side));
     ranked_classes(of, &Prep::new(of), classes, &preps, limit).into_iter().map(|(n, _)| n).collect()
 }
 
@@ -117,7 +117,7 @@ fn ranked_classes(
 /// differ only in the machine, which a comparison's summary and identity flags do not read.
 pub fn nearest_classes_compared(of: &Side, classes: &[(Side, Vec<usize>)], limit: usize) -> Vec<(Near, Comparison)> {
     let p = Prep::new(of);
-    let preps: Vec<Prep> = classes.iter().map(|(side, _)| Prep::new(side)).collect();
+    let preps = Prep::shared(classes.iter().map(|(side, _)| side));
     let mut done: HashMap<usize, Comparison> = HashMap::new();
     ranked_classes(of, &p, classes, &preps, limit)
         .into_iter()
@@ -183,7 +183,7 @@ pub struct Part {
 /// shapes): when it differs, the pair is another variant whatever else differs, so the pair
 /// need not be analysed. One hash per IR kind, as [`super::compare`] picks `.source` when both
 /// sides have it, else `.ttir`.
-fn identity(p: &Option<super::ir::Prepared>) -> Option<u64> {
+fn identity(p: &Option<std::sync::Arc<super::ir::Prepared>>) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let p = p.as_ref()?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
