@@ -260,6 +260,9 @@ fn hours_sql(f: &HistoryFilter, by: By) -> String {
     let (m, k) = (f.machine.is_some(), f.kernel.is_some());
     let ranged = f.from.is_some() || f.to.is_some();
     let key = match by {
+        // the hour tables' hours are whole: read in hour order (`history_machine_hours_hour`,
+        // migration 0018) instead of sorting every row by an expression
+        By::Bucket(Bucket::Hour) => "t.hour".into(),
         By::Bucket(b) => format!("(t.hour / {ms}) * {ms}", ms = b.ms()),
         By::Machine => "m.name".into(),
         By::Kernel => "t.kernel".into(),
@@ -270,7 +273,8 @@ fn hours_sql(f: &HistoryFilter, by: By) -> String {
         (By::Machine, _, false) | (By::Bucket(_), _, false) => "history_machine_hours",
         _ => "history_hours",
     };
-    let has_machine = table != "history_kernel_hours" && table != "history_kernels";
+    // the machine's name only where it is the key (a filter reads the machine's id)
+    let has_machine = matches!(by, By::Machine);
     let mut wh = vec!["1".to_string()];
     if m {
         wh.push("t.machine_id = (SELECT id FROM machines WHERE name = ?1)".into());
