@@ -253,6 +253,18 @@ pub async fn by_kernel(pool: &SqlitePool, f: &HistoryFilter) -> sqlx::Result<Vec
     Ok(v)
 }
 
+/// One page of [`by_kernel`] (only the kernels with a miss when `missing`), and how many
+/// kernels there are in all; sorted and paged in SQL.
+pub async fn by_kernel_page(
+    pool: &SqlitePool,
+    f: &HistoryFilter,
+    missing: bool,
+    page: super::Page,
+) -> sqlx::Result<(Vec<NamedCounts>, i64)> {
+    let (rows, n) = super::history_agg::kernels_page(pool, f, missing, page).await?;
+    Ok((rows.into_iter().map(|(name, counts)| NamedCounts { name, counts, hit_rate: counts.hit_rate() }).collect(), n))
+}
+
 /// Sum of all rows.
 pub fn total<'a>(rows: impl IntoIterator<Item = &'a Counts>) -> Counts {
     let mut t = Counts::default();

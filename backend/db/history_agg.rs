@@ -188,20 +188,67 @@ where
         .bind(f.to)
         .fetch_all(pool)
         .await?;
-    let mut out: BTreeMap<K, Counts> = BTreeMap::new();
-    for r in rows {
-        let timed: i64 = r.get("timed");
-        let c = Counts {
-            hits: r.get("hits"),
-            misses: r.get("misses"),
-            compiles: r.get("compiles"),
-            inferred_compiles: r.get("inferred"),
-            compile_ms: (timed > 0).then(|| r.get("compile_ms")),
-            hook_events: r.get("hook_events"),
-        };
-        out.insert(r.get("k"), c);
+    Ok(rows.iter().map(|r| (r.get("k"), counts(r))).collect())
+}
+
+fn counts(r: &sqlx::sqlite::SqliteRow) -> Counts {
+    let timed: i64 = r.get("timed");
+    Counts {
+        hits: r.get("hits"),
+        misses: r.get("misses"),
+        compiles: r.get("compiles"),
+        inferred_compiles: r.get("inferred"),
+        compile_ms: (timed > 0).then(|| r.get("compile_ms")),
+        hook_events: r.get("hook_events"),
     }
-    Ok(out)
+}
+
+/// One page of the kernels in "misses most" order (misses, then compile time, then name;
+/// `missing`: only those with a miss), and how many there are in all. Sorted and paged in SQL:
+/// the unfiltered fleet view reads its page from the index `history_kernels_misses`, the others
+/// sum their hours in SQL and hand over only the page's rows.
+pub async fn kernels_page(
+    pool: &SqlitePool,
+    f: &HistoryFilter,
+    missing: bool,
+    page: super::Page,
+) -> sqlx::Result<(Vec<(String, Counts)>, i64)> {
+    let cond = if missing { "misses > 0" } else { "1" };
+    let whole = f.machine.is_none() && f.kernel.is_none() && f.from.is_none() && f.to.is_none();
+    let (sql, count) = if whole {
+        let cols = "kernel AS k, hits, misses, compiles, inferred, compile_ms, timed, hook_events";
+        (
+            format!(
+                "SELECT {cols} FROM history_kernels INDEXED BY history_kernels_misses WHERE {cond}
+                 AND ?1 IS ?1 AND ?2 IS ?2 AND ?3 IS ?3 AND ?4 IS ?4
+                 ORDER BY misses DESC, compile_ms DESC, kernel LIMIT ?5 OFFSET ?6"
+            ),
+            format!("SELECT COUNT(*) FROM history_kernels WHERE {cond}"),
+        )
+    } else {
+        let inner = match Source::of(f, None) {
+            Source::Hours => hours_sql(f, By::Kernel),
+            Source::Rows => rows_sql(By::Kernel),
+        };
+        (
+            format!(
+                "SELECT * FROM ({inner}) WHERE {cond}
+                 ORDER BY misses DESC, CASE WHEN timed > 0 THEN compile_ms ELSE 0 END DESC, k LIMIT ?5 OFFSET ?6"
+            ),
+            format!("SELECT COUNT(*) FROM ({inner}) WHERE {cond}"),
+        )
+    };
+    let bind = |q: sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments>| {
+        q.bind(f.machine.clone()).bind(f.kernel.clone()).bind(f.from).bind(f.to)
+    };
+    let rows = bind(sqlx::query(sqlx::AssertSqlSafe(sql))).bind(page.limit).bind(page.offset).fetch_all(pool).await?;
+    let n: i64 = if whole {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(count)).fetch_one(pool).await?
+    } else {
+        let r = bind(sqlx::query(sqlx::AssertSqlSafe(count))).fetch_one(pool).await?;
+        r.get(0)
+    };
+    Ok((rows.iter().map(|r| (r.get("k"), counts(r))).collect(), n))
 }
 
 const SUM_COLS: &str = "SUM(t.hits) AS hits, SUM(t.misses) AS misses, SUM(t.compiles) AS compiles,
@@ -213,6 +260,9 @@ fn hours_sql(f: &HistoryFilter, by: By) -> String {
     let (m, k) = (f.machine.is_some(), f.kernel.is_some());
     let ranged = f.from.is_some() || f.to.is_some();
     let key = match by {
+        // the hour tables' hours are whole: read in hour order (`history_machine_hours_hour`,
+        // migration 0018) instead of sorting every row by an expression
+        By::Bucket(Bucket::Hour) => "t.hour".into(),
         By::Bucket(b) => format!("(t.hour / {ms}) * {ms}", ms = b.ms()),
         By::Machine => "m.name".into(),
         By::Kernel => "t.kernel".into(),
@@ -223,7 +273,8 @@ fn hours_sql(f: &HistoryFilter, by: By) -> String {
         (By::Machine, _, false) | (By::Bucket(_), _, false) => "history_machine_hours",
         _ => "history_hours",
     };
-    let has_machine = table != "history_kernel_hours" && table != "history_kernels";
+    // the machine's name only where it is the key (a filter reads the machine's id)
+    let has_machine = matches!(by, By::Machine);
     let mut wh = vec!["1".to_string()];
     if m {
         wh.push("t.machine_id = (SELECT id FROM machines WHERE name = ?1)".into());

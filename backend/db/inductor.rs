@@ -212,12 +212,18 @@ async fn triton_rows(
     kernel: Option<&str>,
     page: Page,
 ) -> sqlx::Result<Vec<AutotuneRow>> {
-    let rows: Vec<(String, Option<String>, String, String)> = sqlx::query_as(
-        "SELECT m.name, e.kernel, e.key, b.content FROM entries e JOIN machines m ON m.id = e.machine_id
+    // Read in page order from the index `entries_autotune` (migration 0018), machines by name,
+    // stopping at the page's end; a filter is spelled out (not `?1 IS NULL OR ...`) so that the
+    // planner can use it.
+    let machine_filter = if machine.is_some() { "m.name = ?1" } else { "?1 IS NULL" };
+    let kernel_filter = if kernel.is_some() { "e.kernel = ?2" } else { "?2 IS NULL" };
+    let rows: Vec<(String, Option<String>, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT m.name, e.kernel, e.key, b.content FROM machines m
+         JOIN entries e INDEXED BY entries_autotune ON e.machine_id = m.id
          JOIN artifacts a ON a.entry_id = e.id AND a.ext = 'autotune.json' JOIN blobs b ON b.sha256 = a.sha256
-         WHERE e.kind = 'autotune' AND e.removed_at IS NULL AND (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR e.kernel = ?2)
-         ORDER BY m.name, e.kernel, e.key LIMIT ?3 OFFSET ?4",
-    )
+         WHERE e.kind = 'autotune' AND e.removed_at IS NULL AND {machine_filter} AND {kernel_filter}
+         ORDER BY m.name, e.kernel, e.key LIMIT ?3 OFFSET ?4"
+    )))
     .bind(machine)
     .bind(kernel)
     .bind(page.limit)

@@ -6,17 +6,33 @@ use super::ir::Prepared;
 use super::source::{self, Flags, SourceFacts};
 use super::{Cause, Comparison, Row, Side};
 use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
 
-/// A side's IR, prepared once (comparisons in bulk reuse it).
+/// A side's IR, prepared once (comparisons in bulk reuse it; sides with the same IR text can
+/// share it, see [`Prep::shared`]).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Prep {
-    pub source: Option<Prepared>,
-    pub ttir: Option<Prepared>,
+    pub source: Option<Arc<Prepared>>,
+    pub ttir: Option<Arc<Prepared>>,
 }
 
 impl Prep {
     pub fn new(side: &Side) -> Prep {
-        Prep { source: side.source.as_deref().map(Prepared::new), ttir: side.ttir.as_deref().map(Prepared::new) }
+        let prep = |ir: &Option<String>| ir.as_deref().map(|t| Arc::new(Prepared::new(t)));
+        Prep { source: prep(&side.source), ttir: prep(&side.ttir) }
+    }
+
+    /// The preps of `sides`, each distinct IR text prepared once: the compiles of one variant
+    /// on a fleet mostly share their `.source` and `.ttir` (a key changes with the Triton
+    /// version, the GPU or an env var while the text stays the same).
+    pub fn shared<'a>(sides: impl IntoIterator<Item = &'a Side>) -> Vec<Prep> {
+        let mut done: HashMap<&'a str, Arc<Prepared>> = HashMap::new();
+        let mut prep = |ir: &'a Option<String>| {
+            let t = ir.as_deref()?;
+            Some(done.entry(t).or_insert_with(|| Arc::new(Prepared::new(t))).clone())
+        };
+        sides.into_iter().map(|s| Prep { source: prep(&s.source), ttir: prep(&s.ttir) }).collect()
     }
 }
 

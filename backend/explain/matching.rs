@@ -93,21 +93,33 @@ pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<Near> {
 /// [`nearest`] over every member. A class is (a member's side, the candidate indices of all its
 /// members); `index` in the answer is such a candidate index.
 pub fn nearest_classes(of: &Side, classes: &[(Side, Vec<usize>)], limit: usize) -> Vec<Near> {
-    let p = Prep::new(of);
-    let mut ranked: Vec<((usize, usize, usize), Near)> = Vec::new();
-    for (side, members) in classes {
-        let an = analyse(of, &p, side, &Prep::new(side), false);
+    let preps = Prep::shared(classes.iter().map(|(side, _)| side));
+    ranked_classes(of, &Prep::new(of), classes, &preps, limit).into_iter().map(|(n, _)| n).collect()
+}
+
+/// The best `limit` of the classes' members, each with its class's position in `classes`.
+fn ranked_classes(
+    of: &Side,
+    p: &Prep,
+    classes: &[(Side, Vec<usize>)],
+    preps: &[Prep],
+    limit: usize,
+) -> Vec<(Near, usize)> {
+    let mut ranked: Vec<((usize, usize, usize), Near, usize)> = Vec::new();
+    for (class, ((side, members), ps)) in classes.iter().zip(preps).enumerate() {
+        let an = analyse(of, p, side, ps, false);
         let (components, differing) = (an.components(), an.causes().count());
         let cause = an.headline().unwrap_or(Cause::None);
         for &index in members {
             ranked.push((
                 (components, differing, an.differing()),
                 Near { index, components, differing, rows: an.differing(), cause },
+                class,
             ));
         }
     }
     ranked.sort_by_key(|r| (r.0, r.1.index));
-    ranked.into_iter().take(limit).map(|(_, n)| n).collect()
+    ranked.into_iter().take(limit).map(|(_, n, class)| (n, class)).collect()
 }
 
 fn kernel(s: &Side) -> String {
@@ -165,7 +177,7 @@ pub struct Part {
 /// shapes): when it differs, the pair is another variant whatever else differs, so the pair
 /// need not be analysed. One hash per IR kind, as [`super::compare`] picks `.source` when both
 /// sides have it, else `.ttir`.
-fn identity(p: &Option<super::ir::Prepared>) -> Option<u64> {
+fn identity(p: &Option<std::sync::Arc<super::ir::Prepared>>) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let p = p.as_ref()?;
     let mut h = std::collections::hash_map::DefaultHasher::new();

@@ -72,9 +72,36 @@ pub async fn assert_history_fresh(pool: &SqlitePool) -> Counts {
                 fresh(pool, &cut, by).await.unwrap(),
             );
         }
+        for g in [f.clone(), HistoryFilter { from: Some(1_000), to: Some(4_000_000_000_000), ..f.clone() }] {
+            assert_kernel_pages(pool, &g).await;
+        }
     }
     let all = grouped::<String>(pool, &HistoryFilter::default(), GroupBy::Machine).await.unwrap();
     cachelens::db::history::total(all.values())
+}
+
+/// The kernel table paged in SQL (`by_kernel_page`) is `by_kernel`'s order, page by page, with
+/// its count (all kernels, or those with a miss).
+async fn assert_kernel_pages(pool: &SqlitePool, f: &HistoryFilter) {
+    let all = cachelens::db::history::by_kernel(pool, f).await.unwrap();
+    for missing in [false, true] {
+        let want: Vec<_> = all.iter().filter(|n| !missing || n.counts.misses > 0).collect();
+        for offset in (0..=want.len() as i64).step_by(2) {
+            let page = cachelens::db::Page { limit: 2, offset };
+            let (got, n) = cachelens::db::history::by_kernel_page(pool, f, missing, page).await.unwrap();
+            assert_eq!(n as usize, want.len(), "{f:?} missing={missing}: count");
+            let expected = &want[(offset as usize).min(want.len())..(offset as usize + 2).min(want.len())];
+            let names = |v: &mut dyn Iterator<Item = &String>| v.cloned().collect::<Vec<_>>();
+            assert_eq!(
+                names(&mut got.iter().map(|n| &n.name)),
+                names(&mut expected.iter().map(|n| &n.name)),
+                "{f:?} missing={missing} offset {offset}"
+            );
+            for (a, b) in got.iter().zip(expected) {
+                assert!(same(&a.counts, &b.counts), "{f:?} {}: {:?} != {:?}", a.name, a.counts, b.counts);
+            }
+        }
+    }
 }
 
 fn shifted_run(events: &Path, hours: i64, pid_offset: i64) -> String {

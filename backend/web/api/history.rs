@@ -50,6 +50,5 @@ pub async fn kernels(
 ) -> Result<Json<Vec<NamedCounts>>, ApiError> {
     q.bucket()?; // ignored here, but not silently wrong
     let page = Page::new(q.limit, q.offset);
-    let rows = history::by_kernel(s.db.pool(), &q.filter()).await?;
-    Ok(Json(rows.into_iter().skip(page.offset as usize).take(page.limit as usize).collect()))
+    Ok(Json(history::by_kernel_page(s.db.pool(), &q.filter(), false, page).await?.0))
 }

@@ -111,8 +111,6 @@ async fn view(s: &AppState, q: &HistoryQuery) -> Result<HistoryView, AppError> {
     let pool = s.db.pool();
     let series = history::series(pool, &f, bucket).await?;
     let per_machine = history::by_machine(pool, &f).await?;
-    let missing: Vec<NamedCounts> =
-        history::by_kernel(pool, &f).await?.into_iter().filter(|n| n.counts.misses > 0).collect();
     let (machines, mut kernels) = history::choices(pool, KERNEL_CHOICES).await?;
     let (machine, kernel) = (f.machine.clone().unwrap_or_default(), f.kernel.clone().unwrap_or_default());
     if !kernel.is_empty() && !kernels.contains(&kernel) {
@@ -121,8 +119,16 @@ async fn view(s: &AppState, q: &HistoryQuery) -> Result<HistoryView, AppError> {
     let total = history::total(series.iter().map(|p| &p.counts));
     let link = |m: &str, k: &str| format!("/history?machine={}&kernel={}&bucket={}", enc(m), enc(k), bucket.as_str());
     let opts = |all: Vec<String>, cur: &str| all.into_iter().map(|v| Opt { selected: v == cur, value: v }).collect();
-    let pages = missing.len().div_ceil(TOP_KERNELS).max(1);
-    let kpage = q.kpage.unwrap_or(1).clamp(1, pages);
+    // Only the asked page of the kernel table is read (one more query when it is past the end).
+    let kpage_at = |p: usize| crate::db::Page { limit: TOP_KERNELS as i64, offset: ((p - 1) * TOP_KERNELS) as i64 };
+    let asked = q.kpage.unwrap_or(1).max(1);
+    let (mut missing, n) = history::by_kernel_page(pool, &f, true, kpage_at(asked)).await?;
+    let pages = (n as usize).div_ceil(TOP_KERNELS).max(1);
+    let kpage = asked.min(pages);
+    if kpage != asked {
+        missing = history::by_kernel_page(pool, &f, true, kpage_at(kpage)).await?.0;
+    }
+    let n = n as usize;
     let kpage_link = |p: usize| format!("{}&kpage={p}", link(&machine, &kernel));
     let first = (kpage - 1) * TOP_KERNELS;
     let shown = series.len().saturating_sub(DENSE_MAX as usize);
@@ -140,20 +146,10 @@ async fn view(s: &AppState, q: &HistoryQuery) -> Result<HistoryView, AppError> {
             .iter()
             .map(|n: &NamedCounts| row(n.name.clone(), link(&n.name, &kernel), &n.counts))
             .collect(),
-        per_kernel: missing
-            .iter()
-            .skip(first)
-            .take(TOP_KERNELS)
-            .map(|n| row(n.name.clone(), link(&machine, &n.name), &n.counts))
-            .collect(),
+        per_kernel: missing.iter().map(|n| row(n.name.clone(), link(&machine, &n.name), &n.counts)).collect(),
         kernel_prev: (kpage > 1).then(|| kpage_link(kpage - 1)),
         kernel_next: (kpage < pages).then(|| kpage_link(kpage + 1)),
-        kernel_range: format!(
-            "kernels {}–{} of {}",
-            (first + 1).min(missing.len()),
-            (first + TOP_KERNELS).min(missing.len()),
-            missing.len()
-        ),
+        kernel_range: format!("kernels {}–{} of {}", (first + 1).min(n), (first + TOP_KERNELS).min(n), n),
         api_url: format!(
             "/api/v1/history?machine={}&kernel={}&bucket={}&limit=10000",
             enc(&machine),
