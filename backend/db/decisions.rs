@@ -99,7 +99,8 @@ pub async fn kernel_decisions(pool: &SqlitePool, kernel: &str, page: Page) -> sq
 pub async fn machine_count(pool: &SqlitePool, machine: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "SELECT (SELECT COUNT(*) FROM inductor_autotune a WHERE a.machine_id = m.id)
-              + (SELECT COUNT(*) FROM entries e WHERE e.machine_id = m.id AND e.kind = 'autotune' AND e.removed_at IS NULL)
+              + (SELECT COUNT(*) FROM entries e INDEXED BY entries_autotune
+                 WHERE e.machine_id = m.id AND e.kind = 'autotune' AND e.removed_at IS NULL)
          FROM machines m WHERE m.name = ?",
     )
     .bind(machine)
