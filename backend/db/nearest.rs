@@ -61,7 +61,8 @@ pub async fn kernel_variants(
     machine: &str,
     key: &str,
 ) -> sqlx::Result<Option<(Variant, Vec<Variant>)>> {
-    let me: Option<(String, i64, Option<String>, Option<String>, Option<i64>, Option<i64>)> = sqlx::query_as(
+    type Me = (String, i64, Option<String>, Option<String>, Option<i64>, Option<i64>);
+    let me: Option<Me> = sqlx::query_as(
         "SELECT e.kernel, e.id, e.signature, e.shapes, e.num_warps, e.num_stages
          FROM entries e JOIN machines m ON m.id = e.machine_id
          WHERE m.name = ? AND e.key = ? AND e.kernel IS NOT NULL ORDER BY e.removed_at IS NOT NULL, e.id DESC LIMIT 1",

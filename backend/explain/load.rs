@@ -118,7 +118,7 @@ pub const NEAREST_MAX_CLASSES: usize = 256;
 /// plain ranking of every entry (`tests/e2e/nearest.rs` pins that), at the cost of the tiers that
 /// can still place a neighbour. At most [`NEAREST_MAX_CLASSES`] classes are analysed.
 pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
-    Ok(nearest_ranked(pool, id, limit).await.map(|(of, n, _)| (of, n))?)
+    nearest_ranked(pool, id, limit).await.map(|(of, n, _)| (of, n))
 }
 
 /// [`nearest_of`], and whether the class limit cut the analysis short.

@@ -269,7 +269,8 @@ pub fn match_part(old: &[Side], new: &[Side], budget: &mut Budget) -> Result<Par
     let old_content: Vec<u64> = if fresh.is_empty() { vec![] } else { old.iter().map(content).collect() };
     let new_content: HashMap<usize, u64> = fresh.iter().map(|&i| (i, content(&new[i]))).collect();
     // (old content, new content) → (distance, another variant, options only)
-    let mut analysed: HashMap<(u64, u64), ((usize, usize), bool, bool)> = HashMap::new();
+    type Analysed = ((usize, usize), bool, bool);
+    let mut analysed: HashMap<(u64, u64), Analysed> = HashMap::new();
     // Every candidate pair, most similar first; assign greedily one to one.
     let mut pairs: Vec<((usize, usize), usize, usize, bool)> = Vec::new();
     // Pairs whose only differing key inputs are launch options (num_warps, num_stages, ...).
