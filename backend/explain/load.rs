@@ -102,7 +102,8 @@ pub struct Neighbour {
 }
 
 /// Classes a nearest-neighbour request analyses at most (each parses one class's IR: ~0.5 ms).
-/// Past it the answer is the nearest among those analysed, and says so (`truncated`).
+/// Past it the answer is the nearest among those analysed ([`nearest_ranked`] returns whether
+/// that happened, and it is logged); no corpus comes near it.
 pub const NEAREST_MAX_CLASSES: usize = 256;
 
 /// The closest entries of the same kernel on any machine: fewest differing components first,
@@ -217,6 +218,9 @@ pub async fn nearest_ranked(
         })
         .collect();
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "nearest: compared");
+    if truncated {
+        tracing::info!(id, analysed, "nearest: stopped at the class limit; the answer is the best of those analysed");
+    }
     Ok((of, out, truncated))
 }
 
