@@ -148,16 +148,58 @@ pub(crate) async fn ir_texts(
     Ok(out)
 }
 
+/// An entry's row as the explainer reads it ([`SIDE_COLUMNS`]), before its IR text and key parts.
 #[derive(FromRow)]
-struct SideRow {
-    id: i64,
-    machine: String,
-    key: String,
+pub(crate) struct SideRow {
+    pub id: i64,
+    pub machine: String,
+    pub key: String,
     kernel: Option<String>,
     metadata_json: Option<String>,
     binary_sha256: Option<String>,
     code_sha256: Option<String>,
     relocated: bool,
+}
+
+impl SideRow {
+    /// The [`Side`], with its IR texts (`.source`, `.ttir`) and recorded key parts.
+    pub(crate) fn into_side(
+        self,
+        (source, ttir): (Option<String>, Option<String>),
+        parts: Option<serde_json::Value>,
+    ) -> Side {
+        Side {
+            parts,
+            machine: self.machine,
+            key: self.key,
+            kernel: self.kernel,
+            metadata: self.metadata_json.and_then(|m| serde_json::from_str(&m).ok()),
+            source,
+            ttir,
+            binary_sha256: self.binary_sha256,
+            code_sha256: self.code_sha256,
+            relocated: self.relocated,
+        }
+    }
+}
+
+/// The rows of the entries `ids` (any order; unknown ids are left out).
+pub(crate) async fn side_rows(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, SideRow>> {
+    let mut rows = HashMap::new();
+    for part in ids.chunks(500) {
+        let mut qb = QueryBuilder::<Sqlite>::new(format!(
+            "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN ("
+        ));
+        let mut sep = qb.separated(", ");
+        for id in part {
+            sep.push_bind(*id);
+        }
+        qb.push(")");
+        for r in qb.build_query_as::<SideRow>().fetch_all(pool).await? {
+            rows.insert(r.id, r);
+        }
+    }
+    Ok(rows)
 }
 
 /// Run an entry query (selecting [`SideRow`] columns) and attach IR text.
@@ -176,20 +218,9 @@ async fn sides(pool: &SqlitePool, sql: &str, binds: &[&str]) -> sqlx::Result<Vec
     Ok(rows
         .into_iter()
         .map(|r| {
-            let (source, ttir) = ir.remove(&r.id).unwrap_or_default();
             let parts = parts.remove(&(r.machine.clone(), r.key.clone()));
-            Side {
-                parts,
-                machine: r.machine,
-                key: r.key,
-                kernel: r.kernel,
-                metadata: r.metadata_json.and_then(|m| serde_json::from_str(&m).ok()),
-                source,
-                ttir,
-                binary_sha256: r.binary_sha256,
-                code_sha256: r.code_sha256,
-                relocated: r.relocated,
-            }
+            let ir = ir.remove(&r.id).unwrap_or_default();
+            r.into_side(ir, parts)
         })
         .collect())
 }
@@ -298,20 +329,7 @@ pub async fn light_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<Lig
 
 /// Entries of `machine` by id, in full (metadata, IR, recorded key parts), in the order of `ids`.
 pub async fn sides_of_ids(pool: &SqlitePool, machine: &str, ids: &[i64]) -> sqlx::Result<Vec<Side>> {
-    let mut rows: HashMap<i64, SideRow> = HashMap::new();
-    for part in ids.chunks(500) {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!(
-            "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN ("
-        ));
-        let mut sep = qb.separated(", ");
-        for id in part {
-            sep.push_bind(*id);
-        }
-        qb.push(")");
-        for r in qb.build_query_as::<SideRow>().fetch_all(pool).await? {
-            rows.insert(r.id, r);
-        }
-    }
+    let mut rows = side_rows(pool, ids).await?;
     let mut ir = ir_texts(pool, ids).await?;
     let keys: Vec<&str> = rows.values().map(|r| r.key.as_str()).collect();
     let mut parts = parts_of_machine_keys(pool, machine, &keys).await?;
@@ -319,19 +337,9 @@ pub async fn sides_of_ids(pool: &SqlitePool, machine: &str, ids: &[i64]) -> sqlx
         .iter()
         .filter_map(|id| rows.remove(id))
         .map(|r| {
-            let (source, ttir) = ir.remove(&r.id).unwrap_or_default();
-            Side {
-                parts: parts.remove(&r.key),
-                machine: r.machine,
-                key: r.key,
-                kernel: r.kernel,
-                metadata: r.metadata_json.and_then(|m| serde_json::from_str(&m).ok()),
-                source,
-                ttir,
-                binary_sha256: r.binary_sha256,
-                code_sha256: r.code_sha256,
-                relocated: r.relocated,
-            }
+            let parts = parts.remove(&r.key);
+            let ir = ir.remove(&r.id).unwrap_or_default();
+            r.into_side(ir, parts)
         })
         .collect())
 }

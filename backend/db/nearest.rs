@@ -9,7 +9,7 @@
 //! relocation, the hook's recorded key parts). The same key on twenty machines is one class: the
 //! explainer analyses it once and loads its IR once.
 
-use super::explain::{ir_texts, parts_of_keys};
+use super::explain::{ir_texts, parts_of_keys, side_rows};
 use crate::explain::Side;
 use crate::model::EntryKind;
 use sqlx::{FromRow, Row, SqlitePool};
@@ -30,18 +30,6 @@ pub struct Candidate {
 pub struct Classes {
     pub candidates: Vec<Candidate>,
     pub classes: Vec<(Side, Vec<usize>)>,
-}
-
-#[derive(FromRow)]
-struct SideRow {
-    id: i64,
-    machine: String,
-    key: String,
-    kernel: Option<String>,
-    metadata_json: Option<String>,
-    binary_sha256: Option<String>,
-    code_sha256: Option<String>,
-    relocated: bool,
 }
 
 /// An entry's variant columns, as the index holds them.
@@ -151,33 +139,12 @@ async fn sides_by_id(
     ids: &[i64],
     parts: &mut HashMap<(String, String), serde_json::Value>,
 ) -> sqlx::Result<HashMap<i64, Side>> {
+    let mut rows = side_rows(pool, ids).await?;
+    let mut ir = ir_texts(pool, ids).await?;
     let mut out = HashMap::new();
-    for part in ids.chunks(500) {
-        let list = part.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
-        let rows: Vec<SideRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT e.id, m.name AS machine, e.key, e.kernel, e.metadata_json, e.binary_sha256,
-                    json_extract(e.resources_json, '$.code_sha256') AS code_sha256, e.relocated
-             FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN ({list})"
-        )))
-        .fetch_all(pool)
-        .await?;
-        let mut ir = ir_texts(pool, part).await?;
-        for r in rows {
-            let (source, ttir) = ir.remove(&r.id).unwrap_or_default();
-            let side = Side {
-                parts: parts.remove(&(r.machine.clone(), r.key.clone())),
-                machine: r.machine,
-                key: r.key,
-                kernel: r.kernel,
-                metadata: r.metadata_json.and_then(|m| serde_json::from_str(&m).ok()),
-                source,
-                ttir,
-                binary_sha256: r.binary_sha256,
-                code_sha256: r.code_sha256,
-                relocated: r.relocated,
-            };
-            out.insert(r.id, side);
-        }
+    for (id, r) in rows.drain() {
+        let parts = parts.remove(&(r.machine.clone(), r.key.clone()));
+        out.insert(id, r.into_side(ir.remove(&id).unwrap_or_default(), parts));
     }
     Ok(out)
 }
