@@ -155,6 +155,10 @@ pub struct ServeArgs {
     /// Largest accepted upload in MiB (after decompression).
     #[arg(long, env = "CACHELENS_MAX_UPLOAD_MB", default_value_t = 256)]
     pub max_upload_mb: usize,
+    /// Uploads received and waiting for their turn at once, their bodies spooled to unnamed
+    /// files beside the database; more are answered 503 with Retry-After (clients retry).
+    #[arg(long, env = "CACHELENS_UPLOAD_QUEUE", default_value_t = 64)]
+    pub upload_queue: usize,
     /// Require this token to read pages and the read API (see README: Deployment); at least
     /// 16 characters.
     #[arg(long, env = "CACHELENS_READ_TOKEN")]

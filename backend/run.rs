@@ -208,8 +208,16 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         }
         print_summaries(&summaries, false, &format!("database: {}", db.path().display()));
     }
-    serve(ServeArgs { db, listen: a.listen, demo, max_upload_mb: 256, read_token: None, limits: Default::default() })
-        .await
+    serve(ServeArgs {
+        db,
+        listen: a.listen,
+        demo,
+        max_upload_mb: 256,
+        upload_queue: 64,
+        read_token: None,
+        limits: Default::default(),
+    })
+    .await
 }
 
 /// Where `up` keeps its demo database: beside the default one, never in it.
@@ -253,6 +261,8 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         read_token: a.read_token.clone(),
         body_idle_timeout: secs(a.limits.body_timeout),
         upload_read_timeout: secs(a.limits.upload_timeout),
+        upload_queue: a.upload_queue,
+        spool_dir: db_path.parent().filter(|p| !p.as_os_str().is_empty()).map(std::path::Path::to_path_buf),
         ..Config::default()
     };
     let limits =

@@ -64,14 +64,28 @@ pub fn client() -> anyhow::Result<reqwest::Client> {
         .user_agent(concat!("cachelens/", env!("CARGO_PKG_VERSION")))
         .connect_timeout(Duration::from_secs(15))
         .timeout(Duration::from_secs(900))
+        // A POST may wait long for its answer (POST_TIMEOUT): keepalive probes tell a dead
+        // server from a busy one meanwhile.
+        .tcp_keepalive(Duration::from_secs(30))
         .build()?)
 }
 
 /// One failed try: whether trying again may help, and why it failed.
 enum Failure {
     Retry(String),
+    /// 503 with Retry-After: the server is busy, not failing.
+    Busy(String, Duration),
     Final(String),
 }
+
+/// Longest a client keeps waiting, in all, on a server that answers 503 (busy: its upload
+/// queue is full) with Retry-After. Those answers do not use up [`Retry`]'s tries: 50 nodes
+/// uploading at once into a queue of fewer places is normal load, not a failure.
+const BUSY_WAIT: Duration = Duration::from_secs(3600);
+
+/// Longest one POST may take, the server's queue included: it answers once the scan is
+/// ingested, after every upload queued ahead of it (tens of seconds each for 50,000 entries).
+const POST_TIMEOUT: Duration = Duration::from_secs(7200);
 
 /// POST `body` to `url` with the token, retrying as [`Retry`] says. Returns (status, body, tries).
 async fn post(
@@ -82,19 +96,44 @@ async fn post(
     retry: Retry,
 ) -> anyhow::Result<(reqwest::StatusCode, String, u32)> {
     let mut last = String::new();
-    for attempt in 0..retry.tries {
-        if attempt > 0 {
-            let d = retry.delay(attempt - 1);
-            eprintln!("upload: {last}; retrying in {:.1} s ({}/{})", d.as_secs_f64(), attempt + 1, retry.tries);
-            tokio::time::sleep(d).await;
-        }
+    let (mut attempt, mut tries, mut busy) = (0u32, 0u32, Duration::ZERO);
+    while attempt < retry.tries {
+        tries += 1;
         match try_post(http, url, token, body).await {
-            Ok((status, text)) => return Ok((status, text, attempt + 1)),
+            Ok((status, text)) => return Ok((status, text, tries)),
             Err(Failure::Final(e)) => anyhow::bail!("{e}"),
-            Err(Failure::Retry(e)) => last = e,
+            Err(Failure::Busy(e, after)) if busy + after <= BUSY_WAIT => {
+                // Retry-After, give or take a quarter (50 nodes turned away together do not
+                // all come back in the same second).
+                let d = after.mul_f64(0.75 + rand::random::<f64>() / 2.0);
+                eprintln!("upload: {e}; the server is busy, retrying in {:.0} s", d.as_secs_f64());
+                busy += d;
+                tokio::time::sleep(d).await;
+            }
+            Err(Failure::Retry(e) | Failure::Busy(e, _)) => {
+                last = e;
+                attempt += 1;
+                if attempt < retry.tries {
+                    let d = retry.delay(attempt - 1);
+                    eprintln!("upload: {last}; retrying in {:.1} s ({}/{})", d.as_secs_f64(), attempt + 1, retry.tries);
+                    tokio::time::sleep(d).await;
+                }
+            }
         }
     }
     anyhow::bail!("gave up after {} tries: {last}", retry.tries)
+}
+
+/// POST an already gzipped scan report (or any body) to `url`, as [`upload_report`] does:
+/// retries as [`Retry`] says, waits on a busy server. Returns (status, answer, tries).
+pub async fn post_gzipped(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    body: &[u8],
+    retry: Retry,
+) -> anyhow::Result<(reqwest::StatusCode, String, u32)> {
+    post(http, url, token, body, retry).await
 }
 
 async fn try_post(
@@ -108,11 +147,17 @@ async fn try_post(
         .bearer_auth(token)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(reqwest::header::CONTENT_ENCODING, "gzip")
+        .timeout(POST_TIMEOUT)
         .body(body.to_vec())
         .send()
         .await
         .map_err(|e| Failure::Retry(format!("{url}: {}", error_chain(&e))))?;
     let status = resp.status();
+    let after = resp
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+        .map(|s| Duration::from_secs(s.clamp(1, 300)));
     let text =
         resp.text().await.map_err(|e| Failure::Retry(format!("{url}: reading the answer: {}", error_chain(&e))))?;
     if status.is_success() {
@@ -123,10 +168,10 @@ async fn try_post(
         .and_then(|v| v["error"].as_str().map(str::to_string))
         .unwrap_or_else(|| text.chars().take(200).collect());
     let msg = format!("server answered {status}: {msg}");
-    if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-        Err(Failure::Retry(msg))
-    } else {
-        Err(Failure::Final(msg))
+    match after {
+        Some(after) if status == reqwest::StatusCode::SERVICE_UNAVAILABLE => Err(Failure::Busy(msg, after)),
+        _ if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS => Err(Failure::Retry(msg)),
+        _ => Err(Failure::Final(msg)),
     }
 }
 

@@ -26,8 +26,15 @@ pub struct Config {
     pub read_token: Option<String>,
     /// Longest wait for the next chunk of any request body.
     pub body_idle_timeout: Duration,
-    /// Longest time an upload body may take to arrive whole (it holds an upload slot meanwhile).
+    /// Longest time an upload body may take to arrive whole.
     pub upload_read_timeout: Duration,
+    /// Uploads received and waiting for their turn at once (each body spooled to a file in
+    /// `spool_dir`); past it a new upload is answered 503 with Retry-After before its body is
+    /// read. Worst case on disk: this many × `max_upload_bytes` (compressed bodies).
+    pub upload_queue: usize,
+    /// Where waiting upload bodies are spooled (unnamed files, gone when closed: nothing is left
+    /// behind by a crash). `None`: the system's temp dir. `serve` uses the database's dir.
+    pub spool_dir: Option<std::path::PathBuf>,
     /// Bounds on the work of one invalidation report's computation.
     pub report_limits: crate::explain::load::Limits,
 }
@@ -39,6 +46,8 @@ impl Default for Config {
             read_token: None,
             body_idle_timeout: Duration::from_secs(30),
             upload_read_timeout: Duration::from_secs(300),
+            upload_queue: 64,
+            spool_dir: None,
             report_limits: crate::explain::load::LIMITS,
         }
     }
@@ -52,11 +61,16 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// One writer at a time: uploads are ingested one after the other while pages keep reading.
     pub write_lock: Arc<tokio::sync::Mutex<()>>,
-    /// Uploads being read, decoded or ingested at once. A body is read only once it holds a
-    /// slot, so memory is bounded by the slots, not by the clients: without this bound, 50
-    /// clients uploading together hold 50 bodies and decoded reports while they queue for the
-    /// write lock. Bodies waiting for a slot stay in the clients' sockets.
+    /// Uploads decoded or ingested at once. A report is decoded only once it holds a slot, so
+    /// memory is bounded by the slots, not by the clients: without this bound, 50 clients
+    /// uploading together hold 50 decoded reports while they queue for the write lock.
     pub upload_slots: Arc<tokio::sync::Semaphore>,
+    /// Uploads received at once ([`Config::upload_queue`]): a body is read as it arrives, into
+    /// a spool file, and waits there for a slot. Left in the client's socket instead, a body
+    /// stalls the client's TCP stream for as long as the queue ahead of it takes, and the
+    /// client's kernel gives up on the connection (ETIMEDOUT after a minute or two, seen with
+    /// 50 nodes uploading at once).
+    pub upload_queue: Arc<tokio::sync::Semaphore>,
     /// The server's Prometheus metrics (`GET /metrics`, see metrics.rs).
     pub metrics: Arc<metrics::Metrics>,
 }
@@ -66,9 +80,11 @@ impl AppState {
         // One report ingesting under the write lock, the next one decoding meanwhile; half the
         // cores at most, so that pages keep a core while 50 nodes upload at once.
         let slots = (std::thread::available_parallelism().map_or(2, |n| n.get()) / 2).clamp(1, 4);
+        let queue = config.upload_queue.max(1);
         AppState {
             db: db.into(),
             config: Arc::new(config),
+            upload_queue: Arc::new(tokio::sync::Semaphore::new(queue)),
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
             upload_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             metrics: Arc::default(),

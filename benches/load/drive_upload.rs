@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn gzip(r: &cachelens::model::ScanReport) -> anyhow::Result<Vec<u8>> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -82,25 +82,19 @@ pub async fn run(
     for (i, body) in bodies.into_iter().enumerate() {
         let (http, url, token) = (http.clone(), s.url.clone(), tokens[&format!("node-{:03}", i + 1)].clone());
         ups.push(tokio::spawn(async move {
+            // The real client's POST: retries, and waits on a busy server (503 Retry-After).
             let t = Instant::now();
-            let resp = http
-                .post(format!("{url}/api/v1/scans"))
-                .bearer_auth(token)
-                .header("content-type", "application/json")
-                .header("content-encoding", "gzip")
-                .body(body)
-                .timeout(Duration::from_secs(3600))
-                .send()
-                .await?;
-            let status = resp.status();
-            let text = resp.text().await?;
-            anyhow::ensure!(status.is_success(), "upload: {status} {}", text.chars().take(200).collect::<String>());
-            anyhow::Ok(t.elapsed().as_secs_f64())
+            let url = format!("{url}/api/v1/scans");
+            let (_, _, tries) =
+                cachelens::upload::post_gzipped(&http, &url, &token, &body, cachelens::upload::Retry::new(6)).await?;
+            anyhow::Ok((t.elapsed().as_secs_f64(), tries))
         }));
     }
-    let mut per = vec![];
+    let (mut per, mut posts) = (vec![], 0);
     for u in ups {
-        per.push(u.await??);
+        let (secs, tries) = u.await??;
+        per.push(secs);
+        posts += tries;
     }
     let secs = started.elapsed().as_secs_f64();
     done.store(true, Ordering::Relaxed);
@@ -114,7 +108,7 @@ pub async fn run(
     }
     let entries = a.upload_nodes * a.upload_entries;
     let mut out = vec![format!(
-        "{} nodes × {} entries at once: {secs:.0} s, {:.0} entries/s ingested, slowest node {:.0} s; RSS {} MB",
+        "{} nodes × {} entries at once: {secs:.0} s, {:.0} entries/s ingested, slowest node {:.0} s, {posts} POSTs (retries and busy answers included); RSS {} MB",
         a.upload_nodes,
         a.upload_entries,
         entries as f64 / secs,

@@ -23,3 +23,4 @@ mod scan;
 mod summaries;
 mod tokens;
 mod upload;
+mod upload_queue;

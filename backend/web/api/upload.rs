@@ -13,7 +13,7 @@ use crate::model::{MissingRequest, MissingResponse, ScanReport, ScanSummary, Upl
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use axum::Json;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use http_body_util::BodyExt;
@@ -49,13 +49,19 @@ pub async fn post_scan(
     let machine = authenticate(&s, &headers).await?;
     let max = s.config.max_upload_bytes;
     let gzip = is_gzip(&headers)?;
-    // Bounded: at most `upload_slots` bodies read and reports decoded in memory at once (see
-    // AppState). The slot comes first: a body waiting for one stays in the client's socket.
+    // The body is read as it arrives, into a spool file, whatever the queue ahead of it: a
+    // body left in the client's socket stalls its TCP stream until the client's kernel drops
+    // the connection. Bounded by the queue: past it, 503 before the body is read.
+    let _queued = queue_permit(&s)?;
+    let spooled =
+        spool_capped(&headers, body, max, s.config.upload_read_timeout, s.config.spool_dir.as_deref()).await?;
+    // Bounded: at most `upload_slots` reports decoded in memory and ingesting at once (see
+    // AppState); the spooled bodies wait for a slot on disk.
     let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
-    let raw = read_capped(&headers, body, max, s.config.upload_read_timeout).await?;
     // Decompressing, parsing and hashing are CPU work: off the async threads, and without the
     // write lock, so other uploads keep ingesting and pages keep answering meanwhile.
     let report = tokio::task::spawn_blocking(move || -> Result<ScanReport, AppError> {
+        let raw = read_spooled(spooled)?;
         let r = decode(&raw, gzip, max)?;
         validate(&r, &machine)?;
         Ok(r)
@@ -114,11 +120,17 @@ pub async fn blobs_missing(
     let machine = authenticate(&s, &headers).await?;
     let max = s.config.max_upload_bytes;
     let gzip = is_gzip(&headers)?;
-    let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
-    let raw = read_capped(&headers, body, max, s.config.upload_read_timeout).await?;
-    let req: MissingRequest = tokio::task::spawn_blocking(move || parse_json(&inflate(&raw, gzip, max)?))
-        .await
-        .map_err(|e| AppError::Internal(e.into()))??;
+    // Read as it arrives, like a scan's body (a node asks this before it uploads, so 50 nodes
+    // ask it while scans ingest), but not behind the ingest queue: its answer is one lookup.
+    let max = max.min(MAX_MISSING_BYTES);
+    let _queued = queue_permit(&s)?;
+    let spooled =
+        spool_capped(&headers, body, max, s.config.upload_read_timeout, s.config.spool_dir.as_deref()).await?;
+    let _decoding = MISSING_DECODES.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
+    let req: MissingRequest =
+        tokio::task::spawn_blocking(move || parse_json(&inflate(&read_spooled(spooled)?, gzip, max)?))
+            .await
+            .map_err(|e| AppError::Internal(e.into()))??;
     if let Some(bad) = req.sha256.iter().find(|h| !is_sha256(h)) {
         return Err(AppError::Unprocessable(format!("not a sha256: {:?}", trunc(bad))).into());
     }
@@ -140,19 +152,56 @@ fn is_gzip(headers: &HeaderMap) -> Result<bool, AppError> {
     }
 }
 
-/// Read the body, refusing (413) more than `max` bytes as sent, and (408) a body that takes
-/// longer than `within` to arrive whole (a client trickling bytes holds an upload slot).
-async fn read_capped(headers: &HeaderMap, body: Body, max: usize, within: Duration) -> Result<Bytes, AppError> {
+/// Largest `blobs/missing` body (a list of sha256s: 64 MiB holds about a million).
+const MAX_MISSING_BYTES: usize = 64 << 20;
+
+/// `blobs/missing` bodies parsed at once (each up to [`MAX_MISSING_BYTES`] in memory).
+static MISSING_DECODES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
+/// A place in the upload queue, or 503 (with Retry-After) when it is full.
+fn queue_permit(s: &AppState) -> Result<tokio::sync::SemaphorePermit<'_>, AppError> {
+    s.upload_queue.try_acquire().map_err(|_| {
+        AppError::Unavailable(format!(
+            "the server is receiving {} uploads already; try again shortly",
+            s.config.upload_queue.max(1)
+        ))
+    })
+}
+
+/// Read the body into an unnamed file in `dir` (the system's temp dir when `None`), refusing
+/// (413) more than `max` bytes as sent, and (408) a body that takes longer than `within` to
+/// arrive whole. Memory stays one chunk whatever the body's size.
+async fn spool_capped(
+    headers: &HeaderMap,
+    body: Body,
+    max: usize,
+    within: Duration,
+    dir: Option<&std::path::Path>,
+) -> Result<std::fs::File, AppError> {
+    use tokio::io::AsyncWriteExt;
     let too_large = || AppError::TooLarge(format!("upload larger than the server's limit of {} MiB", max >> 20));
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large());
     }
-    let read = tokio::time::timeout(within, http_body_util::Limited::new(body, max).collect());
+    let dir = dir.map_or_else(std::env::temp_dir, std::path::Path::to_path_buf);
+    let file = tempfile::tempfile_in(&dir)
+        .map_err(|e| AppError::Internal(anyhow::anyhow!("cannot spool an upload in {}: {e}", dir.display())))?;
+    let mut file = tokio::fs::File::from_std(file);
+    let read = async {
+        let mut body = http_body_util::Limited::new(body, max);
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                file.write_all(&data).await?;
+            }
+        }
+        file.flush().await?;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+    };
     let slow = || AppError::BadRequest(format!("the upload body did not arrive within {} s", within.as_secs()));
-    match read.await.map_err(|_| slow())? {
-        Ok(c) => Ok(c.to_bytes()),
+    match tokio::time::timeout(within, read).await.map_err(|_| slow())? {
+        Ok(()) => Ok(file.into_std().await),
         Err(e)
             if std::iter::successors(Some(&*e as &dyn std::error::Error), |e| e.source())
                 .any(|e| e.is::<tower_http::timeout::TimeoutError>()) =>
@@ -160,8 +209,19 @@ async fn read_capped(headers: &HeaderMap, body: Body, max: usize, within: Durati
             Err(slow())
         }
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Err(e) if e.is::<std::io::Error>() => Err(AppError::Internal(anyhow::anyhow!("spooling an upload: {e}"))),
         Err(e) => Err(AppError::BadRequest(format!("could not read the request body: {e}"))),
     }
+}
+
+/// The spooled body, read back whole (blocking: call off the async threads).
+fn read_spooled(mut f: std::fs::File) -> Result<Vec<u8>, AppError> {
+    use std::io::Seek;
+    let mut raw = Vec::new();
+    f.seek(std::io::SeekFrom::Start(0))
+        .and_then(|_| f.read_to_end(&mut raw))
+        .map_err(|e| AppError::Internal(anyhow::anyhow!("reading a spooled upload back: {e}")))?;
+    Ok(raw)
 }
 
 /// Gunzip (when `gzip`) with a cap on the decompressed size: 413 past `max`.
