@@ -96,7 +96,7 @@ pub async fn store(
     r: &ToStore<'_>,
     compute_ms: i64,
 ) -> sqlx::Result<i64> {
-    let mut tx = pool.begin().await?;
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     sqlx::query("DELETE FROM inv_reports WHERE spec = ?").bind(spec).execute(&mut *tx).await?;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO inv_reports(spec, old_gen, new_gen, head_json, computed_at, compute_ms)
