@@ -19,7 +19,7 @@ pub struct Loaded {
 }
 
 /// Kinds of entries that hold a compiled kernel.
-const KERNEL_KINDS: &[EntryKind] = &[EntryKind::Kernel, EntryKind::BinaryOnly, EntryKind::Partial];
+pub(crate) const KERNEL_KINDS: &[EntryKind] = &[EntryKind::Kernel, EntryKind::BinaryOnly, EntryKind::Partial];
 
 /// One entry as a [`Side`], by machine and key (removed entries included).
 pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Option<Loaded>> {

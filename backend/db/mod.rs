@@ -12,6 +12,7 @@ pub mod history;
 pub mod history_agg;
 pub mod inductor;
 pub mod ingest;
+pub mod keysets;
 pub mod nearest;
 pub mod rebuild;
 pub mod reports;

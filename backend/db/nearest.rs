@@ -43,12 +43,15 @@ pub struct Variant {
 }
 
 /// `machine`'s entry `key` (its kernel and variant columns; a live one before a removed one)
-/// and the live entries of its kernel on every machine (itself included), from the index alone.
+/// and the live entries of its kernel on every machine (itself left out) in three tiers by the
+/// lower bound on their differing components ([`tier_sql`]), from the index alone: the
+/// columns are compared inside SQLite, so a kernel of thousands of entries costs two integers
+/// a row, not its signatures and shapes.
 pub async fn kernel_variants(
     pool: &SqlitePool,
     machine: &str,
     key: &str,
-) -> sqlx::Result<Option<(Variant, Vec<Variant>)>> {
+) -> sqlx::Result<Option<(Variant, [Vec<i64>; 3])>> {
     type Me = (String, i64, Option<String>, Option<String>, Option<i64>, Option<i64>);
     let me: Option<Me> = sqlx::query_as(
         "SELECT e.kernel, e.id, e.signature, e.shapes, e.num_warps, e.num_stages
@@ -60,19 +63,34 @@ pub async fn kernel_variants(
     .fetch_optional(pool)
     .await?;
     let Some((kernel, id, signature, shapes, num_warps, num_stages)) = me else { return Ok(None) };
-    let all: Vec<Variant> = sqlx::query_as(
-        "SELECT id, signature, shapes, num_warps, num_stages FROM entries INDEXED BY entries_variant
-         WHERE kernel = ? AND removed_at IS NULL",
-    )
-    .bind(&kernel)
-    .fetch_all(pool)
-    .await?;
-    Ok(Some((Variant { id, signature, shapes, num_warps, num_stages }, all)))
+    let rows: Vec<(i64, i64)> = sqlx::query_as(TIER_SQL)
+        .bind(&kernel)
+        .bind(&signature)
+        .bind(&shapes)
+        .bind(num_warps)
+        .bind(num_stages)
+        .fetch_all(pool)
+        .await?;
+    let mut tiers: [Vec<i64>; 3] = Default::default();
+    for (other, b) in rows.into_iter().filter(|(other, _)| *other != id) {
+        tiers[b.clamp(0, 2) as usize].push(other);
+    }
+    Ok(Some((Variant { id, signature, shapes, num_warps, num_stages }, tiers)))
 }
+
+/// Each live entry of kernel ?1 with its lower bound against the variant (?2 signature, ?3
+/// shapes, ?4 num_warps, ?5 num_stages): 1 for the source when its signature or tile shapes
+/// differ, 1 for the options when num_warps or num_stages do; a column unknown on either side
+/// counts as no difference.
+const TIER_SQL: &str = "SELECT id,
+        (CASE WHEN (signature <> ?2) OR (shapes <> ?3) THEN 1 ELSE 0 END)
+      + (CASE WHEN (num_warps <> ?4) OR (num_stages <> ?5) THEN 1 ELSE 0 END)
+     FROM entries INDEXED BY entries_variant WHERE kernel = ?1 AND removed_at IS NULL";
 
 /// The live kernel entries among `ids`, ordered by machine and key, grouped into classes that
 /// compare alike.
 pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<Classes> {
+    let t0 = std::time::Instant::now();
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let mut rows = Vec::with_capacity(ids.len());
     for part in ids.chunks(5000) {
@@ -117,7 +135,9 @@ pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<Clas
     let mut keys: Vec<&str> = rows.iter().map(|r| r.get::<&str, _>("key")).collect();
     keys.sort_unstable();
     keys.dedup();
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, rows = rows.len(), "nearest: class rows");
     let mut parts = parts_of_keys(pool, &keys).await?;
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "nearest: parts");
     // The hook's parts are per machine and key: part of the class.
     let mut by_class: BTreeMap<(i64, Option<String>), (i64, Vec<usize>)> = BTreeMap::new();
     let mut candidates = Vec::with_capacity(rows.len());
@@ -129,6 +149,7 @@ pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<Clas
     }
     let ids: Vec<i64> = by_class.values().map(|(id, _)| *id).collect();
     let mut sides = sides_by_id(pool, &ids, &mut parts).await?;
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "nearest: sides");
     let classes = by_class.into_values().filter_map(|(id, members)| Some((sides.remove(&id)?, members))).collect();
     Ok(Classes { candidates, classes })
 }

@@ -5,6 +5,7 @@
 use super::report::{self, CompareReport, InvalidationsReport};
 use super::{Budget, Side, compare, finish, match_part, nearest_classes};
 use crate::db::explain::{LightRow, Loaded, ir_of, light_at, light_now, load, machine_exists, sides_of_ids};
+use crate::db::keysets;
 use crate::db::scans::{ScanRef, scans_of};
 use sqlx::SqlitePool;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -134,20 +135,10 @@ pub async fn nearest_ranked(
     if of.side.kernel_name().is_none() {
         return Ok((of, vec![], false));
     }
-    let Some((me, all)) = crate::db::nearest::kernel_variants(pool, &of.side.machine, &of.side.key).await? else {
+    let Some((_, tiers)) = crate::db::nearest::kernel_variants(pool, &of.side.machine, &of.side.key).await? else {
         return Ok((of, vec![], false));
     };
-    fn differs<T: PartialEq>(a: &Option<T>, b: &Option<T>) -> bool {
-        matches!((a, b), (Some(x), Some(y)) if x != y)
-    }
-    let bound = |v: &crate::db::nearest::Variant| {
-        usize::from(differs(&v.signature, &me.signature) || differs(&v.shapes, &me.shapes))
-            + usize::from(differs(&v.num_warps, &me.num_warps) || differs(&v.num_stages, &me.num_stages))
-    };
-    let mut tiers: [Vec<i64>; 3] = Default::default();
-    for v in all.iter().filter(|v| v.id != me.id) {
-        tiers[bound(v)].push(v.id);
-    }
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, tiers = ?tiers.each_ref().map(Vec::len), "nearest: tiers read");
     // (rank key, machine, key, class side, near, class id)
     type Found = ((usize, usize, usize), String, String, std::sync::Arc<Side>, super::Near, (usize, usize));
     let mut found: Vec<Found> = Vec::new();
@@ -159,6 +150,12 @@ pub async fn nearest_ranked(
         }
         let crate::db::nearest::Classes { candidates, mut classes } =
             crate::db::nearest::classes_of_ids(pool, ids).await?;
+        tracing::debug!(
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            tier = b,
+            classes = classes.len(),
+            "nearest: classes read"
+        );
         for (_, members) in &mut classes {
             members.retain(|&i| !(candidates[i].machine == of.side.machine && candidates[i].key == of.side.key));
         }
@@ -284,6 +281,16 @@ pub const LIMITS: Limits =
 pub struct SideSet {
     pub machine: String,
     pub rows: Vec<LightRow>,
+    /// Entries not in `rows`: kernels whose key set is the same on the other side (all kept,
+    /// counted from `db::keysets`), and how many of them are relocated.
+    pub unlisted: usize,
+    pub unlisted_relocated: usize,
+}
+
+impl SideSet {
+    fn all(machine: &str, rows: Vec<LightRow>) -> SideSet {
+        SideSet { machine: machine.into(), rows, unlisted: 0, unlisted_relocated: 0 }
+    }
 }
 
 fn light(machine: &str, r: &LightRow) -> Side {
@@ -361,6 +368,9 @@ pub async fn invalidations_grouped(
         budget = left;
         parts.push(part.map_err(|_| over(pairs_over(limits)))?);
     }
+    if old.unlisted > 0 {
+        parts.push(crate::explain::Part::all_kept(old.unlisted));
+    }
     Ok(finish(parts))
 }
 
@@ -371,7 +381,8 @@ fn pairs_over(limits: Limits) -> String {
 fn inv_report(inv: crate::explain::Invalidations, old: &SideSet, new: &SideSet) -> InvalidationsReport {
     let moved: HashSet<&str> = new.rows.iter().filter(|s| s.relocated).map(|s| s.key.as_str()).collect();
     let machines = (old.machine.as_str(), new.machine.as_str());
-    report::invalidations_report(inv, machines, (old.rows.len(), new.rows.len()), |k| moved.contains(k), moved.len())
+    let counts = (old.rows.len() + old.unlisted, new.rows.len() + new.unlisted);
+    report::invalidations_report(inv, machines, counts, |k| moved.contains(k), moved.len() + new.unlisted_relocated)
 }
 
 /// The two sides of a one-machine report.
@@ -385,18 +396,39 @@ pub async fn scan_sides(
         None => vec![],
     };
     let new = light_at(pool, to).await?;
-    Ok((SideSet { machine: to.machine.clone(), rows: old }, SideSet { machine: to.machine.clone(), rows: new }))
+    Ok((SideSet::all(&to.machine, old), SideSet::all(&to.machine, new)))
 }
 
-/// The two sides of a machine-pair report (404 for an unknown machine).
+/// The two sides of a machine-pair report (404 for an unknown machine). Kernels whose key
+/// sets are equal on both machines ([`crate::db::keysets`]) are counted, not read: all their
+/// entries are kept, which is what matching them would give (`tests/e2e/reports.rs` pins the
+/// report equal to the whole sets matched at once).
 pub async fn machine_sides(pool: &SqlitePool, a: &str, b: &str) -> Result<(SideSet, SideSet), ExplainError> {
     for m in [a, b] {
         if !machine_exists(pool, m).await? {
             return Err(ExplainError::NotFound(format!("no machine {m:?}")));
         }
     }
-    let (old, new) = (light_now(pool, a).await?, light_now(pool, b).await?);
-    Ok((SideSet { machine: a.into(), rows: old }, SideSet { machine: b.into(), rows: new }))
+    let (ka, kb) = (keysets::current(pool, a).await?, keysets::current(pool, b).await?);
+    let same: Vec<&str> =
+        kb.iter().filter(|(k, s)| ka.get(*k).is_some_and(|o| s.all_kept_from(o))).map(|(k, _)| k.as_str()).collect();
+    if same.is_empty() {
+        return Ok((SideSet::all(a, light_now(pool, a).await?), SideSet::all(b, light_now(pool, b).await?)));
+    }
+    let same: HashSet<&str> = same.into_iter().collect();
+    fn differ<'a>(sets: &'a HashMap<String, keysets::KeySet>, same: &HashSet<&str>) -> Vec<&'a str> {
+        sets.keys().filter(|k| !same.contains(k.as_str())).map(String::as_str).collect()
+    }
+    let side = |m: &str, sets: &HashMap<String, keysets::KeySet>, rows| {
+        let kept = sets.values().filter(|s| same.contains(s.kernel.as_str()));
+        let (n, moved) = kept.fold((0, 0), |(n, r), s| (n + s.entries as usize, r + s.relocated as usize));
+        SideSet { machine: m.into(), rows, unlisted: n, unlisted_relocated: moved }
+    };
+    let (ra, rb) = (
+        keysets::light_now_of(pool, a, &differ(&ka, &same)).await?,
+        keysets::light_now_of(pool, b, &differ(&kb, &same)).await?,
+    );
+    Ok((side(a, &ka, ra), side(b, &kb, rb)))
 }
 
 /// A report computed fresh from two sides, under `limits`.

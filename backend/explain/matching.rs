@@ -32,6 +32,9 @@ pub struct Invalidated {
 pub struct Invalidations {
     /// Keys in both sets.
     pub kept: Vec<String>,
+    /// More keys in both sets, not listed: kernels whose key sets are equal on both sides,
+    /// counted without reading their entries ([`Part::all_kept`]).
+    pub kept_unlisted: usize,
     /// New entries matched to the old entry they replace.
     pub invalidated: Vec<Invalidated>,
     /// New entries that replace nothing (new kernels or new variants): (kernel, key).
@@ -171,6 +174,17 @@ pub struct Part {
     pub phrases: Vec<String>,
     pub new: Vec<(String, String)>,
     pub removed: Vec<(String, String)>,
+    /// Kept keys counted, not listed in `kept`.
+    pub kept_unlisted: usize,
+}
+
+impl Part {
+    /// The part of kernels whose distinct keys, `n` of them, are the same on both sides: every
+    /// one is kept, nothing is new, removed or invalidated, whatever the entries hold (what
+    /// [`match_part`] gives for them, without the keys).
+    pub fn all_kept(n: usize) -> Part {
+        Part { old_len: n, kept_unlisted: n, ..Part::default() }
+    }
 }
 
 /// The variant identity a comparison reads from the IR (signature, block sizes, tensor
@@ -373,7 +387,7 @@ pub fn match_part(old: &[Side], new: &[Side], budget: &mut Budget) -> Result<Par
         .filter(|(i, s)| !new_keys.contains(s.key.as_str()) && !used_old.contains(i))
         .map(|(_, s)| (kernel(s), s.key.clone()))
         .collect();
-    Ok(Part { old_len: old.len(), kept, invalidated, phrases, new: new_list, removed })
+    Ok(Part { old_len: old.len(), kept, invalidated, phrases, new: new_list, removed, kept_unlisted: 0 })
 }
 
 /// The parts of one report joined in order, with the counts by cause and the summary.
@@ -386,15 +400,17 @@ pub fn finish(parts: Vec<Part>) -> Invalidations {
         all.phrases.extend(p.phrases);
         all.new.extend(p.new);
         all.removed.extend(p.removed);
+        all.kept_unlisted += p.kept_unlisted;
     }
-    let Part { old_len, kept, invalidated, phrases, new, removed } = all;
+    let Part { old_len, kept, invalidated, phrases, new, removed, kept_unlisted } = all;
     let by_cause: Vec<(Cause, usize)> = Cause::ORDER
         .iter()
         .map(|c| (*c, invalidated.iter().filter(|i| i.cause == *c).count()))
         .filter(|(_, n)| *n > 0)
         .collect();
-    let summary = summarize(old_len, &invalidated, &phrases, &by_cause, kept.len(), new.len(), removed.len());
-    Invalidations { kept, invalidated, new, removed, by_cause, summary }
+    let n_kept = kept.len() + kept_unlisted;
+    let summary = summarize(old_len, &invalidated, &phrases, &by_cause, n_kept, new.len(), removed.len());
+    Invalidations { kept, kept_unlisted, invalidated, new, removed, by_cause, summary }
 }
 
 /// Options that pick a launch configuration (autotuner configs differ in these): a

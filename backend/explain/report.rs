@@ -308,7 +308,7 @@ pub fn invalidations_report(
         to: None,
         old_entries: old_n,
         new_entries: new_n,
-        kept: inv.kept.len(),
+        kept: inv.kept.len() + inv.kept_unlisted,
         invalidated,
         new: kk(inv.new),
         removed: kk(inv.removed),

@@ -280,7 +280,10 @@ pub async fn after_scan(pool: SqlitePool, scan_id: i64) {
             return Ok(());
         };
         let (from, to, _) = super::load::pick_scans(&pool, &to.machine, None, Some(to.id)).await?;
-        stored(&pool, &Spec::Scans { from, to }, super::load::LIMITS).await.map(|_| ())
+        let machine = to.machine.clone();
+        stored(&pool, &Spec::Scans { from, to }, super::load::LIMITS).await?;
+        // The machine's kernel key sets, so that the first visit of a pair with it reads them.
+        crate::db::keysets::current(&pool, &machine).await.map(|_| ()).map_err(ExplainError::from)
     };
     if let Err(e) = run.await {
         tracing::warn!(scan_id, error = %e, "invalidation report of the scan not stored");

@@ -58,6 +58,11 @@ async fn same_as_fresh(state: &AppState, query: &str, spec: Spec) -> i64 {
         Spec::Machines { a, b } => (sides_now(pool, a).await.unwrap(), sides_now(pool, b).await.unwrap()),
     };
     let whole = cachelens::explain::invalidations(&old, &new);
+    // (every entry counted, those of kernels counted without being read included)
+    assert_eq!(
+        (want["old_entries"].as_u64(), want["new_entries"].as_u64()),
+        (Some(old.len() as u64), Some(new.len() as u64))
+    );
     // The view's summary adds the relocation note to the match's.
     assert!(
         want["summary"].as_str().unwrap().starts_with(&whole.summary),
@@ -184,6 +189,47 @@ async fn stored_reports_equal_fresh_ones_after_every_change() {
     // m1's scan report did not move (m1 did not change): read, not recomputed.
     get_json(&state, "/api/v1/invalidations?machine=m1").await;
     assert_eq!(spec_id(m1_spec).await, m1_id);
+
+    // A machine running mostly the same jobs: m3 holds m1's cache but one entry gone and one
+    // of m2's added. Its kernels with the same keys as m1's are counted, not read
+    // (db/keysets.rs); the report still equals the whole sets matched at once.
+    let t3 = TempDir::new().unwrap();
+    let c = t3.path().join("triton-cache");
+    copy_dir(&a, &c);
+    let dirs3 = key_dirs(&c);
+    std::fs::remove_dir_all(&dirs3[0]).unwrap();
+    let extra = new_dirs.iter().find(|d| !c.join(d.file_name().unwrap()).exists()).unwrap();
+    copy_dir(extra, &c.join(extra.file_name().unwrap()));
+    scan(&pool, &c, "m3").await;
+    let m3 = || Spec::Machines { a: "m1".into(), b: "m3".into() };
+    same_as_fresh(&state, "a=m1&b=m3", m3()).await;
+    same_as_fresh(&state, "a=m3&b=m1", Spec::Machines { a: "m3".into(), b: "m1".into() }).await;
+    let shared =
+        "SELECT COUNT(*) FROM kernel_keysets x JOIN kernel_keysets y ON x.kernel = y.kernel AND x.digest = y.digest
+                  WHERE x.machine_id = (SELECT id FROM machines WHERE name = 'm1')
+                    AND y.machine_id = (SELECT id FROM machines WHERE name = 'm3')";
+    let (n_shared, n_m1) = (
+        count(&pool, shared).await,
+        count(
+            &pool,
+            "SELECT COUNT(*) FROM kernel_keysets WHERE machine_id = (SELECT id FROM machines WHERE name = 'm1')",
+        )
+        .await,
+    );
+    assert!(n_shared > 0 && n_shared < n_m1, "kernels with equal key sets: {n_shared} of {n_m1}");
+    let r = get_json(&state, "/api/v1/invalidations?a=m1&b=m3").await;
+    assert!(r["kept"].as_u64().unwrap() > 0, "{r}");
+    // m3 changes again (another entry gone): its key sets are recomputed at its new generation
+    // and the report is again the whole-set match.
+    std::fs::remove_dir_all(&dirs3[1]).unwrap();
+    scan(&pool, &c, "m3").await;
+    same_as_fresh(&state, "a=m1&b=m3", m3()).await;
+    let stale = "SELECT COUNT(*) FROM kernel_keysets_gen k JOIN report_gens g ON g.machine_id = k.machine_id
+                 WHERE k.gen <> g.gen AND k.machine_id IN (SELECT id FROM machines WHERE name IN ('m1', 'm3'))";
+    assert_eq!(count(&pool, stale).await, 0);
+    // Key sets are per kernel: a kernel whose keys differ on the two machines is read in full.
+    let r2 = get_json(&state, "/api/v1/invalidations?a=m1&b=m3").await;
+    assert!(r2["kept"].as_u64().unwrap() < r["kept"].as_u64().unwrap(), "{r2}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
