@@ -13,6 +13,7 @@ pub mod history_agg;
 pub mod inductor;
 pub mod ingest;
 pub mod keysets;
+pub mod memo;
 pub mod nearest;
 pub mod rebuild;
 pub mod reports;
@@ -33,12 +34,13 @@ use std::time::Duration;
 pub struct Db {
     pool: SqlitePool,
     summaries: Arc<rebuild::State>,
+    memo: Arc<memo::Memo>,
 }
 
 impl Db {
     /// A handle on an open (migrated) pool.
     pub fn new(pool: SqlitePool) -> Db {
-        Db { pool, summaries: Arc::default() }
+        Db { pool, summaries: Arc::default(), memo: Arc::default() }
     }
 
     /// Open (creating and migrating if needed) the database at `path`.
@@ -49,6 +51,23 @@ impl Db {
     /// The connection pool, for the query functions of the modules below.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// `compute`'s answer for `key`, kept while the database's [`memo::stamp`] stays the same
+    /// (at most [`memo::TTL`]): see [`memo`].
+    pub async fn memo<T, E, F>(&self, key: String, compute: F) -> Result<T, E>
+    where
+        T: Clone + Send + Sync + 'static,
+        E: From<sqlx::Error>,
+        F: std::future::Future<Output = Result<T, E>>,
+    {
+        let now = memo::stamp(&self.pool).await?;
+        if let Some(v) = self.memo.get::<T>(&key, now) {
+            return Ok(v);
+        }
+        let v = compute.await?;
+        self.memo.put(key, now, v.clone());
+        Ok(v)
     }
 
     /// Make the summary tables current before reading them (see [`rebuild::refresh`]).

@@ -215,3 +215,55 @@ async fn downgrade(pool: &SqlitePool) {
         sqlx::query(sql).execute(pool).await.unwrap();
     }
 }
+
+/// The history page and API are memoised per database stamp (db/memo.rs): what they answer is
+/// always what the aggregates say now. Read twice, then after hook events land on another
+/// machine (a local scan, not through this server), then after one more event line on the
+/// first machine: each answer equals a fresh read of the aggregates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memoised_history_follows_every_landing() {
+    let (_t, dir) = unpacked("h100-hook-3.6.0");
+    let root = dir.join("triton-cache");
+    let (_t2, dir2) = unpacked("h100-hook-3.6.0");
+    let root2 = dir2.join("triton-cache");
+    let (_db, pool) = fresh_db().await;
+    let state = cachelens::web::AppState::new(pool.clone(), Config::default());
+    let want = |pool: SqlitePool| async move {
+        let f = HistoryFilter::default();
+        serde_json::to_value(cachelens::db::history::series(&pool, &f, Bucket::Day).await.unwrap()).unwrap()
+    };
+    cachelens::collect::scan_local(&pool, &root, "hook").await.unwrap();
+    let a = get_json(&state, "/api/v1/history?bucket=day").await;
+    assert_eq!(a, want(pool.clone()).await);
+    assert_eq!(get_json(&state, "/api/v1/history?bucket=day").await, a, "read again");
+    let page_a = get(&state, "/history?bucket=day").await.1;
+    // Another machine lands: its 16 misses and 16 hits show at once.
+    cachelens::collect::scan_local(&pool, &root2, "hook-2").await.unwrap();
+    let b = get_json(&state, "/api/v1/history?bucket=day").await;
+    assert_ne!(b, a);
+    assert_eq!(b, want(pool.clone()).await);
+    let page_b = get(&state, "/history?bucket=day").await.1;
+    assert_ne!(page_b, page_a);
+    assert!(page_b.contains("hook-2"), "the new machine is on the page");
+    // One more event line on the first machine (a hit, its key already known).
+    let events = std::fs::read_dir(root.join(".cachelens"))
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    let text = std::fs::read_to_string(&events).unwrap();
+    let last = text.lines().rfind(|l| l.contains("\"hit\"")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(last).unwrap();
+    v["ts"] = serde_json::json!(v["ts"].as_f64().unwrap() + 1.0);
+    append(&events, &format!("{v}\n"));
+    let before = counts_of(&get_json(&state, "/api/v1/history?bucket=day").await);
+    cachelens::collect::scan_local(&pool, &root, "hook").await.unwrap();
+    let c = get_json(&state, "/api/v1/history?bucket=day").await;
+    assert_eq!(c, want(pool.clone()).await);
+    assert_eq!(counts_of(&c), before + 1, "one more hit");
+}
+
+/// Hits over every bucket of an API answer.
+fn counts_of(v: &serde_json::Value) -> i64 {
+    arr(v).iter().map(|p| p["hits"].as_i64().unwrap_or(0)).sum()
+}

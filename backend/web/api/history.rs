@@ -34,7 +34,8 @@ pub async fn history(
 ) -> Result<Json<Vec<HistoryPoint>>, ApiError> {
     let bucket = q.bucket()?;
     let page = Page::new(q.limit, q.offset);
-    let rows = history::series(s.db.pool(), &q.filter(), bucket).await?;
+    let f = q.filter();
+    let rows = s.db.memo(format!("history series {f:?} {bucket:?}"), history::series(s.db.pool(), &f, bucket)).await?;
     Ok(Json(rows.into_iter().skip(page.offset as usize).take(page.limit as usize).collect()))
 }
 
@@ -50,5 +51,7 @@ pub async fn kernels(
 ) -> Result<Json<Vec<NamedCounts>>, ApiError> {
     q.bucket()?; // ignored here, but not silently wrong
     let page = Page::new(q.limit, q.offset);
-    Ok(Json(history::by_kernel_page(s.db.pool(), &q.filter(), false, page).await?.0))
+    let f = q.filter();
+    let key = format!("history kernels {f:?} {} {}", page.limit, page.offset);
+    Ok(Json(s.db.memo(key, history::by_kernel_page(s.db.pool(), &f, false, page)).await?.0))
 }

@@ -22,6 +22,7 @@ const ROWS_MAX: usize = 100;
 const KERNEL_CHOICES: i64 = 200;
 
 /// One row of a table, formatted for display.
+#[derive(Clone)]
 pub struct Row {
     pub label: String,
     pub href: String,
@@ -34,18 +35,21 @@ pub struct Row {
 }
 
 /// A `<select>` option.
+#[derive(Clone)]
 pub struct Opt {
     pub value: String,
     pub selected: bool,
 }
 
 /// One segment of a stacked bar (SVG units).
+#[derive(Clone)]
 pub struct Seg {
     pub y: String,
     pub h: String,
     pub class: &'static str,
 }
 
+#[derive(Clone)]
 pub struct Bar {
     pub x: String,
     pub w: String,
@@ -53,12 +57,14 @@ pub struct Bar {
     pub title: String,
 }
 
+#[derive(Clone)]
 pub struct Tick {
     pub x: String,
     pub label: String,
 }
 
 /// The stacked-bar chart: hits, misses the hook saw, compiles inferred from mtimes.
+#[derive(Clone)]
 pub struct Chart {
     pub width: i64,
     pub height: i64,
@@ -71,6 +77,7 @@ pub struct Chart {
 }
 
 /// Everything the results part of the page shows.
+#[derive(Clone)]
 pub struct HistoryView {
     pub machine: String,
     pub kernel: String,
@@ -102,7 +109,9 @@ struct Page {
 
 /// `GET /history?machine=&kernel=&bucket=hour|day`
 pub async fn page(State(s): State<AppState>, hx: Hx, Query(q): Query<HistoryQuery>) -> PageResult {
-    hx.render(&Page { view: view(&s, &q).await? }, |p| p.as_fragment().render())
+    // The same page for every visitor until data lands: read from the aggregates once.
+    let view = s.db.memo(format!("history page {q:?}"), view(&s, &q)).await?;
+    hx.render(&Page { view }, |p| p.as_fragment().render())
 }
 
 async fn view(s: &AppState, q: &HistoryQuery) -> Result<HistoryView, AppError> {
