@@ -30,6 +30,8 @@ pub struct Candidate {
 pub struct Classes {
     pub candidates: Vec<Candidate>,
     pub classes: Vec<(Side, Vec<usize>)>,
+    /// Classes past `max_classes` were left out.
+    pub more: bool,
 }
 
 /// An entry's variant columns, as the index holds them.
@@ -89,7 +91,9 @@ const TIER_SQL: &str = "SELECT id,
 
 /// The live kernel entries among `ids`, ordered by machine and key, grouped into classes that
 /// compare alike.
-pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<Classes> {
+/// At most `max_classes` classes are returned (with their sides loaded), the first in that
+/// order; `Classes::more` says whether there were more.
+pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64], max_classes: usize) -> sqlx::Result<Classes> {
     let t0 = std::time::Instant::now();
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let mut rows = Vec::with_capacity(ids.len());
@@ -147,11 +151,13 @@ pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<Clas
         by_class.entry((classes[i], p)).or_insert_with(|| (r.get("id"), vec![])).1.push(i);
         candidates.push(Candidate { machine, key });
     }
-    let ids: Vec<i64> = by_class.values().map(|(id, _)| *id).collect();
+    let more = by_class.len() > max_classes;
+    let by_class: Vec<(i64, Vec<usize>)> = by_class.into_values().take(max_classes).collect();
+    let ids: Vec<i64> = by_class.iter().map(|(id, _)| *id).collect();
     let mut sides = sides_by_id(pool, &ids, &mut parts).await?;
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "nearest: sides");
-    let classes = by_class.into_values().filter_map(|(id, members)| Some((sides.remove(&id)?, members))).collect();
-    Ok(Classes { candidates, classes })
+    let classes = by_class.into_iter().filter_map(|(id, members)| Some((sides.remove(&id)?, members))).collect();
+    Ok(Classes { candidates, classes, more })
 }
 
 /// Sides of the given entries (IR text and recorded parts attached).
