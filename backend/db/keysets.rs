@@ -120,10 +120,10 @@ pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<HashMap<S
 pub async fn light_now_of(pool: &SqlitePool, machine: &str, only: &[&str]) -> sqlx::Result<Vec<LightRow>> {
     let mut rows = light_now_unnamed(pool, machine).await?;
     for part in only.chunks(500) {
-        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "SELECT e.id, e.key, e.kernel, e.relocated FROM entries e INDEXED BY entries_listing
-             WHERE e.machine_id = (SELECT id FROM machines WHERE name = "
-        ));
+             WHERE e.machine_id = (SELECT id FROM machines WHERE name = ",
+        );
         qb.push_bind(machine);
         qb.push(format!(
             ") AND e.kind IN {} AND e.removed_at IS NULL AND e.kernel IN (",
