@@ -351,8 +351,9 @@ pub async fn invalidations_grouped(
     let mut parts = Vec::with_capacity(groups.len());
     for (kernel, (o, n)) in groups {
         let fresh: Vec<i64> = n.iter().filter(|r| !old_keys.contains(r.key.as_str())).map(|r| r.id).collect();
-        // Kept keys only (and a named kernel): pairing reads nothing but the keys.
-        if fresh.is_empty() && kernel.is_some() {
+        // Kept keys only: pairing reads nothing but the keys (entries without a kernel name
+        // too: with no new key there is nothing to pair, only kept and removed keys).
+        if fresh.is_empty() {
             let (os, ns): (Vec<Side>, Vec<Side>) = (
                 o.iter().map(|r| light(&old.machine, r)).collect(),
                 n.iter().map(|r| light(&new.machine, r)).collect(),
