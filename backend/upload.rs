@@ -87,8 +87,10 @@ const BUSY_WAIT: Duration = Duration::from_secs(3600);
 /// ingested, after every upload queued ahead of it (tens of seconds each for 50,000 entries).
 const POST_TIMEOUT: Duration = Duration::from_secs(7200);
 
-/// POST `body` to `url` with the token, retrying as [`Retry`] says. Returns (status, body, tries).
-async fn post(
+/// POST an already gzipped body (a scan report, a `blobs/missing` request) to `url` with the
+/// token, as [`upload_report`] does: retries as [`Retry`] says, waits on a busy server.
+/// Returns (status, answer, tries).
+pub async fn post_gzipped(
     http: &reqwest::Client,
     url: &str,
     token: &str,
@@ -122,18 +124,6 @@ async fn post(
         }
     }
     anyhow::bail!("gave up after {} tries: {last}", retry.tries)
-}
-
-/// POST an already gzipped scan report (or any body) to `url`, as [`upload_report`] does:
-/// retries as [`Retry`] says, waits on a busy server. Returns (status, answer, tries).
-pub async fn post_gzipped(
-    http: &reqwest::Client,
-    url: &str,
-    token: &str,
-    body: &[u8],
-    retry: Retry,
-) -> anyhow::Result<(reqwest::StatusCode, String, u32)> {
-    post(http, url, token, body, retry).await
 }
 
 async fn try_post(
@@ -200,7 +190,7 @@ pub async fn server_event_marks(server: &str, token: &str, retry: Retry) -> anyh
     let http = client()?;
     let base = server.trim_end_matches('/');
     let body = gzip(&serde_json::to_vec(&MissingRequest { sha256: vec![] })?)?;
-    let (_, text, _) = post(&http, &format!("{base}/api/v1/blobs/missing"), token, &body, retry).await?;
+    let (_, text, _) = post_gzipped(&http, &format!("{base}/api/v1/blobs/missing"), token, &body, retry).await?;
     let r: MissingResponse = serde_json::from_str(&text).context("server's answer to blobs/missing")?;
     // Event lines become JSON a little larger than themselves, next to the entries: a quarter
     // of the server's limit leaves room; the rest goes with the next upload.
@@ -256,7 +246,7 @@ pub async fn upload_report(
     if blobs_total > 0 {
         let shas: Vec<String> = report.blobs.keys().cloned().collect();
         let body = gzip(&serde_json::to_vec(&MissingRequest { sha256: shas })?)?;
-        let (_, text, _) = post(&http, &format!("{base}/api/v1/blobs/missing"), token, &body, retry).await?;
+        let (_, text, _) = post_gzipped(&http, &format!("{base}/api/v1/blobs/missing"), token, &body, retry).await?;
         let missing: MissingResponse = serde_json::from_str(&text).context("server's answer to blobs/missing")?;
         let missing: std::collections::HashSet<String> = missing.missing.into_iter().collect();
         report.blobs.retain(|sha, _| missing.contains(sha));
@@ -264,7 +254,7 @@ pub async fn upload_report(
     let blobs_sent = report.blobs.len();
     let events_sent = report.events.len();
     let body = tokio::task::spawn_blocking(move || gzip(&serde_json::to_vec(&report)?)).await??;
-    let (_, text, tries) = post(&http, &format!("{base}/api/v1/scans"), token, &body, retry).await?;
+    let (_, text, tries) = post_gzipped(&http, &format!("{base}/api/v1/scans"), token, &body, retry).await?;
     let response: UploadResponse = serde_json::from_str(&text).context("server's answer to the upload")?;
     Ok(Uploaded { response, body_bytes: body.len(), blobs_sent, blobs_total, tries, events_sent })
 }

@@ -29,17 +29,15 @@ pub const MAX: usize = 512;
 type Slot = (Stamp, Instant, Arc<dyn Any + Send + Sync>);
 
 /// The answers of one database, by key (the request's filter, as its callers spell it).
-#[derive(Default, Debug)]
+#[derive(Default)]
 pub struct Memo {
-    map: Mutex<HashMap<String, SlotDbg>>,
+    map: Mutex<HashMap<String, Slot>>,
 }
 
-/// A slot (Debug for the `Db` handle's derive).
-struct SlotDbg(Slot);
-
-impl std::fmt::Debug for SlotDbg {
+impl std::fmt::Debug for Memo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "memo slot {:?}", self.0.0)
+        let n = self.map.lock().map_or(0, |m| m.len());
+        write!(f, "Memo({n} answers)")
     }
 }
 
@@ -57,7 +55,7 @@ impl Memo {
     /// The answer kept for `key` at `now`, if any and not older than [`TTL`].
     pub fn get<T: Clone + Send + Sync + 'static>(&self, key: &str, now: Stamp) -> Option<T> {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let SlotDbg((s, at, v)) = map.get(key)?;
+        let (s, at, v) = map.get(key)?;
         (*s == now && at.elapsed() < TTL).then(|| v.downcast_ref::<T>().cloned()).flatten()
     }
 
@@ -67,6 +65,6 @@ impl Memo {
         if map.len() >= MAX {
             map.clear();
         }
-        map.insert(key, SlotDbg((stamp, Instant::now(), Arc::new(value))));
+        map.insert(key, (stamp, Instant::now(), Arc::new(value)));
     }
 }

@@ -12,7 +12,7 @@
 use super::explain::{ir_texts, parts_of_keys, side_rows};
 use crate::explain::Side;
 use crate::model::EntryKind;
-use sqlx::{FromRow, Row, SqlitePool};
+use sqlx::{Row, SqlitePool};
 use std::collections::{BTreeMap, HashMap};
 
 /// Kinds of entries that hold a compiled kernel (as `db::explain::kernel_sides`).
@@ -34,26 +34,16 @@ pub struct Classes {
     pub more: bool,
 }
 
-/// An entry's variant columns, as the index holds them.
-#[derive(Debug, Clone, FromRow)]
-pub struct Variant {
-    pub id: i64,
-    pub signature: Option<String>,
-    pub shapes: Option<String>,
-    pub num_warps: Option<i64>,
-    pub num_stages: Option<i64>,
-}
-
-/// `machine`'s entry `key` (its kernel and variant columns; a live one before a removed one)
+/// `machine`'s entry `key` (its id; a live one before a removed one)
 /// and the live entries of its kernel on every machine (itself left out) in three tiers by the
-/// lower bound on their differing components ([`tier_sql`]), from the index alone: the
+/// lower bound on their differing components ([`TIER_SQL`]), from the index alone: the
 /// columns are compared inside SQLite, so a kernel of thousands of entries costs two integers
 /// a row, not its signatures and shapes.
 pub async fn kernel_variants(
     pool: &SqlitePool,
     machine: &str,
     key: &str,
-) -> sqlx::Result<Option<(Variant, [Vec<i64>; 3])>> {
+) -> sqlx::Result<Option<(i64, [Vec<i64>; 3])>> {
     type Me = (String, i64, Option<String>, Option<String>, Option<i64>, Option<i64>);
     let me: Option<Me> = sqlx::query_as(
         "SELECT e.kernel, e.id, e.signature, e.shapes, e.num_warps, e.num_stages
@@ -77,7 +67,7 @@ pub async fn kernel_variants(
     for (other, b) in rows.into_iter().filter(|(other, _)| *other != id) {
         tiers[b.clamp(0, 2) as usize].push(other);
     }
-    Ok(Some((Variant { id, signature, shapes, num_warps, num_stages }, tiers)))
+    Ok(Some((id, tiers)))
 }
 
 /// Each live entry of kernel ?1 with its lower bound against the variant (?2 signature, ?3

@@ -149,7 +149,6 @@ pub async fn nearest_ranked(
         return Ok((of, vec![], false));
     };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, tiers = ?tiers.each_ref().map(Vec::len), "nearest: tiers read");
-    let me = me.id;
     // (rank key, machine, key, class side, near, class id)
     type Found = ((usize, usize, usize), String, String, std::sync::Arc<Side>, super::Near, (usize, usize));
     let mut found: Vec<Found> = Vec::new();
@@ -159,10 +158,11 @@ pub async fn nearest_ranked(
         if ids.is_empty() || (found.len() >= limit && found[limit - 1].0.0 < b) {
             continue;
         }
-        let mut ids = ids.clone();
+        let mut ids = std::borrow::Cow::Borrowed(ids);
         if ids.len() > NEAREST_MAX_CANDIDATES {
-            ids.sort_by_key(|&i| (i.abs_diff(me), i));
-            ids.truncate(NEAREST_MAX_CANDIDATES);
+            let cut = ids.to_mut();
+            cut.sort_by_key(|&i| (i.abs_diff(me), i));
+            cut.truncate(NEAREST_MAX_CANDIDATES);
             truncated = true;
         }
         let crate::db::nearest::Classes { candidates, mut classes, more } =

@@ -121,17 +121,22 @@ fn append(path: &Path, text: &str) {
     std::fs::OpenOptions::new().append(true).open(path).unwrap().write_all(text.as_bytes()).unwrap();
 }
 
+/// The hook's events file of a cache (`.cachelens/*.jsonl`).
+fn hook_events_file(root: &Path) -> std::path::PathBuf {
+    std::fs::read_dir(root.join(".cachelens"))
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap()
+}
+
 /// The real h100-hook corpus (16 misses with compile times, then 16 hits), scanned, grown,
 /// uploaded, re-uploaded and migrated: the aggregates equal the reference after every step.
 #[tokio::test]
 async fn aggregates_equal_fresh_after_every_change() {
     let (_t, dir) = unpacked("h100-hook-3.6.0");
     let root = dir.join("triton-cache");
-    let events = std::fs::read_dir(root.join(".cachelens"))
-        .unwrap()
-        .map(|d| d.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .unwrap();
+    let events = hook_events_file(&root);
     let original = std::fs::read_to_string(&events).unwrap();
     let (db_dir, pool) = fresh_db().await;
     let scan = || cachelens::collect::scan_local(&pool, &root, "hook");
@@ -246,11 +251,7 @@ async fn memoised_history_follows_every_landing() {
     assert_ne!(page_b, page_a);
     assert!(page_b.contains("hook-2"), "the new machine is on the page");
     // One more event line on the first machine (a hit, its key already known).
-    let events = std::fs::read_dir(root.join(".cachelens"))
-        .unwrap()
-        .map(|d| d.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .unwrap();
+    let events = hook_events_file(&root);
     let text = std::fs::read_to_string(&events).unwrap();
     let last = text.lines().rfind(|l| l.contains("\"hit\"")).unwrap();
     let mut v: serde_json::Value = serde_json::from_str(last).unwrap();
