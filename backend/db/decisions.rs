@@ -78,12 +78,11 @@ pub async fn kernel_decisions(
 ) -> sqlx::Result<Vec<KernelDecision>> {
     type Row = (i64, String, String, String, String, String, String, String, Option<f64>, i64);
     // the module-naming choices, counted only as far as the kernel's entries (bounded both ways)
-    let choices: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM inductor_choices WHERE module IS NOT NULL LIMIT ?)",
-    )
-    .bind(entries.max(0) + 1)
-    .fetch_one(pool)
-    .await?;
+    let choices: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM (SELECT 1 FROM inductor_choices WHERE module IS NOT NULL LIMIT ?)")
+            .bind(entries.max(0) + 1)
+            .fetch_one(pool)
+            .await?;
     // CROSS JOIN fixes SQLite's join order to the order written
     let from = if choices <= entries {
         "inductor_choices c CROSS JOIN entry_modules em ON c.machine_id = em.machine_id AND c.module = em.module

@@ -247,7 +247,9 @@ pub async fn kernels_page(
                  AND ?1 IS ?1 AND ?2 IS ?2 AND ?3 IS ?3 AND ?4 IS ?4
                  ORDER BY misses DESC, compile_ms DESC, kernel LIMIT ?5 OFFSET ?6"
             ),
-            format!("SELECT COUNT(*) FROM history_kernels WHERE {cond} AND ?1 IS ?1 AND ?2 IS ?2 AND ?3 IS ?3 AND ?4 IS ?4"),
+            format!(
+                "SELECT COUNT(*) FROM history_kernels WHERE {cond} AND ?1 IS ?1 AND ?2 IS ?2 AND ?3 IS ?3 AND ?4 IS ?4"
+            ),
         )
     } else if all_time {
         // one machine: its page read in order from `history_machine_kernels_misses` (0021)

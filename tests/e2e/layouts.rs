@@ -366,7 +366,15 @@ async fn triton_autotune_rows_beside_inductor_ones() {
     let warm = common::get_json(&state, "/api/v1/autotune?machine=tm").await;
     assert_eq!(common::arr(&warm), all);
     summaries(&cachelens(
-        &["scan", "--json", "--machine", "tm2", "--db", db.to_str().unwrap(), jit.join("triton-cache").to_str().unwrap()],
+        &[
+            "scan",
+            "--json",
+            "--machine",
+            "tm2",
+            "--db",
+            db.to_str().unwrap(),
+            jit.join("triton-cache").to_str().unwrap(),
+        ],
         &[],
     ));
     let cold = cachelens::web::AppState::new(cachelens::db::open(&db).await.unwrap(), Default::default());
