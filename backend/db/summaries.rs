@@ -280,6 +280,22 @@ pub struct VariantCell {
     pub sample_max: i64,
     /// Entries whose machine code another key of the kernel also has (same binaries included).
     pub shared_code: i64,
+    /// `"<machine>\t<key>"` of `sample_min` and `sample_max` (`None` before the first rebuild
+    /// after migration 0021: read them by id).
+    pub sample_min_ref: Option<String>,
+    pub sample_max_ref: Option<String>,
+}
+
+impl VariantCell {
+    /// (id, machine, key) of the samples whose names the cell holds.
+    pub fn sample_names(&self) -> impl Iterator<Item = (i64, String, String)> + '_ {
+        [(self.sample_min, &self.sample_min_ref), (self.sample_max, &self.sample_max_ref)].into_iter().filter_map(
+            |(id, r)| {
+                let (m, k) = r.as_deref()?.rsplit_once('\t')?;
+                Some((id, m.to_string(), k.to_string()))
+            },
+        )
+    }
 }
 
 /// Every cell of a kernel's variants grid (call [`super::Db::fresh_summaries`] first).
@@ -287,7 +303,7 @@ pub async fn kernel_cells(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<V
     sqlx::query_as(
         "SELECT backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind, entries, machines,
                 reg_min, reg_max, spill_min, spill_max, shared_min, shared_max, shared_binary, best_config,
-                sample_min, sample_max, shared_code
+                sample_min, sample_max, shared_code, sample_min_ref, sample_max_ref
          FROM page_variant_cells WHERE kernel = ?",
     )
     .bind(kernel)

@@ -248,6 +248,8 @@ async fn downgrade(pool: &SqlitePool, before_0015: bool) {
         "DROP TABLE history_fleet_hours",
         "DROP TABLE history_machines",
         "DROP TABLE history_machine_kernels",
+        "ALTER TABLE page_variant_cells DROP COLUMN sample_min_ref",
+        "ALTER TABLE page_variant_cells DROP COLUMN sample_max_ref",
         "DELETE FROM _sqlx_migrations WHERE version = 21",
     ] {
         sqlx::query(sql).execute(pool).await.unwrap();

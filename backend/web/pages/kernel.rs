@@ -98,10 +98,19 @@ pub async fn page(State(s): State<AppState>, Path(name): Path<String>, hx: Hx) -
     }
     let configs = summaries::kernel_autotune_configs(s.db.pool(), &name).await?;
     let (identical, same_code) = summaries::kernel_identical(s.db.pool(), &name).await?;
-    let ids: Vec<i64> =
-        cells.iter().flat_map(|c| [c.sample_min, c.sample_max]).collect::<BTreeSet<_>>().into_iter().collect();
-    let names: HashMap<i64, (String, String)> =
-        entries::entry_names(s.db.pool(), &ids).await?.into_iter().map(|(id, m, k)| (id, (m, k))).collect();
+    // the samples' names as the cells hold them; by id only where a cell does not (yet)
+    let mut names: HashMap<i64, (String, String)> =
+        cells.iter().flat_map(|c| c.sample_names()).map(|(id, m, k)| (id, (m, k))).collect();
+    let ids: Vec<i64> = cells
+        .iter()
+        .flat_map(|c| [c.sample_min, c.sample_max])
+        .filter(|id| !names.contains_key(id))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !ids.is_empty() {
+        names.extend(entries::entry_names(s.db.pool(), &ids).await?.into_iter().map(|(id, m, k)| (id, (m, k))));
+    }
     let live: i64 = cells.iter().map(|c| c.entries).sum();
     let first = crate::db::Page { limit: 21, offset: 0 };
     let mut decisions = crate::db::decisions::kernel_decisions(s.db.pool(), &name, live, first).await?;
