@@ -10,9 +10,11 @@
 //! event identity of migration 0007) is counted once, however often it is read again.
 //!
 //! Readers: hour and day buckets over whole hours come from the hour tables
-//! (`history_machine_hours`, `history_kernel_hours`, `history_hours`, `history_kernels`), whose
-//! size does not grow with the number of events; minute and second buckets and ranges that cut
-//! an hour sum the counted rows of that range ([`Source::Rows`]).
+//! (`history_fleet_hours`, `history_machine_hours`, `history_kernel_hours`, `history_hours`),
+//! per-machine and per-kernel totals over all time from the roll-ups (`history_machines`,
+//! `history_kernels`, `history_machine_kernels`: one row per group, migration 0024), none of which
+//! grows with the number of events; minute and second buckets and ranges that cut an hour sum the
+//! counted rows of that range ([`Source::Rows`]).
 
 use super::history::{Bucket, Counts, HistoryFilter};
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
@@ -119,6 +121,19 @@ async fn apply(conn: &mut SqliteConnection, machine_id: i64) -> sqlx::Result<()>
             "INSERT INTO history_kernels SELECT kernel, {SUMS} FROM temp.history_delta WHERE ?1 IS NOT NULL
              GROUP BY kernel ON CONFLICT(kernel) DO UPDATE SET {ADD}"
         ),
+        // the roll-ups of migration 0024: the fleet per hour, the machine, (machine, kernel)
+        format!(
+            "INSERT INTO history_fleet_hours SELECT hour, {SUMS} FROM temp.history_delta WHERE ?1 IS NOT NULL
+             GROUP BY hour ON CONFLICT(hour) DO UPDATE SET {ADD}"
+        ),
+        format!(
+            "INSERT INTO history_machines SELECT ?1, {SUMS} FROM temp.history_delta WHERE true
+             GROUP BY ?1 ON CONFLICT(machine_id) DO UPDATE SET {ADD}"
+        ),
+        format!(
+            "INSERT INTO history_machine_kernels SELECT ?1, kernel, {SUMS} FROM temp.history_delta WHERE true
+             GROUP BY kernel ON CONFLICT(machine_id, kernel) DO UPDATE SET {ADD}"
+        ),
         format!(
             "DELETE FROM history_hours WHERE machine_id = ?1
                AND (kernel, hour) IN (SELECT kernel, hour FROM temp.history_delta) AND {EMPTY}"
@@ -133,6 +148,15 @@ async fn apply(conn: &mut SqliteConnection, machine_id: i64) -> sqlx::Result<()>
         ),
         format!(
             "DELETE FROM history_kernels WHERE ?1 IS NOT NULL
+               AND kernel IN (SELECT kernel FROM temp.history_delta) AND {EMPTY}"
+        ),
+        format!(
+            "DELETE FROM history_fleet_hours WHERE ?1 IS NOT NULL
+               AND hour IN (SELECT hour FROM temp.history_delta) AND {EMPTY}"
+        ),
+        format!("DELETE FROM history_machines WHERE machine_id = ?1 AND {EMPTY}"),
+        format!(
+            "DELETE FROM history_machine_kernels WHERE machine_id = ?1
                AND kernel IN (SELECT kernel FROM temp.history_delta) AND {EMPTY}"
         ),
     ];
@@ -214,16 +238,31 @@ pub async fn kernels_page(
     page: super::Page,
 ) -> sqlx::Result<(Vec<(String, Counts)>, i64)> {
     let cond = if missing { "misses > 0" } else { "1" };
-    let whole = f.machine.is_none() && f.kernel.is_none() && f.from.is_none() && f.to.is_none();
-    let (sql, count) = if whole {
-        let cols = "kernel AS k, hits, misses, compiles, inferred, compile_ms, timed, hook_events";
+    let all_time = f.kernel.is_none() && f.from.is_none() && f.to.is_none();
+    let cols = "kernel AS k, hits, misses, compiles, inferred, compile_ms, timed, hook_events";
+    let (sql, count) = if all_time && f.machine.is_none() {
         (
             format!(
                 "SELECT {cols} FROM history_kernels INDEXED BY history_kernels_misses WHERE {cond}
                  AND ?1 IS ?1 AND ?2 IS ?2 AND ?3 IS ?3 AND ?4 IS ?4
                  ORDER BY misses DESC, compile_ms DESC, kernel LIMIT ?5 OFFSET ?6"
             ),
-            format!("SELECT COUNT(*) FROM history_kernels WHERE {cond}"),
+            format!(
+                "SELECT COUNT(*) FROM history_kernels WHERE {cond} AND ?1 IS ?1 AND ?2 IS ?2 AND ?3 IS ?3 AND ?4 IS ?4"
+            ),
+        )
+    } else if all_time {
+        // one machine: its page read in order from `history_machine_kernels_misses` (0024)
+        let mine = "machine_id = (SELECT id FROM machines WHERE name = ?1)";
+        (
+            format!(
+                "SELECT {cols} FROM history_machine_kernels INDEXED BY history_machine_kernels_misses
+                 WHERE {mine} AND {cond} AND ?2 IS ?2 AND ?3 IS ?3 AND ?4 IS ?4
+                 ORDER BY misses DESC, compile_ms DESC, kernel LIMIT ?5 OFFSET ?6"
+            ),
+            format!(
+                "SELECT COUNT(*) FROM history_machine_kernels WHERE {mine} AND {cond} AND ?2 IS ?2 AND ?3 IS ?3 AND ?4 IS ?4"
+            ),
         )
     } else {
         let inner = match Source::of(f, None) {
@@ -242,12 +281,7 @@ pub async fn kernels_page(
         q.bind(f.machine.clone()).bind(f.kernel.clone()).bind(f.from).bind(f.to)
     };
     let rows = bind(sqlx::query(sqlx::AssertSqlSafe(sql))).bind(page.limit).bind(page.offset).fetch_all(pool).await?;
-    let n: i64 = if whole {
-        sqlx::query_scalar(sqlx::AssertSqlSafe(count)).fetch_one(pool).await?
-    } else {
-        let r = bind(sqlx::query(sqlx::AssertSqlSafe(count))).fetch_one(pool).await?;
-        r.get(0)
-    };
+    let n: i64 = bind(sqlx::query(sqlx::AssertSqlSafe(count))).fetch_one(pool).await?.get(0);
     Ok((rows.iter().map(|r| (r.get("k"), counts(r))).collect(), n))
 }
 
@@ -267,12 +301,17 @@ fn hours_sql(f: &HistoryFilter, by: By) -> String {
         By::Machine => "m.name".into(),
         By::Kernel => "t.kernel".into(),
     };
-    let table = match (by, m, k) {
-        (By::Kernel, false, false) if !ranged => "history_kernels",
-        (By::Kernel, false, _) | (By::Bucket(_), false, true) => "history_kernel_hours",
-        (By::Machine, _, false) | (By::Bucket(_), _, false) => "history_machine_hours",
+    // all time (no range): the roll-ups, one row per group; else the hours of the range
+    let table = match (by, m, k, ranged) {
+        (By::Kernel, false, _, false) => "history_kernels",
+        (By::Machine, _, false, false) => "history_machines",
+        (By::Machine | By::Kernel, _, _, false) => "history_machine_kernels",
+        (By::Bucket(_), false, false, _) => "history_fleet_hours",
+        (By::Kernel, false, _, _) | (By::Bucket(_), false, true, _) => "history_kernel_hours",
+        (By::Machine, _, false, _) | (By::Bucket(_), _, false, _) => "history_machine_hours",
         _ => "history_hours",
     };
+    let all_time = matches!(table, "history_kernels" | "history_machines" | "history_machine_kernels");
     // the machine's name only where it is the key (a filter reads the machine's id)
     let has_machine = matches!(by, By::Machine);
     let mut wh = vec!["1".to_string()];
@@ -282,7 +321,7 @@ fn hours_sql(f: &HistoryFilter, by: By) -> String {
     if k {
         wh.push("t.kernel = ?2".into());
     }
-    if table != "history_kernels" {
+    if !all_time {
         wh.push("(?3 IS NULL OR t.hour >= ?3) AND (?4 IS NULL OR t.hour < ?4)".into());
     }
     let join = if has_machine { " JOIN machines m ON m.id = t.machine_id" } else { "" };

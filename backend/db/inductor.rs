@@ -104,7 +104,7 @@ pub async fn link_modules(conn: &mut sqlx::SqliteConnection, machine_id: i64, id
 }
 
 /// A decision as `GET /api/v1/autotune` returns it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct AutotuneRow {
     pub source: &'static str,
     pub machine: String,
@@ -176,11 +176,12 @@ impl AutotuneRow {
 /// `kernel` filters on the op (`addmm`) or a choice name (`triton_mm_3`) for Inductor, on the
 /// kernel for Triton.
 pub async fn rows(
-    pool: &SqlitePool,
+    db: &super::Db,
     machine: Option<&str>,
     kernel: Option<&str>,
     page: Page,
 ) -> sqlx::Result<Vec<AutotuneRow>> {
+    let pool = db.pool();
     let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) {INDUCTOR_WHERE}")))
         .bind(machine)
         .bind(kernel)
@@ -190,7 +191,7 @@ pub async fn rows(
     let limit = if page.limit < 0 { -1 } else { page.limit - out.len() as i64 };
     if limit != 0 {
         let offset = (page.offset - n).max(0);
-        out.extend(triton_rows(pool, machine, kernel, Page { limit, offset }).await?);
+        out.extend(triton_rows(db, machine, kernel, Page { limit, offset }).await?);
     }
     Ok(out)
 }
@@ -204,24 +205,66 @@ const INDUCTOR_WHERE: &str = "FROM inductor_autotune a JOIN machines m ON m.id =
                         JOIN inductor_choices c ON c.machine_id = em.machine_id AND c.module = em.module
                         WHERE e.kernel = ?2 AND e.removed_at IS NULL))";
 
+/// Triton's `.autotune.json` rows parsed, by the sha256 of their text: what a text parses to
+/// depends on the text alone, and a blob's sha256 names its text (`blobs` is content-addressed),
+/// so an answer kept here is the one a fresh parse gives, whatever landed since. Parsing 100
+/// texts of 30 configs each (and reading their 6 KB each) was most of a page of
+/// `/api/v1/autotune` (~30 ms). Bounded: at most [`PARSED_MAX`] texts, all dropped when full.
+#[derive(Debug, Default)]
+pub struct ParsedAutotune {
+    map: std::sync::Mutex<std::collections::HashMap<String, Option<std::sync::Arc<AutotuneRow>>>>,
+}
+
+/// Parsed `.autotune.json` texts kept at most (each a few KB: 30 configs of ~200 bytes).
+pub const PARSED_MAX: usize = 2048;
+
+impl ParsedAutotune {
+    fn get(&self, sha: &str) -> Option<Option<std::sync::Arc<AutotuneRow>>> {
+        self.map.lock().unwrap_or_else(|e| e.into_inner()).get(sha).cloned()
+    }
+
+    fn put(&self, sha: String, row: Option<std::sync::Arc<AutotuneRow>>) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= PARSED_MAX {
+            map.clear();
+        }
+        map.insert(sha, row);
+    }
+}
+
+/// An `.autotune.json` text as a row (machine, op and entry left blank); `None`: not one.
+fn parse_triton(text: &str) -> Option<AutotuneRow> {
+    let at = crate::scan::autotune::parse_autotune(text).ok()?;
+    let ms = |t: &[f64]| t.first().copied().filter(|m| m.is_finite());
+    let winner = at.configs.iter().find(|c| c.winner).map(|c| c.config.to_string()).unwrap_or_default();
+    let mut choices: Vec<AutotuneChoice> =
+        at.configs.iter().map(|c| AutotuneChoice { name: c.config.to_string(), ms: ms(&c.timings_ms) }).collect();
+    let at_ms = |c: &AutotuneChoice| c.ms.unwrap_or(f64::INFINITY);
+    choices.sort_by(|a, b| at_ms(a).total_cmp(&at_ms(b)).then_with(|| a.name.cmp(&b.name)));
+    let row = AutotuneRow::new("triton", String::new(), String::new(), at.key.to_string(), String::new());
+    Some(row.decided(choices, winner))
+}
+
 /// Triton's `.autotune.json` results: one row per live autotune entry, its choices the configs
 /// (named by their JSON, timed by their median), the key Triton's autotune key.
 async fn triton_rows(
-    pool: &SqlitePool,
+    db: &super::Db,
     machine: Option<&str>,
     kernel: Option<&str>,
     page: Page,
 ) -> sqlx::Result<Vec<AutotuneRow>> {
+    let pool = db.pool();
     // Read in page order from the index `entries_autotune` (migration 0018), machines by name,
     // stopping at the page's end; a filter is spelled out (not `?1 IS NULL OR ...`) so that the
-    // planner can use it.
+    // planner can use it. The texts are read only for the sha256s not parsed yet.
     let machine_filter = if machine.is_some() { "m.name = ?1" } else { "?1 IS NULL" };
     let kernel_filter = if kernel.is_some() { "e.kernel = ?2" } else { "?2 IS NULL" };
     let rows: Vec<(String, Option<String>, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT m.name, e.kernel, e.key, b.content FROM machines m
+        "SELECT m.name, e.kernel, e.key, a.sha256 FROM machines m
          JOIN entries e INDEXED BY entries_autotune ON e.machine_id = m.id
-         JOIN artifacts a ON a.entry_id = e.id AND a.ext = 'autotune.json' JOIN blobs b ON b.sha256 = a.sha256
+         JOIN artifacts a ON a.entry_id = e.id AND a.ext = 'autotune.json'
          WHERE e.kind = 'autotune' AND e.removed_at IS NULL AND {machine_filter} AND {kernel_filter}
+           AND EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = a.sha256)
          ORDER BY m.name, e.kernel, e.key LIMIT ?3 OFFSET ?4"
     )))
     .bind(machine)
@@ -230,22 +273,27 @@ async fn triton_rows(
     .bind(page.offset)
     .fetch_all(pool)
     .await?;
+    let cache = &db.parsed_autotune;
+    let mut parsed: std::collections::HashMap<String, Option<std::sync::Arc<AutotuneRow>>> =
+        rows.iter().filter_map(|r| Some((r.3.clone(), cache.get(&r.3)?))).collect();
+    let missing: Vec<&str> = rows.iter().map(|r| r.3.as_str()).filter(|s| !parsed.contains_key(*s)).collect();
+    for part in missing.chunks(500) {
+        let texts: Vec<(String, String)> =
+            sqlx::query_as("SELECT sha256, content FROM blobs WHERE sha256 IN (SELECT value FROM json_each(?))")
+                .bind(serde_json::to_string(part).unwrap_or_default())
+                .fetch_all(pool)
+                .await?;
+        for (sha, text) in texts {
+            let row = parse_triton(&text).map(std::sync::Arc::new);
+            cache.put(sha.clone(), row.clone());
+            parsed.insert(sha, row);
+        }
+    }
     Ok(rows
         .into_iter()
-        .filter_map(|(machine, kernel, entry, text)| {
-            let at = crate::scan::autotune::parse_autotune(&text).ok()?;
-            let ms = |t: &[f64]| t.first().copied().filter(|m| m.is_finite());
-            let winner = at.configs.iter().find(|c| c.winner).map(|c| c.config.to_string()).unwrap_or_default();
-            let mut choices: Vec<AutotuneChoice> = at
-                .configs
-                .iter()
-                .map(|c| AutotuneChoice { name: c.config.to_string(), ms: ms(&c.timings_ms) })
-                .collect();
-            let at_ms = |c: &AutotuneChoice| c.ms.unwrap_or(f64::INFINITY);
-            choices.sort_by(|a, b| at_ms(a).total_cmp(&at_ms(b)).then_with(|| a.name.cmp(&b.name)));
-            let row =
-                AutotuneRow::new("triton", machine, kernel.unwrap_or_default(), at.key.to_string(), String::new());
-            Some(AutotuneRow { entry: Some(entry), ..row.decided(choices, winner) })
+        .filter_map(|(machine, kernel, entry, sha)| {
+            let row = parsed.get(&sha)?.as_deref()?;
+            Some(AutotuneRow { machine, op: kernel.unwrap_or_default(), entry: Some(entry), ..row.clone() })
         })
         .collect())
 }

@@ -35,12 +35,14 @@ pub struct Db {
     pool: SqlitePool,
     summaries: Arc<rebuild::State>,
     memo: Arc<memo::Memo>,
+    /// Triton `.autotune.json` texts parsed, by sha256 (see [`inductor::ParsedAutotune`]).
+    pub(crate) parsed_autotune: Arc<inductor::ParsedAutotune>,
 }
 
 impl Db {
     /// A handle on an open (migrated) pool.
     pub fn new(pool: SqlitePool) -> Db {
-        Db { pool, summaries: Arc::default(), memo: Arc::default() }
+        Db { pool, summaries: Arc::default(), memo: Arc::default(), parsed_autotune: Arc::default() }
     }
 
     /// Open (creating and migrating if needed) the database at `path`.

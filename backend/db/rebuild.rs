@@ -259,7 +259,8 @@ const REBUILD: &[&str] = &[
      GROUP BY kernel, c HAVING COUNT(DISTINCT key) > 1",
     "INSERT INTO temp.staged_variant_cells(kernel, backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind,
                                     entries, machines, reg_min, reg_max, spill_min, spill_max, shared_min, shared_max,
-                                    shared_binary, best_config, sample_min, sample_max, shared_code)
+                                    shared_binary, best_config, sample_min, sample_max, shared_code,
+                                    sample_min_ref, sample_max_ref)
      SELECT e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages,
             CASE WHEN e.num_warps IS NULL AND e.num_stages IS NULL THEN e.kind ELSE '' END AS k,
             COUNT(*), GROUP_CONCAT(DISTINCT m.name), MIN(e.registers), MAX(e.registers), MIN(e.spills), MAX(e.spills),
@@ -268,7 +269,11 @@ const REBUILD: &[&str] = &[
             SUM(EXISTS(SELECT 1 FROM best_configs b WHERE b.triton_cache_hash = e.key AND b.machine_id = e.machine_id)),
             MIN(e.id), MAX(e.id),
             SUM(EXISTS(SELECT 1 FROM temp.dup_code d WHERE d.kernel = e.kernel
-                                                      AND d.code = json_extract(e.resources_json, '$.code_sha256')))
+                                                      AND d.code = json_extract(e.resources_json, '$.code_sha256'))),
+            -- the machine and key of the entries MIN(e.id) and MAX(e.id): the zero-padded id
+            -- sorts as the id does
+            substr(MIN(printf('%020d', e.id) || m.name || char(9) || e.key), 21),
+            substr(MAX(printf('%020d', e.id) || m.name || char(9) || e.key), 21)
      FROM entries e JOIN machines m ON m.id = e.machine_id
      WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL
      GROUP BY e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages, k",

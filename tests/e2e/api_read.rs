@@ -130,3 +130,97 @@ async fn paging_and_bad_queries() {
             .contains("include_removed")
     );
 }
+
+/// The kernel list filtered by machine, backend, arch or version and a name (each filter spelled
+/// out in the SQL, `db::summaries::kernels`) holds exactly the live entries of each kernel that
+/// match, as `/api/v1/entries` lists them, in the asked order: on the whole corpus, every machine,
+/// alone and with a name filter, and a backend and arch across machines.
+#[tokio::test]
+async fn filtered_kernel_list_equals_the_entries() {
+    use std::collections::BTreeMap;
+    let (_keep, state) = fleet().await;
+    let entries = get_json(&state, "/api/v1/entries?limit=10000").await;
+    let entries = arr(&entries);
+    assert!(entries.len() > 300 && entries.len() < 10_000, "{}", entries.len());
+    // (entries, distinct machines, bytes) per kernel of the live entries that `keep` keeps
+    let want = |keep: &dyn Fn(&serde_json::Value) -> bool| {
+        let mut by: BTreeMap<String, (i64, std::collections::BTreeSet<String>, i64)> = BTreeMap::new();
+        for e in entries.iter().filter(|e| e["kernel"].is_string() && keep(e)) {
+            let k = by.entry(e["kernel"].as_str().unwrap().to_string()).or_default();
+            k.0 += 1;
+            k.1.insert(e["machine"].as_str().unwrap().to_string());
+            k.2 += e["bytes"].as_i64().unwrap();
+        }
+        by.into_iter().map(|(name, (n, m, b))| (name, n, m.len() as i64, b)).collect::<Vec<_>>()
+    };
+    let state = &state;
+    let got = |uri: String| async move {
+        let v = get_json(state, &uri).await;
+        let rows: Vec<(String, i64, i64, i64)> = arr(&v)
+            .iter()
+            .map(|r| {
+                let n = |k: &str| r[k].as_i64().unwrap();
+                (r["name"].as_str().unwrap().to_string(), n("entries"), n("machines"), n("bytes"))
+            })
+            .collect();
+        rows
+    };
+    let machines: std::collections::BTreeSet<&str> = entries.iter().map(|e| e["machine"].as_str().unwrap()).collect();
+    let mut checked = 0;
+    for m in &machines {
+        // no name filter, and a piece of one of the machine's kernel names (`_` is a literal)
+        let name = entries.iter().find(|e| e["machine"] == *m && e["kernel"].is_string()).unwrap()["kernel"].clone();
+        let piece = name.as_str().unwrap().get(2..7).unwrap_or("_").to_string();
+        for q in ["", piece.as_str()] {
+            let mut rows = got(format!("/api/v1/kernels?machine={m}&q={q}&sort=size&limit=10000")).await;
+            let mut expected = want(&|e| e["machine"] == *m && e["kernel"].as_str().unwrap().contains(q));
+            assert!(!expected.is_empty(), "{m} {q}");
+            // largest first, then by name
+            assert!(rows.windows(2).all(|w| (w[0].3, &w[1].0) >= (w[1].3, &w[0].0)), "{m}: by size: {rows:?}");
+            rows.sort();
+            expected.sort();
+            assert_eq!(rows, expected, "machine {m} q={q:?}");
+            checked += 1;
+        }
+    }
+    for (col, v) in [("backend", "hip"), ("arch", "sm_90"), ("triton_version", "3.6.0")] {
+        let rows = got(format!("/api/v1/kernels?{col}={v}&sort=name&limit=10000")).await;
+        let expected = want(&|e| e[col] == v);
+        assert!(!expected.is_empty(), "{col}={v}");
+        assert_eq!(rows, expected, "{col}={v}, by name");
+    }
+    assert_eq!(checked, 2 * machines.len());
+    assert!(got("/api/v1/kernels?machine=nope".into()).await.is_empty());
+}
+
+/// `/api/v1/entries` reads a page's artifacts in one query: each entry's list is exactly its
+/// own files, by name, as the database holds them (every live and removed entry of the corpus).
+#[tokio::test]
+async fn entries_carry_exactly_their_own_artifacts() {
+    let (_keep, state) = fleet().await;
+    let all = get_json(&state, "/api/v1/entries?include_removed=true&limit=10000").await;
+    let all = arr(&all);
+    assert!(all.len() > 300);
+    let mut files = 0;
+    for e in all {
+        let want: Vec<(String, String, i64, String)> = sqlx::query_as(
+            "SELECT a.name, a.ext, a.bytes, a.sha256 FROM artifacts a JOIN entries e ON e.id = a.entry_id
+             JOIN machines m ON m.id = e.machine_id WHERE m.name = ? AND e.key = ? ORDER BY a.name",
+        )
+        .bind(e["machine"].as_str().unwrap())
+        .bind(e["key"].as_str().unwrap())
+        .fetch_all(state.db.pool())
+        .await
+        .unwrap();
+        let got: Vec<(String, String, i64, String)> = arr(&e["artifacts"])
+            .iter()
+            .map(|a| {
+                let s = |k: &str| a[k].as_str().unwrap().to_string();
+                (s("name"), s("ext"), a["bytes"].as_i64().unwrap(), s("sha256"))
+            })
+            .collect();
+        assert_eq!(got, want, "{}:{}", e["machine"], e["key"]);
+        files += got.len();
+    }
+    assert!(files > all.len(), "{files} files");
+}

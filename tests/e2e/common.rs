@@ -69,7 +69,13 @@ pub async fn corpus_db(plan: &[(&str, &str, &str)]) -> (Vec<TempDir>, SqlitePool
 
 /// The standard fleet used by page and API tests: every corpus archive, as the demo loads it.
 pub async fn fleet() -> (Vec<TempDir>, AppState) {
-    let (keep, pool) = corpus_db(&[
+    let (keep, pool) = fleet_db().await;
+    (keep, AppState::new(pool, Config::default()))
+}
+
+/// The database of [`fleet`] (the first dir kept holds it, as `test.db`).
+pub async fn fleet_db() -> (Vec<TempDir>, SqlitePool) {
+    corpus_db(&[
         ("h100-a", "h100-jit-3.6.0", "triton-cache"),
         ("h100-b", "h100-inductor-3.6.0", "inductor"),
         ("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache"),
@@ -78,8 +84,7 @@ pub async fn fleet() -> (Vec<TempDir>, AppState) {
         ("mi300-1", "mi300-upgrade-1-triton-3.6.0", "triton-cache"),
         ("mi300-1", "mi300-upgrade-2-triton-3.9.0", "triton-cache"),
     ])
-    .await;
-    (keep, AppState::new(pool, Config::default()))
+    .await
 }
 
 /// GET `uri` through `app(state).oneshot` with extra request headers; returns (status, body text).

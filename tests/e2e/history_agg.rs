@@ -76,8 +76,46 @@ pub async fn assert_history_fresh(pool: &SqlitePool) -> Counts {
             assert_kernel_pages(pool, &g).await;
         }
     }
+    assert_rollups_sum_hours(pool).await;
     let all = grouped::<String>(pool, &HistoryFilter::default(), GroupBy::Machine).await.unwrap();
     cachelens::db::history::total(all.values())
+}
+
+/// Each roll-up of migration 0024 (the fleet per hour, each machine, each machine and kernel)
+/// holds exactly the sums of its `history_hours` rows, no group more or less: what the readers
+/// that skip the hours rely on.
+async fn assert_rollups_sum_hours(pool: &SqlitePool) {
+    const SUMS: &str = "SUM(hits), SUM(misses), SUM(compiles), SUM(inferred), SUM(timed), SUM(hook_events), \
+                        TOTAL(compile_ms)";
+    const COLS: &str = "hits, misses, compiles, inferred, timed, hook_events, compile_ms";
+    for (table, keys) in [
+        ("history_fleet_hours", "hour"),
+        ("history_machines", "machine_id"),
+        ("history_machine_kernels", "machine_id, kernel"),
+    ] {
+        let rows = |sql: String| async move {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(pool).await.unwrap();
+            rows.iter()
+                .map(|r| {
+                    use sqlx::Row;
+                    let n = r.len();
+                    let key: Vec<String> = (0..n - 7)
+                        .map(|i| r.try_get::<i64, _>(i).map(|v| v.to_string()).unwrap_or_else(|_| r.get(i)))
+                        .collect();
+                    let ints: Vec<i64> = (n - 7..n - 1).map(|i| r.get(i)).collect();
+                    (key, (ints, r.get::<f64, _>(n - 1)))
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        let kept = rows(format!("SELECT {keys}, {COLS} FROM {table}")).await;
+        let want = rows(format!("SELECT {keys}, {SUMS} FROM history_hours GROUP BY {keys}")).await;
+        assert_eq!(kept.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{table}: groups");
+        for (k, (ints, ms)) in &want {
+            let (got_ints, got_ms) = &kept[k];
+            assert_eq!(got_ints, ints, "{table} {k:?}");
+            assert!((got_ms - ms).abs() <= 1e-6 * ms.abs().max(1.0), "{table} {k:?}: {got_ms} != {ms}");
+        }
+    }
 }
 
 /// The kernel table paged in SQL (`by_kernel_page`) is `by_kernel`'s order, page by page, with
@@ -138,7 +176,7 @@ async fn aggregates_equal_fresh_after_every_change() {
     let root = dir.join("triton-cache");
     let events = hook_events_file(&root);
     let original = std::fs::read_to_string(&events).unwrap();
-    let (db_dir, pool) = fresh_db().await;
+    let (db_dir, mut pool) = fresh_db().await;
     let scan = || cachelens::collect::scan_local(&pool, &root, "hook");
 
     let s1 = scan().await.unwrap();
@@ -195,18 +233,35 @@ async fn aggregates_equal_fresh_after_every_change() {
     let u2 = assert_history_fresh(&srv.pool).await;
     assert_eq!(u2.hook_events, 96);
 
-    // A database written before migration 0015: its backfill counts the same.
+    // A database written before migration 0024 (its hour tables kept by the ingest), then one
+    // written before 0015: their backfills count the same.
     drop(srv);
-    downgrade(&pool).await;
-    pool.close().await;
-    let pool = cachelens::db::open(&db_dir.path().join("test.db")).await.unwrap();
-    assert!(same(&assert_history_fresh(&pool).await, &t3), "the backfill counts as the ingest did");
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM history_hours").fetch_one(&pool).await.unwrap();
-    assert!(n > 2, "{n}");
+    for before_0015 in [false, true] {
+        downgrade(&pool, before_0015).await;
+        pool.close().await;
+        pool = cachelens::db::open(&db_dir.path().join("test.db")).await.unwrap();
+        assert!(same(&assert_history_fresh(&pool).await, &t3), "the backfill counts as the ingest did");
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM history_machine_kernels").fetch_one(&pool).await.unwrap();
+        assert!(n > 2, "{n}");
+    }
 }
 
-/// Undo migration 0015 (what a database written by the previous release holds).
-async fn downgrade(pool: &SqlitePool) {
+/// Undo migration 0024, and 0015 too when `before_0015` (what a database written by an
+/// earlier release holds).
+async fn downgrade(pool: &SqlitePool, before_0015: bool) {
+    for sql in [
+        "DROP TABLE history_fleet_hours",
+        "DROP TABLE history_machines",
+        "DROP TABLE history_machine_kernels",
+        "ALTER TABLE page_variant_cells DROP COLUMN sample_min_ref",
+        "ALTER TABLE page_variant_cells DROP COLUMN sample_max_ref",
+        "DELETE FROM _sqlx_migrations WHERE version = 24",
+    ] {
+        sqlx::query(sql).execute(pool).await.unwrap();
+    }
+    if !before_0015 {
+        return;
+    }
     for sql in [
         "DROP TABLE history_hours",
         "DROP TABLE history_machine_hours",

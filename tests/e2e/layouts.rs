@@ -360,10 +360,36 @@ async fn triton_autotune_rows_beside_inductor_ones() {
     }
     got.sort();
     assert_eq!(got, files);
+    // Parsed texts are kept by sha256 (`db::inductor::ParsedAutotune`): read again, and from a
+    // fresh handle on the database (nothing kept), the answer is the same; a second machine
+    // whose entries hold the very same texts gets rows of its own machine and entries.
+    let warm = common::get_json(&state, "/api/v1/autotune?machine=tm").await;
+    assert_eq!(common::arr(&warm), all);
+    summaries(&cachelens(
+        &[
+            "scan",
+            "--json",
+            "--machine",
+            "tm2",
+            "--db",
+            db.to_str().unwrap(),
+            jit.join("triton-cache").to_str().unwrap(),
+        ],
+        &[],
+    ));
+    let cold = cachelens::web::AppState::new(cachelens::db::open(&db).await.unwrap(), Default::default());
+    let both = common::get_json(&state, "/api/v1/autotune?limit=1000").await;
+    assert_eq!(both, common::get_json(&cold, "/api/v1/autotune?limit=1000").await);
+    let of = |m: &str| -> Vec<(String, String)> {
+        let rows = common::arr(&both).iter().filter(|r| r["source"] == "triton" && r["machine"] == m);
+        rows.map(|r| (r["entry"].as_str().unwrap().to_string(), r["key"].to_string())).collect()
+    };
+    assert_eq!(of("tm2").len(), files.len());
+    assert_eq!(of("tm2"), of("tm"), "the same entries and texts on both machines");
     // paging runs across both sources
     let tail = common::get_json(&state, "/api/v1/autotune?machine=tm&limit=3&offset=3").await;
     let tail: Vec<&str> = common::arr(&tail).iter().map(|r| r["source"].as_str().unwrap()).collect();
     assert_eq!(tail, ["inductor", "triton", "triton"]);
     let k = common::get_json(&state, "/api/v1/autotune?kernel=matmul_kernel").await;
-    assert_eq!(common::arr(&k).len(), files.len());
+    assert_eq!(common::arr(&k).len(), 2 * files.len(), "tm's and tm2's");
 }

@@ -129,7 +129,7 @@ async fn autotune(
     ApiQuery(q): ApiQuery<AutotuneQuery>,
 ) -> ApiResult<Vec<crate::db::inductor::AutotuneRow>> {
     let page = Page::new(q.limit, q.offset);
-    Ok(Json(crate::db::inductor::rows(s.db.pool(), q.machine.as_deref(), q.kernel.as_deref(), page).await?))
+    Ok(Json(crate::db::inductor::rows(&s.db, q.machine.as_deref(), q.kernel.as_deref(), page).await?))
 }
 
 async fn entries(State(s): State<AppState>, ApiQuery(q): ApiQuery<EntriesQuery>) -> ApiResult<Vec<entries::EntryRow>> {

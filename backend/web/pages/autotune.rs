@@ -82,7 +82,7 @@ pub async fn list(State(s): State<AppState>, Query(f): Query<Filter>, hx: Hx) ->
     let some = |v: &str| Some(v.trim()).filter(|v| !v.is_empty()).map(str::to_string);
     let (machine, kernel) = (some(&f.machine), some(&f.kernel));
     let mut rows = inductor::rows(
-        s.db.pool(),
+        &s.db,
         machine.as_deref(),
         kernel.as_deref(),
         db::Page { limit: PAGE_SIZE + 1, offset: (page - 1) * PAGE_SIZE },

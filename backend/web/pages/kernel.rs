@@ -24,6 +24,7 @@ pub struct EntryLink {
     pub href: String,
 }
 
+#[derive(Clone)]
 pub struct Timing {
     /// The grid the run was measured in ("cuda / sm_90 · Triton 3.6.0").
     pub measured_in: String,
@@ -97,12 +98,22 @@ pub async fn page(State(s): State<AppState>, Path(name): Path<String>, hx: Hx) -
     }
     let configs = summaries::kernel_autotune_configs(s.db.pool(), &name).await?;
     let (identical, same_code) = summaries::kernel_identical(s.db.pool(), &name).await?;
-    let ids: Vec<i64> =
-        cells.iter().flat_map(|c| [c.sample_min, c.sample_max]).collect::<BTreeSet<_>>().into_iter().collect();
-    let names: HashMap<i64, (String, String)> =
-        entries::entry_names(s.db.pool(), &ids).await?.into_iter().map(|(id, m, k)| (id, (m, k))).collect();
-    let mut decisions =
-        crate::db::decisions::kernel_decisions(s.db.pool(), &name, crate::db::Page { limit: 21, offset: 0 }).await?;
+    // the samples' names as the cells hold them; by id only where a cell does not (yet)
+    let mut names: HashMap<i64, (String, String)> =
+        cells.iter().flat_map(|c| c.sample_names()).map(|(id, m, k)| (id, (m, k))).collect();
+    let ids: Vec<i64> = cells
+        .iter()
+        .flat_map(|c| [c.sample_min, c.sample_max])
+        .filter(|id| !names.contains_key(id))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if !ids.is_empty() {
+        names.extend(entries::entry_names(s.db.pool(), &ids).await?.into_iter().map(|(id, m, k)| (id, (m, k))));
+    }
+    let live: i64 = cells.iter().map(|c| c.entries).sum();
+    let first = crate::db::Page { limit: 21, offset: 0 };
+    let mut decisions = crate::db::decisions::kernel_decisions(s.db.pool(), &name, live, first).await?;
     let more_decisions = decisions.len() > 20;
     decisions.truncate(20);
     let mut d = build(name, cells, &configs, (identical, same_code), &names);
@@ -202,7 +213,15 @@ fn link(id: i64, names: &HashMap<i64, (String, String)>) -> Option<EntryLink> {
     })
 }
 
-fn cell(c: &VariantCell, configs: &[&AutotuneConfig], names: &HashMap<i64, (String, String)>) -> Cell {
+/// Each config's [`Timing`], made once per page (by the config's address in the page's list):
+/// a config shows in many cells, and each made its JSON parsed again.
+type Timed = HashMap<usize, Timing>;
+
+fn addr(a: &AutotuneConfig) -> usize {
+    a as *const AutotuneConfig as usize
+}
+
+fn cell(c: &VariantCell, configs: &[&AutotuneConfig], timed: &Timed, names: &HashMap<i64, (String, String)>) -> Cell {
     let mut resources = vec![];
     for (label, r) in [
         ("registers", range(c.reg_min, c.reg_max)),
@@ -218,16 +237,16 @@ fn cell(c: &VariantCell, configs: &[&AutotuneConfig], names: &HashMap<i64, (Stri
         ids.push(c.sample_max);
     }
     let samples: Vec<EntryLink> = ids.into_iter().filter_map(|id| link(id, names)).collect();
-    let timings: Vec<Timing> = configs.iter().map(|a| timing(a)).collect();
+    let timings: Vec<Timing> = configs.iter().take(CELL_TIMINGS).map(|a| timed[&addr(a)].clone()).collect();
     Cell {
         count: c.entries,
         more: c.entries - samples.len() as i64,
         samples,
         machines: sorted_csv(&c.machines),
         resources,
-        winner: timings.iter().any(|t| t.winner),
-        timings_more: timings.len().saturating_sub(CELL_TIMINGS),
-        timings: timings.into_iter().take(CELL_TIMINGS).collect(),
+        winner: configs.iter().any(|a| a.wins > 0),
+        timings_more: configs.len().saturating_sub(CELL_TIMINGS),
+        timings,
         best: c.best_config,
         shared_binary: c.shared_binary,
         shared_code: c.shared_code,
@@ -251,11 +270,12 @@ fn build(
     names: &HashMap<i64, (String, String)>,
 ) -> Kernel {
     let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
+    let timed: Timed = configs.iter().map(|a| (addr(a), timing(a))).collect();
     let mut groups: BTreeMap<GridKey, Vec<&VariantCell>> = BTreeMap::new();
     let mut others = vec![];
     for c in &cells {
         if !c.kind.is_empty() {
-            others.push(Other { kind: c.kind.clone(), cell: cell(c, &[], names) });
+            others.push(Other { kind: c.kind.clone(), cell: cell(c, &[], &timed, names) });
             continue;
         }
         groups
@@ -300,12 +320,14 @@ fn build(
                                     let fit: Vec<&AutotuneConfig> = measured
                                         .iter()
                                         .copied()
-                                        .filter(|a| a.machines.split(',').any(|m| on.contains(m)))
+                                        // cheapest test first: a matmul kernel's page tests 120
+                                        // configs against 79 cells
                                         .filter(|a| a.num_warps == *w && a.num_stages == *st)
                                         .filter(|a| fits_shapes(&blocks[a.config_json.as_str()], &shapes))
+                                        .filter(|a| a.machines.split(',').any(|m| on.contains(m)))
                                         .collect();
                                     let t = best_order_fit(fit, &shapes, &blocks);
-                                    merge(here.iter().map(|c| cell(c, &t, names)).collect())
+                                    merge(here.iter().map(|c| cell(c, &t, &timed, names)).collect())
                                 }
                             }
                         })
@@ -327,7 +349,7 @@ fn build(
         entries: cells.iter().map(|c| c.entries).sum(),
         grids,
         others,
-        configs: configs.iter().map(timing).collect(),
+        configs: configs.iter().map(|a| timed[&addr(a)].clone()).collect(),
         identical,
         same_code,
         decisions: vec![],
