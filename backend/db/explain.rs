@@ -8,6 +8,7 @@ use crate::explain::Side;
 use crate::model::EntryKind;
 use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqlitePool};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// An entry with everything the explainer needs.
 #[derive(Debug, Clone)]
@@ -120,15 +121,52 @@ pub async fn ir_of(pool: &SqlitePool, entry_id: i64, ext: &str) -> sqlx::Result<
     .await
 }
 
-/// `.source` and `.ttir` texts of many entries: id → (source, ttir).
-pub(crate) async fn ir_texts(
-    pool: &SqlitePool,
-    ids: &[i64],
-) -> sqlx::Result<HashMap<i64, (Option<String>, Option<String>)>> {
-    let mut out: HashMap<i64, (Option<String>, Option<String>)> = HashMap::new();
+/// IR texts read by sha256, shared: blobs are content-addressed, so a text read once stays
+/// right for as long as it is kept. Entries of one kernel on a fleet point at few distinct
+/// texts (a pair of 50,000-entry machines on two releases: 68 distinct `.source`/`.ttir` texts,
+/// 2.5 GB if read once per entry), so each distinct text is read from the database and held in
+/// memory once. At most [`TEXTS_MAX_BYTES`] are kept; past it the cache starts over (what is
+/// in use stays alive in its `Arc`s).
+static TEXTS: std::sync::Mutex<Option<TextCache>> = std::sync::Mutex::new(None);
+
+/// Bytes of IR text [`TEXTS`] keeps.
+const TEXTS_MAX_BYTES: usize = 64 << 20;
+
+#[derive(Default)]
+struct TextCache {
+    texts: HashMap<String, Arc<str>>,
+    bytes: usize,
+}
+
+fn cached_texts(shas: &[&str]) -> HashMap<String, Arc<str>> {
+    let c = TEXTS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = c.as_ref() else { return HashMap::new() };
+    shas.iter().filter_map(|s| Some((s.to_string(), c.texts.get(*s)?.clone()))).collect()
+}
+
+fn keep_texts(read: &HashMap<String, Arc<str>>) {
+    let mut c = TEXTS.lock().unwrap_or_else(|e| e.into_inner());
+    let c = c.get_or_insert_with(TextCache::default);
+    for (sha, t) in read {
+        if t.len() > TEXTS_MAX_BYTES / 4 {
+            continue;
+        }
+        if c.bytes + t.len() > TEXTS_MAX_BYTES {
+            *c = TextCache::default();
+        }
+        if c.texts.insert(sha.clone(), t.clone()).is_none() {
+            c.bytes += t.len();
+        }
+    }
+}
+
+/// The `.source` and `.ttir` texts of entries by id, each distinct text read once (see
+/// [`TEXTS`]).
+pub(crate) async fn ir_texts(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, IrTexts>> {
+    let mut which: Vec<(i64, bool, String)> = Vec::new();
     for part in ids.chunks(500) {
         let mut qb = QueryBuilder::<Sqlite>::new(
-            "SELECT a.entry_id, a.ext, b.content FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256
+            "SELECT a.entry_id, a.ext, a.sha256 FROM artifacts a
              WHERE a.ext IN ('source', 'ttir') AND a.entry_id IN (",
         );
         let mut sep = qb.separated(", ");
@@ -137,16 +175,44 @@ pub(crate) async fn ir_texts(
         }
         qb.push(")");
         for r in qb.build().fetch_all(pool).await? {
-            let slot = out.entry(r.get(0)).or_default();
-            let text: String = r.get(2);
-            match r.get::<String, _>(1).as_str() {
-                "source" => slot.0 = Some(text),
-                _ => slot.1 = Some(text),
-            }
+            which.push((r.get(0), r.get::<String, _>(1) == "source", r.get(2)));
+        }
+    }
+    let mut shas: Vec<&str> = which.iter().map(|w| w.2.as_str()).collect();
+    shas.sort_unstable();
+    shas.dedup();
+    let mut texts = cached_texts(&shas);
+    let missing: Vec<&str> = shas.into_iter().filter(|s| !texts.contains_key(*s)).collect();
+    let mut read = HashMap::new();
+    for part in missing.chunks(100) {
+        let mut qb = QueryBuilder::<Sqlite>::new("SELECT sha256, content FROM blobs WHERE sha256 IN (");
+        let mut sep = qb.separated(", ");
+        for s in part {
+            sep.push_bind(*s);
+        }
+        qb.push(")");
+        for r in qb.build().fetch_all(pool).await? {
+            let text: String = r.get(1);
+            read.insert(r.get::<String, _>(0), Arc::<str>::from(text));
+        }
+    }
+    keep_texts(&read);
+    texts.extend(read);
+    let mut out: HashMap<i64, IrTexts> = HashMap::new();
+    for (id, source, sha) in which {
+        let slot = out.entry(id).or_default();
+        let text = texts.get(&sha).cloned();
+        if source {
+            slot.0 = text;
+        } else {
+            slot.1 = text;
         }
     }
     Ok(out)
 }
+
+/// An entry's `.source` and `.ttir` texts.
+pub(crate) type IrTexts = (Option<Arc<str>>, Option<Arc<str>>);
 
 /// An entry's row as the explainer reads it ([`SIDE_COLUMNS`]), before its IR text and key parts.
 #[derive(FromRow)]
@@ -163,11 +229,7 @@ pub(crate) struct SideRow {
 
 impl SideRow {
     /// The [`Side`], with its IR texts (`.source`, `.ttir`) and recorded key parts.
-    pub(crate) fn into_side(
-        self,
-        (source, ttir): (Option<String>, Option<String>),
-        parts: Option<serde_json::Value>,
-    ) -> Side {
+    pub(crate) fn into_side(self, (source, ttir): IrTexts, parts: Option<serde_json::Value>) -> Side {
         Side {
             parts,
             machine: self.machine,

@@ -19,7 +19,7 @@ pub(crate) struct Prep {
 
 impl Prep {
     pub fn new(side: &Side) -> Prep {
-        let prep = |ir: &Option<String>| ir.as_deref().map(|t| Arc::new(Prepared::new(t)));
+        let prep = |ir: &Option<Arc<str>>| ir.as_deref().map(prepared);
         Prep { source: prep(&side.source), ttir: prep(&side.ttir) }
     }
 
@@ -28,12 +28,43 @@ impl Prep {
     /// version, the GPU or an env var while the text stays the same).
     pub fn shared<'a>(sides: impl IntoIterator<Item = &'a Side>) -> Vec<Prep> {
         let mut done: HashMap<&'a str, Arc<Prepared>> = HashMap::new();
-        let mut prep = |ir: &'a Option<String>| {
+        let mut prep = |ir: &'a Option<Arc<str>>| {
             let t = ir.as_deref()?;
-            Some(done.entry(t).or_insert_with(|| Arc::new(Prepared::new(t))).clone())
+            Some(done.entry(t).or_insert_with(|| prepared(t)).clone())
         };
         sides.into_iter().map(|s| Prep { source: prep(&s.source), ttir: prep(&s.ttir) }).collect()
     }
+}
+
+/// IR texts prepared lately, by a hash of the text: pages ask about the same kernels again
+/// (nearest neighbours, comparisons, reports of machines that share compiles), and preparing a
+/// text (strip, canonical names, signature) costs ~0.2 ms per 10 KB. At most [`PREPARED_KEPT`]
+/// are kept (~50 KB each for an 18 KB `.source`); past it the cache starts over.
+static PREPARED: std::sync::Mutex<Option<PreparedCache>> = std::sync::Mutex::new(None);
+
+/// Prepared texts by (SipHash, length) of the text.
+type PreparedCache = HashMap<(u64, usize), Arc<Prepared>>;
+
+/// Prepared texts [`PREPARED`] keeps.
+const PREPARED_KEPT: usize = 512;
+
+/// `text` prepared, from [`PREPARED`] when it was lately.
+pub(crate) fn prepared(text: &str) -> Arc<Prepared> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    let k = (h.finish(), text.len());
+    if let Some(p) = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.get(&k)) {
+        return p.clone();
+    }
+    let p = Arc::new(Prepared::new(text));
+    let mut c = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
+    let c = c.get_or_insert_with(HashMap::new);
+    if c.len() >= PREPARED_KEPT {
+        c.clear();
+    }
+    c.insert(k, p.clone());
+    p
 }
 
 /// Everything found about one pair.

@@ -60,8 +60,8 @@ pub async fn compare_ids(
     let kind = ir.unwrap_or(if la.side.source.is_some() && lb.side.source.is_some() { "source" } else { "ttir" });
     let text = |l: &Loaded| -> Option<String> {
         match kind {
-            "source" => l.side.source.clone(),
-            "ttir" => l.side.ttir.clone(),
+            "source" => l.side.source.as_deref().map(str::to_string),
+            "ttir" => l.side.ttir.as_deref().map(str::to_string),
             _ => None,
         }
     };
@@ -348,17 +348,21 @@ pub async fn invalidations_grouped(
         groups.entry(r.kernel.as_deref()).or_default().1.push(r);
     }
     let mut budget = Budget { pairs_left: limits.pairs };
+    let mut shared = crate::explain::Shared::default();
+    let mut loading = std::time::Duration::ZERO;
     let mut parts = Vec::with_capacity(groups.len());
     for (kernel, (o, n)) in groups {
         let fresh: Vec<i64> = n.iter().filter(|r| !old_keys.contains(r.key.as_str())).map(|r| r.id).collect();
         // Kept keys only: pairing reads nothing but the keys (entries without a kernel name
         // too: with no new key there is nothing to pair, only kept and removed keys).
-        if fresh.is_empty() {
+        // A named kernel with no old entry: nothing to pair its new keys with, so every one is
+        // new whatever the entries hold (a machine's first scan, a kernel first compiled).
+        if fresh.is_empty() || (o.is_empty() && kernel.is_some()) {
             let (os, ns): (Vec<Side>, Vec<Side>) = (
                 o.iter().map(|r| light(&old.machine, r)).collect(),
                 n.iter().map(|r| light(&new.machine, r)).collect(),
             );
-            parts.push(match_part(&os, &ns, &mut budget).map_err(|_| over(pairs_over(limits)))?);
+            parts.push(match_part(&os, &ns, &mut budget, &mut shared).map_err(|_| over(pairs_over(limits)))?);
             continue;
         }
         if o.len() + fresh.len() > limits.group_entries {
@@ -373,22 +377,30 @@ pub async fn invalidations_grouped(
         if started.elapsed() > limits.time {
             return Err(over(format!("the report took over {} s", limits.time.as_secs())));
         }
+        let t = std::time::Instant::now();
         let os = sides_of_ids(pool, &old.machine, &o.iter().map(|r| r.id).collect::<Vec<_>>()).await?;
         let mut full: HashMap<String, Side> =
             sides_of_ids(pool, &new.machine, &fresh).await?.into_iter().map(|s| (s.key.clone(), s)).collect();
+        loading += t.elapsed();
         let ns: Vec<Side> = n.iter().map(|r| full.remove(&r.key).unwrap_or_else(|| light(&new.machine, r))).collect();
-        let (part, left) = tokio::task::spawn_blocking(move || {
-            let mut b = budget;
-            (match_part(&os, &ns, &mut b), b)
+        let (part, left, kept) = tokio::task::spawn_blocking(move || {
+            let (mut b, mut shared) = (budget, shared);
+            (match_part(&os, &ns, &mut b, &mut shared), b, shared)
         })
         .await
         .map_err(|e| ExplainError::Db(sqlx::Error::Protocol(format!("report task failed: {e}"))))?;
-        budget = left;
+        (budget, shared) = (left, kept);
         parts.push(part.map_err(|_| over(pairs_over(limits)))?);
     }
     if old.unlisted > 0 {
         parts.push(crate::explain::Part::all_kept(old.unlisted));
     }
+    tracing::debug!(
+        ms = started.elapsed().as_millis() as u64,
+        loading_ms = loading.as_millis() as u64,
+        groups = parts.len(),
+        "report: kernels matched"
+    );
     Ok(finish(parts))
 }
 

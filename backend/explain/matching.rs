@@ -6,7 +6,6 @@ use super::source::is_variant_field;
 use super::{Cause, Side};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
-use std::rc::Rc;
 
 /// A new entry that replaced (recompiled) an old one.
 #[derive(Debug, Clone, Serialize)]
@@ -139,7 +138,8 @@ fn kernel(s: &Side) -> String {
 /// unmatched old entry is gone and it has exactly one unmatched new entry, differing from it
 /// only in launch options, the two are paired (the kernel recompiled with other options).
 pub fn invalidations(old: &[Side], new: &[Side]) -> Invalidations {
-    let part = match_part(old, new, &mut Budget::unlimited()).unwrap_or_else(|_| unreachable!("no limit"));
+    let part = match_part(old, new, &mut Budget::unlimited(), &mut Shared::default())
+        .unwrap_or_else(|_| unreachable!("no limit"));
     finish(vec![part])
 }
 
@@ -209,13 +209,12 @@ fn identity(p: &Option<std::sync::Arc<super::ir::Prepared>>) -> Option<u64> {
 /// the two keys of a candidate pair always differ, so two pairs of equal contents analyse
 /// alike: the analysis and the comparison are done once per pair of contents (a fleet's copies
 /// of one compile, e.g. the same kernel cloned under many keys, cost one analysis).
-fn content(s: &Side) -> u64 {
+fn content(s: &Side, shared: &mut Shared) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     s.kernel_name().hash(&mut h);
     s.metadata.as_ref().map(|m| m.to_string()).hash(&mut h);
-    s.source.hash(&mut h);
-    s.ttir.hash(&mut h);
+    ir_texts(s, shared).hash(&mut h);
     s.binary_sha256.hash(&mut h);
     s.code_sha256.hash(&mut h);
     s.relocated.hash(&mut h);
@@ -224,12 +223,48 @@ fn content(s: &Side) -> u64 {
 }
 
 /// The IR texts [`Prep`] reads (`.source`, `.ttir`), hashed.
-fn ir_texts(s: &Side) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    s.source.hash(&mut h);
-    s.ttir.hash(&mut h);
-    h.finish()
+fn ir_texts(s: &Side, shared: &mut Shared) -> (Option<u64>, Option<u64>) {
+    (shared.text(&s.source), shared.text(&s.ttir))
+}
+
+/// What the groups of one report share: each distinct IR text hashed once and prepared once.
+/// A fleet's entries point at few distinct texts (a pair of 50,000-entry machines on two
+/// releases: 100,000 times at 34 `.source` texts of ~18 KB each), and sides that share a text
+/// share its allocation (`db::explain::ir_texts`): the allocation names the text, and is kept
+/// alive here so that its address names nothing else. Texts read apart are hashed apart, to the
+/// same hash. Bounded: past [`SHARED_TEXTS`] texts or [`SHARED_PREPS`] prepared IRs (~150 KB
+/// each) a map starts over.
+#[derive(Default)]
+pub struct Shared {
+    texts: HashMap<(usize, usize), (std::sync::Arc<str>, u64)>,
+    preps: HashMap<(Option<u64>, Option<u64>), std::sync::Arc<Prep>>,
+}
+
+const SHARED_TEXTS: usize = 16_384;
+const SHARED_PREPS: usize = 1_024;
+
+impl Shared {
+    fn text(&mut self, t: &Option<std::sync::Arc<str>>) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let t = t.as_ref()?;
+        if self.texts.len() >= SHARED_TEXTS {
+            self.texts.clear();
+        }
+        let (_, h) = self.texts.entry((t.as_ptr() as usize, t.len())).or_insert_with(|| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            t.hash(&mut h);
+            (t.clone(), h.finish())
+        });
+        Some(*h)
+    }
+
+    fn prep(&mut self, s: &Side) -> std::sync::Arc<Prep> {
+        let k = ir_texts(s, self);
+        if self.preps.len() >= SHARED_PREPS && !self.preps.contains_key(&k) {
+            self.preps.clear();
+        }
+        self.preps.entry(k).or_insert_with(|| std::sync::Arc::new(Prep::new(s))).clone()
+    }
 }
 
 /// Candidate pairs (same kernel, not surely another variant) one group may hold in memory, of
@@ -255,8 +290,9 @@ fn surely_variant(a: (Option<u64>, Option<u64>), b: (Option<u64>, Option<u64>)) 
     }
 }
 
-/// [`invalidations`] of one group, without totals; `budget` bounds the pairs analysed.
-pub fn match_part(old: &[Side], new: &[Side], budget: &mut Budget) -> Result<Part, OverBudget> {
+/// [`invalidations`] of one group, without totals; `budget` bounds the pairs analysed; `shared`
+/// is what the groups of one report share (any, or a new one: the same answer).
+pub fn match_part(old: &[Side], new: &[Side], budget: &mut Budget, shared: &mut Shared) -> Result<Part, OverBudget> {
     // The first of each key; no copy when the keys are distinct already (the common case).
     let (old, new) = (dedup(old), dedup(new));
     let (old, new) = (&*old, &*new);
@@ -273,15 +309,14 @@ pub fn match_part(old: &[Side], new: &[Side], budget: &mut Budget) -> Result<Par
     }
     // Nothing fresh: nothing to pair, no IR to read.
     // Parsing the IR is most of a report's work: once per distinct pair of texts.
-    let mut preps: HashMap<u64, Rc<Prep>> = HashMap::new();
-    let mut prep = |s: &Side| preps.entry(ir_texts(s)).or_insert_with(|| Rc::new(Prep::new(s))).clone();
-    let old_prep: Vec<Rc<Prep>> = if fresh.is_empty() { vec![] } else { old.iter().map(&mut prep).collect() };
-    let new_prep: HashMap<usize, Rc<Prep>> = fresh.iter().map(|&i| (i, prep(&new[i]))).collect();
-    drop(preps);
+    let old_prep: Vec<std::sync::Arc<Prep>> =
+        if fresh.is_empty() { vec![] } else { old.iter().map(|s| shared.prep(s)).collect() };
+    let new_prep: HashMap<usize, std::sync::Arc<Prep>> = fresh.iter().map(|&i| (i, shared.prep(&new[i]))).collect();
     let ident = |p: &Prep| (identity(&p.source), identity(&p.ttir));
     let old_ident: Vec<_> = old_prep.iter().map(|p| ident(p)).collect();
-    let old_content: Vec<u64> = if fresh.is_empty() { vec![] } else { old.iter().map(content).collect() };
-    let new_content: HashMap<usize, u64> = fresh.iter().map(|&i| (i, content(&new[i]))).collect();
+    let old_content: Vec<u64> =
+        if fresh.is_empty() { vec![] } else { old.iter().map(|s| content(s, shared)).collect() };
+    let new_content: HashMap<usize, u64> = fresh.iter().map(|&i| (i, content(&new[i], shared))).collect();
     // (old content, new content) → (distance, another variant, options only)
     type Analysed = ((usize, usize), bool, bool);
     let mut analysed: HashMap<(u64, u64), Analysed> = HashMap::new();

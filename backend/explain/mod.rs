@@ -34,7 +34,7 @@ pub use code::code_digest;
 pub use compare::compare;
 pub use ir::{DiffLine, ir_diff, strip_locations};
 pub use matching::{
-    Budget, Invalidated, Invalidations, Near, OverBudget, Part, finish, invalidations, match_part, nearest,
+    Budget, Invalidated, Invalidations, Near, OverBudget, Part, Shared, finish, invalidations, match_part, nearest,
     nearest_classes,
 };
 pub use text::{render_diff, render_text};
@@ -52,10 +52,11 @@ pub struct Side {
     pub kernel: Option<String>,
     /// The entry's `<name>.json` as Triton wrote it.
     pub metadata: Option<serde_json::Value>,
-    /// `.source` text (3.4+): the unoptimised TTIR.
-    pub source: Option<String>,
+    /// `.source` text (3.4+): the unoptimised TTIR (shared: the entries of a fleet point at few
+    /// distinct texts).
+    pub source: Option<std::sync::Arc<str>>,
     /// `.ttir` text.
-    pub ttir: Option<String>,
+    pub ttir: Option<std::sync::Arc<str>>,
     /// sha256 of the `.cubin` / `.hsaco`.
     pub binary_sha256: Option<String>,
     /// [`code_digest`] of the binary: its machine code and kernel info, debug info left out.

@@ -77,8 +77,17 @@ pub async fn stored(pool: &SqlitePool, spec: &Spec, limits: Limits) -> Result<St
     }
     let t = std::time::Instant::now();
     let mut r = fresh(pool, spec, limits).await?;
+    let matched = t.elapsed();
     add_compile_times(pool, &mut r).await?;
+    let timed = t.elapsed();
     let head = persist(pool, &spec.name(), gens, &r, t.elapsed().as_millis() as i64).await?;
+    tracing::debug!(
+        spec = spec.name(),
+        matched_ms = matched.as_millis() as u64,
+        compile_times_ms = (timed - matched).as_millis() as u64,
+        stored_ms = (t.elapsed() - timed).as_millis() as u64,
+        "report computed"
+    );
     Ok(head)
 }
 

@@ -243,6 +243,17 @@ async fn settle(a: &Args, s: &Server) -> String {
     )
 }
 
+/// Drops the invalidation reports an earlier run stored in a reused database (the machine pairs
+/// and the upgrade its routes visited), so that this run's first visits compute them again.
+async fn drop_reports(db: &Path) -> anyhow::Result<()> {
+    use sqlx::ConnectOptions;
+    let mut c = sqlx::sqlite::SqliteConnectOptions::new().filename(db).foreign_keys(true).connect().await?;
+    let t = Instant::now();
+    let n = sqlx::query("DELETE FROM inv_reports").execute(&mut c).await?.rows_affected();
+    println!("reused fleet: {n} stored invalidation reports dropped in {:.1} s", t.elapsed().as_secs_f64());
+    Ok(())
+}
+
 pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow::Result<Run> {
     let db = a.work.join(format!("{name}.db"));
     let reuse = a.reuse && db.exists();
@@ -250,6 +261,8 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
         for ext in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
         }
+    } else {
+        drop_reports(&db).await?;
     }
     let mut s = Server::new(bin, &db, a.rss_cap_mb);
     let _ = std::fs::remove_file(&s.log);

@@ -200,9 +200,24 @@ async fn stored_reports_equal_fresh_ones_after_every_change() {
     std::fs::remove_dir_all(&dirs3[0]).unwrap();
     let extra = new_dirs.iter().find(|d| !c.join(d.file_name().unwrap()).exists()).unwrap();
     copy_dir(extra, &c.join(extra.file_name().unwrap()));
+    // And a kernel m1 never compiled (from another corpus): a named kernel with no old entry is
+    // matched from its keys alone (nothing to pair it with); still the whole-set match, in m3's
+    // first scan report (every kernel so) and in the pair's.
+    let (_t4, jit) = unpacked("h100-jit-3.6.0");
+    let gelu = key_dirs(&jit.join("inductor/triton/0"))
+        .into_iter()
+        .find(|d| d.join("triton_poi_fused_gelu_0.json").exists())
+        .unwrap();
+    copy_dir(&gelu, &c.join(gelu.file_name().unwrap()));
     scan(&pool, &c, "m3").await;
+    let (from, to) = latest(&state, "m3").await;
+    assert!(from.is_none(), "m3's first scan");
+    same_as_fresh(&state, "machine=m3", Spec::Scans { from, to }).await;
     let m3 = || Spec::Machines { a: "m1".into(), b: "m3".into() };
     same_as_fresh(&state, "a=m1&b=m3", m3()).await;
+    let news = get_json(&state, "/api/v1/invalidations?a=m1&b=m3&limit=1000").await;
+    let gelu_key = gelu.file_name().unwrap().to_str().unwrap();
+    assert!(arr(&news["new"]).iter().any(|k| k["key"] == gelu_key), "{news}");
     same_as_fresh(&state, "a=m3&b=m1", Spec::Machines { a: "m3".into(), b: "m1".into() }).await;
     let shared =
         "SELECT COUNT(*) FROM kernel_keysets x JOIN kernel_keysets y ON x.kernel = y.kernel AND x.digest = y.digest
