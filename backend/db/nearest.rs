@@ -9,10 +9,10 @@
 //! relocation, the hook's recorded key parts). The same key on twenty machines is one class: the
 //! explainer analyses it once and loads its IR once.
 
-use super::explain::{ir_texts, parts_of_keys, side_rows};
+use super::explain::{json_rows, parts_of_keys, shas_of_rows, side_rows, texts_by_sha};
 use crate::explain::Side;
 use crate::model::EntryKind;
-use sqlx::{Row, SqlitePool};
+use sqlx::SqlitePool;
 use std::collections::{BTreeMap, HashMap};
 
 /// Kinds of entries that hold a compiled kernel (as `db::explain::kernel_sides`).
@@ -55,7 +55,8 @@ pub async fn kernel_variants(
     .fetch_optional(pool)
     .await?;
     let Some((kernel, id, signature, shapes, num_warps, num_stages)) = me else { return Ok(None) };
-    let rows: Vec<(i64, i64)> = sqlx::query_as(TIER_SQL)
+    // One row a tier, its ids joined (a kernel has thousands of entries: see `json_rows`).
+    let rows: Vec<(i64, String)> = sqlx::query_as(TIER_SQL)
         .bind(&kernel)
         .bind(&signature)
         .bind(&shapes)
@@ -64,8 +65,10 @@ pub async fn kernel_variants(
         .fetch_all(pool)
         .await?;
     let mut tiers: [Vec<i64>; 3] = Default::default();
-    for (other, b) in rows.into_iter().filter(|(other, _)| *other != id) {
-        tiers[b.clamp(0, 2) as usize].push(other);
+    for (b, ids) in rows {
+        let tier = &mut tiers[b.clamp(0, 2) as usize];
+        tier.extend(ids.split(',').filter_map(|i| i.parse::<i64>().ok()).filter(|other| *other != id));
+        tier.sort_unstable();
     }
     Ok(Some((id, tiers)))
 }
@@ -74,10 +77,10 @@ pub async fn kernel_variants(
 /// shapes, ?4 num_warps, ?5 num_stages): 1 for the source when its signature or tile shapes
 /// differ, 1 for the options when num_warps or num_stages do; a column unknown on either side
 /// counts as no difference.
-const TIER_SQL: &str = "SELECT id,
+const TIER_SQL: &str = "SELECT b, group_concat(id) FROM (SELECT id,
         (CASE WHEN (signature <> ?2) OR (shapes <> ?3) THEN 1 ELSE 0 END)
-      + (CASE WHEN (num_warps <> ?4) OR (num_stages <> ?5) THEN 1 ELSE 0 END)
-     FROM entries INDEXED BY entries_variant WHERE kernel = ?1 AND removed_at IS NULL";
+      + (CASE WHEN (num_warps <> ?4) OR (num_stages <> ?5) THEN 1 ELSE 0 END) AS b
+     FROM entries INDEXED BY entries_variant WHERE kernel = ?1 AND removed_at IS NULL) GROUP BY b";
 
 /// The live kernel entries among `ids`, ordered by machine and key, grouped into classes that
 /// compare alike.
@@ -86,47 +89,44 @@ const TIER_SQL: &str = "SELECT id,
 pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64], max_classes: usize) -> sqlx::Result<Classes> {
     let t0 = std::time::Instant::now();
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
-    let mut rows = Vec::with_capacity(ids.len());
+    let mut rows: Vec<ClassRow> = Vec::with_capacity(ids.len());
     for part in ids.chunks(5000) {
         let list = part.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
-        // The class of the stored inputs, ranked in SQL so that metadata and IR stay in the database.
-        rows.extend(
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT id, machine, key, metadata_json, binary_sha256, code, relocated, irs
-                 FROM (SELECT e.id, m.name AS machine, e.key, e.metadata_json, e.binary_sha256,
-                              json_extract(e.resources_json, '$.code_sha256') AS code, e.relocated,
-                              (SELECT group_concat(a.ext || ':' || a.sha256) FROM artifacts a
-                               WHERE a.entry_id = e.id AND a.ext IN ('source', 'ttir')) AS irs
-                       FROM entries e JOIN machines m ON m.id = e.machine_id
-                       WHERE e.id IN ({list}) AND e.kind IN {kinds} AND e.removed_at IS NULL)"
-            )))
-            .fetch_all(pool)
-            .await?,
-        );
+        // The class of the stored inputs, ranked in SQL so that metadata and IR stay in the
+        // database; one JSON text for the tier, not a row a candidate (see `json_rows`).
+        let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT json_group_array(json_array(id, machine, key, metadata_json, binary_sha256, code, relocated, irs))
+             FROM (SELECT e.id, m.name AS machine, e.key, e.metadata_json, e.binary_sha256,
+                          json_extract(e.resources_json, '$.code_sha256') AS code, e.relocated,
+                          (SELECT group_concat(a.ext || ':' || a.sha256) FROM artifacts a
+                           WHERE a.entry_id = e.id AND a.ext IN ('source', 'ttir')) AS irs
+                   FROM entries e JOIN machines m ON m.id = e.machine_id
+                   WHERE e.id IN ({list}) AND e.kind IN {kinds} AND e.removed_at IS NULL)"
+        )))
+        .fetch_one(pool)
+        .await?;
+        rows.extend(json_rows::<ClassRow>(text)?);
     }
-    rows.sort_by(|a, b| {
-        (a.get::<&str, _>("machine"), a.get::<&str, _>("key"))
-            .cmp(&(b.get::<&str, _>("machine"), b.get::<&str, _>("key")))
-    });
+    rows.sort_by(|a, b| (&a.machine, &a.key).cmp(&(&b.machine, &b.key)));
     // Classes: equal stored inputs (key, metadata, binary, code digest, relocation, IR blobs).
-    type Inputs = (String, Option<String>, Option<String>, Option<String>, bool, Option<String>);
+    type Inputs<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>, bool, Option<&'a str>);
     let mut class_of: HashMap<Inputs, i64> = HashMap::new();
     let classes: Vec<i64> = rows
         .iter()
         .map(|r| {
             let k: Inputs = (
-                r.get("key"),
-                r.get("metadata_json"),
-                r.get("binary_sha256"),
-                r.get("code"),
-                r.get("relocated"),
-                r.get("irs"),
+                &r.key,
+                r.metadata_json.as_deref(),
+                r.binary_sha256.as_deref(),
+                r.code.as_deref(),
+                r.relocated != 0,
+                r.irs.as_deref(),
             );
             let n = class_of.len() as i64;
             *class_of.entry(k).or_insert(n)
         })
         .collect();
-    let mut keys: Vec<&str> = rows.iter().map(|r| r.get::<&str, _>("key")).collect();
+    let mut keys: Vec<&str> = rows.iter().map(|r| r.key.as_str()).collect();
     keys.sort_unstable();
     keys.dedup();
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, rows = rows.len(), "nearest: class rows");
@@ -136,9 +136,9 @@ pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64], max_classes: usize) 
     let mut by_class: BTreeMap<(i64, Option<String>), (i64, Vec<usize>)> = BTreeMap::new();
     let mut candidates = Vec::with_capacity(rows.len());
     for (i, r) in rows.iter().enumerate() {
-        let (machine, key): (String, String) = (r.get("machine"), r.get("key"));
+        let (machine, key) = (r.machine.clone(), r.key.clone());
         let p = parts.get(&(machine.clone(), key.clone())).map(|v| v.to_string());
-        by_class.entry((classes[i], p)).or_insert_with(|| (r.get("id"), vec![])).1.push(i);
+        by_class.entry((classes[i], p)).or_insert_with(|| (r.id, vec![])).1.push(i);
         candidates.push(Candidate { machine, key });
     }
     let more = by_class.len() > max_classes;
@@ -150,6 +150,19 @@ pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64], max_classes: usize) 
     Ok(Classes { candidates, classes, more })
 }
 
+/// A candidate's stored inputs, as [`classes_of_ids`] reads them (a JSON array, in this order).
+#[derive(serde::Deserialize)]
+struct ClassRow {
+    id: i64,
+    machine: String,
+    key: String,
+    metadata_json: Option<String>,
+    binary_sha256: Option<String>,
+    code: Option<String>,
+    relocated: i64,
+    irs: Option<String>,
+}
+
 /// Sides of the given entries (IR text and recorded parts attached).
 async fn sides_by_id(
     pool: &SqlitePool,
@@ -157,11 +170,11 @@ async fn sides_by_id(
     parts: &mut HashMap<(String, String), serde_json::Value>,
 ) -> sqlx::Result<HashMap<i64, Side>> {
     let mut rows = side_rows(pool, ids).await?;
-    let mut ir = ir_texts(pool, ids).await?;
+    let texts = texts_by_sha(pool, shas_of_rows(rows.values())).await?;
     let mut out = HashMap::new();
     for (id, r) in rows.drain() {
         let parts = parts.remove(&(r.machine.clone(), r.key.clone()));
-        out.insert(id, r.into_side(ir.remove(&id).unwrap_or_default(), parts));
+        out.insert(id, r.into_side(&texts, parts));
     }
     Ok(out)
 }

@@ -96,8 +96,9 @@ impl Analysis {
     }
 }
 
-fn object(side: &Side) -> Map<String, Value> {
-    side.metadata.as_ref().and_then(|m| m.as_object()).cloned().unwrap_or_default()
+/// The side's metadata object, borrowed (an empty one when it has none).
+fn object(side: &Side) -> std::borrow::Cow<'_, Map<String, Value>> {
+    side.metadata.as_ref().and_then(|m| m.as_object()).map(std::borrow::Cow::Borrowed).unwrap_or_default()
 }
 
 fn version(m: &Map<String, Value>) -> Option<String> {

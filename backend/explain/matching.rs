@@ -213,7 +213,7 @@ fn content(s: &Side, shared: &mut Shared) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     s.kernel_name().hash(&mut h);
-    s.metadata.as_ref().map(|m| m.to_string()).hash(&mut h);
+    s.metadata.hash(&mut h); // the parsed value, not its text: no serialising per entry
     ir_texts(s, shared).hash(&mut h);
     s.binary_sha256.hash(&mut h);
     s.code_sha256.hash(&mut h);
@@ -230,7 +230,7 @@ fn ir_texts(s: &Side, shared: &mut Shared) -> (Option<u64>, Option<u64>) {
 /// What the groups of one report share: each distinct IR text hashed once and prepared once.
 /// A fleet's entries point at few distinct texts (a pair of 50,000-entry machines on two
 /// releases: 100,000 times at 34 `.source` texts of ~18 KB each), and sides that share a text
-/// share its allocation (`db::explain::ir_texts`): the allocation names the text, and is kept
+/// share its allocation (`db::explain::texts_by_sha`): the allocation names the text, and is kept
 /// alive here so that its address names nothing else. Texts read apart are hashed apart, to the
 /// same hash. Bounded: past [`SHARED_TEXTS`] texts or [`SHARED_PREPS`] prepared IRs (~150 KB
 /// each) a map starts over.
