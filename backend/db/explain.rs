@@ -27,34 +27,18 @@ pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<O
     let Some(row) = entries::entry(pool, machine, key).await? else {
         return Ok(None);
     };
-    let d = entries::entry_detail(pool, row.id).await?;
-    let (meta, group) = (d.metadata_json, d.group_json);
-    let mut ir = ir_texts(pool, &[row.id]).await?;
-    let (source, ttir) = ir.remove(&row.id).unwrap_or_default();
+    let group = entries::entry_detail(pool, row.id).await?.group_json;
     let group: Option<serde_json::Value> = group.and_then(|g| serde_json::from_str(&g).ok());
     let group_at = group.as_ref().and_then(|g| g.get("written_at")?.as_str().map(str::to_string));
-    let side = Side {
-        machine: row.machine.clone(),
-        key: row.key.clone(),
-        kernel: row.kernel.clone(),
-        metadata: meta.and_then(|m| serde_json::from_str(&m).ok()),
-        source,
-        ttir,
-        binary_sha256: row.binary_sha256.clone(),
-        code_sha256: code_of(pool, row.id).await?,
-        parts: parts_of_keys(pool, &[row.key.as_str()]).await?.remove(&(row.machine.clone(), row.key.clone())),
-        relocated: row.relocated,
+    // The side as every other explainer read makes it (`side_rows`: the same columns, the same
+    // `.source`/`.ttir` artifact when an entry holds more than one).
+    let Some(r) = side_rows(pool, &[row.id]).await?.remove(&row.id) else {
+        return Ok(None);
     };
+    let texts = texts_by_sha(pool, shas_of_rows(std::iter::once(&r))).await?;
+    let parts = parts_of_keys(pool, &[row.key.as_str()]).await?.remove(&(row.machine.clone(), row.key.clone()));
+    let side = r.into_side(&texts, parts);
     Ok(Some(Loaded { side, row, group_at }))
-}
-
-/// The machine-code digest the scanner recorded for an entry's binary (`code_sha256` in its
-/// resources JSON; absent for entries scanned before it was recorded).
-async fn code_of(pool: &SqlitePool, entry_id: i64) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("SELECT json_extract(resources_json, '$.code_sha256') FROM entries WHERE id = ?")
-        .bind(entry_id)
-        .fetch_one(pool)
-        .await
 }
 
 /// The key parts the hook recorded for entries of `machines`: (machine, key) → the parts of
@@ -160,38 +144,6 @@ fn keep_texts(read: &HashMap<String, Arc<str>>) {
     }
 }
 
-/// The `.source` and `.ttir` texts of entries by id, each distinct text read once (see
-/// [`TEXTS`]).
-pub(crate) async fn ir_texts(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, IrTexts>> {
-    let mut which: Vec<(i64, bool, String)> = Vec::new();
-    for part in ids.chunks(500) {
-        let mut qb = QueryBuilder::<Sqlite>::new(
-            "SELECT a.entry_id, a.ext, a.sha256 FROM artifacts a
-             WHERE a.ext IN ('source', 'ttir') AND a.entry_id IN (",
-        );
-        let mut sep = qb.separated(", ");
-        for id in part {
-            sep.push_bind(*id);
-        }
-        qb.push(")");
-        for r in qb.build().fetch_all(pool).await? {
-            which.push((r.get(0), r.get::<String, _>(1) == "source", r.get(2)));
-        }
-    }
-    let texts = texts_by_sha(pool, distinct(which.iter().map(|w| w.2.as_str()))).await?;
-    let mut out: HashMap<i64, IrTexts> = HashMap::new();
-    for (id, source, sha) in which {
-        let slot = out.entry(id).or_default();
-        let text = texts.get(&sha).cloned();
-        if source {
-            slot.0 = text;
-        } else {
-            slot.1 = text;
-        }
-    }
-    Ok(out)
-}
-
 /// The distinct sha256s among `shas`.
 fn distinct<'a>(shas: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut shas: Vec<&str> = shas.collect();
@@ -222,9 +174,6 @@ pub(crate) async fn texts_by_sha(pool: &SqlitePool, shas: Vec<String>) -> sqlx::
     texts.extend(read);
     Ok(texts)
 }
-
-/// An entry's `.source` and `.ttir` texts.
-pub(crate) type IrTexts = (Option<Arc<str>>, Option<Arc<str>>);
 
 /// An entry's row as the explainer reads it ([`SIDE_COLUMNS`]), before its IR text and key parts.
 /// Read as a row, or as a JSON array of [`SIDE_FIELDS`] (fields in this order).
@@ -299,7 +248,7 @@ pub(crate) fn json_rows<T: serde::de::DeserializeOwned>(text: String) -> sqlx::R
 }
 
 /// SQLite's 0/1 as a bool (in a JSON array of a row).
-fn int_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+pub(crate) fn int_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
     Ok(<i64 as serde::Deserialize>::deserialize(d)? != 0)
 }
 

@@ -119,7 +119,7 @@ pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64], max_classes: usize) 
                 r.metadata_json.as_deref(),
                 r.binary_sha256.as_deref(),
                 r.code.as_deref(),
-                r.relocated != 0,
+                r.relocated,
                 r.irs.as_deref(),
             );
             let n = class_of.len() as i64;
@@ -159,7 +159,8 @@ struct ClassRow {
     metadata_json: Option<String>,
     binary_sha256: Option<String>,
     code: Option<String>,
-    relocated: i64,
+    #[serde(deserialize_with = "super::explain::int_bool")]
+    relocated: bool,
     irs: Option<String>,
 }
 
