@@ -117,7 +117,7 @@ pub async fn scan_local_progress(
         .await?;
     crate::db::inductor::replace(pool, summary.scan_id, &tail.inductor_autotune).await?;
     // The scan's invalidation report, computed now so that its first visit reads it.
-    crate::explain::stored::after_scan(pool.clone(), summary.scan_id).await;
+    crate::explain::stored::after_scan(pool.clone(), summary.scan_id, false).await;
     // Fold the WAL back into the database file now and truncate it: a cold scan of a big cache
     // leaves a WAL as large as the database, which every later process would otherwise recover
     // and copy into the database again on its first commit (a no-change re-scan of 100,000

@@ -73,6 +73,24 @@ pub async fn find(pool: &SqlitePool, spec: &str, gens: (i64, i64)) -> sqlx::Resu
     Ok(row.and_then(|(id, h)| Some(Stored { id, head: serde_json::from_str(&h).ok()? })))
 }
 
+/// The machine pairs (old, new) with `machine` on either side whose report was stored, the latest
+/// computed first, at most `limit`.
+pub async fn pairs_with(pool: &SqlitePool, machine: &str, limit: usize) -> sqlx::Result<Vec<(String, String)>> {
+    // Every pair report's name (a few thousand on a fleet that visited many pairs), matched
+    // here: a machine name may hold LIKE's wildcards.
+    let specs: Vec<String> = sqlx::query_scalar(
+        "SELECT spec FROM inv_reports WHERE spec >= 'pair:' AND spec < 'pair;' ORDER BY computed_at DESC",
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(specs
+        .into_iter()
+        .filter_map(|s| s.strip_prefix("pair:")?.split_once('\n').map(|(a, b)| (a.to_string(), b.to_string())))
+        .filter(|(a, b)| a == machine || b == machine)
+        .take(limit)
+        .collect())
+}
+
 /// What to store: the head, the invalidated rows in page order (`rank`) with their reason's
 /// index, the new and removed (kernel, key) lists.
 pub struct ToStore<'a> {

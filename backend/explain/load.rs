@@ -277,7 +277,7 @@ pub async fn pick_scans(
 
 /// Bounds on the work of one report computation: over any of them, the computation stops
 /// with [`ExplainError::OverBudget`] instead of growing.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Entries of both sides listed (ids and keys only).
     pub rows: usize,
@@ -328,7 +328,9 @@ pub async fn invalidations_grouped(
     old: &SideSet,
     new: &SideSet,
     limits: Limits,
+    progress: &super::stored::Progress,
 ) -> Result<crate::explain::Invalidations, ExplainError> {
+    use std::sync::atomic::Ordering::Relaxed;
     let started = std::time::Instant::now();
     let over = |what: String| ExplainError::OverBudget(what);
     if old.rows.len() + new.rows.len() > limits.rows {
@@ -351,7 +353,9 @@ pub async fn invalidations_grouped(
     let mut shared = crate::explain::Shared::default();
     let mut loading = std::time::Duration::ZERO;
     let mut parts = Vec::with_capacity(groups.len());
+    progress.total.store(groups.len(), Relaxed);
     for (kernel, (o, n)) in groups {
+        progress.done.fetch_add(1, Relaxed);
         let fresh: Vec<i64> = n.iter().filter(|r| !old_keys.contains(r.key.as_str())).map(|r| r.id).collect();
         // Kept keys only: pairing reads nothing but the keys (entries without a kernel name
         // too: with no new key there is nothing to pair, only kept and removed keys).
@@ -467,8 +471,9 @@ pub async fn report_of(
     old: &SideSet,
     new: &SideSet,
     limits: Limits,
+    progress: &super::stored::Progress,
 ) -> Result<InvalidationsReport, ExplainError> {
-    let inv = invalidations_grouped(pool, old, new, limits).await?;
+    let inv = invalidations_grouped(pool, old, new, limits, progress).await?;
     Ok(inv_report(inv, old, new))
 }
 
@@ -480,7 +485,7 @@ pub async fn invalidations_scans(
     to: &ScanRef,
 ) -> Result<InvalidationsReport, ExplainError> {
     let (old, new) = scan_sides(pool, from, to).await?;
-    let mut r = report_of(pool, &old, &new, LIMITS).await?;
+    let mut r = report_of(pool, &old, &new, LIMITS, &Default::default()).await?;
     r.from = from.map(|f| f.id);
     r.to = Some(to.id);
     Ok(r)
@@ -489,5 +494,5 @@ pub async fn invalidations_scans(
 /// Invalidations from machine `a` to machine `b`, as they are now, computed fresh.
 pub async fn invalidations_machines(pool: &SqlitePool, a: &str, b: &str) -> Result<InvalidationsReport, ExplainError> {
     let (old, new) = machine_sides(pool, a, b).await?;
-    report_of(pool, &old, &new, LIMITS).await
+    report_of(pool, &old, &new, LIMITS, &Default::default()).await
 }

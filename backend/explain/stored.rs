@@ -2,7 +2,9 @@
 //! machine A against machine B) is computed once ([`super::load::report_of`], kernel by kernel
 //! and bounded by [`super::load::LIMITS`]), stored with its rows (migration 0014), and read a
 //! page at a time until either side changes (the machines' generations, kept by triggers,
-//! moved). One computation runs at a time, so concurrent first visits cannot multiply memory.
+//! moved). A computation runs in a task of its own, one per report and two at a time, so concurrent
+//! first visits cannot multiply memory; a page waits for it briefly ([`lookup`]) and shows its
+//! progress when it takes longer.
 
 use super::Cause;
 use super::load::{ExplainError, Limits, machine_sides, report_of, scan_sides};
@@ -12,6 +14,8 @@ use crate::db::scans::ScanRef;
 use serde::Serialize;
 use sqlx::SqlitePool;
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Which report.
 #[derive(Debug, Clone)]
@@ -45,42 +49,191 @@ impl Spec {
 /// do not all queue behind one.
 static COMPUTING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
-/// The report computations under way or waited for, by report name: one computation per report,
-/// however many visitors ask for it at once.
-static IN_FLIGHT: std::sync::Mutex<Vec<(String, std::sync::Weak<tokio::sync::Mutex<()>>)>> =
-    std::sync::Mutex::new(Vec::new());
+/// How far a report computation has come: kernels matched of those to match (0 of 0 while the
+/// sides are read or it waits for a computing slot).
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub done: AtomicUsize,
+    pub total: AtomicUsize,
+}
 
-fn report_lock(name: &str) -> std::sync::Arc<tokio::sync::Mutex<()>> {
-    let mut all = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
-    all.retain(|(_, w)| w.strong_count() > 0);
-    if let Some(l) = all.iter().find(|(n, _)| n == name).and_then(|(_, w)| w.upgrade()) {
-        return l;
+impl Progress {
+    /// (done, total) now.
+    pub fn get(&self) -> (usize, usize) {
+        (self.done.load(Ordering::Relaxed), self.total.load(Ordering::Relaxed))
     }
-    let l = std::sync::Arc::new(tokio::sync::Mutex::new(()));
-    all.push((name.to_string(), std::sync::Arc::downgrade(&l)));
-    l
+}
+
+/// How a computation ended: stored, or why not (an [`ExplainError`] is not `Clone`: its kind
+/// and text).
+#[derive(Debug, Clone)]
+enum Ended {
+    Stored,
+    OverBudget(String),
+    Failed(String),
+}
+
+/// A report computation, under way or ended, shared by everyone who asks for the report while
+/// its sides are at `gens`. It runs in a task of its own: a visitor who leaves does not stop it,
+/// and the next one reads what it stored.
+struct Job {
+    gens: (i64, i64),
+    /// What it ran under: a report over one server's limits may be within another's.
+    limits: Limits,
+    progress: Arc<Progress>,
+    ended: tokio::sync::watch::Receiver<Option<Ended>>,
+    at: std::time::Instant,
+}
+
+/// Jobs by database file and report name. An ended job is kept while its generations are current so that a report
+/// over the limits is refused at once instead of computed again on every visit; at most
+/// [`MAX_JOBS`], the oldest ended ones dropped first.
+static JOBS: std::sync::Mutex<Option<HashMap<String, Job>>> = std::sync::Mutex::new(None);
+const MAX_JOBS: usize = 4096;
+
+/// What a lookup found.
+pub enum Lookup {
+    Ready(Stored),
+    /// Still computing when the wait ran out: (kernels matched, kernels to match), and since
+    /// when.
+    Computing {
+        done: usize,
+        total: usize,
+        secs: f64,
+    },
 }
 
 /// The stored report of `spec`, computed and stored first when there is none for the sides as
-/// they are now.
+/// they are now (waiting for it however long it takes, within `limits`).
 pub async fn stored(pool: &SqlitePool, spec: &Spec, limits: Limits) -> Result<Stored, ExplainError> {
-    if let Some(s) = reports::find(pool, &spec.name(), spec.gens(pool).await?).await? {
-        return Ok(s);
+    match lookup(pool, spec, limits, None).await? {
+        Lookup::Ready(s) => Ok(s),
+        Lookup::Computing { .. } => unreachable!("no wait limit"),
     }
-    let this = report_lock(&spec.name());
-    let _this = this.lock().await;
+}
+
+/// The stored report of `spec` when it is current; else its computation is started (or joined)
+/// in the background and waited for at most `wait` (`None`: until it ends). A computation that
+/// ended over the limits answers its error at once while the sides stay as they were.
+pub async fn lookup(
+    pool: &SqlitePool,
+    spec: &Spec,
+    limits: Limits,
+    wait: Option<std::time::Duration>,
+) -> Result<Lookup, ExplainError> {
+    // Jobs are per database (a process may serve several: the tests do).
+    let name = format!("{}\0{}", pool.connect_options().get_filename().display(), spec.name());
+    let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    loop {
+        let gens = spec.gens(pool).await?;
+        if let Some(s) = reports::find(pool, &spec.name(), gens).await? {
+            return Ok(Lookup::Ready(s));
+        }
+        let (mut ended, progress, at) = job(pool, spec, &name, gens, limits);
+        let seen = ended.borrow_and_update().clone();
+        match seen {
+            Some(Ended::OverBudget(e)) => return Err(ExplainError::OverBudget(e)),
+            Some(Ended::Failed(e)) => {
+                forget(&name, gens);
+                return Err(ExplainError::Db(sqlx::Error::Protocol(e)));
+            }
+            // Stored at `gens`: read it (or, should the sides have moved meanwhile, start over).
+            Some(Ended::Stored) => {
+                if let Some(s) = reports::find(pool, &spec.name(), gens).await? {
+                    return Ok(Lookup::Ready(s));
+                }
+                forget(&name, gens);
+                continue;
+            }
+            None => {}
+        }
+        let changed = match deadline {
+            None => ended.changed().await.is_ok(),
+            Some(d) => match tokio::time::timeout_at(d, ended.changed()).await {
+                Ok(r) => r.is_ok(),
+                Err(_) => {
+                    let (done, total) = progress.get();
+                    return Ok(Lookup::Computing { done, total, secs: at.elapsed().as_secs_f64() });
+                }
+            },
+        };
+        if !changed {
+            // The task is gone without a word (it panicked): let the next lookup start over.
+            forget(&name, gens);
+            return Err(ExplainError::Db(sqlx::Error::Protocol("the report computation failed".into())));
+        }
+    }
+}
+
+/// Drops the job of `name` at `gens` (ended with a transient error, or stored and since moved on).
+fn forget(name: &str, gens: (i64, i64)) {
+    let mut jobs = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(all) = jobs.as_mut()
+        && all.get(name).is_some_and(|j| j.gens == gens)
+    {
+        all.remove(name);
+    }
+}
+
+/// The job of `name` at `gens`: the one under way or ended, else a new one started.
+fn job(
+    pool: &SqlitePool,
+    spec: &Spec,
+    name: &str,
+    gens: (i64, i64),
+    limits: Limits,
+) -> (tokio::sync::watch::Receiver<Option<Ended>>, Arc<Progress>, std::time::Instant) {
+    let mut jobs = JOBS.lock().unwrap_or_else(|e| e.into_inner());
+    let all = jobs.get_or_insert_with(HashMap::new);
+    if let Some(j) = all.get(name)
+        && ((j.gens, j.limits) == (gens, limits) || j.ended.borrow().is_none())
+    {
+        // The same sides, or a computation still under way for sides that moved since: join it
+        // (one computation per report at a time; the next lookup starts the current one).
+        return (j.ended.clone(), j.progress.clone(), j.at);
+    }
+    if all.len() >= MAX_JOBS {
+        let mut ended: Vec<(std::time::Instant, String)> =
+            all.iter().filter(|(_, j)| j.ended.borrow().is_some()).map(|(n, j)| (j.at, n.clone())).collect();
+        ended.sort();
+        for (_, n) in ended.into_iter().take(MAX_JOBS / 4) {
+            all.remove(&n);
+        }
+    }
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    let progress = Arc::new(Progress::default());
+    let at = std::time::Instant::now();
+    all.insert(name.to_string(), Job { gens, limits, progress: progress.clone(), ended: rx.clone(), at });
+    let (pool, spec, p) = (pool.clone(), spec.clone(), progress.clone());
+    tokio::spawn(async move {
+        let ended = match compute(&pool, &spec, gens, limits, &p).await {
+            Ok(()) => Ended::Stored,
+            Err(ExplainError::OverBudget(e)) => Ended::OverBudget(e),
+            Err(e) => {
+                tracing::error!(spec = spec.name(), error = %e, "report computation failed");
+                Ended::Failed(e.to_string())
+            }
+        };
+        tx.send_replace(Some(ended));
+    });
+    (rx, progress, at)
+}
+
+/// Computes the report of `spec` for its sides at `gens` and stores it, in a computing slot.
+async fn compute(
+    pool: &SqlitePool,
+    spec: &Spec,
+    gens: (i64, i64),
+    limits: Limits,
+    progress: &Progress,
+) -> Result<(), ExplainError> {
     let _slot = COMPUTING.acquire().await.map_err(|e| ExplainError::Db(sqlx::Error::Protocol(e.to_string())))?;
-    // Generations first: a change that lands while computing leaves the report stale, not wrong.
-    let gens = spec.gens(pool).await?;
-    if let Some(s) = reports::find(pool, &spec.name(), gens).await? {
-        return Ok(s);
-    }
     let t = std::time::Instant::now();
-    let mut r = fresh(pool, spec, limits).await?;
+    let mut r = fresh_with(pool, spec, limits, progress).await?;
     let matched = t.elapsed();
     add_compile_times(pool, &mut r).await?;
     let timed = t.elapsed();
-    let head = persist(pool, &spec.name(), gens, &r, t.elapsed().as_millis() as i64).await?;
+    persist(pool, &spec.name(), gens, &r, t.elapsed().as_millis() as i64).await?;
     tracing::debug!(
         spec = spec.name(),
         matched_ms = matched.as_millis() as u64,
@@ -88,21 +241,30 @@ pub async fn stored(pool: &SqlitePool, spec: &Spec, limits: Limits) -> Result<St
         stored_ms = (t.elapsed() - timed).as_millis() as u64,
         "report computed"
     );
-    Ok(head)
+    Ok(())
 }
 
 /// The report of `spec` computed fresh, every row in memory (what stored reports equal).
 pub async fn fresh(pool: &SqlitePool, spec: &Spec, limits: Limits) -> Result<InvalidationsReport, ExplainError> {
+    fresh_with(pool, spec, limits, &Progress::default()).await
+}
+
+async fn fresh_with(
+    pool: &SqlitePool,
+    spec: &Spec,
+    limits: Limits,
+    progress: &Progress,
+) -> Result<InvalidationsReport, ExplainError> {
     Ok(match spec {
         Spec::Scans { from, to } => {
             let (old, new) = scan_sides(pool, from.as_ref(), to).await?;
-            let mut r = report_of(pool, &old, &new, limits).await?;
+            let mut r = report_of(pool, &old, &new, limits, progress).await?;
             (r.from, r.to) = (from.as_ref().map(|f| f.id), Some(to.id));
             r
         }
         Spec::Machines { a, b } => {
             let (old, new) = machine_sides(pool, a, b).await?;
-            report_of(pool, &old, &new, limits).await?
+            report_of(pool, &old, &new, limits, progress).await?
         }
     })
 }
@@ -281,9 +443,11 @@ pub async fn paged(
 }
 
 /// Computes and stores the report of a scan that just landed (against the scan of its root
-/// before it), so that its first visit reads it. Errors (a report over the limits included)
-/// are logged: a scan never fails for its report.
-pub async fn after_scan(pool: SqlitePool, scan_id: i64) {
+/// before it), so that its first visit reads it. On a server (`refresh_pairs`), the machine-pair
+/// reports with this machine that were visited before ([`REFRESHED_PAIRS`] at most, the latest
+/// first) are then computed again in the background, so that they are current when visited again.
+/// Errors (a report over the limits included) are logged: a scan never fails for its report.
+pub async fn after_scan(pool: SqlitePool, scan_id: i64, refresh_pairs: bool) {
     let run = async {
         let Some(to) = crate::db::scans::scan(&pool, scan_id).await? else {
             return Ok(());
@@ -292,9 +456,19 @@ pub async fn after_scan(pool: SqlitePool, scan_id: i64) {
         let machine = to.machine.clone();
         stored(&pool, &Spec::Scans { from, to }, super::load::LIMITS).await?;
         // The machine's kernel key sets, so that the first visit of a pair with it reads them.
-        crate::db::keysets::current(&pool, &machine).await.map(|_| ()).map_err(ExplainError::from)
+        crate::db::keysets::current(&pool, &machine).await?;
+        if refresh_pairs {
+            for (a, b) in reports::pairs_with(&pool, &machine, REFRESHED_PAIRS).await? {
+                lookup(&pool, &Spec::Machines { a, b }, super::load::LIMITS, Some(std::time::Duration::ZERO)).await?;
+            }
+        }
+        Ok::<_, ExplainError>(())
     };
     if let Err(e) = run.await {
         tracing::warn!(scan_id, error = %e, "invalidation report of the scan not stored");
     }
 }
+
+/// Pair reports with a machine whose scan landed that are computed again at once (the rest on
+/// their next visit): bounds the background work one landing starts.
+pub const REFRESHED_PAIRS: usize = 8;

@@ -37,6 +37,11 @@ pub struct Config {
     pub spool_dir: Option<std::path::PathBuf>,
     /// Bounds on the work of one invalidation report's computation.
     pub report_limits: crate::explain::load::Limits,
+    /// How long the invalidations page waits for a report being computed before it answers
+    /// 202 with the progress and asks again a second later: a report of a few hundred kernels is
+    /// shown at once, one across releases of 50,000 entries a side (seconds) never holds a page
+    /// that long. The API waits for the report however long it takes (within `report_limits`).
+    pub report_wait: Duration,
 }
 
 impl Default for Config {
@@ -49,6 +54,7 @@ impl Default for Config {
             upload_queue: 64,
             spool_dir: None,
             report_limits: crate::explain::load::LIMITS,
+            report_wait: Duration::from_millis(50),
         }
     }
 }

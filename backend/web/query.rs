@@ -7,7 +7,7 @@ use crate::db::reports::Stored;
 use crate::db::scans::ScanRef;
 use crate::explain::Cause;
 use crate::explain::load::{self as dbx, Limits};
-use crate::explain::stored::{Spec, stored};
+use crate::explain::stored::{Lookup, Spec, lookup};
 use serde::Deserialize;
 use sqlx::SqlitePool;
 
@@ -95,16 +95,38 @@ impl InvalidationsQuery {
         }
     }
 
-    /// The stored report the query asks for (computed first if the sides changed).
+    /// The stored report the query asks for, computed first if the sides changed: waited for
+    /// however long it takes (the API).
     pub async fn run(&self, pool: &SqlitePool, limits: Limits) -> Result<(Stored, Option<ScanContext>), AppError> {
+        match self.lookup(pool, limits, None).await? {
+            (Lookup::Ready(s), scans) => Ok((s, scans)),
+            (Lookup::Computing { .. }, _) => unreachable!("no wait limit"),
+        }
+    }
+
+    /// [`Self::run`], waiting at most `wait` for a computation (the page: it shows the progress
+    /// and asks again).
+    pub async fn lookup(
+        &self,
+        pool: &SqlitePool,
+        limits: Limits,
+        wait: Option<std::time::Duration>,
+    ) -> Result<(Lookup, Option<ScanContext>), AppError> {
         let some = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
         match (some(&self.machine), some(&self.a), some(&self.b)) {
             (Some(m), None, None) => {
                 let (from, to, scans) = dbx::pick_scans(pool, &m, self.from, self.to).await?;
                 let spec = Spec::Scans { from: from.clone(), to: to.clone() };
-                Ok((stored(pool, &spec, limits).await?, Some(ScanContext { from, to, scans })))
+                Ok((lookup(pool, &spec, limits, wait).await?, Some(ScanContext { from, to, scans })))
             }
-            (None, Some(a), Some(b)) => Ok((stored(pool, &Spec::Machines { a, b }, limits).await?, None)),
+            (None, Some(a), Some(b)) => {
+                for m in [&a, &b] {
+                    if !crate::db::explain::machine_exists(pool, m).await? {
+                        return Err(AppError::NotFound(format!("no machine {m:?}")));
+                    }
+                }
+                Ok((lookup(pool, &Spec::Machines { a, b }, limits, wait).await?, None))
+            }
             _ => Err(AppError::BadRequest("give machine=M (with optional from=SCAN&to=SCAN) or a=M1&b=M2".into())),
         }
     }

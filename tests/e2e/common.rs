@@ -88,7 +88,21 @@ pub async fn fleet_db() -> (Vec<TempDir>, SqlitePool) {
 }
 
 /// GET `uri` through `app(state).oneshot` with extra request headers; returns (status, body text).
+/// A 202 with `Retry-After` (an invalidation report still being computed) is asked again, as the
+/// page itself does in a browser, until it answers otherwise (60 s at most).
 pub async fn get_with(state: &AppState, uri: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let t = std::time::Instant::now();
+    loop {
+        let (status, body, retry) = get_once(state, uri, headers).await;
+        if !(status == 202 && retry && t.elapsed() < std::time::Duration::from_secs(60)) {
+            return (status, body);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// One GET: (status, body text, whether it said `Retry-After`).
+pub async fn get_once(state: &AppState, uri: &str, headers: &[(&str, &str)]) -> (u16, String, bool) {
     use tower::ServiceExt;
     let mut req = axum::http::Request::builder().uri(uri);
     for (k, v) in headers {
@@ -96,8 +110,9 @@ pub async fn get_with(state: &AppState, uri: &str, headers: &[(&str, &str)]) -> 
     }
     let resp = cachelens::web::app(state.clone()).oneshot(req.body(axum::body::Body::empty()).unwrap()).await.unwrap();
     let status = resp.status().as_u16();
+    let retry = resp.headers().contains_key("retry-after");
     let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-    (status, String::from_utf8_lossy(&bytes).into_owned())
+    (status, String::from_utf8_lossy(&bytes).into_owned(), retry)
 }
 
 /// GET `uri`; returns (status, body text).

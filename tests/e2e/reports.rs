@@ -354,3 +354,77 @@ async fn every_list_is_paged() {
     assert!(html.contains(&format!("entries {first_row}–{removed_n} of {removed_n}</span>")), "{html}");
     assert!(html.contains("class=\"prev\"") && html.contains("<details id=\"removed\" open>"), "{html}");
 }
+
+/// A page that would wait for a report's computation answers at once instead (here: the
+/// server waits 0 ms), 202 with `Retry-After`, the progress and an htmx element that asks again;
+/// asked again, it shows the report once stored, the same report the API waits for.
+#[tokio::test]
+async fn a_report_being_computed_answers_at_once_and_fills_in() {
+    let (_keep, state) = upgrades(Config { report_wait: std::time::Duration::ZERO, ..Config::default() }).await;
+    let uri = "/invalidations?a=mi300-1&b=a100-1";
+    let (st, part, retry) = get_once(&state, uri, &[("HX-Request", "true")]).await;
+    assert_eq!((st, retry), (202, true), "{part}");
+    assert!(part.contains("Computing this report") && !part.contains("<header"), "a fragment: {part}");
+    assert!(part.contains(r#"hx-get="/invalidations?a=mi300-1&#38;b=a100-1""#), "asks again for itself: {part}");
+    assert!(part.contains(r##"hx-target="#inv""##), "{part}");
+    // The whole page of another pair's first visit: its heading, the same progress.
+    let (st, page, _) = get_once(&state, "/invalidations?a=a100-1&b=mi300-1", &[]).await;
+    assert_eq!(st, 202, "{page}");
+    assert!(page.starts_with("<!doctype html>") && page.contains("Invalidations from a100-1 to mi300-1"), "{page}");
+    assert!(page.contains(r#"<div id="inv">"#) && page.contains("Computing this report"), "{page}");
+    // Asked again (as htmx does), the page fills in with the stored report.
+    let (st, done) = get(&state, uri).await;
+    assert_eq!(st, 200, "{done}");
+    let api = get_json(&state, "/api/v1/invalidations?a=mi300-1&b=a100-1").await;
+    let summary = api["summary"].as_str().unwrap();
+    assert!(done.contains(&format!(r#"id="summary">{summary}"#)), "{summary}\n{done}");
+    same_as_fresh(&state, "a=mi300-1&b=a100-1", Spec::Machines { a: "mi300-1".into(), b: "a100-1".into() }).await;
+    // An unknown machine is still a 404 at once, not a computation.
+    let (st, _, _) = get_once(&state, "/invalidations?a=mi300-1&b=nobody", &[]).await;
+    assert_eq!(st, 404);
+}
+
+/// When a scan of one side of a visited pair lands on the server, the pair's report is computed
+/// again in the background: current when visited next, without a visit computing it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_landing_recomputes_the_visited_pair_reports_of_its_machine() {
+    let srv = crate::upload::server(Config::default()).await;
+    let state = AppState::new(srv.pool.clone(), Config::default());
+    let t = TempDir::new().unwrap();
+    let (cache, staging) = (t.path().join("cache"), t.path().join("staging"));
+    unpack("mi300-upgrade-1-triton-3.6.0", &staging);
+    std::fs::rename(staging.join("mi300-upgrade-1-triton-3.6.0"), &cache).unwrap();
+    let root = cache.join("triton-cache");
+    let retry = cachelens::upload::Retry::new(1);
+    for m in ["ref", "up"] {
+        let token = cachelens::db::tokens::create(&srv.pool, m).await.unwrap();
+        cachelens::upload::scan_and_upload(&srv.url, &token, &root, m, retry).await.unwrap();
+    }
+    let before = get_json(&state, "/api/v1/invalidations?a=ref&b=up").await;
+    assert_eq!((before["invalidated_total"].as_u64(), before["kept"].as_u64()), (Some(0), Some(25)), "{before}");
+    // "up" upgraded in place (3.6.0 → 3.9.0) and uploaded: nobody visits the pair meanwhile.
+    std::fs::remove_dir_all(&cache).unwrap();
+    unpack("mi300-upgrade-2-triton-3.9.0", &staging);
+    std::fs::rename(staging.join("mi300-upgrade-2-triton-3.9.0"), &cache).unwrap();
+    let token = cachelens::db::tokens::create(&srv.pool, "up").await.unwrap();
+    cachelens::upload::scan_and_upload(&srv.url, &token, &root, "up", retry).await.unwrap();
+    let current = "SELECT COUNT(*) FROM inv_reports r
+        WHERE r.spec = 'pair:ref' || char(10) || 'up'
+          AND r.old_gen = (SELECT g.gen FROM report_gens g JOIN machines m ON m.id = g.machine_id WHERE m.name = 'ref')
+          AND r.new_gen = (SELECT g.gen FROM report_gens g JOIN machines m ON m.id = g.machine_id WHERE m.name = 'up')";
+    let t0 = std::time::Instant::now();
+    while count(&srv.pool, current).await == 0 {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "the pair's report was not computed again");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let pair_id = || async {
+        let sql = "SELECT id FROM inv_reports WHERE spec = 'pair:ref' || char(10) || 'up'";
+        sqlx::query_scalar::<_, i64>(sql).fetch_one(&srv.pool).await.unwrap()
+    };
+    let id = pair_id().await;
+    // The visit reads that report (not computed again), and it is the fresh computation.
+    same_as_fresh(&state, "a=ref&b=up", Spec::Machines { a: "ref".into(), b: "up".into() }).await;
+    assert_eq!(pair_id().await, id);
+    let after = get_json(&state, "/api/v1/invalidations?a=ref&b=up").await;
+    assert_eq!(after["by_cause"], json!([{"cause": "compiler", "count": 25}]), "{after}");
+}

@@ -82,7 +82,7 @@ pub async fn post_scan(
     };
     if created {
         // The scan's invalidation report, computed off the request so that its first visit reads it.
-        tokio::spawn(crate::explain::stored::after_scan(s.db.pool().clone(), summary.scan_id));
+        tokio::spawn(crate::explain::stored::after_scan(s.db.pool().clone(), summary.scan_id, true));
         // The dashboard's summary tables, rebuilt now rather than on the next page.
         s.db.rebuild_soon();
     } else {

@@ -10,12 +10,13 @@ use super::{HtmlTemplate, Hx, PageResult};
 use crate::db::reports::{self, CauseStats, ReportHead, Stored};
 use crate::db::scans::ScanRef;
 use crate::explain::report::{InvalidatedRow, KernelKey};
-use crate::explain::stored::invalidated_row;
+use crate::explain::stored::{Lookup, invalidated_row};
 use crate::fmt;
 use crate::web::AppState;
 use crate::web::query::{InvalidationsQuery, ScanContext};
 use askama::Template;
 use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use sqlx::SqlitePool;
 
@@ -142,6 +143,19 @@ impl InvalidationsView {
     }
 }
 
+/// A report still being computed: its progress, and the URL that asks again.
+#[derive(Template)]
+#[template(path = "invalidations_computing.html", blocks = ["fragment"])]
+struct Computing {
+    old_machine: String,
+    new_machine: String,
+    scans: Option<ScanContext>,
+    url: String,
+    done: usize,
+    total: usize,
+    secs: String,
+}
+
 #[derive(Template)]
 #[template(path = "invalidations_pick.html")]
 struct Pick {
@@ -160,7 +174,20 @@ pub async fn page(State(s): State<AppState>, hx: Hx, Query(q): Query<Invalidatio
         return Ok(HtmlTemplate(Pick { machines }).into_response());
     }
     let pool = s.db.pool();
-    let (r, scans) = q.run(pool, s.config.report_limits).await?;
+    let (r, scans) = match q.lookup(pool, s.config.report_limits, Some(s.config.report_wait)).await? {
+        (Lookup::Ready(r), scans) => (r, scans),
+        (Lookup::Computing { done, total, secs }, scans) => {
+            let (old_machine, new_machine) = match &scans {
+                Some(c) => (c.to.machine.clone(), c.to.machine.clone()),
+                None => (q.a.clone().unwrap_or_default(), q.b.clone().unwrap_or_default()),
+            };
+            let url = report_url(&q);
+            let secs = format!("{secs:.1} s");
+            let c = Computing { old_machine, new_machine, scans, url, done, total, secs };
+            let page = hx.render(&c, |p| p.as_fragment().render())?;
+            return Ok((StatusCode::ACCEPTED, [(header::RETRY_AFTER, "1")], page).into_response());
+        }
+    };
     let mut causes = Vec::new();
     for c in &r.head.by_cause {
         causes.push(cause_view(pool, &r, c, &q).await?);
@@ -175,6 +202,11 @@ pub async fn page(State(s): State<AppState>, hx: Hx, Query(q): Query<Invalidatio
 
 /// The URL of this report with one extra parameter (a page of a list).
 fn page_url(q: &InvalidationsQuery, extra: &str) -> String {
+    format!("{}&{extra}", report_url(q))
+}
+
+/// The URL of this report (its sides, not the lists' pages).
+fn report_url(q: &InvalidationsQuery) -> String {
     let mut parts = vec![];
     for (k, v) in [("machine", &q.machine), ("a", &q.a), ("b", &q.b)] {
         if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
@@ -186,7 +218,7 @@ fn page_url(q: &InvalidationsQuery, extra: &str) -> String {
             parts.push(format!("{k}={v}"));
         }
     }
-    format!("/invalidations?{}&{extra}", parts.join("&"))
+    format!("/invalidations?{}", parts.join("&"))
 }
 
 async fn list_view(
