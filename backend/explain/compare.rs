@@ -19,7 +19,7 @@ pub(crate) struct Prep {
 
 impl Prep {
     pub fn new(side: &Side) -> Prep {
-        let prep = |ir: &Option<Arc<str>>| ir.as_deref().map(prepared);
+        let prep = |ir: &Option<Arc<str>>| ir.as_ref().map(prepared);
         Prep { source: prep(&side.source), ttir: prep(&side.ttir) }
     }
 
@@ -27,43 +27,58 @@ impl Prep {
     /// on a fleet mostly share their `.source` and `.ttir` (a key changes with the Triton
     /// version, the GPU or an env var while the text stays the same).
     pub fn shared<'a>(sides: impl IntoIterator<Item = &'a Side>) -> Vec<Prep> {
-        let mut done: HashMap<&'a str, Arc<Prepared>> = HashMap::new();
+        // By allocation, not by text: the sides hold their texts alive meanwhile, and hashing
+        // the texts themselves (18 KB a `.source`) was most of this function.
+        let mut done: HashMap<(usize, usize), Arc<Prepared>> = HashMap::new();
         let mut prep = |ir: &'a Option<Arc<str>>| {
-            let t = ir.as_deref()?;
-            Some(done.entry(t).or_insert_with(|| prepared(t)).clone())
+            let t = ir.as_ref()?;
+            Some(done.entry((t.as_ptr() as usize, t.len())).or_insert_with(|| prepared(t)).clone())
         };
         sides.into_iter().map(|s| Prep { source: prep(&s.source), ttir: prep(&s.ttir) }).collect()
     }
 }
 
-/// IR texts prepared lately, by a hash of the text: pages ask about the same kernels again
-/// (nearest neighbours, comparisons, reports of machines that share compiles), and preparing a
-/// text (strip, canonical names, signature) costs ~0.2 ms per 10 KB. At most [`PREPARED_KEPT`]
-/// are kept (~50 KB each for an 18 KB `.source`); past it the cache starts over.
+/// IR texts prepared lately: pages ask about the same kernels again (nearest neighbours,
+/// comparisons, reports of machines that share compiles), and preparing a text (strip, canonical
+/// names, signature) costs ~0.2 ms per 10 KB. Found first by the text's allocation: the texts
+/// of a fleet are read once per blob and shared (`db::explain::texts_by_sha`), so a request
+/// names the same allocations again, and hashing them (18 KB a `.source`, two texts for each of
+/// up to 128 classes of a nearest request) was ~10 % of its time; the cache holds each such
+/// allocation alive, so its address names nothing else meanwhile. Then by a hash of the text
+/// (texts read apart). At most [`PREPARED_KEPT`] texts (~50 KB each prepared for an 18 KB
+/// `.source`); past it the cache starts over.
 static PREPARED: std::sync::Mutex<Option<PreparedCache>> = std::sync::Mutex::new(None);
 
-/// Prepared texts by (SipHash, length) of the text.
-type PreparedCache = HashMap<(u64, usize), Arc<Prepared>>;
+#[derive(Default)]
+struct PreparedCache {
+    /// By (address, length) of a shared text, with the text held alive.
+    by_text: HashMap<(usize, usize), (Arc<str>, Arc<Prepared>)>,
+    /// By (SipHash, length) of the text.
+    by_hash: HashMap<(u64, usize), Arc<Prepared>>,
+}
 
 /// Prepared texts [`PREPARED`] keeps.
 const PREPARED_KEPT: usize = 512;
 
 /// `text` prepared, from [`PREPARED`] when it was lately.
-pub(crate) fn prepared(text: &str) -> Arc<Prepared> {
+pub(crate) fn prepared(text: &Arc<str>) -> Arc<Prepared> {
     use std::hash::{Hash, Hasher};
+    let at = (text.as_ptr() as usize, text.len());
+    if let Some((_, p)) = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.by_text.get(&at)) {
+        return p.clone();
+    }
     let mut h = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut h);
     let k = (h.finish(), text.len());
-    if let Some(p) = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.get(&k)) {
-        return p.clone();
-    }
-    let p = Arc::new(Prepared::new(text));
+    let known = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.by_hash.get(&k).cloned());
+    let p = known.unwrap_or_else(|| Arc::new(Prepared::new(text)));
     let mut c = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
-    let c = c.get_or_insert_with(HashMap::new);
-    if c.len() >= PREPARED_KEPT {
-        c.clear();
+    let c = c.get_or_insert_with(PreparedCache::default);
+    if c.by_hash.len() >= PREPARED_KEPT || c.by_text.len() >= 4 * PREPARED_KEPT {
+        *c = PreparedCache::default();
     }
-    c.insert(k, p.clone());
+    c.by_hash.insert(k, p.clone());
+    c.by_text.insert(at, (text.clone(), p.clone()));
     p
 }
 

@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 pub enum Outcome {
     Ok(Duration, usize),
+    /// 202 with `Retry-After`: a report being computed, answered at once with its progress (the
+    /// page asks again by itself). Timed apart from the answers that hold the report.
+    Pending(Duration),
     Status(u16, Duration),
     Timeout,
     Error(String),
@@ -29,6 +32,7 @@ impl Outcome {
     fn show(&self) -> String {
         match self {
             Outcome::Ok(d, b) => format!("{} ({})", ms(d.as_secs_f64() * 1000.0), kb(*b)),
+            Outcome::Pending(d) => format!("202 in {}", ms(d.as_secs_f64() * 1000.0)),
             Outcome::Status(s, d) => format!("HTTP {s} in {}", ms(d.as_secs_f64() * 1000.0)),
             Outcome::Timeout => "timeout".into(),
             Outcome::Error(e) => format!("error: {}", e.chars().take(60).collect::<String>()),
@@ -53,6 +57,9 @@ pub struct Row {
     pub rss_mb: u64,
     /// A slow first visit that stored what the second one read: its time.
     pub first_visit: Option<String>,
+    /// Answers under load that were 202 (a report being computed, shown with its progress):
+    /// (count, p99 ms). They are not in `load`'s figures.
+    pub pending: Option<(usize, f64)>,
 }
 
 pub async fn get(http: &reqwest::Client, base: &str, url: &str, timeout: Duration) -> Outcome {
@@ -71,7 +78,9 @@ pub async fn get(http: &reqwest::Client, base: &str, url: &str, timeout: Duratio
         Err(e) => return Outcome::Error(e.to_string()),
     };
     let status = resp.status();
+    let pending = status == reqwest::StatusCode::ACCEPTED && resp.headers().contains_key("retry-after");
     match resp.bytes().await {
+        Ok(_) if pending => Outcome::Pending(t.elapsed()),
         Ok(b) if status.is_success() || status.is_redirection() => Outcome::Ok(t.elapsed(), b.len()),
         Ok(_) => Outcome::Status(status.as_u16(), t.elapsed()),
         Err(e) if e.is_timeout() => Outcome::Timeout,
@@ -112,7 +121,7 @@ fn pct(v: &[f64], p: f64) -> f64 {
 }
 
 /// `clients` concurrent clients on one route, until `requests` or `route_secs` are spent.
-async fn drive(a: &Args, base: &str, r: &'static Route, f: &Facts) -> (Vec<f64>, usize, usize, f64) {
+async fn drive(a: &Args, base: &str, r: &'static Route, f: &Facts) -> (Vec<f64>, Vec<f64>, usize, usize, f64) {
     let http = client();
     let t = Instant::now();
     let mut tasks = vec![];
@@ -121,29 +130,32 @@ async fn drive(a: &Args, base: &str, r: &'static Route, f: &Facts) -> (Vec<f64>,
             (http.clone(), base.to_string(), f.clone(), a.timeout, Duration::from_secs_f64(a.route_secs));
         let (requests, clients) = (a.requests, a.clients);
         tasks.push(tokio::spawn(async move {
-            let (mut lat, mut timeouts, mut errors) = (vec![], 0, 0);
+            let (mut lat, mut pending, mut timeouts, mut errors) = (vec![], vec![], 0, 0);
             for i in (c..requests).step_by(clients) {
                 if t.elapsed() > budget {
                     break;
                 }
                 match get(&http, &base, &fill(r, &f, i), timeout).await {
                     Outcome::Ok(d, _) => lat.push(d.as_secs_f64() * 1000.0),
+                    Outcome::Pending(d) => pending.push(d.as_secs_f64() * 1000.0),
                     Outcome::Timeout => timeouts += 1,
                     _ => errors += 1,
                 }
             }
-            (lat, timeouts, errors)
+            (lat, pending, timeouts, errors)
         }));
     }
-    let (mut all, mut to, mut er) = (vec![], 0, 0);
+    let (mut all, mut pend, mut to, mut er) = (vec![], vec![], 0, 0);
     for t in tasks {
-        let (l, a, b) = t.await.unwrap();
+        let (l, p, a, b) = t.await.unwrap();
         all.extend(l);
+        pend.extend(p);
         to += a;
         er += b;
     }
     all.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (all, to, er, t.elapsed().as_secs_f64())
+    pend.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (all, pend, to, er, t.elapsed().as_secs_f64())
 }
 
 /// Upload the fleet; returns its facts and the ingest figure.
@@ -308,6 +320,25 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
         for r in ROUTES.iter().filter(|r| a.only.is_empty() || a.only.iter().any(|o| r.label.contains(o.as_str()))) {
             let mut cold = get(&http, &s.url, &fill(r, &f, 0), a.timeout).await;
             let mut first_visit = None;
+            if let Outcome::Pending(d) = cold {
+                // A report being computed: answered at once; asked again (as the page does, but
+                // every 100 ms) until it holds the report, which is then the cold figure.
+                let t = Instant::now();
+                let mut polls = 0;
+                while let Outcome::Pending(_) = cold {
+                    if t.elapsed() > a.first_timeout {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    cold = get(&http, &s.url, &fill(r, &f, 0), a.timeout).await;
+                    polls += 1;
+                }
+                first_visit = Some(format!(
+                    "202 in {} at once, the report ready {:.2} s later ({polls} polls)",
+                    ms(d.as_secs_f64() * 1000.0),
+                    t.elapsed().as_secs_f64()
+                ));
+            }
             if s.alive() && cold.ms().is_some_and(|m| m >= a.slow_ms) {
                 // A first visit that computes what later visits read (a stored report): time
                 // the second visit as the cold figure, and say what the first took.
@@ -317,12 +348,13 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
                     cold = again;
                 }
             }
-            let mut load = None;
+            let (mut load, mut pending) = (None, None);
             if !s.alive() || matches!(cold, Outcome::Timeout) {
                 s.restart().await?;
                 settle(a, &s).await;
             } else if cold.ms().is_some_and(|m| m < a.slow_ms) {
-                let (lat, to, er, secs) = drive(a, &s.url, r, &f).await;
+                let (lat, pend, to, er, secs) = drive(a, &s.url, r, &f).await;
+                pending = (!pend.is_empty()).then(|| (pend.len(), pct(&pend, 0.99)));
                 load =
                     Some((pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 1.0), lat.len(), to, er, lat.len() as f64 / secs));
                 if to > 0 || !s.alive() {
@@ -330,7 +362,7 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
                     settle(a, &s).await;
                 }
             }
-            let row = Row { label: r.label, cold, load, rss_mb: s.mem_mb().0, first_visit };
+            let row = Row { label: r.label, cold, load, rss_mb: s.mem_mb().0, first_visit, pending };
             print_row(&row);
             rows.push(row);
         }
@@ -373,7 +405,10 @@ fn print_row(r: &Row) {
         r.rss_mb
     );
     if let Some(f) = &r.first_visit {
-        println!("{:<34} (the first visit, which computed and stored it: {f}; cold is the second)", "");
+        println!("{:<34} (the first visit, which computed and stored it: {f}; cold is the report's answer)", "");
+    }
+    if let Some((n, p99)) = r.pending {
+        println!("{:<34} (+ {n} answers 202 under load, a report being computed: p99 {p99:.1} ms)", "");
     }
 }
 
@@ -389,6 +424,14 @@ pub fn print_compare(b: &Run, a: &Run) {
         let (b50, b99, ..) = load_cells(&rb.load);
         let (a50, a99, ..) = load_cells(&ra.load);
         println!("| {} | {} | {b50} / {b99} | {} | {a50} / {a99} |", rb.label, rb.cold.show(), ra.cold.show());
+        for (side, r) in [("before", rb), ("after", ra)] {
+            if let Some(f) = &r.first_visit {
+                println!("|   {side}: first visit {f} | | | | |");
+            }
+            if let Some((n, p99)) = r.pending {
+                println!("|   {side}: + {n} answers 202 (computing), p99 {p99:.1} ms | | | | |");
+            }
+        }
     }
     for (x, y) in b.upload.iter().zip(&a.upload) {
         println!("upload: before {x}\n        after  {y}");
