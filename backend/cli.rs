@@ -163,6 +163,10 @@ pub struct ServeArgs {
     /// 16 characters.
     #[arg(long, env = "CACHELENS_READ_TOKEN")]
     pub read_token: Option<String>,
+    /// How long the invalidations page waits for a report being computed (milliseconds) before
+    /// it shows the computation's progress and fills in when the report is stored.
+    #[arg(long, env = "CACHELENS_REPORT_WAIT_MS", default_value_t = 50)]
+    pub report_wait_ms: u64,
     #[command(flatten)]
     pub limits: LimitArgs,
 }

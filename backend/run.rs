@@ -215,6 +215,7 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         max_upload_mb: 256,
         upload_queue: 64,
         read_token: None,
+        report_wait_ms: Config::default().report_wait.as_millis() as u64,
         limits: Default::default(),
     })
     .await
@@ -263,6 +264,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         upload_read_timeout: secs(a.limits.upload_timeout),
         upload_queue: a.upload_queue,
         spool_dir: db_path.parent().filter(|p| !p.as_os_str().is_empty()).map(std::path::Path::to_path_buf),
+        report_wait: std::time::Duration::from_millis(a.report_wait_ms),
         ..Config::default()
     };
     let limits =

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The browser tests, in headless Chromium: builds cachelens, serves the bundled demo caches on a
-# free loopback port, runs each test of tests/browser/ (playwright-core driving Debian's
+# free loopback port (a report not stored yet is always shown computing first:
+# --report-wait-ms 0), runs each test of tests/browser/ (playwright-core driving Debian's
 # chromium, no browser download) and stops the server. Needs `apt-get install -y chromium`
 # (or $CHROMIUM) and node/npm. Screenshots go to $SCREENSHOTS (default target/screenshots).
 #   scripts/browser-test.sh                 every test
@@ -17,7 +18,7 @@ bin="${CARGO_TARGET_DIR:-target}/debug/cachelens"
 ( cd tests/browser && { [ -d node_modules/playwright-core ] || npm ci --no-audit --no-fund; } )
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 work=$(mktemp -d)
-"$bin" serve --demo --db "$work/demo.db" --listen "127.0.0.1:$port" >"$work/server.log" 2>&1 &
+"$bin" serve --demo --db "$work/demo.db" --listen "127.0.0.1:$port" --report-wait-ms 0 >"$work/server.log" 2>&1 &
 server=$!
 cleanup() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT

@@ -54,7 +54,7 @@ impl Default for Config {
             upload_queue: 64,
             spool_dir: None,
             report_limits: crate::explain::load::LIMITS,
-            report_wait: Duration::from_millis(50),
+            report_wait: Duration::from_millis(50), // `serve --report-wait-ms`
         }
     }
 }

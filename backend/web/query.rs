@@ -68,6 +68,9 @@ pub struct InvalidationsQuery {
     pub removed_page: Option<usize>,
     pub limit: Option<i64>,
     pub offset: Option<i64>,
+    /// The API: wait at most this many seconds for a report being computed, then answer 202
+    /// with its progress (default: until it is stored).
+    pub wait: Option<f64>,
 }
 
 /// The scans behind a one-machine invalidations report (for the scan picker).

@@ -28,6 +28,20 @@ await run('explain', async (page) => {
   check(await page.evaluate(() => window.__sameDocument === true), 'paged by htmx, not a page load');
   check(await page.locator('#cause-compiler details.inv-entries[open]').count() === 1, 'the paged cause stays open');
 
+  // A pair of machines never compared before: the report is computed in the background (the
+  // server answers at once: --report-wait-ms 0), the page shows the progress and fills in by
+  // itself, without a reload.
+  await page.goto(`${base}/invalidations?a=mi300-1&b=a100-1`);
+  check(/Computing this report/.test(await page.textContent('#inv')), 'a report being computed says so');
+  await page.screenshot({ path: `${shots}/explain-invalidations-computing.png`, fullPage: false });
+  await page.evaluate(() => { window.__sameDocument = true; });
+  await page.waitForSelector('#summary', { timeout: 20000 });
+  const pair = await page.textContent('#summary');
+  check(/kept|recompiled/.test(pair), `the pair's report filled in: ${pair.trim().replace(/\s+/g, ' ')}`);
+  check(await page.evaluate(() => window.__sameDocument === true), 'filled in by htmx, not a page load');
+  check(await page.textContent('h1') === 'Invalidations from mi300-1 to a100-1', 'the heading names the pair');
+  await page.screenshot({ path: `${shots}/explain-invalidations-pair.png`, fullPage: false });
+
   // Follow one invalidated entry (a matmul, the most interesting IR) to its compare view.
   await page.goto(`${base}/invalidations?machine=a100-1&cause=compiler&page=1`);
   const row = page.locator('tr.inv-row', { hasText: 'matmul_kernel' }).first();

@@ -428,3 +428,26 @@ async fn a_landing_recomputes_the_visited_pair_reports_of_its_machine() {
     let after = get_json(&state, "/api/v1/invalidations?a=ref&b=up").await;
     assert_eq!(after["by_cause"], json!([{"cause": "compiler", "count": 25}]), "{after}");
 }
+
+/// The API waits for a report being computed unless asked not to: `wait=S` answers 202 with
+/// the progress after S seconds, and the report once it is stored.
+#[tokio::test]
+async fn the_api_answers_202_with_the_progress_when_asked_not_to_wait() {
+    let (_keep, state) = upgrades(Config::default()).await;
+    let uri = "/api/v1/invalidations?a=mi300-1&b=a100-1";
+    let (st, body, retry) = get_once(&state, &format!("{uri}&wait=0"), &[]).await;
+    assert_eq!((st, retry), (202, true), "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["computing"], true, "{v}");
+    assert!(v["done"].as_u64().unwrap() <= v["total"].as_u64().unwrap() && v["seconds"].is_number(), "{v}");
+    // Without `wait`, the answer is the report (the computation under way is joined, not redone).
+    let r = get_json(&state, uri).await;
+    assert!(r["summary"].as_str().unwrap().contains("recompiled") || r["new_total"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(count(state.db.pool(), "SELECT COUNT(*) FROM inv_reports WHERE spec LIKE 'pair:%'").await, 1);
+    let again = get_json(&state, &format!("{uri}&wait=0")).await;
+    assert_eq!(again["summary"], r["summary"], "stored: answered at once");
+    for bad in ["wait=-1", "wait=1e9", "wait=soon"] {
+        let (st, body) = get(&state, &format!("{uri}&{bad}")).await;
+        assert_eq!(st, 400, "{bad}: {body}");
+    }
+}

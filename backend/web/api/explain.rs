@@ -3,11 +3,13 @@
 use super::ApiQuery;
 use crate::explain::load::{self as dbx, Neighbour};
 use crate::explain::report::CompareReport;
-use crate::explain::stored::{PagedReport, paged};
+use crate::explain::stored::{Lookup, paged};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use crate::web::query::{CompareQuery, InvalidationsQuery, NearestQuery};
 use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 
@@ -44,9 +46,26 @@ async fn nearest(State(s): State<AppState>, ApiQuery(q): ApiQuery<NearestQuery>)
 
 /// `GET /api/v1/invalidations?machine=M[&from=SCAN][&to=SCAN]` or `?a=M1&b=M2`, paged with
 /// `limit` (default 100, at most 1000) and `offset`, `cause=C` for one cause's rows.
-async fn invalidations(State(s): State<AppState>, ApiQuery(q): ApiQuery<InvalidationsQuery>) -> ApiResult<PagedReport> {
+/// `wait=S`: at most S seconds for a report being computed, then `202 {computing: true, done,
+/// total, seconds}` with `Retry-After` (its progress: kernels matched of those to match).
+async fn invalidations(
+    State(s): State<AppState>,
+    ApiQuery(q): ApiQuery<InvalidationsQuery>,
+) -> Result<axum::response::Response, ApiError> {
     let cause = q.cause()?;
-    let (r, _) = q.run(s.db.pool(), s.config.report_limits).await?;
+    let wait = match q.wait {
+        Some(w) if !(0.0..=3600.0).contains(&w) => {
+            return Err(AppError::BadRequest(format!("wait={w}: seconds from 0 to 3600")).into());
+        }
+        w => w.map(std::time::Duration::from_secs_f64),
+    };
+    let r = match q.lookup(s.db.pool(), s.config.report_limits, wait).await? {
+        (Lookup::Ready(r), _) => r,
+        (Lookup::Computing { done, total, secs }, _) => {
+            let body = serde_json::json!({"computing": true, "done": done, "total": total, "seconds": secs});
+            return Ok((StatusCode::ACCEPTED, [(header::RETRY_AFTER, "1")], Json(body)).into_response());
+        }
+    };
     let page = paged(s.db.pool(), &r, cause, q.limit.unwrap_or(100), q.offset.unwrap_or(0)).await?;
-    Ok(Json(page))
+    Ok(Json(page).into_response())
 }
