@@ -93,7 +93,7 @@ const MAX_JOBS: usize = 4096;
 
 /// What a lookup found.
 pub enum Lookup {
-    Ready(Stored),
+    Ready(Box<Stored>),
     /// Still computing when the wait ran out: (kernels matched, kernels to match), and since
     /// when.
     Computing {
@@ -107,7 +107,7 @@ pub enum Lookup {
 /// they are now (waiting for it however long it takes, within `limits`).
 pub async fn stored(pool: &SqlitePool, spec: &Spec, limits: Limits) -> Result<Stored, ExplainError> {
     match lookup(pool, spec, limits, None).await? {
-        Lookup::Ready(s) => Ok(s),
+        Lookup::Ready(s) => Ok(*s),
         Lookup::Computing { .. } => unreachable!("no wait limit"),
     }
 }
@@ -127,7 +127,7 @@ pub async fn lookup(
     loop {
         let gens = spec.gens(pool).await?;
         if let Some(s) = reports::find(pool, &spec.name(), gens).await? {
-            return Ok(Lookup::Ready(s));
+            return Ok(Lookup::Ready(Box::new(s)));
         }
         let (mut ended, progress, at) = job(pool, spec, &name, gens, limits);
         let seen = ended.borrow_and_update().clone();
@@ -140,7 +140,7 @@ pub async fn lookup(
             // Stored at `gens`: read it (or, should the sides have moved meanwhile, start over).
             Some(Ended::Stored) => {
                 if let Some(s) = reports::find(pool, &spec.name(), gens).await? {
-                    return Ok(Lookup::Ready(s));
+                    return Ok(Lookup::Ready(Box::new(s)));
                 }
                 forget(&name, gens);
                 continue;

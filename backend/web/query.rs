@@ -102,7 +102,7 @@ impl InvalidationsQuery {
     /// however long it takes (the API).
     pub async fn run(&self, pool: &SqlitePool, limits: Limits) -> Result<(Stored, Option<ScanContext>), AppError> {
         match self.lookup(pool, limits, None).await? {
-            (Lookup::Ready(s), scans) => Ok((s, scans)),
+            (Lookup::Ready(s), scans) => Ok((*s, scans)),
             (Lookup::Computing { .. }, _) => unreachable!("no wait limit"),
         }
     }

@@ -60,7 +60,7 @@ async fn invalidations(
         w => w.map(std::time::Duration::from_secs_f64),
     };
     let r = match q.lookup(s.db.pool(), s.config.report_limits, wait).await? {
-        (Lookup::Ready(r), _) => r,
+        (Lookup::Ready(r), _) => *r,
         (Lookup::Computing { done, total, secs }, _) => {
             let body = serde_json::json!({"computing": true, "done": done, "total": total, "seconds": secs});
             return Ok((StatusCode::ACCEPTED, [(header::RETRY_AFTER, "1")], Json(body)).into_response());

@@ -175,7 +175,7 @@ pub async fn page(State(s): State<AppState>, hx: Hx, Query(q): Query<Invalidatio
     }
     let pool = s.db.pool();
     let (r, scans) = match q.lookup(pool, s.config.report_limits, Some(s.config.report_wait)).await? {
-        (Lookup::Ready(r), scans) => (r, scans),
+        (Lookup::Ready(r), scans) => (*r, scans),
         (Lookup::Computing { done, total, secs }, scans) => {
             let (old_machine, new_machine) = match &scans {
                 Some(c) => (c.to.machine.clone(), c.to.machine.clone()),
