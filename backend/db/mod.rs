@@ -136,8 +136,7 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
         .busy_timeout(Duration::from_secs(30))
         .foreign_keys(true)
         .pragma("cache_size", "-65536")
-        .pragma("temp_store", "memory")
-        .pragma("mmap_size", "2147418112");
+        .pragma("temp_store", "memory");
     let pool = SqlitePoolOptions::new().max_connections(8).connect_with(opts).await?;
     MIGRATOR.run(&pool).await?;
     Ok(pool)

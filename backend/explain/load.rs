@@ -22,6 +22,9 @@ pub enum ExplainError {
     /// The work would exceed a report's limits ([`LIMITS`]): 422, with what was over.
     #[error("this report is too big to compute: {0}")]
     OverBudget(String),
+    /// Too many reports waiting to be computed: 503, ask again later.
+    #[error("{0}")]
+    Busy(String),
     #[error(transparent)]
     Db(#[from] sqlx::Error),
 }

@@ -91,6 +91,12 @@ struct Job {
 static JOBS: std::sync::Mutex<Option<HashMap<String, Job>>> = std::sync::Mutex::new(None);
 const MAX_JOBS: usize = 4096;
 
+/// Computations under way or waiting for a slot at most: one more report asked for is answered
+/// 503 (`ExplainError::Busy`). Each waits for one of two slots and then takes up to seconds of a
+/// core: without a bound, one reader asking for thousands of distinct reports (every pair of
+/// scans of a machine) would queue hours of work with as many quick requests.
+pub const MAX_PENDING: usize = 32;
+
 /// What a lookup found.
 pub enum Lookup {
     Ready(Box<Stored>),
@@ -129,7 +135,7 @@ pub async fn lookup(
         if let Some(s) = reports::find(pool, &spec.name(), gens).await? {
             return Ok(Lookup::Ready(Box::new(s)));
         }
-        let (mut ended, progress, at) = job(pool, spec, &name, gens, limits);
+        let Joined { mut ended, progress, at } = job(pool, spec, &name, gens, limits)?;
         let seen = ended.borrow_and_update().clone();
         match seen {
             Some(Ended::OverBudget(e)) => return Err(ExplainError::OverBudget(e)),
@@ -175,14 +181,16 @@ fn forget(name: &str, gens: (i64, i64)) {
     }
 }
 
-/// The job of `name` at `gens`: the one under way or ended, else a new one started.
-fn job(
-    pool: &SqlitePool,
-    spec: &Spec,
-    name: &str,
-    gens: (i64, i64),
-    limits: Limits,
-) -> (tokio::sync::watch::Receiver<Option<Ended>>, Arc<Progress>, std::time::Instant) {
+/// A job as a visitor sees it: how it ended (once it has), its progress, since when.
+struct Joined {
+    ended: tokio::sync::watch::Receiver<Option<Ended>>,
+    progress: Arc<Progress>,
+    at: std::time::Instant,
+}
+
+/// The job of `name` at `gens`: the one under way or ended, else a new one started (refused
+/// past [`MAX_PENDING`]).
+fn job(pool: &SqlitePool, spec: &Spec, name: &str, gens: (i64, i64), limits: Limits) -> Result<Joined, ExplainError> {
     let mut jobs = JOBS.lock().unwrap_or_else(|e| e.into_inner());
     let all = jobs.get_or_insert_with(HashMap::new);
     if let Some(j) = all.get(name)
@@ -190,7 +198,12 @@ fn job(
     {
         // The same sides, or a computation still under way for sides that moved since: join it
         // (one computation per report at a time; the next lookup starts the current one).
-        return (j.ended.clone(), j.progress.clone(), j.at);
+        return Ok(Joined { ended: j.ended.clone(), progress: j.progress.clone(), at: j.at });
+    }
+    if all.values().filter(|j| j.ended.borrow().is_none()).count() >= MAX_PENDING {
+        return Err(ExplainError::Busy(format!(
+            "{MAX_PENDING} invalidation reports are being computed: ask again in a minute"
+        )));
     }
     if all.len() >= MAX_JOBS {
         let mut ended: Vec<(std::time::Instant, String)> =
@@ -216,7 +229,7 @@ fn job(
         };
         tx.send_replace(Some(ended));
     });
-    (rx, progress, at)
+    Ok(Joined { ended: rx, progress, at })
 }
 
 /// Computes the report of `spec` for its sides at `gens` and stores it, in a computing slot.

@@ -52,6 +52,7 @@ impl From<ExplainError> for AppError {
             ExplainError::Bad(m) => AppError::BadRequest(m),
             ExplainError::NotFound(m) => AppError::NotFound(m),
             e @ ExplainError::OverBudget(_) => AppError::Unprocessable(e.to_string()),
+            ExplainError::Busy(m) => AppError::Unavailable(m),
             ExplainError::Db(e) => e.into(),
         }
     }
