@@ -472,7 +472,16 @@ pub async fn after_scan(pool: SqlitePool, scan_id: i64, refresh_pairs: bool) {
         crate::db::keysets::current(&pool, &machine).await?;
         if refresh_pairs {
             for (a, b) in reports::pairs_with(&pool, &machine, REFRESHED_PAIRS).await? {
-                lookup(&pool, &Spec::Machines { a, b }, super::load::LIMITS, Some(std::time::Duration::ZERO)).await?;
+                let spec = Spec::Machines { a, b };
+                // Started, not waited for; past the pending bound the rest wait for a visit.
+                match lookup(&pool, &spec, super::load::LIMITS, Some(std::time::Duration::ZERO)).await {
+                    Err(e @ ExplainError::Busy(_)) => {
+                        tracing::info!(error = %e, "pair reports not recomputed at landing");
+                        break;
+                    }
+                    Err(e) => tracing::info!(spec = spec.name(), error = %e, "pair report not recomputed at landing"),
+                    Ok(_) => {}
+                }
             }
         }
         Ok::<_, ExplainError>(())
