@@ -120,10 +120,11 @@ pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<HashMap<S
 pub async fn light_now_of(pool: &SqlitePool, machine: &str, only: &[&str]) -> sqlx::Result<Vec<LightRow>> {
     let mut rows = light_now_unnamed(pool, machine).await?;
     for part in only.chunks(500) {
-        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "SELECT e.id, e.key, e.kernel, e.relocated FROM entries e INDEXED BY entries_listing
+        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+            "SELECT {} FROM entries e INDEXED BY entries_listing
              WHERE e.machine_id = (SELECT id FROM machines WHERE name = ",
-        );
+            super::explain::LIGHT_JSON
+        ));
         qb.push_bind(machine);
         qb.push(format!(
             ") AND e.kind IN {} AND e.removed_at IS NULL AND e.kernel IN (",
@@ -134,7 +135,7 @@ pub async fn light_now_of(pool: &SqlitePool, machine: &str, only: &[&str]) -> sq
             sep.push_bind(*k);
         }
         qb.push(")");
-        rows.extend(qb.build_query_as::<LightRow>().fetch_all(pool).await?);
+        rows.extend(super::explain::light_rows(qb.build_query_scalar().fetch_one(pool).await?)?);
     }
     rows.sort_by(|a, b| (&a.kernel, &a.key).cmp(&(&b.kernel, &b.key)));
     Ok(rows)
@@ -142,12 +143,13 @@ pub async fn light_now_of(pool: &SqlitePool, machine: &str, only: &[&str]) -> sq
 
 async fn light_now_unnamed(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<LightRow>> {
     let sql = format!(
-        "SELECT e.id, e.key, e.kernel, e.relocated FROM entries e INDEXED BY entries_listing
+        "SELECT {} FROM entries e INDEXED BY entries_listing
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.kernel IS NULL AND e.kind IN {}
-           AND e.removed_at IS NULL ORDER BY e.key",
+           AND e.removed_at IS NULL",
+        super::explain::LIGHT_JSON,
         crate::model::EntryKind::sql_list(super::explain::KERNEL_KINDS)
     );
-    sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(machine).fetch_all(pool).await
+    super::explain::light_rows(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(machine).fetch_one(pool).await?)
 }
 
 /// Bring every machine's key sets up to date (a server started on a database written by an

@@ -467,7 +467,18 @@ pub async fn after_scan(pool: SqlitePool, scan_id: i64, refresh_pairs: bool) {
         };
         let (from, to, _) = super::load::pick_scans(&pool, &to.machine, None, Some(to.id)).await?;
         let machine = to.machine.clone();
-        stored(&pool, &Spec::Scans { from, to }, super::load::LIMITS).await?;
+        let spec = Spec::Scans { from, to };
+        if refresh_pairs {
+            stored(&pool, &spec, super::load::LIMITS).await?;
+        } else {
+            // A local scan: the process is the only one to ask for this report, and computing it
+            // here rather than in a task of its own keeps the scan's peak memory that of one
+            // thread's allocations (a re-scan of 100,000 entries: 185 MB here, 256 MB in a task).
+            let gens = spec.gens(&pool).await?;
+            if reports::find(&pool, &spec.name(), gens).await?.is_none() {
+                compute(&pool, &spec, gens, super::load::LIMITS, &Progress::default()).await?;
+            }
+        }
         // The machine's kernel key sets, so that the first visit of a pair with it reads them.
         crate::db::keysets::current(&pool, &machine).await?;
         if refresh_pairs {
