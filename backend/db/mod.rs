@@ -37,17 +37,31 @@ pub struct Db {
     memo: Arc<memo::Memo>,
     /// Triton `.autotune.json` texts parsed, by sha256 (see [`inductor::ParsedAutotune`]).
     pub(crate) parsed_autotune: Arc<inductor::ParsedAutotune>,
+    /// Candidates' classes and sides of nearest-neighbour requests, and their gate (see
+    /// [`nearest::Cache`]).
+    nearest: Arc<nearest::Cache>,
 }
 
 impl Db {
     /// A handle on an open (migrated) pool.
     pub fn new(pool: SqlitePool) -> Db {
-        Db { pool, summaries: Arc::default(), memo: Arc::default(), parsed_autotune: Arc::default() }
+        Db {
+            pool,
+            summaries: Arc::default(),
+            memo: Arc::default(),
+            parsed_autotune: Arc::default(),
+            nearest: Arc::default(),
+        }
     }
 
     /// Open (creating and migrating if needed) the database at `path`.
     pub async fn open(path: &Path) -> anyhow::Result<Db> {
         Ok(Db::new(open(path).await?))
+    }
+
+    /// What nearest-neighbour requests keep across requests (see [`nearest::Cache`]).
+    pub fn nearest_cache(&self) -> &nearest::Cache {
+        &self.nearest
     }
 
     /// The connection pool, for the query functions of the modules below.

@@ -10,10 +10,12 @@
 //! explainer analyses it once and loads its IR once.
 
 use super::explain::{json_rows, parts_of_keys, shas_of_rows, side_rows, texts_by_sha};
+use super::memo;
 use crate::explain::Side;
 use crate::model::EntryKind;
 use sqlx::SqlitePool;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// Kinds of entries that hold a compiled kernel (as `db::explain::kernel_sides`).
 const KERNEL_KINDS: &[EntryKind] = &[EntryKind::Kernel, EntryKind::BinaryOnly, EntryKind::Partial];
@@ -29,7 +31,7 @@ pub struct Candidate {
 /// the indices of its members in the candidate list).
 pub struct Classes {
     pub candidates: Vec<Candidate>,
-    pub classes: Vec<(Side, Vec<usize>)>,
+    pub classes: Vec<(Arc<Side>, Vec<usize>)>,
     /// Classes past `max_classes` were left out.
     pub more: bool,
 }
@@ -86,8 +88,65 @@ const TIER_SQL: &str = "SELECT b, group_concat(id) FROM (SELECT id,
 /// compare alike.
 /// At most `max_classes` classes are returned (with their sides loaded), the first in that
 /// order; `Classes::more` says whether there were more.
-pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64], max_classes: usize) -> sqlx::Result<Classes> {
+///
+/// What it reads of an entry (its class, its side) is kept in `cache` while the database's
+/// stamp stays the one `cache` was opened with ([`Cache::open`]): the requests of a page ask
+/// about the same kernels again, and the candidates of a kernel are the same for each of its
+/// entries.
+pub async fn classes_of_ids(
+    pool: &SqlitePool,
+    ids: &[i64],
+    max_classes: usize,
+    cache: &Open<'_>,
+) -> sqlx::Result<Classes> {
     let t0 = std::time::Instant::now();
+    let (mut known, missing) = cache.rows(ids);
+    let read = if missing.is_empty() { 0 } else { read_known(pool, &missing, cache, &mut known).await? };
+    let mut rows: Vec<(i64, Arc<Known>)> = known.into_iter().filter_map(|(id, k)| Some((id, k?))).collect();
+    rows.sort_by(|a, b| (&a.1.machine, &a.1.key).cmp(&(&b.1.machine, &b.1.key)));
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, rows = rows.len(), read, "nearest: class rows");
+    // Classes: equal stored inputs, numbered in order of first appearance; then the hook's
+    // parts, which are per machine and key.
+    let mut class_of: HashMap<[u8; 16], usize> = HashMap::new();
+    // (class, parts) -> (the first member's id, the members' candidate indices)
+    type Members = (i64, Vec<usize>);
+    let mut by_class: BTreeMap<(usize, Option<&str>), Members> = BTreeMap::new();
+    let mut candidates = Vec::with_capacity(rows.len());
+    for (i, (id, k)) in rows.iter().enumerate() {
+        let n = class_of.len();
+        let class = *class_of.entry(k.inputs).or_insert(n);
+        by_class.entry((class, k.parts_text.as_deref())).or_insert_with(|| (*id, vec![])).1.push(i);
+        candidates.push(Candidate { machine: k.machine.clone(), key: k.key.clone() });
+    }
+    let more = by_class.len() > max_classes;
+    let by_class: Vec<(i64, Vec<usize>)> = by_class.into_values().take(max_classes).collect();
+    let ids: Vec<i64> = by_class.iter().map(|(id, _)| *id).collect();
+    let (mut sides, missing) = cache.sides(&ids);
+    if !missing.is_empty() {
+        let mut parts: HashMap<(String, String), serde_json::Value> = rows
+            .iter()
+            .filter(|(id, _)| missing.contains(id))
+            .filter_map(|(_, k)| Some(((k.machine.clone(), k.key.clone()), k.parts.clone()?)))
+            .collect();
+        for (id, side) in sides_by_id(pool, &missing, &mut parts).await? {
+            let side = Arc::new(side);
+            cache.keep_side(id, side.clone());
+            sides.insert(id, side);
+        }
+    }
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, sides_read = missing.len(), "nearest: sides");
+    let classes = by_class.into_iter().filter_map(|(id, members)| Some((sides.remove(&id)?, members))).collect();
+    Ok(Classes { candidates, classes, more })
+}
+
+/// Read the class inputs of `ids` (not known to the cache), keep them, add them to `known`
+/// (`None` for an id that is not a live kernel entry). Returns how many were read.
+async fn read_known(
+    pool: &SqlitePool,
+    ids: &[i64],
+    cache: &Open<'_>,
+    known: &mut HashMap<i64, Option<Arc<Known>>>,
+) -> sqlx::Result<usize> {
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let mut rows: Vec<ClassRow> = Vec::with_capacity(ids.len());
     for part in ids.chunks(5000) {
@@ -107,50 +166,185 @@ pub async fn classes_of_ids(pool: &SqlitePool, ids: &[i64], max_classes: usize) 
         .await?;
         rows.extend(json_rows::<ClassRow>(text)?);
     }
-    rows.sort_by(|a, b| (&a.machine, &a.key).cmp(&(&b.machine, &b.key)));
-    // Classes: equal stored inputs (key, metadata, binary, code digest, relocation, IR blobs).
-    type Inputs<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>, bool, Option<&'a str>);
-    let mut class_of: HashMap<Inputs, i64> = HashMap::new();
-    let classes: Vec<i64> = rows
-        .iter()
-        .map(|r| {
-            let k: Inputs = (
-                &r.key,
-                r.metadata_json.as_deref(),
-                r.binary_sha256.as_deref(),
-                r.code.as_deref(),
-                r.relocated,
-                r.irs.as_deref(),
-            );
-            let n = class_of.len() as i64;
-            *class_of.entry(k).or_insert(n)
-        })
-        .collect();
     let mut keys: Vec<&str> = rows.iter().map(|r| r.key.as_str()).collect();
     keys.sort_unstable();
     keys.dedup();
-    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, rows = rows.len(), "nearest: class rows");
     let mut parts = parts_of_keys(pool, &keys).await?;
-    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "nearest: parts");
-    // The hook's parts are per machine and key: part of the class.
-    let mut by_class: BTreeMap<(i64, Option<String>), (i64, Vec<usize>)> = BTreeMap::new();
-    let mut candidates = Vec::with_capacity(rows.len());
-    for (i, r) in rows.iter().enumerate() {
-        let (machine, key) = (r.machine.clone(), r.key.clone());
-        let p = parts.get(&(machine.clone(), key.clone())).map(|v| v.to_string());
-        by_class.entry((classes[i], p)).or_insert_with(|| (r.id, vec![])).1.push(i);
-        candidates.push(Candidate { machine, key });
+    let mut fresh: HashMap<i64, Option<Arc<Known>>> = ids.iter().map(|&id| (id, None)).collect();
+    for r in rows {
+        let parts = parts.remove(&(r.machine.clone(), r.key.clone()));
+        let k = Known {
+            inputs: inputs_digest(&r),
+            parts_text: parts.as_ref().map(|v| v.to_string()),
+            parts,
+            machine: r.machine,
+            key: r.key,
+        };
+        fresh.insert(r.id, Some(Arc::new(k)));
     }
-    let more = by_class.len() > max_classes;
-    let by_class: Vec<(i64, Vec<usize>)> = by_class.into_values().take(max_classes).collect();
-    let ids: Vec<i64> = by_class.iter().map(|(id, _)| *id).collect();
-    let mut sides = sides_by_id(pool, &ids, &mut parts).await?;
-    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "nearest: sides");
-    let classes = by_class.into_iter().filter_map(|(id, members)| Some((sides.remove(&id)?, members))).collect();
-    Ok(Classes { candidates, classes, more })
+    let n = fresh.len();
+    cache.keep_rows(&fresh);
+    known.extend(fresh);
+    Ok(n)
 }
 
-/// A candidate's stored inputs, as [`classes_of_ids`] reads them (a JSON array, in this order).
+/// A digest of the inputs that make two entries compare alike (key, metadata, binary, code
+/// digest, relocation, IR blobs): two entries are one class when their digests are equal.
+fn inputs_digest(r: &ClassRow) -> [u8; 16] {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    let mut field = |v: Option<&str>| match v {
+        // length-prefixed, so that no two tuples hash the same bytes
+        Some(s) => {
+            h.update([1u8]);
+            h.update((s.len() as u64).to_le_bytes());
+            h.update(s.as_bytes());
+        }
+        None => h.update([0u8]),
+    };
+    field(Some(&r.key));
+    field(r.metadata_json.as_deref());
+    field(r.binary_sha256.as_deref());
+    field(r.code.as_deref());
+    field(Some(if r.relocated { "1" } else { "0" }));
+    field(r.irs.as_deref());
+    let d = h.finalize();
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&d[..16]);
+    out
+}
+
+/// What [`classes_of_ids`] knows of a live kernel entry: where it is, its class.
+#[derive(Debug)]
+pub struct Known {
+    machine: String,
+    key: String,
+    /// [`inputs_digest`] of its stored inputs.
+    inputs: [u8; 16],
+    /// The hook's recorded key parts of (machine, key), and their text (part of the class).
+    parts: Option<serde_json::Value>,
+    parts_text: Option<String>,
+}
+
+/// Entries' classes and class sides ([`classes_of_ids`]) kept across requests while the
+/// database's [`memo::stamp`] (newest scan and hook event, report generations moved by
+/// triggers on every change to entries, machine count) stays the same: every writer moves it,
+/// this server's uploads or a local scan in another process. Bounded: at most [`KEPT_ROWS`]
+/// entries and [`KEPT_SIDES`] sides, each map started over when full.
+#[derive(Default)]
+pub struct Cache {
+    kept: std::sync::Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    stamp: Option<memo::Stamp>,
+    rows: HashMap<i64, Option<Arc<Known>>>,
+    sides: HashMap<i64, Arc<Side>>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let k = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        write!(f, "nearest::Cache({} rows, {} sides)", k.rows.len(), k.sides.len())
+    }
+}
+
+/// Entries kept at most by a [`Cache`] (~200 bytes each).
+pub const KEPT_ROWS: usize = 250_000;
+/// Class sides kept at most by a [`Cache`] (a side holds its parsed metadata, a few KB; its IR
+/// texts are shared with `db::explain`'s text cache).
+pub const KEPT_SIDES: usize = 16_384;
+
+impl Cache {
+    /// The cache as of the database's stamp now (what was kept under another stamp is
+    /// dropped). Read the stamp before anything the answer reads.
+    pub async fn open(&self, pool: &SqlitePool) -> sqlx::Result<Open<'_>> {
+        let stamp = memo::stamp(pool).await?;
+        let mut k = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if k.stamp != Some(stamp) {
+            *k = Kept { stamp: Some(stamp), ..Kept::default() };
+        }
+        Ok(Open { cache: Some(self), stamp })
+    }
+
+    /// How many entries and sides are kept now.
+    pub fn kept(&self) -> (usize, usize) {
+        let k = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        (k.rows.len(), k.sides.len())
+    }
+}
+
+/// A [`Cache`] opened at one stamp: what it hands out was read under that stamp, and what is
+/// read is kept only while the cache still holds that stamp. [`Open::none`] keeps nothing.
+pub struct Open<'a> {
+    cache: Option<&'a Cache>,
+    stamp: memo::Stamp,
+}
+
+impl<'a> Open<'a> {
+    /// No cache: everything is read.
+    pub fn none() -> Open<'static> {
+        Open { cache: None, stamp: Default::default() }
+    }
+
+    fn kept<T>(&self, f: impl FnOnce(&mut Kept) -> T) -> Option<T> {
+        let mut k = self.cache?.kept.lock().unwrap_or_else(|e| e.into_inner());
+        (k.stamp == Some(self.stamp)).then(|| f(&mut k))
+    }
+
+    /// The known rows of `ids`, and the ids not known.
+    fn rows(&self, ids: &[i64]) -> (HashMap<i64, Option<Arc<Known>>>, Vec<i64>) {
+        let mut known = HashMap::with_capacity(ids.len());
+        let mut missing = vec![];
+        self.kept(|k| {
+            for id in ids {
+                match k.rows.get(id) {
+                    Some(r) => drop(known.insert(*id, r.clone())),
+                    None => missing.push(*id),
+                }
+            }
+        })
+        .unwrap_or_else(|| missing = ids.to_vec());
+        (known, missing)
+    }
+
+    fn keep_rows(&self, fresh: &HashMap<i64, Option<Arc<Known>>>) {
+        self.kept(|k| {
+            if k.rows.len() + fresh.len() > KEPT_ROWS {
+                k.rows.clear();
+            }
+            k.rows.extend(fresh.iter().map(|(id, r)| (*id, r.clone())));
+        });
+    }
+
+    /// The kept sides of `ids`, and the ids not kept.
+    fn sides(&self, ids: &[i64]) -> (HashMap<i64, Arc<Side>>, Vec<i64>) {
+        let mut kept = HashMap::with_capacity(ids.len());
+        let mut missing = vec![];
+        self.kept(|k| {
+            for id in ids {
+                match k.sides.get(id) {
+                    Some(s) => drop(kept.insert(*id, s.clone())),
+                    None => missing.push(*id),
+                }
+            }
+        })
+        .unwrap_or_else(|| missing = ids.to_vec());
+        (kept, missing)
+    }
+
+    fn keep_side(&self, id: i64, side: Arc<Side>) {
+        self.kept(|k| {
+            if k.sides.len() >= KEPT_SIDES {
+                k.sides.clear();
+            }
+            k.sides.insert(id, side);
+        });
+    }
+}
+
+/// A candidate's stored inputs, as [`read_known`] reads them (a JSON array, in this order).
 #[derive(serde::Deserialize)]
 struct ClassRow {
     id: i64,

@@ -133,12 +133,26 @@ pub const NEAREST_MAX_CANDIDATES: usize = 1024;
 /// plain ranking of every entry (`tests/e2e/nearest.rs` pins that), at the cost of the tiers that
 /// can still place a neighbour. At most [`NEAREST_MAX_CLASSES`] classes are analysed.
 pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
-    nearest_ranked(pool, id, limit).await.map(|(of, n, _)| (of, n))
+    nearest_ranked(pool, &crate::db::nearest::Open::none(), id, limit).await.map(|(of, n, _)| (of, n))
 }
 
-/// [`nearest_of`], and whether the class limit cut the analysis short.
+/// [`nearest_of`] for a server: what it reads of the candidates is kept in `cache` while the
+/// database stays as it is ([`crate::db::nearest::Cache`]).
+pub async fn nearest_cached(
+    pool: &SqlitePool,
+    cache: &crate::db::nearest::Cache,
+    id: &str,
+    limit: usize,
+) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
+    let open = cache.open(pool).await?;
+    nearest_ranked(pool, &open, id, limit).await.map(|(of, n, _)| (of, n))
+}
+
+/// [`nearest_of`], and whether the class limit cut the analysis short; candidates' classes and
+/// sides read through `cache`.
 pub async fn nearest_ranked(
     pool: &SqlitePool,
+    cache: &crate::db::nearest::Open<'_>,
     id: &str,
     limit: usize,
 ) -> Result<(Loaded, Vec<Neighbour>, bool), ExplainError> {
@@ -169,7 +183,7 @@ pub async fn nearest_ranked(
             truncated = true;
         }
         let crate::db::nearest::Classes { candidates, mut classes, more } =
-            crate::db::nearest::classes_of_ids(pool, &ids, NEAREST_MAX_CLASSES - analysed + 1).await?;
+            crate::db::nearest::classes_of_ids(pool, &ids, NEAREST_MAX_CLASSES - analysed + 1, cache).await?;
         tracing::debug!(
             ms = t0.elapsed().as_secs_f64() * 1e3,
             tier = b,
@@ -188,7 +202,7 @@ pub async fn nearest_ranked(
         let side_of: std::collections::HashMap<usize, usize> =
             classes.iter().enumerate().flat_map(|(c, (_, m))| m.iter().map(move |&i| (i, c))).collect();
         let ranked = nearest_classes(&of.side, &classes, usize::MAX);
-        let shared: Vec<std::sync::Arc<Side>> = classes.into_iter().map(|(s, _)| std::sync::Arc::new(s)).collect();
+        let shared: Vec<std::sync::Arc<Side>> = classes.into_iter().map(|(s, _)| s).collect();
         for n in ranked {
             let at = &candidates[n.index];
             let c = side_of[&n.index];

@@ -94,8 +94,8 @@ pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<Near> {
 /// recorded key parts; only the machine differs): one analysis per class, and the same answer as
 /// [`nearest`] over every member. A class is (a member's side, the candidate indices of all its
 /// members); `index` in the answer is such a candidate index.
-pub fn nearest_classes(of: &Side, classes: &[(Side, Vec<usize>)], limit: usize) -> Vec<Near> {
-    let preps = Prep::shared(classes.iter().map(|(side, _)| side));
+pub fn nearest_classes(of: &Side, classes: &[(std::sync::Arc<Side>, Vec<usize>)], limit: usize) -> Vec<Near> {
+    let preps = Prep::shared(classes.iter().map(|(side, _)| &**side));
     ranked_classes(of, &Prep::new(of), classes, &preps, limit).into_iter().map(|(n, _)| n).collect()
 }
 
@@ -103,7 +103,7 @@ pub fn nearest_classes(of: &Side, classes: &[(Side, Vec<usize>)], limit: usize) 
 fn ranked_classes(
     of: &Side,
     p: &Prep,
-    classes: &[(Side, Vec<usize>)],
+    classes: &[(std::sync::Arc<Side>, Vec<usize>)],
     preps: &[Prep],
     limit: usize,
 ) -> Vec<(Near, usize)> {

@@ -64,3 +64,98 @@ async fn nearest_by_variant_classes_equals_the_plain_computation() {
     .await;
     assert_eq!(v["neighbours"][0]["id"], format!("h100-z:{k}"), "{v}");
 }
+
+/// The server's nearest answers (`explain::load::nearest_cached`: candidates' classes and sides
+/// kept in a `db::nearest::Cache` across requests while the database's stamp stays) equal a
+/// fresh computation, on first asking, when asked again from what was kept, and after each kind
+/// of change: an entry rewritten in place the way Triton writes (a file written apart and
+/// `os.replace`d into the key dir) and another removed, then re-scanned; hook events recorded
+/// (the key parts that are part of a class); a new machine.
+#[tokio::test]
+async fn nearest_kept_across_requests_equals_a_fresh_computation_after_every_change() {
+    use cachelens::db::nearest::Cache;
+    use cachelens::explain::load::nearest_cached;
+    let (_d, pool) = fresh_db().await;
+    let (_ta, a) = unpacked("h100-jit-3.6.0");
+    let (_tz, z) = unpacked("h100-jit-3.6.0");
+    let (_tc, c) = unpacked("h100-fpfusion-off-triton-3.6.0");
+    let (za, zz, zc) = (a.join("triton-cache"), z.join("triton-cache"), c.join("triton-cache"));
+    scan(&pool, &za, "h100-a").await;
+    scan(&pool, &zz, "h100-z").await;
+    scan(&pool, &zc, "h100-c").await;
+    // Two entries of every kernel of h100-a and of h100-c (a debug build analyses slowly).
+    let ids: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT m.name, e.key, e.kernel FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE e.kind IN ('kernel', 'binary_only', 'partial') AND e.kernel IS NOT NULL
+           AND m.name IN ('h100-a', 'h100-c') ORDER BY m.name, e.kernel, e.key",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let mut per: std::collections::HashMap<(String, String), usize> = Default::default();
+    let sample: Vec<String> = ids
+        .into_iter()
+        .filter(|(m, _, k)| {
+            let n = per.entry((m.clone(), k.clone())).or_default();
+            *n += 1;
+            *n <= 2
+        })
+        .map(|(m, k, _)| format!("{m}:{k}"))
+        .collect();
+    assert!(sample.len() >= 10, "{}", sample.len());
+    let cache = Cache::default();
+    let check = |label: &'static str| {
+        let (pool, cache, sample) = (&pool, &cache, &sample);
+        async move {
+            let mut listed = 0;
+            for id in sample {
+                let (_, fresh) = nearest_of(pool, id, 20).await.unwrap();
+                let (_, kept) = nearest_cached(pool, cache, id, 20).await.unwrap();
+                assert_eq!(
+                    serde_json::to_value(&kept).unwrap(),
+                    serde_json::to_value(&fresh).unwrap(),
+                    "{label}: {id}"
+                );
+                listed += fresh.len();
+            }
+            assert!(listed > 0, "{label}: no neighbours at all");
+        }
+    };
+    check("first asking").await;
+    let (rows, sides) = cache.kept();
+    assert!(rows > 0 && sides > 0, "nothing kept: {rows} rows, {sides} sides");
+    check("asked again, from what was kept").await;
+
+    // h100-z: add_kernel's metadata rewritten in place, matmul's entry removed; re-scanned.
+    let add = zz.join("PCAKESAG2CDRMLNOCOHPDVI7H76SIIJLMUHS335BUQHLBK7ABHEA");
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(add.join("add_kernel.json")).unwrap()).unwrap();
+    meta["debug"] = serde_json::Value::Bool(true);
+    let tmp = z.join("tmp.write");
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::write(tmp.join("add_kernel.json"), serde_json::to_vec(&meta).unwrap()).unwrap();
+    std::fs::rename(tmp.join("add_kernel.json"), add.join("add_kernel.json")).unwrap();
+    std::fs::remove_dir_all(zz.join("D2QODRMCQ7ZQSFIEYHQQ2TD5TJUYE5SQFPUJXLX3A5IUXEAUBGYA")).unwrap();
+    let s = scan(&pool, &zz, "h100-z").await;
+    assert_eq!((s.changed_entries, s.removed_entries), (1, 1), "{s:?}");
+    check("after an entry rewritten in place and one removed").await;
+
+    // Hook events: a compile of add_kernel's key on h100-z recorded with its key parts (the
+    // hook's line format, `hook/cachelens_hook/_writer.py`): the same stored inputs as on
+    // h100-a, other recorded parts, so no longer one class; re-scanned.
+    let key = "PCAKESAG2CDRMLNOCOHPDVI7H76SIIJLMUHS335BUQHLBK7ABHEA";
+    let parts = serde_json::json!({"triton_key": "a".repeat(64), "source_hash": "b".repeat(64),
+        "backend_hash": "c".repeat(64), "options_hash": "d".repeat(64), "env_vars": {}, "python": "3.12.7",
+        "triton_dir": "/opt/triton"});
+    let line = serde_json::json!({"v": 1, "ts": 1795322367.1, "host": "z", "pid": 7, "seq": 0, "key": key,
+        "kernel": "add_kernel", "event": "compile", "compile_ms": 50.0, "stages_ms": null, "parts": parts});
+    std::fs::create_dir_all(zz.join(".cachelens")).unwrap();
+    std::fs::write(zz.join(".cachelens/events-z.jsonl"), format!("{line}\n")).unwrap();
+    scan(&pool, &zz, "h100-z").await;
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM events WHERE parts_json IS NOT NULL").await, 1);
+    check("after hook events with key parts").await;
+
+    // A new machine (the hook corpus).
+    scan(&pool, &corpus_read_only("h100-hook-3.6.0").join("triton-cache"), "h100-hook").await;
+    check("after a new machine").await;
+}

@@ -39,7 +39,8 @@ struct NearestAnswer {
 /// `GET /api/v1/nearest?entry=M:KEY[&limit=N]`.
 async fn nearest(State(s): State<AppState>, ApiQuery(q): ApiQuery<NearestQuery>) -> ApiResult<NearestAnswer> {
     let id = q.entry.as_deref().ok_or_else(|| AppError::BadRequest("missing entry=MACHINE:KEY".into()))?;
-    let (of, neighbours) = dbx::nearest_of(s.db.pool(), id, q.limit()).await.map_err(AppError::from)?;
+    let (of, neighbours) =
+        dbx::nearest_cached(s.db.pool(), s.db.nearest_cache(), id, q.limit()).await.map_err(AppError::from)?;
     let kernel = of.side.kernel_name().map(str::to_string);
     Ok(Json(NearestAnswer { entry: format!("{}:{}", of.row.machine, of.row.key), kernel, neighbours }))
 }
