@@ -195,6 +195,35 @@ pub(crate) struct SideRow {
 }
 
 impl SideRow {
+    /// A digest of what the analysis reads of the entry but its machine (key, kernel,
+    /// metadata, binary, code digest, relocation, `.source`/`.ttir` blobs): two entries whose
+    /// digests are equal compare alike with anything (sha256, 128 bits kept).
+    pub(crate) fn inputs_digest(&self) -> [u8; 16] {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        let mut field = |v: Option<&str>| match v {
+            // length-prefixed, so that no two tuples hash the same bytes
+            Some(s) => {
+                h.update([1u8]);
+                h.update((s.len() as u64).to_le_bytes());
+                h.update(s.as_bytes());
+            }
+            None => h.update([0u8]),
+        };
+        field(Some(&self.key));
+        field(self.kernel.as_deref());
+        field(self.metadata_json.as_deref());
+        field(self.binary_sha256.as_deref());
+        field(self.code_sha256.as_deref());
+        field(Some(if self.relocated { "1" } else { "0" }));
+        field(self.source_sha.as_deref());
+        field(self.ttir_sha.as_deref());
+        let d = h.finalize();
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&d[..16]);
+        out
+    }
+
     /// The [`Side`], with its IR texts (from `texts`, by the row's sha256s) and recorded key
     /// parts.
     pub(crate) fn into_side(self, texts: &HashMap<String, Arc<str>>, parts: Option<serde_json::Value>) -> Side {
@@ -221,6 +250,16 @@ pub(crate) fn shas_of_rows<'a>(rows: impl Iterator<Item = &'a SideRow>) -> Vec<S
 
 /// The rows of the entries `ids` (any order; unknown ids are left out).
 pub(crate) async fn side_rows(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, SideRow>> {
+    side_rows_where(pool, ids, "").await
+}
+
+/// [`side_rows`] of those `ids` that also meet `filter` (an SQL condition on `e`, starting
+/// with `AND`; written in code, never from input).
+pub(crate) async fn side_rows_where(
+    pool: &SqlitePool,
+    ids: &[i64],
+    filter: &str,
+) -> sqlx::Result<HashMap<i64, SideRow>> {
     let mut rows = HashMap::new();
     for part in ids.chunks(500) {
         let mut qb = QueryBuilder::<Sqlite>::new(format!(
@@ -231,7 +270,7 @@ pub(crate) async fn side_rows(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<Ha
         for id in part {
             sep.push_bind(*id);
         }
-        qb.push("))");
+        qb.push(format!("){filter})"));
         for r in json_rows::<SideRow>(qb.build_query_scalar().fetch_one(pool).await?)? {
             rows.insert(r.id, r);
         }

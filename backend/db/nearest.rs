@@ -9,7 +9,7 @@
 //! relocation, the hook's recorded key parts). The same key on twenty machines is one class: the
 //! explainer analyses it once and loads its IR once.
 
-use super::explain::{json_rows, parts_of_keys, shas_of_rows, side_rows, texts_by_sha};
+use super::explain::{SideRow, parts_of_keys, shas_of_rows, side_rows_where, texts_by_sha};
 use super::memo;
 use crate::explain::Side;
 use crate::model::EntryKind;
@@ -101,10 +101,13 @@ pub async fn classes_of_ids(
 ) -> sqlx::Result<Classes> {
     let t0 = std::time::Instant::now();
     let (mut known, missing) = cache.rows(ids);
-    let read = if missing.is_empty() { 0 } else { read_known(pool, &missing, cache, &mut known).await? };
+    let mut read = HashMap::new();
+    if !missing.is_empty() {
+        read = read_known(pool, &missing, cache, &mut known).await?;
+    }
     let mut rows: Vec<(i64, Arc<Known>)> = known.into_iter().filter_map(|(id, k)| Some((id, k?))).collect();
     rows.sort_by(|a, b| (&a.1.machine, &a.1.key).cmp(&(&b.1.machine, &b.1.key)));
-    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, rows = rows.len(), read, "nearest: class rows");
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, rows = rows.len(), read = read.len(), "nearest: class rows");
     // Classes: equal stored inputs, numbered in order of first appearance; then the hook's
     // parts, which are per machine and key.
     let mut class_of: HashMap<[u8; 16], usize> = HashMap::new();
@@ -123,13 +126,24 @@ pub async fn classes_of_ids(
     let ids: Vec<i64> = by_class.iter().map(|(id, _)| *id).collect();
     let (mut sides, missing) = cache.sides(&ids);
     if !missing.is_empty() {
-        let mut parts: HashMap<(String, String), serde_json::Value> = rows
-            .iter()
-            .filter(|(id, _)| missing.contains(id))
-            .filter_map(|(_, k)| Some(((k.machine.clone(), k.key.clone()), k.parts.clone()?)))
-            .collect();
-        for (id, side) in sides_by_id(pool, &missing, &mut parts).await? {
-            let side = Arc::new(side);
+        // The rows read above are the sides' rows: only those kept from an earlier request
+        // and whose side was not kept are read again.
+        let mut side_rows: HashMap<i64, SideRow> = HashMap::new();
+        let mut again = vec![];
+        for id in &missing {
+            match read.remove(id) {
+                Some(r) => drop(side_rows.insert(*id, r)),
+                None => again.push(*id),
+            }
+        }
+        if !again.is_empty() {
+            side_rows.extend(super::explain::side_rows(pool, &again).await?);
+        }
+        let texts = texts_by_sha(pool, shas_of_rows(side_rows.values())).await?;
+        let parts_of: HashMap<i64, Option<serde_json::Value>> =
+            rows.iter().map(|(id, k)| (*id, k.parts.clone())).filter(|(id, _)| side_rows.contains_key(id)).collect();
+        for (id, r) in side_rows {
+            let side = Arc::new(r.into_side(&texts, parts_of.get(&id).cloned().flatten()));
             cache.keep_side(id, side.clone());
             sides.insert(id, side);
         }
@@ -139,79 +153,37 @@ pub async fn classes_of_ids(
     Ok(Classes { candidates, classes, more })
 }
 
-/// Read the class inputs of `ids` (not known to the cache), keep them, add them to `known`
-/// (`None` for an id that is not a live kernel entry). Returns how many were read.
+/// Read the rows of `ids` (not known to the cache), keep what they say of their class, add it
+/// to `known` (`None` for an id that is not a live kernel entry). Returns the rows read (their
+/// sides are built from them).
 async fn read_known(
     pool: &SqlitePool,
     ids: &[i64],
     cache: &Open<'_>,
     known: &mut HashMap<i64, Option<Arc<Known>>>,
-) -> sqlx::Result<usize> {
-    let kinds = EntryKind::sql_list(KERNEL_KINDS);
-    let mut rows: Vec<ClassRow> = Vec::with_capacity(ids.len());
-    for part in ids.chunks(5000) {
-        let list = part.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
-        // The class of the stored inputs, ranked in SQL so that metadata and IR stay in the
-        // database; one JSON text for the tier, not a row a candidate (see `json_rows`).
-        let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT json_group_array(json_array(id, machine, key, metadata_json, binary_sha256, code, relocated, irs))
-             FROM (SELECT e.id, m.name AS machine, e.key, e.metadata_json, e.binary_sha256,
-                          json_extract(e.resources_json, '$.code_sha256') AS code, e.relocated,
-                          (SELECT group_concat(a.ext || ':' || a.sha256) FROM artifacts a
-                           WHERE a.entry_id = e.id AND a.ext IN ('source', 'ttir')) AS irs
-                   FROM entries e JOIN machines m ON m.id = e.machine_id
-                   WHERE e.id IN ({list}) AND e.kind IN {kinds} AND e.removed_at IS NULL)"
-        )))
-        .fetch_one(pool)
-        .await?;
-        rows.extend(json_rows::<ClassRow>(text)?);
-    }
-    let mut keys: Vec<&str> = rows.iter().map(|r| r.key.as_str()).collect();
+) -> sqlx::Result<HashMap<i64, SideRow>> {
+    let filter = format!(" AND e.kind IN {} AND e.removed_at IS NULL", EntryKind::sql_list(KERNEL_KINDS));
+    // One JSON text per 500 entries, not a row each (see `json_rows`).
+    let rows = side_rows_where(pool, ids, &filter).await?;
+    let mut keys: Vec<&str> = rows.values().map(|r| r.key.as_str()).collect();
     keys.sort_unstable();
     keys.dedup();
     let mut parts = parts_of_keys(pool, &keys).await?;
     let mut fresh: HashMap<i64, Option<Arc<Known>>> = ids.iter().map(|&id| (id, None)).collect();
-    for r in rows {
+    for (id, r) in &rows {
         let parts = parts.remove(&(r.machine.clone(), r.key.clone()));
         let k = Known {
-            inputs: inputs_digest(&r),
+            inputs: r.inputs_digest(),
             parts_text: parts.as_ref().map(|v| v.to_string()),
             parts,
-            machine: r.machine,
-            key: r.key,
+            machine: r.machine.clone(),
+            key: r.key.clone(),
         };
-        fresh.insert(r.id, Some(Arc::new(k)));
+        fresh.insert(*id, Some(Arc::new(k)));
     }
-    let n = fresh.len();
     cache.keep_rows(&fresh);
     known.extend(fresh);
-    Ok(n)
-}
-
-/// A digest of the inputs that make two entries compare alike (key, metadata, binary, code
-/// digest, relocation, IR blobs): two entries are one class when their digests are equal.
-fn inputs_digest(r: &ClassRow) -> [u8; 16] {
-    use sha2::Digest;
-    let mut h = sha2::Sha256::new();
-    let mut field = |v: Option<&str>| match v {
-        // length-prefixed, so that no two tuples hash the same bytes
-        Some(s) => {
-            h.update([1u8]);
-            h.update((s.len() as u64).to_le_bytes());
-            h.update(s.as_bytes());
-        }
-        None => h.update([0u8]),
-    };
-    field(Some(&r.key));
-    field(r.metadata_json.as_deref());
-    field(r.binary_sha256.as_deref());
-    field(r.code.as_deref());
-    field(Some(if r.relocated { "1" } else { "0" }));
-    field(r.irs.as_deref());
-    let d = h.finalize();
-    let mut out = [0u8; 16];
-    out.copy_from_slice(&d[..16]);
-    out
+    Ok(rows)
 }
 
 /// What [`classes_of_ids`] knows of a live kernel entry: where it is, its class.
@@ -219,7 +191,7 @@ fn inputs_digest(r: &ClassRow) -> [u8; 16] {
 pub struct Known {
     machine: String,
     key: String,
-    /// [`inputs_digest`] of its stored inputs.
+    /// [`SideRow::inputs_digest`] of its stored inputs.
     inputs: [u8; 16],
     /// The hook's recorded key parts of (machine, key), and their text (part of the class).
     parts: Option<serde_json::Value>,
@@ -342,34 +314,4 @@ impl<'a> Open<'a> {
             k.sides.insert(id, side);
         });
     }
-}
-
-/// A candidate's stored inputs, as [`read_known`] reads them (a JSON array, in this order).
-#[derive(serde::Deserialize)]
-struct ClassRow {
-    id: i64,
-    machine: String,
-    key: String,
-    metadata_json: Option<String>,
-    binary_sha256: Option<String>,
-    code: Option<String>,
-    #[serde(deserialize_with = "super::explain::int_bool")]
-    relocated: bool,
-    irs: Option<String>,
-}
-
-/// Sides of the given entries (IR text and recorded parts attached).
-async fn sides_by_id(
-    pool: &SqlitePool,
-    ids: &[i64],
-    parts: &mut HashMap<(String, String), serde_json::Value>,
-) -> sqlx::Result<HashMap<i64, Side>> {
-    let mut rows = side_rows(pool, ids).await?;
-    let texts = texts_by_sha(pool, shas_of_rows(rows.values())).await?;
-    let mut out = HashMap::new();
-    for (id, r) in rows.drain() {
-        let parts = parts.remove(&(r.machine.clone(), r.key.clone()));
-        out.insert(id, r.into_side(&texts, parts));
-    }
-    Ok(out)
 }
