@@ -37,8 +37,7 @@ pub struct Db {
     memo: Arc<memo::Memo>,
     /// Triton `.autotune.json` texts parsed, by sha256 (see [`inductor::ParsedAutotune`]).
     pub(crate) parsed_autotune: Arc<inductor::ParsedAutotune>,
-    /// Candidates' classes and sides of nearest-neighbour requests, and their gate (see
-    /// [`nearest::Cache`]).
+    /// Candidates' classes and sides of nearest-neighbour requests (see [`nearest::Cache`]).
     nearest: Arc<nearest::Cache>,
 }
 

@@ -141,7 +141,7 @@ pub async fn classes_of_ids(
         }
         let texts = texts_by_sha(pool, shas_of_rows(side_rows.values())).await?;
         let parts_of: HashMap<i64, Option<serde_json::Value>> =
-            rows.iter().map(|(id, k)| (*id, k.parts.clone())).filter(|(id, _)| side_rows.contains_key(id)).collect();
+            rows.iter().filter(|(id, _)| side_rows.contains_key(id)).map(|(id, k)| (*id, k.parts.clone())).collect();
         for (id, r) in side_rows {
             let side = Arc::new(r.into_side(&texts, parts_of.get(&id).cloned().flatten()));
             cache.keep_side(id, side.clone());
@@ -265,20 +265,25 @@ impl<'a> Open<'a> {
         (k.stamp == Some(self.stamp)).then(|| f(&mut k))
     }
 
-    /// The known rows of `ids`, and the ids not known.
-    fn rows(&self, ids: &[i64]) -> (HashMap<i64, Option<Arc<Known>>>, Vec<i64>) {
-        let mut known = HashMap::with_capacity(ids.len());
+    /// What is kept of `ids` in the map `of` picks, and the ids of which nothing is kept.
+    fn lookup<V: Clone>(&self, ids: &[i64], of: impl Fn(&Kept) -> &HashMap<i64, V>) -> (HashMap<i64, V>, Vec<i64>) {
+        let mut kept = HashMap::with_capacity(ids.len());
         let mut missing = vec![];
         self.kept(|k| {
             for id in ids {
-                match k.rows.get(id) {
-                    Some(r) => drop(known.insert(*id, r.clone())),
+                match of(k).get(id) {
+                    Some(v) => drop(kept.insert(*id, v.clone())),
                     None => missing.push(*id),
                 }
             }
         })
         .unwrap_or_else(|| missing = ids.to_vec());
-        (known, missing)
+        (kept, missing)
+    }
+
+    /// The known rows of `ids`, and the ids not known.
+    fn rows(&self, ids: &[i64]) -> (HashMap<i64, Option<Arc<Known>>>, Vec<i64>) {
+        self.lookup(ids, |k| &k.rows)
     }
 
     fn keep_rows(&self, fresh: &HashMap<i64, Option<Arc<Known>>>) {
@@ -292,18 +297,7 @@ impl<'a> Open<'a> {
 
     /// The kept sides of `ids`, and the ids not kept.
     fn sides(&self, ids: &[i64]) -> (HashMap<i64, Arc<Side>>, Vec<i64>) {
-        let mut kept = HashMap::with_capacity(ids.len());
-        let mut missing = vec![];
-        self.kept(|k| {
-            for id in ids {
-                match k.sides.get(id) {
-                    Some(s) => drop(kept.insert(*id, s.clone())),
-                    None => missing.push(*id),
-                }
-            }
-        })
-        .unwrap_or_else(|| missing = ids.to_vec());
-        (kept, missing)
+        self.lookup(ids, |k| &k.sides)
     }
 
     fn keep_side(&self, id: i64, side: Arc<Side>) {
