@@ -114,7 +114,7 @@ pub async fn ir_of(pool: &SqlitePool, entry_id: i64, ext: &str) -> sqlx::Result<
 static TEXTS: std::sync::Mutex<Option<TextCache>> = std::sync::Mutex::new(None);
 
 /// Bytes of IR text [`TEXTS`] keeps.
-const TEXTS_MAX_BYTES: usize = 64 << 20;
+const TEXTS_MAX_BYTES: usize = 128 << 20;
 
 #[derive(Default)]
 struct TextCache {

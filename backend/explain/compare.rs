@@ -45,8 +45,9 @@ impl Prep {
 /// names the same allocations again, and hashing them (18 KB a `.source`, two texts for each of
 /// up to 128 classes of a nearest request) was ~10 % of its time; the cache holds each such
 /// allocation alive, so its address names nothing else meanwhile. Then by a hash of the text
-/// (texts read apart). At most [`PREPARED_KEPT`] texts (~50 KB each prepared for an 18 KB
-/// `.source`); past it the cache starts over.
+/// (texts read apart). At most [`PREPARED_KEPT`] texts (a prepared text keeps its hashes,
+/// signature, shapes and locations, a few KB, and the text itself, not its stripped lines);
+/// past it the cache starts over.
 static PREPARED: std::sync::Mutex<Option<PreparedCache>> = std::sync::Mutex::new(None);
 
 #[derive(Default)]
@@ -57,8 +58,10 @@ struct PreparedCache {
     by_hash: HashMap<(u64, usize), Arc<Prepared>>,
 }
 
-/// Prepared texts [`PREPARED`] keeps.
-const PREPARED_KEPT: usize = 512;
+/// Prepared texts [`PREPARED`] keeps: a fleet's nearest requests rank up to 128 classes, two
+/// texts each, and the load benchmark's fleet has 2,986 distinct texts (512 thrashed: most of
+/// a request's time was preparing texts again).
+const PREPARED_KEPT: usize = 4096;
 
 /// `text` prepared, from [`PREPARED`] when it was lately.
 pub(crate) fn prepared(text: &Arc<str>) -> Arc<Prepared> {
@@ -72,13 +75,16 @@ pub(crate) fn prepared(text: &Arc<str>) -> Arc<Prepared> {
     let k = (h.finish(), text.len());
     let known = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.by_hash.get(&k).cloned());
     let p = known.unwrap_or_else(|| Arc::new(Prepared::new(text)));
-    let mut c = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
-    let c = c.get_or_insert_with(PreparedCache::default);
-    if c.by_hash.len() >= PREPARED_KEPT || c.by_text.len() >= 4 * PREPARED_KEPT {
-        *c = PreparedCache::default();
-    }
-    c.by_hash.insert(k, p.clone());
-    c.by_text.insert(at, (text.clone(), p.clone()));
+    let full = {
+        let mut c = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
+        let c = c.get_or_insert_with(PreparedCache::default);
+        let full =
+            (c.by_hash.len() >= PREPARED_KEPT || c.by_text.len() >= 4 * PREPARED_KEPT).then(|| std::mem::take(c));
+        c.by_hash.insert(k, p.clone());
+        c.by_text.insert(at, (text.clone(), p.clone()));
+        full
+    };
+    drop(full); // outside the lock
     p
 }
 
@@ -126,13 +132,15 @@ pub(crate) fn identical_code(a: &Side, b: &Side) -> bool {
     a.key != b.key && (same(&a.binary_sha256, &b.binary_sha256) || same(&a.code_sha256, &b.code_sha256))
 }
 
-/// Compares two sides. `detailed` runs the IR line diff too (for summaries, not ranking).
+/// Compares two sides. `detailed` runs the IR line diff too and keeps the rows of equal fields
+/// (for a comparison shown); without it only the differing rows are built (for ranking).
 pub(crate) fn analyse(a: &Side, pa: &Prep, b: &Side, pb: &Prep, detailed: bool) -> Analysis {
     let (ma, mb) = (object(a), object(b));
     let backend = target_field(&ma, "backend").as_str().or(target_field(&mb, "backend").as_str()).map(str::to_string);
     let target_differs = ["backend", "arch", "warp_size"].iter().any(|t| target_field(&ma, t) != target_field(&mb, t));
     let cx = Context { a: &ma, b: &mb, version_a: version(&ma), version_b: version(&mb), backend, target_differs };
-    let mut findings = if a.metadata.is_some() || b.metadata.is_some() { metadata_findings(&cx) } else { Vec::new() };
+    let mut findings =
+        if a.metadata.is_some() || b.metadata.is_some() { metadata_findings(&cx, !detailed) } else { Vec::new() };
     if !ma.contains_key("name") && !mb.contains_key("name") {
         let k = |s: &Side| s.kernel_name().map(|n| json!(n)).unwrap_or(Value::Null);
         findings.push(Finding::new(Cause::Source, "name", k(a), k(b)).note("the kernel's name"));

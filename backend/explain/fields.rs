@@ -130,13 +130,19 @@ pub(crate) fn target_field(m: &Map<String, Value>, f: &str) -> Value {
     m.get("target").and_then(|t| t.get(f)).cloned().unwrap_or(Value::Null)
 }
 
-/// Rows for every metadata field of either side (except `hash`, which is the key itself).
-pub(crate) fn metadata_findings(cx: &Context) -> Vec<Finding> {
+/// Rows for every metadata field of either side (except `hash`, which is the key itself); with
+/// `differing_only`, the rows of fields equal on both sides are left out (ranking counts only
+/// differing rows, and a field equal on both sides never yields one: every row below is a
+/// [`Finding::new`] of the two values, whose notes never mark it differing).
+pub(crate) fn metadata_findings(cx: &Context, differing_only: bool) -> Vec<Finding> {
     let mut keys: Vec<&String> = cx.a.keys().collect();
     keys.extend(cx.b.keys().filter(|k| !cx.a.contains_key(*k)));
     let mut out = Vec::new();
     for k in keys {
         let (va, vb) = (cx.a.get(k.as_str()), cx.b.get(k.as_str()));
+        if differing_only && va.is_some() && va == vb {
+            continue;
+        }
         let f = |c| Finding::new(c, k, va.cloned().unwrap_or(Value::Null), vb.cloned().unwrap_or(Value::Null));
         match k.as_str() {
             "hash" => {}

@@ -200,8 +200,13 @@ impl Arg {
 /// Everything about one IR text that the comparisons need, computed once.
 #[derive(Debug, Clone)]
 pub(crate) struct Prepared {
-    /// Stripped lines.
-    pub lines: Vec<String>,
+    /// The text (its stripped lines are [`Prepared::lines`], made again when a line diff asks:
+    /// kept, they were ~50 KB per `.source` that ranking never reads).
+    text: std::sync::Arc<str>,
+    /// How many stripped lines.
+    pub n_lines: usize,
+    /// The stripped lines with value names blanked, made on the first line diff that asks.
+    blanked: std::sync::OnceLock<Vec<String>>,
     /// Hash of the lines with canonical SSA names.
     pub canon: u64,
     /// The same without `tt.assert` lines (what `debug=True` adds).
@@ -228,8 +233,8 @@ fn hash_lines<'a>(lines: impl Iterator<Item = &'a String>) -> u64 {
 
 impl Prepared {
     /// Prepares an IR text (`.source` or `.ttir`).
-    pub fn new(ir: &str) -> Prepared {
-        let lines: Vec<String> = stripped_lines(ir).into_iter().map(|(_, l)| l).collect();
+    pub fn new(ir: &std::sync::Arc<str>) -> Prepared {
+        let lines = stripped(ir);
         let canon = canonical_names(&lines);
         let no_assert: Vec<String> =
             lines.iter().filter(|l| !l.trim_start().starts_with("tt.assert")).cloned().collect();
@@ -258,10 +263,21 @@ impl Prepared {
             sig: signature(&lines),
             ranges,
             shapes,
-            lines,
+            n_lines: lines.len(),
+            text: ir.clone(),
+            blanked: Default::default(),
             locs: super::locs::Locs::of(ir),
         }
     }
+
+    /// The stripped lines of the text, value names blanked (what a line diff compares).
+    pub fn blanked_lines(&self) -> &[String] {
+        self.blanked.get_or_init(|| stripped(&self.text).iter().map(|l| blank_names(l)).collect())
+    }
+}
+
+fn stripped(ir: &str) -> Vec<String> {
+    stripped_lines(ir).into_iter().map(|(_, l)| l).collect()
 }
 
 /// Parses the arguments of the first `tt.func public` (the kernel itself).

@@ -4,7 +4,7 @@
 
 use super::Cause;
 use super::fields::Finding;
-use super::ir::{Arg, Prepared, blank_names, diff_ops, literals};
+use super::ir::{Arg, Prepared, diff_ops, literals};
 use super::locs::{Locs, moved};
 use serde_json::{Value, json};
 use similar::DiffTag;
@@ -61,7 +61,8 @@ pub(crate) fn compare_ir(evidence: &str, pa: &Prepared, pb: &Prepared, flags: Fl
                 sig_changes.push((label, change.0, change.1));
             }
         }
-        if sig_changes.is_empty() {
+        // The equal signature is a row to show, not to rank by.
+        if sig_changes.is_empty() && detailed {
             let s: Vec<String> =
                 pa.sig.iter().enumerate().map(|(i, a)| format!("{}: {}", arg_label(a, a, i), arg_text(a))).collect();
             facts.findings.push(Finding::new(Cause::Source, "signature", json!(s.join(", ")), json!(s.join(", "))));
@@ -87,7 +88,7 @@ pub(crate) fn compare_ir(evidence: &str, pa: &Prepared, pb: &Prepared, flags: Fl
     facts.findings.push(shapes);
 
     let field = format!("body ({evidence})");
-    let body = Finding::new(Cause::Source, &field, json!(pa.lines.len()), json!(pb.lines.len()));
+    let body = Finding::new(Cause::Source, &field, json!(pa.n_lines), json!(pb.n_lines));
     let (mut pairs, mut changed) = (Vec::new(), None);
     if pa.canon != pb.canon && detailed {
         let (n, p) = line_changes(pa, pb);
@@ -179,11 +180,10 @@ pub(crate) fn compare_ir(evidence: &str, pa: &Prepared, pb: &Prepared, flags: Fl
 /// Changed-line count of the name-insensitive diff (a replaced line counts once), and the
 /// distinct integer-literal changes on lines that only differ in literals (block sizes first).
 fn line_changes(pa: &Prepared, pb: &Prepared) -> (usize, Vec<(String, String)>) {
-    let ka: Vec<String> = pa.lines.iter().map(|l| blank_names(l)).collect();
-    let kb: Vec<String> = pb.lines.iter().map(|l| blank_names(l)).collect();
+    let (ka, kb) = (pa.blanked_lines(), pb.blanked_lines());
     let mut changed = 0;
     let mut pairs: Vec<(bool, String, String)> = Vec::new();
-    for op in diff_ops(&ka, &kb) {
+    for op in diff_ops(ka, kb) {
         let (tag, ra, rb) = op.as_tag_tuple();
         if tag == DiffTag::Equal {
             continue;

@@ -95,3 +95,72 @@ fn extern_libs_path_is_a_cause_only_where_triton_keys_the_path() {
         assert!(c.summary.starts_with("same Triton version, different compiler build (triton_key)"), "{}", c.summary);
     }
 }
+
+/// Ranking (nearest neighbours, invalidation matching) builds only the rows of fields that
+/// differ (`metadata_findings(cx, true)`): its differing rows must be exactly those of the full
+/// list, on real entries of every corpus release and backend, and on edits of the fields whose
+/// rows depend on other fields (env vars and the options they set, `extern_libs`, the target).
+#[test]
+fn ranking_rows_are_the_differing_rows_of_the_full_list() {
+    use crate::explain::fields::{Context, metadata_findings, target_field};
+    let mut sides: Vec<Side> = [
+        "a100-upgrade-1-triton-3.4.0",
+        "a100-upgrade-2-triton-3.5.1",
+        "mi300-upgrade-1-triton-3.6.0",
+        "mi300-upgrade-2-triton-3.9.0",
+        "h100-fpfusion-off-triton-3.6.0",
+        "h100-jit-3.6.0",
+    ]
+    .iter()
+    .flat_map(|a| super::load_cache("m", &super::corpus(a)).into_iter().filter(|s| s.metadata.is_some()).take(8))
+    .collect();
+    let base = sides[0].clone();
+    sides.push(edited(&base, |m| {
+        m.insert("TRITON_DEFAULT_FP_FUSION".into(), json!("false"));
+        m.insert("enable_fp_fusion".into(), json!(false));
+    }));
+    sides.push(edited(&base, |m| {
+        m.insert("extern_libs".into(), json!([["libdevice", "/elsewhere/libdevice.10.bc"]]));
+    }));
+    sides.push(edited(&base, |m| {
+        m.remove("num_stages");
+        m["target"]["arch"] = json!(80);
+    }));
+    let rows = |v: Vec<crate::explain::fields::Finding>| -> Vec<(String, String, String, bool, Option<String>, usize)> {
+        v.into_iter()
+            .filter(|f| f.row.differs)
+            .map(|f| {
+                let r = f.row;
+                (r.field, r.a.to_string(), r.b.to_string(), f.cause, r.note, r.component.rank())
+            })
+            .collect()
+    };
+    let (mut pairs, mut left_out) = (0, 0);
+    for a in &sides {
+        for b in &sides {
+            let (ma, mb) =
+                (a.metadata.as_ref().unwrap().as_object().unwrap(), b.metadata.as_ref().unwrap().as_object().unwrap());
+            let version = |m: &serde_json::Map<String, Value>| {
+                m.get("triton_version").and_then(|v| v.as_str()).map(str::to_string)
+            };
+            let cx = Context {
+                a: ma,
+                b: mb,
+                version_a: version(ma),
+                version_b: version(mb),
+                backend: target_field(ma, "backend")
+                    .as_str()
+                    .or(target_field(mb, "backend").as_str())
+                    .map(str::to_string),
+                target_differs: ["backend", "arch", "warp_size"]
+                    .iter()
+                    .any(|t| target_field(ma, t) != target_field(mb, t)),
+            };
+            let (full, only) = (metadata_findings(&cx, false), metadata_findings(&cx, true));
+            left_out += full.len() - only.len();
+            pairs += 1;
+            assert_eq!(rows(only), rows(full), "{} vs {}", a.key, b.key);
+        }
+    }
+    assert!(pairs > 1000 && left_out > 10 * pairs, "{pairs} pairs, {left_out} equal rows left out");
+}
