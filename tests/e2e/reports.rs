@@ -451,3 +451,40 @@ async fn the_api_answers_202_with_the_progress_when_asked_not_to_wait() {
         assert_eq!(st, 400, "{bad}: {body}");
     }
 }
+
+/// A re-scan that changed nothing is counted, not listed (`db::explain::light_same`): its report
+/// equals the whole sets matched at once, relocated entries included; a re-scan that changed
+/// something is listed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_no_change_rescan_report_is_counted_and_equals_the_whole_match() {
+    let (_t, dir) = unpacked("a100-upgrade-1-triton-3.4.0");
+    let cache = dir.join("triton-cache");
+    let (_db, pool) = fresh_db().await;
+    let state = AppState::new(pool.clone(), Config::default());
+    scan(&pool, &cache, "m").await;
+    scan(&pool, &cache, "m").await;
+    let (from, to) = latest(&state, "m").await;
+    let f = from.clone().unwrap();
+    let counted = cachelens::db::explain::light_same(&pool, &f, &to).await.unwrap();
+    let at_to = sides_at(&pool, &to).await.unwrap();
+    let relocated = at_to.iter().filter(|s| s.relocated).count();
+    assert_eq!(counted, Some((at_to.len(), relocated)), "nothing changed: the same entries, counted");
+    assert!(at_to.len() > 20, "{} entries", at_to.len());
+    same_as_fresh(&state, "machine=m", Spec::Scans { from: from.clone(), to: to.clone() }).await;
+    let r = get_json(&state, "/api/v1/invalidations?machine=m").await;
+    assert_eq!(
+        (r["kept"].as_u64(), r["relocated"].as_u64()),
+        (Some(at_to.len() as u64), Some(relocated as u64)),
+        "{r}"
+    );
+    // The scans the other way round are not a re-scan: listed.
+    assert_eq!(cachelens::db::explain::light_same(&pool, &to, &f).await.unwrap(), None);
+    // One entry gone: the re-scan's sides are listed and matched again.
+    std::fs::remove_dir_all(&key_dirs(&cache)[0]).unwrap();
+    scan(&pool, &cache, "m").await;
+    let (from, to) = latest(&state, "m").await;
+    assert_eq!(cachelens::db::explain::light_same(&pool, from.as_ref().unwrap(), &to).await.unwrap(), None);
+    same_as_fresh(&state, "machine=m", Spec::Scans { from, to }).await;
+    let r = get_json(&state, "/api/v1/invalidations?machine=m").await;
+    assert_eq!(r["removed_total"].as_u64().unwrap() + r["invalidated_total"].as_u64().unwrap(), 1, "{r}");
+}
