@@ -122,10 +122,6 @@ fn object(side: &Side) -> std::borrow::Cow<'_, Map<String, Value>> {
     side.metadata.as_ref().and_then(|m| m.as_object()).map(std::borrow::Cow::Borrowed).unwrap_or_default()
 }
 
-fn version(m: &Map<String, Value>) -> Option<String> {
-    m.get("triton_version").and_then(|v| v.as_str()).map(str::to_string)
-}
-
 /// Same machine code under different keys: the same bytes, or the same [`super::code_digest`].
 pub(crate) fn identical_code(a: &Side, b: &Side) -> bool {
     let same = |x: &Option<String>, y: &Option<String>| x.is_some() && x == y;
@@ -136,9 +132,7 @@ pub(crate) fn identical_code(a: &Side, b: &Side) -> bool {
 /// (for a comparison shown); without it only the differing rows are built (for ranking).
 pub(crate) fn analyse(a: &Side, pa: &Prep, b: &Side, pb: &Prep, detailed: bool) -> Analysis {
     let (ma, mb) = (object(a), object(b));
-    let backend = target_field(&ma, "backend").as_str().or(target_field(&mb, "backend").as_str()).map(str::to_string);
-    let target_differs = ["backend", "arch", "warp_size"].iter().any(|t| target_field(&ma, t) != target_field(&mb, t));
-    let cx = Context { a: &ma, b: &mb, version_a: version(&ma), version_b: version(&mb), backend, target_differs };
+    let cx = Context::of(&ma, &mb);
     let mut findings =
         if a.metadata.is_some() || b.metadata.is_some() { metadata_findings(&cx, !detailed) } else { Vec::new() };
     if !ma.contains_key("name") && !mb.contains_key("name") {

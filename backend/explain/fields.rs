@@ -109,7 +109,15 @@ pub(crate) struct Context<'a> {
     pub target_differs: bool,
 }
 
-impl Context<'_> {
+impl<'a> Context<'a> {
+    /// The context of comparing metadata `a` with `b`.
+    pub fn of(a: &'a Map<String, Value>, b: &'a Map<String, Value>) -> Context<'a> {
+        let version = |m: &Map<String, Value>| m.get("triton_version").and_then(|v| v.as_str()).map(str::to_string);
+        let backend = target_field(a, "backend").as_str().or(target_field(b, "backend").as_str()).map(str::to_string);
+        let target_differs = ["backend", "arch", "warp_size"].iter().any(|t| target_field(a, t) != target_field(b, t));
+        Context { a, b, version_a: version(a), version_b: version(b), backend, target_differs }
+    }
+
     pub fn versions_differ(&self) -> bool {
         self.version_a != self.version_b
     }

@@ -200,8 +200,8 @@ impl Arg {
 /// Everything about one IR text that the comparisons need, computed once.
 #[derive(Debug, Clone)]
 pub(crate) struct Prepared {
-    /// The text (its stripped lines are [`Prepared::lines`], made again when a line diff asks:
-    /// kept, they were ~50 KB per `.source` that ranking never reads).
+    /// The text: its stripped lines are made again when a line diff asks
+    /// ([`Prepared::blanked_lines`]); kept, they were ~50 KB per `.source` that ranking never reads.
     text: std::sync::Arc<str>,
     /// How many stripped lines.
     pub n_lines: usize,

@@ -102,7 +102,7 @@ fn extern_libs_path_is_a_cause_only_where_triton_keys_the_path() {
 /// rows depend on other fields (env vars and the options they set, `extern_libs`, the target).
 #[test]
 fn ranking_rows_are_the_differing_rows_of_the_full_list() {
-    use crate::explain::fields::{Context, metadata_findings, target_field};
+    use crate::explain::fields::{Context, metadata_findings};
     let mut sides: Vec<Side> = [
         "a100-upgrade-1-triton-3.4.0",
         "a100-upgrade-2-triton-3.5.1",
@@ -140,22 +140,7 @@ fn ranking_rows_are_the_differing_rows_of_the_full_list() {
         for b in &sides {
             let (ma, mb) =
                 (a.metadata.as_ref().unwrap().as_object().unwrap(), b.metadata.as_ref().unwrap().as_object().unwrap());
-            let version = |m: &serde_json::Map<String, Value>| {
-                m.get("triton_version").and_then(|v| v.as_str()).map(str::to_string)
-            };
-            let cx = Context {
-                a: ma,
-                b: mb,
-                version_a: version(ma),
-                version_b: version(mb),
-                backend: target_field(ma, "backend")
-                    .as_str()
-                    .or(target_field(mb, "backend").as_str())
-                    .map(str::to_string),
-                target_differs: ["backend", "arch", "warp_size"]
-                    .iter()
-                    .any(|t| target_field(ma, t) != target_field(mb, t)),
-            };
+            let cx = Context::of(ma, mb);
             let (full, only) = (metadata_findings(&cx, false), metadata_findings(&cx, true));
             left_out += full.len() - only.len();
             pairs += 1;
