@@ -125,6 +125,17 @@ impl Stamp {
     pub fn text(&self) -> String {
         format!("{:x}.{:x}.{:x}", self.ino, self.mtime_ns, self.ctime_ns)
     }
+
+    /// Whether `stored` is this stamp's [`Stamp::text`] (without making a `String`: a re-scan
+    /// compares one per entry dir).
+    pub fn is(&self, stored: &str) -> bool {
+        use std::io::Write;
+        let mut buf = [0u8; 64]; // three u64 in hex and two dots: at most 50 bytes
+        let mut w = &mut buf[..];
+        let _ = write!(w, "{:x}.{:x}.{:x}", self.ino, self.mtime_ns, self.ctime_ns);
+        let n = 64 - w.len();
+        buf[..n] == *stored.as_bytes()
+    }
 }
 
 fn stamp_of(st: &rustix::fs::Stat) -> Stamp {
@@ -258,5 +269,23 @@ mod tests {
         assert_eq!(raw, "a\\xffb.ttgir");
         assert_eq!(lookalike, "a\\\\xffb.ttgir");
         assert_ne!(raw, lookalike);
+    }
+
+    #[test]
+    fn a_stamp_is_its_text_and_nothing_else() {
+        let extremes = [0, 1, -1, i64::MIN, i64::MAX, 1_764_000_000_123_456_789];
+        for ino in [0, 1, 0x6121ae, u64::MAX] {
+            for m in extremes {
+                for c in extremes {
+                    let st = Stamp { ino, mtime_ns: m, ctime_ns: c };
+                    let text = st.text();
+                    assert!(st.is(&text), "{text}");
+                    // any other stamp's text, or the text cut or lengthened, is not it
+                    let other = Stamp { ino: ino ^ 1, ..st };
+                    assert!(!st.is(&other.text()) && !other.is(&text), "{text}");
+                    assert!(!st.is(&text[..text.len() - 1]) && !st.is(&format!("{text}0")) && !st.is(""), "{text}");
+                }
+            }
+        }
     }
 }
