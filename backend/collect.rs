@@ -85,7 +85,7 @@ pub async fn scan_local_progress(
         };
         match survey {
             Ok(survey) => scan::scan_surveyed(&root, survey, &prev, threads(), sink),
-            Err(tail) => tail,
+            Err(tail) => *tail,
         }
     });
     // Two stages, so that the scanner threads keep reading while SQLite writes a batch: one

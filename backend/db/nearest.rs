@@ -102,8 +102,24 @@ pub async fn classes_of_ids(
     let t0 = std::time::Instant::now();
     let (mut known, missing) = cache.rows(ids);
     let mut read = HashMap::new();
+    let mut beyond = false;
     if !missing.is_empty() {
-        read = read_known(pool, &missing, cache, &mut known).await?;
+        // A class's members share its key, so the first `max_classes` classes in the
+        // candidates' order are all among the entries of its first `max_classes` keys: the
+        // candidates not known yet are placed by (machine, key) first, and only those of these
+        // keys are read in full (a tier of an autotuned kernel has hundreds of candidates, nearly
+        // one class each, and all but the first 128 were read and digested for nothing).
+        let placed = place(pool, &missing).await?;
+        let wanted = first_keys(
+            known.values().flatten().map(|k| (&k.machine, &k.key)).chain(placed.values().map(|(m, k)| (m, k))),
+            max_classes,
+        );
+        let (full, rest): (Vec<i64>, Vec<i64>) =
+            missing.iter().filter(|id| placed.contains_key(id)).partition(|id| wanted.contains(placed[id].1.as_str()));
+        beyond = !rest.is_empty();
+        // not a live kernel entry (nor read below): known as none
+        known.extend(missing.iter().filter(|id| !placed.contains_key(id)).map(|id| (*id, None)));
+        read = read_known(pool, &full, cache, &mut known).await?;
     }
     let mut rows: Vec<(i64, Arc<Known>)> = known.into_iter().filter_map(|(id, k)| Some((id, k?))).collect();
     rows.sort_by(|a, b| (&a.1.machine, &a.1.key).cmp(&(&b.1.machine, &b.1.key)));
@@ -121,7 +137,7 @@ pub async fn classes_of_ids(
         by_class.entry((class, k.parts_text.as_deref())).or_insert_with(|| (*id, vec![])).1.push(i);
         candidates.push(Candidate { machine: k.machine.clone(), key: k.key.clone() });
     }
-    let more = by_class.len() > max_classes;
+    let more = beyond || by_class.len() > max_classes;
     let by_class: Vec<(i64, Vec<usize>)> = by_class.into_values().take(max_classes).collect();
     let ids: Vec<i64> = by_class.iter().map(|(id, _)| *id).collect();
     let (mut sides, missing) = cache.sides(&ids);
@@ -151,6 +167,47 @@ pub async fn classes_of_ids(
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, sides_read = missing.len(), "nearest: sides");
     let classes = by_class.into_iter().filter_map(|(id, members)| Some((sides.remove(&id)?, members))).collect();
     Ok(Classes { candidates, classes, more })
+}
+
+/// (machine, key) of those of `ids` that are kernel entries: a few bytes a row, not its
+/// metadata.
+async fn place(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, (String, String)>> {
+    use super::explain::{JSON_CLOSE, JSON_OPEN, json_rows};
+    let mut out = HashMap::with_capacity(ids.len());
+    for part in ids.chunks(500) {
+        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+            "SELECT {JSON_OPEN} json_array(e.id, m.name, e.key) {JSON_CLOSE}
+             FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN ("
+        ));
+        let mut sep = qb.separated(", ");
+        for id in part {
+            sep.push_bind(*id);
+        }
+        // Not `removed_at`: it sits past the row's JSON columns (overflow pages: 3-4x the time),
+        // and the ids come from the live entries of the variant index; one removed since is
+        // left out where its row is read in full (`read_known`).
+        qb.push(format!(") AND e.kind IN {}", EntryKind::sql_list(KERNEL_KINDS)));
+        let rows: Vec<(i64, String, String)> = json_rows(qb.build_query_scalar().fetch_one(pool).await?)?;
+        out.extend(rows.into_iter().map(|(id, m, k)| (id, (m, k))));
+    }
+    Ok(out)
+}
+
+/// The first `n` distinct keys of these (machine, key) pairs in their order.
+fn first_keys<'a>(
+    pairs: impl Iterator<Item = (&'a String, &'a String)>,
+    n: usize,
+) -> std::collections::HashSet<&'a str> {
+    let mut pairs: Vec<(&String, &String)> = pairs.collect();
+    pairs.sort_unstable();
+    let mut keys = std::collections::HashSet::new();
+    for (_, key) in pairs {
+        if keys.len() == n {
+            break;
+        }
+        keys.insert(key.as_str());
+    }
+    keys
 }
 
 /// Read the rows of `ids` (not known to the cache), keep what they say of their class, add it

@@ -94,7 +94,7 @@ where
 {
     match survey(root, threads, false) {
         Ok(s) => scan_surveyed(root, s, prev, threads, sink),
-        Err(tail) => tail,
+        Err(tail) => *tail,
     }
 }
 
@@ -111,12 +111,15 @@ pub struct Survey {
 
 /// List `root` and, with `stamp`, stamp every entry dir (one `fstatat` each, on `threads`
 /// threads). `Err`: the root could not be opened (the scan's whole outcome).
-pub fn survey(root: &Path, threads: usize, stamp: bool) -> Result<Survey, Tail> {
+pub fn survey(root: &Path, threads: usize, stamp: bool) -> Result<Survey, Box<Tail>> {
     let root_fd = match fsat::open_root(root) {
         Ok(fd) => fd,
         Err(e) => {
             let why = format!("cache dir {}: {}", walk::UNREADABLE, walk::reason(&e));
-            return Err(Tail { skipped: vec![Skip::new("", SkipKind::DirUnreadable, why)], ..Tail::default() });
+            return Err(Box::new(Tail {
+                skipped: vec![Skip::new("", SkipKind::DirUnreadable, why)],
+                ..Tail::default()
+            }));
         }
     };
     let layout = walk::walk(root, root_fd.as_fd());

@@ -159,3 +159,70 @@ async fn nearest_kept_across_requests_equals_a_fresh_computation_after_every_cha
     scan(&pool, &corpus_read_only("h100-hook-3.6.0").join("triton-cache"), "h100-hook").await;
     check("after a new machine").await;
 }
+
+/// The classes of a tier cut at `n` (`db::nearest::classes_of_ids`: candidates placed by
+/// (machine, key) first, only those of the first `n` keys read in full) are the first `n` of the
+/// uncut list, members on every machine included, and `more` says whether the uncut list was
+/// longer; also when some candidates were kept by the cache before (from a cut or an uncut
+/// request) and others not.
+#[tokio::test]
+async fn a_cut_tier_holds_the_first_classes_of_the_whole_tier() {
+    use cachelens::db::nearest::{Cache, Classes, Open, classes_of_ids, kernel_variants};
+    let (_keep, pool) = corpus_db(&[
+        ("h100-a", "h100-jit-3.6.0", "triton-cache"),
+        ("h100-z", "h100-jit-3.6.0", "triton-cache"),
+        ("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache"),
+    ])
+    .await;
+    // the entry of h100-a whose kernel has the most candidates
+    let keys: Vec<String> = sqlx::query_scalar(
+        "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE m.name = 'h100-a' AND e.kind = 'kernel' AND e.removed_at IS NULL",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let mut best: Option<Vec<i64>> = None;
+    for k in &keys {
+        let (_, tiers) = kernel_variants(&pool, "h100-a", k).await.unwrap().unwrap();
+        let ids: Vec<i64> = tiers.concat();
+        if best.as_ref().is_none_or(|b| ids.len() > b.len()) {
+            best = Some(ids);
+        }
+    }
+    let ids = best.unwrap();
+    // (the class side's machine and key, its members) in order
+    type Shown = Vec<((String, String), Vec<(String, String)>)>;
+    let shown = |c: &Classes| -> Shown {
+        c.classes
+            .iter()
+            .map(|(side, members)| {
+                let mut m: Vec<(String, String)> =
+                    members.iter().map(|&i| (c.candidates[i].machine.clone(), c.candidates[i].key.clone())).collect();
+                m.sort();
+                ((side.machine.clone(), side.key.clone()), m)
+            })
+            .collect()
+    };
+    let whole = classes_of_ids(&pool, &ids, usize::MAX, &Open::none()).await.unwrap();
+    let all = shown(&whole);
+    assert!(!whole.more);
+    assert!(all.len() >= 6, "{} classes of {} candidates", all.len(), ids.len());
+    assert!(all.iter().any(|(_, m)| m.len() > 1), "no class on two machines: {all:?}");
+    for n in [1, 2, 3, all.len() / 2, all.len() - 1, all.len()] {
+        let want = &all[..n];
+        let cut = classes_of_ids(&pool, &ids, n, &Open::none()).await.unwrap();
+        assert_eq!(shown(&cut), want, "cut at {n}");
+        assert_eq!(cut.more, n < all.len(), "cut at {n}");
+        // half the candidates kept by an earlier uncut request, then cut
+        let cache = Cache::default();
+        let open = cache.open(&pool).await.unwrap();
+        classes_of_ids(&pool, &ids[..ids.len() / 2], usize::MAX, &open).await.unwrap();
+        let cut = classes_of_ids(&pool, &ids, n, &open).await.unwrap();
+        assert_eq!(shown(&cut), want, "cut at {n}, half kept");
+        assert_eq!(cut.more, n < all.len(), "cut at {n}, half kept");
+        // kept from the cut request, then asked uncut
+        let again = classes_of_ids(&pool, &ids, usize::MAX, &open).await.unwrap();
+        assert_eq!(shown(&again), all, "uncut after a cut at {n}");
+    }
+}
