@@ -101,26 +101,37 @@ pub async fn classes_of_ids(
 ) -> sqlx::Result<Classes> {
     let t0 = std::time::Instant::now();
     let (mut known, missing) = cache.rows(ids);
-    let mut read = HashMap::new();
-    let mut beyond = false;
+    // A class's members share its key, so the first `max_classes` classes in the candidates'
+    // order are all among the entries of its first `max_classes` keys: candidates not known yet
+    // are placed by (machine, key) first (and kept so), and only those of these keys are read
+    // in full (a tier of an autotuned kernel has hundreds of candidates, nearly one class each,
+    // and all but the first 128 were read and digested for nothing).
     if !missing.is_empty() {
-        // A class's members share its key, so the first `max_classes` classes in the
-        // candidates' order are all among the entries of its first `max_classes` keys: the
-        // candidates not known yet are placed by (machine, key) first, and only those of these
-        // keys are read in full (a tier of an autotuned kernel has hundreds of candidates, nearly
-        // one class each, and all but the first 128 were read and digested for nothing).
         let placed = place(pool, &missing).await?;
-        let wanted = first_keys(
-            known.values().flatten().map(|k| (&k.machine, &k.key)).chain(placed.values().map(|(m, k)| (m, k))),
-            max_classes,
-        );
-        let (full, rest): (Vec<i64>, Vec<i64>) =
-            missing.iter().filter(|id| placed.contains_key(id)).partition(|id| wanted.contains(placed[id].1.as_str()));
-        beyond = !rest.is_empty();
-        // not a live kernel entry (nor read below): known as none
-        known.extend(missing.iter().filter(|id| !placed.contains_key(id)).map(|id| (*id, None)));
+        let fresh: HashMap<i64, Option<Arc<Known>>> = missing
+            .iter()
+            .map(|id| (*id, placed.get(id).map(|(m, k)| Arc::new(Known::placed(m.clone(), k.clone())))))
+            .collect();
+        cache.keep_rows(&fresh);
+        known.extend(fresh);
+    }
+    let wanted = first_keys(known.values().flatten().map(|k| (&k.machine, &k.key)), max_classes);
+    let mut full = vec![];
+    let mut beyond = false;
+    for (id, k) in known.iter().filter_map(|(id, k)| Some((*id, k.as_ref()?))) {
+        match (k.inputs.is_some(), wanted.contains(k.key.as_str())) {
+            (false, true) => full.push(id),
+            (false, false) => beyond = true,
+            (true, _) => {}
+        }
+    }
+    let mut read = HashMap::new();
+    if !full.is_empty() {
+        full.sort_unstable();
         read = read_known(pool, &full, cache, &mut known).await?;
     }
+    // rows placed but not read (past the first keys) are left out: `beyond` says so
+    known.retain(|_, k| k.as_ref().is_some_and(|k| k.inputs.is_some()));
     let mut rows: Vec<(i64, Arc<Known>)> = known.into_iter().filter_map(|(id, k)| Some((id, k?))).collect();
     rows.sort_by(|a, b| (&a.1.machine, &a.1.key).cmp(&(&b.1.machine, &b.1.key)));
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, rows = rows.len(), read = read.len(), "nearest: class rows");
@@ -133,7 +144,7 @@ pub async fn classes_of_ids(
     let mut candidates = Vec::with_capacity(rows.len());
     for (i, (id, k)) in rows.iter().enumerate() {
         let n = class_of.len();
-        let class = *class_of.entry(k.inputs).or_insert(n);
+        let class = *class_of.entry(k.inputs.unwrap_or_default()).or_insert(n);
         by_class.entry((class, k.parts_text.as_deref())).or_insert_with(|| (*id, vec![])).1.push(i);
         candidates.push(Candidate { machine: k.machine.clone(), key: k.key.clone() });
     }
@@ -230,7 +241,7 @@ async fn read_known(
     for (id, r) in &rows {
         let parts = parts.remove(&(r.machine.clone(), r.key.clone()));
         let k = Known {
-            inputs: r.inputs_digest(),
+            inputs: Some(r.inputs_digest()),
             parts_text: parts.as_ref().map(|v| v.to_string()),
             parts,
             machine: r.machine.clone(),
@@ -248,11 +259,18 @@ async fn read_known(
 pub struct Known {
     machine: String,
     key: String,
-    /// [`SideRow::inputs_digest`] of its stored inputs.
-    inputs: [u8; 16],
+    /// [`SideRow::inputs_digest`] of its stored inputs; `None` while only placed ([`place`]).
+    inputs: Option<[u8; 16]>,
     /// The hook's recorded key parts of (machine, key), and their text (part of the class).
     parts: Option<serde_json::Value>,
     parts_text: Option<String>,
+}
+
+impl Known {
+    /// An entry placed by (machine, key), its row not read yet.
+    fn placed(machine: String, key: String) -> Known {
+        Known { machine, key, inputs: None, parts: None, parts_text: None }
+    }
 }
 
 /// Entries' classes and class sides ([`classes_of_ids`]) kept across requests while the
