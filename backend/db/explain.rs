@@ -260,25 +260,37 @@ pub(crate) async fn side_rows_where(
     ids: &[i64],
     filter: &str,
 ) -> sqlx::Result<HashMap<i64, SideRow>> {
-    let mut rows = HashMap::new();
+    let head = format!(
+        "SELECT {} FROM (SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN (",
+        rows_json(&format!("json_array({SIDE_FIELDS})"))
+    );
+    let rows = json_rows_of_ids::<SideRow>(pool, ids, &head, &format!("){filter})")).await?;
+    Ok(rows.into_iter().map(|r| (r.id, r)).collect())
+}
+
+/// The rows a query selects for `ids` as one JSON text ([`rows_json`]), 500 ids a query:
+/// `head` ends where the list of ids opens (`… IN (`), `tail` goes on from where it closes.
+/// Both are written in code, never from input.
+pub(crate) async fn json_rows_of_ids<T: serde::de::DeserializeOwned>(
+    pool: &SqlitePool,
+    ids: &[i64],
+    head: &str,
+    tail: &str,
+) -> sqlx::Result<Vec<T>> {
+    let mut rows = Vec::with_capacity(ids.len());
     for part in ids.chunks(500) {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!(
-            "SELECT {JSON_OPEN} json_array({SIDE_FIELDS}) {JSON_CLOSE}
-             FROM (SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN ("
-        ));
+        let mut qb = QueryBuilder::<Sqlite>::new(head);
         let mut sep = qb.separated(", ");
         for id in part {
             sep.push_bind(*id);
         }
-        qb.push(format!("){filter})"));
-        for r in json_rows::<SideRow>(qb.build_query_scalar().fetch_one(pool).await?)? {
-            rows.insert(r.id, r);
-        }
+        qb.push(tail);
+        rows.extend(json_rows::<T>(qb.build_query_scalar().fetch_one(pool).await?)?);
     }
     Ok(rows)
 }
 
-/// The rows of a query that selected a JSON array of rows ([`JSON_OPEN`]): one row, one text,
+/// The rows of a query that selected a JSON array of rows ([`rows_json`]): one row, one text,
 /// however many rows it holds. sqlx hands each row over from its SQLite thread on its own
 /// (a channel send, a wake-up and a row copy): the release pair's 100,000 entries, which SQLite
 /// reads in ~0.5 s, took 3.0 s to load as rows and 2.45 s as JSON texts.
@@ -400,18 +412,19 @@ pub struct LightRow {
     pub relocated: bool,
 }
 
-/// The columns of a [`LightRow`] of `entries e`, as one JSON array a row.
-pub(crate) const LIGHT_JSON: &str =
-    "'[' || coalesce(group_concat(json_array(e.id, e.key, e.kernel, e.relocated)), '') || ']'";
+/// The columns of a [`LightRow`] of `entries e`, as one JSON array a row (joined by
+/// [`rows_json`]).
+pub(crate) const LIGHT_ROW: &str = "json_array(e.id, e.key, e.kernel, e.relocated)";
 
-/// Around a JSON value a row, a JSON array of the rows, as [`json_rows`] reads it: the rows'
-/// texts joined by `group_concat`, not `json_group_array` (which takes each row's array apart
-/// again: ~40% slower on 100,000 rows, and part of every nearest request's row reads).
-pub(crate) const JSON_OPEN: &str = "'[' || coalesce(group_concat(";
-/// The end of [`JSON_OPEN`].
-pub(crate) const JSON_CLOSE: &str = "), '') || ']'";
+/// A JSON array of the rows' JSON values `row` (an SQL expression of one row), as [`json_rows`]
+/// reads it: the rows' texts joined by `group_concat`, not `json_group_array` (which takes each
+/// row's array apart again: ~40% slower on 100,000 rows, and part of every nearest request's row
+/// reads); `[]` when there is no row.
+pub(crate) fn rows_json(row: &str) -> String {
+    format!("'[' || coalesce(group_concat({row}), '') || ']'")
+}
 
-/// [`LightRow`]s from a query selecting [`LIGHT_JSON`] (one JSON text, not a row an entry: a
+/// [`LightRow`]s from a query selecting [`LIGHT_ROW`]s ([`rows_json`]) (one JSON text, not a row an entry: a
 /// side of a report lists 100,000 entries, and sqlx's hand-over of each row from its SQLite
 /// thread made listing them ~0.5 s: see [`json_rows`]), ordered by kernel and key (SQLite's
 /// `ORDER BY` of these columns: NULL first, then bytes).
@@ -423,9 +436,9 @@ pub(crate) fn light_rows(text: String) -> sqlx::Result<Vec<LightRow>> {
 
 /// Kernel entries of a scan (as [`sides_at`]) without texts, ordered by kernel and key.
 pub async fn light_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<LightRow>> {
-    let kinds = EntryKind::sql_list(KERNEL_KINDS);
+    let (kinds, light) = (EntryKind::sql_list(KERNEL_KINDS), rows_json(LIGHT_ROW));
     let sql = format!(
-        "SELECT {LIGHT_JSON} FROM entries e INDEXED BY entries_light
+        "SELECT {light} FROM entries e INDEXED BY entries_light
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.root = ?2 AND e.kind IN {kinds}
            AND e.first_scan_id <= ?3 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?3)"
     );
@@ -466,9 +479,9 @@ pub async fn light_same(pool: &SqlitePool, from: &ScanRef, to: &ScanRef) -> sqlx
 
 /// Kernel entries a machine holds now (as [`sides_now`]) without texts, ordered by kernel and key.
 pub async fn light_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<LightRow>> {
-    let kinds = EntryKind::sql_list(KERNEL_KINDS);
+    let (kinds, light) = (EntryKind::sql_list(KERNEL_KINDS), rows_json(LIGHT_ROW));
     let sql = format!(
-        "SELECT {LIGHT_JSON} FROM entries e INDEXED BY entries_light
+        "SELECT {light} FROM entries e INDEXED BY entries_light
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.kind IN {kinds} AND e.removed_at IS NULL"
     );
     light_rows(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(machine).fetch_one(pool).await?)

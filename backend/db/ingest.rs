@@ -104,15 +104,17 @@ impl Ingest {
         // (key, id, dir, sig, removed, bytes, relocated, kind, stamp), read from `entries_rescan`
         // and `entry_stamps` alone, as one JSON array: 100,000 rows one by one through sqlx
         // took 1-2 s, most of a no-change re-scan. The array is joined by `group_concat`
-        // (`db::explain::JSON_OPEN` says why), and a dir that is its key (every plain cache's)
+        // (`db::explain::rows_json` says why), and a dir that is its key (every plain cache's)
         // is left out (null).
         type Row = (String, i64, Option<String>, String, i64, i64, i64, EntryKind, Option<String>);
-        let rows: Option<String> = sqlx::query_scalar(
-            "SELECT '[' || coalesce(group_concat(json_array(e.key, e.id, nullif(e.dir, e.key), e.sig,
-               e.removed_at IS NOT NULL, e.bytes, e.relocated, e.kind, s.stamp)), '') || ']'
-             FROM entries e INDEXED BY entries_rescan LEFT JOIN entry_stamps s ON s.entry_id = e.id
-             WHERE e.machine_id = ? AND e.root = ?",
-        )
+        let rows = super::explain::rows_json(
+            "json_array(e.key, e.id, nullif(e.dir, e.key), e.sig, e.removed_at IS NOT NULL, e.bytes,
+               e.relocated, e.kind, s.stamp)",
+        );
+        let rows: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT {rows} FROM entries e INDEXED BY entries_rescan LEFT JOIN entry_stamps s ON s.entry_id = e.id
+             WHERE e.machine_id = ? AND e.root = ?"
+        )))
         .bind(machine_id)
         .bind(root)
         .fetch_one(&mut *tx)

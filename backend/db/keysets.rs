@@ -123,7 +123,7 @@ pub async fn light_now_of(pool: &SqlitePool, machine: &str, only: &[&str]) -> sq
         let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
             "SELECT {} FROM entries e INDEXED BY entries_listing
              WHERE e.machine_id = (SELECT id FROM machines WHERE name = ",
-            super::explain::LIGHT_JSON
+            super::explain::rows_json(super::explain::LIGHT_ROW)
         ));
         qb.push_bind(machine);
         qb.push(format!(
@@ -146,7 +146,7 @@ async fn light_now_unnamed(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec
         "SELECT {} FROM entries e INDEXED BY entries_listing
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.kernel IS NULL AND e.kind IN {}
            AND e.removed_at IS NULL",
-        super::explain::LIGHT_JSON,
+        super::explain::rows_json(super::explain::LIGHT_ROW),
         crate::model::EntryKind::sql_list(super::explain::KERNEL_KINDS)
     );
     super::explain::light_rows(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(machine).fetch_one(pool).await?)

@@ -183,25 +183,16 @@ pub async fn classes_of_ids(
 /// (machine, key) of those of `ids` that are kernel entries: a few bytes a row, not its
 /// metadata.
 async fn place(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, (String, String)>> {
-    use super::explain::{JSON_CLOSE, JSON_OPEN, json_rows};
-    let mut out = HashMap::with_capacity(ids.len());
-    for part in ids.chunks(500) {
-        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-            "SELECT {JSON_OPEN} json_array(e.id, m.name, e.key) {JSON_CLOSE}
-             FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN ("
-        ));
-        let mut sep = qb.separated(", ");
-        for id in part {
-            sep.push_bind(*id);
-        }
-        // Not `removed_at`: it sits past the row's JSON columns (overflow pages: 3-4x the time),
-        // and the ids come from the live entries of the variant index; one removed since is
-        // left out where its row is read in full (`read_known`).
-        qb.push(format!(") AND e.kind IN {}", EntryKind::sql_list(KERNEL_KINDS)));
-        let rows: Vec<(i64, String, String)> = json_rows(qb.build_query_scalar().fetch_one(pool).await?)?;
-        out.extend(rows.into_iter().map(|(id, m, k)| (id, (m, k))));
-    }
-    Ok(out)
+    let head = format!(
+        "SELECT {} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN (",
+        super::explain::rows_json("json_array(e.id, m.name, e.key)")
+    );
+    // Not `removed_at`: it sits past the row's JSON columns (overflow pages: 3-4x the time),
+    // and the ids come from the live entries of the variant index; one removed since is left
+    // out where its row is read in full (`read_known`).
+    let tail = format!(") AND e.kind IN {}", EntryKind::sql_list(KERNEL_KINDS));
+    let rows: Vec<(i64, String, String)> = super::explain::json_rows_of_ids(pool, ids, &head, &tail).await?;
+    Ok(rows.into_iter().map(|(id, m, k)| (id, (m, k))).collect())
 }
 
 /// The first `n` distinct keys of these (machine, key) pairs in their order.

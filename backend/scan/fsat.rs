@@ -120,10 +120,17 @@ pub struct Stamp {
     pub ctime_ns: i64,
 }
 
+/// As stored (`entry_stamps.stamp`): inode, mtime and ctime in hex.
+impl std::fmt::Display for Stamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:x}.{:x}.{:x}", self.ino, self.mtime_ns, self.ctime_ns)
+    }
+}
+
 impl Stamp {
     /// As stored (`entry_stamps.stamp`).
     pub fn text(&self) -> String {
-        format!("{:x}.{:x}.{:x}", self.ino, self.mtime_ns, self.ctime_ns)
+        self.to_string()
     }
 
     /// Whether `stored` is this stamp's [`Stamp::text`] (without making a `String`: a re-scan
@@ -132,7 +139,7 @@ impl Stamp {
         use std::io::Write;
         let mut buf = [0u8; 64]; // three u64 in hex and two dots: at most 50 bytes
         let mut w = &mut buf[..];
-        let _ = write!(w, "{:x}.{:x}.{:x}", self.ino, self.mtime_ns, self.ctime_ns);
+        let _ = write!(w, "{self}");
         let n = 64 - w.len();
         buf[..n] == *stored.as_bytes()
     }
