@@ -113,8 +113,8 @@ impl<'a> Context<'a> {
     /// The context of comparing metadata `a` with `b`.
     pub fn of(a: &'a Map<String, Value>, b: &'a Map<String, Value>) -> Context<'a> {
         let version = |m: &Map<String, Value>| m.get("triton_version").and_then(|v| v.as_str()).map(str::to_string);
-        let backend = target_field(a, "backend").as_str().or(target_field(b, "backend").as_str()).map(str::to_string);
-        let target_differs = ["backend", "arch", "warp_size"].iter().any(|t| target_field(a, t) != target_field(b, t));
+        let backend = target_ref(a, "backend").as_str().or(target_ref(b, "backend").as_str()).map(str::to_string);
+        let target_differs = ["backend", "arch", "warp_size"].iter().any(|t| target_ref(a, t) != target_ref(b, t));
         Context { a, b, version_a: version(a), version_b: version(b), backend, target_differs }
     }
 
@@ -135,7 +135,12 @@ fn is_env_field(k: &str) -> bool {
 
 /// The `target` object's field, or the top-level duplicate.
 pub(crate) fn target_field(m: &Map<String, Value>, f: &str) -> Value {
-    m.get("target").and_then(|t| t.get(f)).cloned().unwrap_or(Value::Null)
+    target_ref(m, f).clone()
+}
+
+/// [`target_field`], borrowed.
+fn target_ref<'a>(m: &'a Map<String, Value>, f: &str) -> &'a Value {
+    m.get("target").and_then(|t| t.get(f)).unwrap_or(&Value::Null)
 }
 
 /// Rows for every metadata field of either side (except `hash`, which is the key itself); with
@@ -143,11 +148,12 @@ pub(crate) fn target_field(m: &Map<String, Value>, f: &str) -> Value {
 /// differing rows, and a field equal on both sides never yields one: every row below is a
 /// [`Finding::new`] of the two values, whose notes never mark it differing).
 pub(crate) fn metadata_findings(cx: &Context, differing_only: bool) -> Vec<Finding> {
-    let mut keys: Vec<&String> = cx.a.keys().collect();
-    keys.extend(cx.b.keys().filter(|k| !cx.a.contains_key(*k)));
     let mut out = Vec::new();
-    for k in keys {
-        let (va, vb) = (cx.a.get(k.as_str()), cx.b.get(k.as_str()));
+    // Every field of A in order, then those of B alone: both maps walked once, side by side
+    // (they iterate in key order), not two lookups a field (ranking 128 classes made these
+    // lookups' string compares ~10 % of a nearest request).
+    let (fields, b_only) = fields_of_both(cx.a, cx.b);
+    for (k, va, vb) in fields.into_iter().chain(b_only) {
         if differing_only && va.is_some() && va == vb {
             continue;
         }
@@ -180,6 +186,40 @@ pub(crate) fn metadata_findings(cx: &Context, differing_only: bool) -> Vec<Findi
         }
     }
     out
+}
+
+/// A field's values on both sides.
+type Both<'a> = (&'a String, Option<&'a Value>, Option<&'a Value>);
+
+/// The fields of `a` in key order with both values, and those only in `b`, in key order: one
+/// walk over both maps (a [`Map`] iterates in key order).
+fn fields_of_both<'a>(a: &'a Map<String, Value>, b: &'a Map<String, Value>) -> (Vec<Both<'a>>, Vec<Both<'a>>) {
+    debug_assert!(a.keys().zip(a.keys().skip(1)).all(|(x, y)| x < y), "a metadata map iterates in key order");
+    let (mut fields, mut b_only) = (Vec::with_capacity(a.len()), Vec::new());
+    let (mut ia, mut ib) = (a.iter().peekable(), b.iter().peekable());
+    loop {
+        match (ia.peek(), ib.peek()) {
+            (Some((ka, _)), Some((kb, _))) if kb < ka => {
+                let (kb, vb) = ib.next().unwrap_or_else(|| unreachable!());
+                b_only.push((kb, None, Some(vb)));
+            }
+            (Some((ka, _)), Some((kb, _))) if ka == kb => {
+                let ((k, va), (_, vb)) =
+                    (ia.next().unwrap_or_else(|| unreachable!()), ib.next().unwrap_or_else(|| unreachable!()));
+                fields.push((k, Some(va), Some(vb)));
+            }
+            (Some(_), _) => {
+                let (k, va) = ia.next().unwrap_or_else(|| unreachable!());
+                fields.push((k, Some(va), None));
+            }
+            (None, Some(_)) => {
+                let (kb, vb) = ib.next().unwrap_or_else(|| unreachable!());
+                b_only.push((kb, None, Some(vb)));
+            }
+            (None, None) => break,
+        }
+    }
+    (fields, b_only)
 }
 
 /// A field present on one side only.

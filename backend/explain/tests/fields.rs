@@ -149,3 +149,48 @@ fn ranking_rows_are_the_differing_rows_of_the_full_list() {
     }
     assert!(pairs > 1000 && left_out > 10 * pairs, "{pairs} pairs, {left_out} equal rows left out");
 }
+
+/// The full list walks both metadata maps side by side: every field of A once, in A's order,
+/// with both values, then every field only B has, in B's order — what two lookups a field
+/// gave. Real entries, edited so that B lacks fields of A and has its own before, between and
+/// after A's (a map whose iteration were not in key order would break the walk: serde_json's
+/// `preserve_order` feature, say).
+#[test]
+fn the_full_list_has_every_field_of_both_sides_once_in_order() {
+    use crate::explain::fields::{Context, metadata_findings};
+    let a = add_entry("h100-jit-3.6.0", "3.6.0");
+    let b = edited(&a, |m| {
+        m.remove("num_stages");
+        m.remove("name");
+        m.insert("AAA_FIRST".into(), json!("1"));
+        m.insert("num_stagez".into(), json!(3));
+        m.insert("zzz_last".into(), json!(true));
+        m.insert("num_warps".into(), json!(64));
+    });
+    let (ma, mb) =
+        (a.metadata.as_ref().unwrap().as_object().unwrap(), b.metadata.as_ref().unwrap().as_object().unwrap());
+    let mut want: Vec<(String, Value, Value)> = vec![];
+    let keys = ma.keys().chain(mb.keys().filter(|k| !ma.contains_key(*k)));
+    for k in keys.filter(|k| *k != "hash") {
+        if k == "target" {
+            for t in ["backend", "arch", "warp_size"] {
+                let v = |m: &serde_json::Map<String, Value>| m["target"].get(t).cloned().unwrap_or(Value::Null);
+                want.push((format!("target.{t}"), v(ma), v(mb)));
+            }
+        } else {
+            let v = |m: &serde_json::Map<String, Value>| m.get(k).cloned().unwrap_or(Value::Null);
+            want.push((k.clone(), v(ma), v(mb)));
+        }
+    }
+    let got: Vec<(String, Value, Value)> =
+        metadata_findings(&Context::of(ma, mb), false).into_iter().map(|f| (f.row.field, f.row.a, f.row.b)).collect();
+    assert_eq!(got, want);
+    for f in ["AAA_FIRST", "num_stagez", "zzz_last", "num_stages", "name", "num_warps"] {
+        assert!(got.iter().any(|(k, x, y)| k == f && x != y), "{f} differs: {got:?}");
+    }
+    // B's own fields come after all of A's, in B's order.
+    let at = |f: &str| got.iter().position(|(k, ..)| k == f).unwrap();
+    assert!(
+        at("AAA_FIRST") > at("num_stages") && at("num_stagez") > at("AAA_FIRST") && at("zzz_last") > at("num_stagez")
+    );
+}
