@@ -38,13 +38,14 @@ pub struct Classes {
 
 /// `machine`'s entry `key` (its id; a live one before a removed one)
 /// and the live entries of its kernel on every machine (itself left out) in three tiers by the
-/// lower bound on their differing components ([`TIER_SQL`]), from the index alone: the
-/// columns are compared inside SQLite, so a kernel of thousands of entries costs two integers
-/// a row, not its signatures and shapes.
+/// lower bound on their differing components ([`tier`]), from the index alone: a kernel of
+/// thousands of entries costs its variant columns, read once per database stamp through
+/// `cache` (hashed: a few integers a row), not its signatures and shapes.
 pub async fn kernel_variants(
     pool: &SqlitePool,
     machine: &str,
     key: &str,
+    cache: &Open<'_>,
 ) -> sqlx::Result<Option<(i64, [Vec<i64>; 3])>> {
     type Me = (String, i64, Option<String>, Option<String>, Option<i64>, Option<i64>);
     let me: Option<Me> = sqlx::query_as(
@@ -57,32 +58,73 @@ pub async fn kernel_variants(
     .fetch_optional(pool)
     .await?;
     let Some((kernel, id, signature, shapes, num_warps, num_stages)) = me else { return Ok(None) };
-    // One row a tier, its ids joined (a kernel has thousands of entries: see `json_rows`).
-    let rows: Vec<(i64, String)> = sqlx::query_as(TIER_SQL)
-        .bind(&kernel)
-        .bind(&signature)
-        .bind(&shapes)
-        .bind(num_warps)
-        .bind(num_stages)
-        .fetch_all(pool)
-        .await?;
+    let me = Variant::of(id, signature.as_deref(), shapes.as_deref(), num_warps, num_stages);
+    let all = match cache.variants(&kernel) {
+        Some(v) => v,
+        None => {
+            let v = Arc::new(variants_of(pool, &kernel).await?);
+            cache.keep_variants(&kernel, v.clone());
+            v
+        }
+    };
     let mut tiers: [Vec<i64>; 3] = Default::default();
-    for (b, ids) in rows {
-        let tier = &mut tiers[b.clamp(0, 2) as usize];
-        tier.extend(ids.split(',').filter_map(|i| i.parse::<i64>().ok()).filter(|other| *other != id));
-        tier.sort_unstable();
+    for v in all.iter().filter(|v| v.id != id) {
+        tiers[tier(&me, v)].push(v.id);
     }
     Ok(Some((id, tiers)))
 }
 
-/// Each live entry of kernel ?1 with its lower bound against the variant (?2 signature, ?3
-/// shapes, ?4 num_warps, ?5 num_stages): 1 for the source when its signature or tile shapes
-/// differ, 1 for the options when num_warps or num_stages do; a column unknown on either side
-/// counts as no difference.
-const TIER_SQL: &str = "SELECT b, group_concat(id) FROM (SELECT id,
-        (CASE WHEN (signature <> ?2) OR (shapes <> ?3) THEN 1 ELSE 0 END)
-      + (CASE WHEN (num_warps <> ?4) OR (num_stages <> ?5) THEN 1 ELSE 0 END) AS b
-     FROM entries INDEXED BY entries_variant WHERE kernel = ?1 AND removed_at IS NULL) GROUP BY b";
+/// One live entry's variant columns (signature and shapes hashed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Variant {
+    pub id: i64,
+    signature: Option<u64>,
+    shapes: Option<u64>,
+    num_warps: Option<i64>,
+    num_stages: Option<i64>,
+}
+
+impl Variant {
+    pub fn of(
+        id: i64,
+        signature: Option<&str>,
+        shapes: Option<&str>,
+        num_warps: Option<i64>,
+        num_stages: Option<i64>,
+    ) -> Variant {
+        use std::hash::BuildHasher;
+        let h = |t: Option<&str>| t.map(|t| foldhash::fast::FixedState::with_seed(0x6e65_6172).hash_one(t));
+        Variant { id, signature: h(signature), shapes: h(shapes), num_warps, num_stages }
+    }
+}
+
+/// The live entries of `kernel` with their variant columns, ordered by id, from the variant
+/// index alone (one JSON text: see `db::explain::json_rows`).
+async fn variants_of(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<Variant>> {
+    let sql = format!(
+        "SELECT {} FROM entries INDEXED BY entries_variant WHERE kernel = ?1 AND removed_at IS NULL",
+        super::explain::rows_json("json_array(id, signature, shapes, num_warps, num_stages)")
+    );
+    let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(kernel).fetch_one(pool).await?;
+    type Row = (i64, Option<String>, Option<String>, Option<i64>, Option<i64>);
+    let rows: Vec<Row> = super::explain::json_rows(text)?;
+    let mut v: Vec<Variant> =
+        rows.into_iter().map(|(id, s, t, w, n)| Variant::of(id, s.as_deref(), t.as_deref(), w, n)).collect();
+    v.sort_unstable_by_key(|v| v.id);
+    Ok(v)
+}
+
+/// The lower bound on `other`'s differing components against `me`: 1 for the source when its
+/// signature (types, divisibility) or tile shapes differ, 1 for the options when num_warps or
+/// num_stages do; a column unknown on either side counts as no difference.
+pub fn tier(me: &Variant, other: &Variant) -> usize {
+    fn differ<T: PartialEq>(a: Option<T>, b: Option<T>) -> bool {
+        matches!((a, b), (Some(a), Some(b)) if a != b)
+    }
+    let source = differ(me.signature, other.signature) || differ(me.shapes, other.shapes);
+    let options = differ(me.num_warps, other.num_warps) || differ(me.num_stages, other.num_stages);
+    usize::from(source) + usize::from(options)
+}
 
 /// The live kernel entries among `ids`, ordered by machine and key, grouped into classes that
 /// compare alike.
@@ -279,6 +321,9 @@ struct Kept {
     stamp: Option<memo::Stamp>,
     rows: HashMap<i64, Option<Arc<Known>>>,
     sides: HashMap<i64, Arc<Side>>,
+    /// By kernel name: its live entries' variant columns, and how many rows all kernels hold.
+    variants: HashMap<String, Arc<Vec<Variant>>>,
+    variant_rows: usize,
 }
 
 impl std::fmt::Debug for Cache {
@@ -290,6 +335,9 @@ impl std::fmt::Debug for Cache {
 
 /// Entries kept at most by a [`Cache`] (~200 bytes each).
 pub const KEPT_ROWS: usize = 250_000;
+/// Variant rows (of all kernels) kept at most by a [`Cache`] (40 bytes each).
+pub const KEPT_VARIANT_ROWS: usize = 1_000_000;
+
 /// Class sides kept at most by a [`Cache`] (a side holds its parsed metadata, a few KB; its IR
 /// texts are shared with `db::explain`'s text cache).
 pub const KEPT_SIDES: usize = 16_384;
@@ -362,6 +410,26 @@ impl<'a> Open<'a> {
         drop_apart(full.flatten());
     }
 
+    /// The kept variant rows of `kernel`.
+    fn variants(&self, kernel: &str) -> Option<Arc<Vec<Variant>>> {
+        self.kept(|k| k.variants.get(kernel).cloned()).flatten()
+    }
+
+    fn keep_variants(&self, kernel: &str, v: Arc<Vec<Variant>>) {
+        let full = self.kept(|k| {
+            let full = (k.variant_rows + v.len() > KEPT_VARIANT_ROWS).then(|| {
+                k.variant_rows = 0;
+                std::mem::take(&mut k.variants)
+            });
+            k.variant_rows += v.len();
+            if let Some(old) = k.variants.insert(kernel.to_string(), v) {
+                k.variant_rows -= old.len();
+            }
+            full
+        });
+        drop_apart(full.flatten());
+    }
+
     /// The kept sides of `ids`, and the ids not kept.
     fn sides(&self, ids: &[i64]) -> (HashMap<i64, Arc<Side>>, Vec<i64>) {
         self.lookup(ids, |k| &k.sides)
@@ -386,5 +454,58 @@ fn drop_apart<T: Send + 'static>(old: Option<T>) {
             Ok(rt) => drop(rt.spawn_blocking(move || drop(old))),
             Err(_) => drop(old),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Variant, tier};
+
+    /// [`tier`] is SQLite's reading of its rule (`<>` is NULL where a side is NULL, and a NULL
+    /// condition is no difference), on every combination of equal, differing and unknown
+    /// columns: the bound the index's columns gave when the tiers were an SQL query.
+    #[tokio::test]
+    async fn a_tier_is_the_rule_as_sqlite_reads_it() {
+        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        let sigs = [None, Some("*fp16 {tt.divisibility = 16}, i32"), Some("*fp32, i32")];
+        let shapes = [None, Some("128x64 64"), Some("64x32")];
+        let ints = [None, Some(4), Some(8)];
+        let mut all = vec![];
+        for s in sigs {
+            for t in shapes {
+                for w in ints {
+                    for n in ints {
+                        all.push((s, t, w, n));
+                    }
+                }
+            }
+        }
+        let mut checked = [0usize; 3];
+        for (i, me) in all.iter().enumerate() {
+            for (j, other) in all.iter().enumerate() {
+                let want: i64 = sqlx::query_scalar(
+                    "SELECT (CASE WHEN (?1 <> ?5) OR (?2 <> ?6) THEN 1 ELSE 0 END)
+                          + (CASE WHEN (?3 <> ?7) OR (?4 <> ?8) THEN 1 ELSE 0 END)",
+                )
+                .bind(other.0)
+                .bind(other.1)
+                .bind(other.2)
+                .bind(other.3)
+                .bind(me.0)
+                .bind(me.1)
+                .bind(me.2)
+                .bind(me.3)
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+                let v = |id: usize, c: &(Option<&str>, Option<&str>, Option<i64>, Option<i64>)| {
+                    Variant::of(id as i64, c.0, c.1, c.2, c.3)
+                };
+                let got = tier(&v(i, me), &v(j, other));
+                assert_eq!(got as i64, want, "{me:?} against {other:?}");
+                checked[got] += 1;
+            }
+        }
+        assert!(checked.iter().all(|n| *n > 0), "every tier met: {checked:?}");
     }
 }

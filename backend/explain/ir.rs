@@ -221,6 +221,9 @@ pub(crate) struct Prepared {
     pub shapes: BTreeSet<String>,
     /// File locations (where the kernel starts, where each op comes from).
     pub locs: super::locs::Locs,
+    /// The text's identity: the first 16 bytes of its sha256 (what a line diff of two texts is
+    /// kept under, `source::line_changes`).
+    pub id: [u8; 16],
 }
 
 fn hash_lines<'a>(lines: impl Iterator<Item = &'a String>) -> u64 {
@@ -267,6 +270,12 @@ impl Prepared {
             text: ir.clone(),
             blanked: Default::default(),
             locs: super::locs::Locs::of(ir),
+            id: {
+                use sha2::Digest;
+                let mut id = [0u8; 16];
+                id.copy_from_slice(&sha2::Sha256::digest(ir.as_bytes())[..16]);
+                id
+            },
         }
     }
 

@@ -91,9 +91,9 @@ pub(crate) fn compare_ir(evidence: &str, pa: &Prepared, pb: &Prepared, flags: Fl
     let body = Finding::new(Cause::Source, &field, json!(pa.n_lines), json!(pb.n_lines));
     let (mut pairs, mut changed) = (Vec::new(), None);
     if pa.canon != pb.canon && detailed {
-        let (n, p) = line_changes(pa, pb);
-        changed = Some(n);
-        pairs = p;
+        let d = line_changes_kept(pa, pb);
+        changed = Some(d.0);
+        pairs = d.1.clone();
     }
     facts.changed_lines = if pa.canon == pb.canon { Some(0) } else { changed };
     let lines_note = changed.map(|n| format!("{n} lines changed")).unwrap_or_else(|| "differs".into());
@@ -177,9 +177,41 @@ pub(crate) fn compare_ir(evidence: &str, pa: &Prepared, pb: &Prepared, flags: Fl
     facts
 }
 
+/// A line diff's outcome: changed lines, and the literal changes (see [`line_changes`]).
+type LineChanges = std::sync::Arc<(usize, Vec<(String, String)>)>;
+
+/// Line diffs lately made, by the two texts' ids ([`Prepared::id`]): a fleet's entries share few
+/// distinct IR texts (the load benchmark's 300,000 entries: 2,986), so the neighbours a nearest
+/// request lists, and the pairs a page compares, are mostly pairs of texts diffed before — the
+/// diffs of ~20 listed neighbours were ~15 % of a nearest request. At most [`DIFFS_KEPT`];
+/// past it the map starts over.
+static DIFFS: std::sync::Mutex<Option<std::collections::HashMap<([u8; 16], [u8; 16]), LineChanges>>> =
+    std::sync::Mutex::new(None);
+
+/// Line diffs [`DIFFS`] keeps (a few hundred bytes each).
+const DIFFS_KEPT: usize = 16_384;
+
+/// [`line_changes`] of two texts, from [`DIFFS`] when they were diffed lately.
+pub(crate) fn line_changes_kept(pa: &Prepared, pb: &Prepared) -> LineChanges {
+    let k = (pa.id, pb.id);
+    if let Some(d) = DIFFS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&k)) {
+        return d.clone();
+    }
+    let d = std::sync::Arc::new(line_changes(pa, pb));
+    let full = {
+        let mut m = DIFFS.lock().unwrap_or_else(|e| e.into_inner());
+        let m = m.get_or_insert_with(Default::default);
+        let full = (m.len() >= DIFFS_KEPT).then(|| std::mem::take(m));
+        m.insert(k, d.clone());
+        full
+    };
+    drop(full); // outside the lock
+    d
+}
+
 /// Changed-line count of the name-insensitive diff (a replaced line counts once), and the
 /// distinct integer-literal changes on lines that only differ in literals (block sizes first).
-fn line_changes(pa: &Prepared, pb: &Prepared) -> (usize, Vec<(String, String)>) {
+pub(crate) fn line_changes(pa: &Prepared, pb: &Prepared) -> (usize, Vec<(String, String)>) {
     let (ka, kb) = (pa.blanked_lines(), pb.blanked_lines());
     let mut changed = 0;
     let mut pairs: Vec<(bool, String, String)> = Vec::new();

@@ -184,7 +184,7 @@ async fn a_cut_tier_holds_the_first_classes_of_the_whole_tier() {
     .unwrap();
     let mut best: Option<Vec<i64>> = None;
     for k in &keys {
-        let (_, tiers) = kernel_variants(&pool, "h100-a", k).await.unwrap().unwrap();
+        let (_, tiers) = kernel_variants(&pool, "h100-a", k, &Open::none()).await.unwrap().unwrap();
         let ids: Vec<i64> = tiers.concat();
         if best.as_ref().is_none_or(|b| ids.len() > b.len()) {
             best = Some(ids);

@@ -28,3 +28,35 @@ fn shapes_count_as_literals() {
     assert_eq!(literals("%_ = tt.splat %_ : i32 -> tensor<128x64xf16>"), ["128", "64"]);
     assert_eq!(blank_specialisation("tensor<256xbf16>"), blank_specialisation("tensor<1024xf32>"));
 }
+
+/// A kept line diff is the diff of those two texts: the same outcome as a fresh one, the same
+/// kept copy the second time, another for the reverse pair or another text; a text's id names
+/// its bytes, not its allocation. Real `.source` texts of one kernel's variants (H100 corpus).
+#[test]
+fn a_kept_line_diff_is_the_diff_of_those_two_texts() {
+    use crate::explain::ir::Prepared;
+    use crate::explain::source::{line_changes, line_changes_kept};
+    let sides = super::load_cache("m", &super::corpus("h100-jit-3.6.0"));
+    let mut texts: Vec<std::sync::Arc<str>> = sides.iter().filter_map(|s| s.source.clone()).collect();
+    texts.sort();
+    texts.dedup();
+    let preps: Vec<Prepared> = texts.iter().map(Prepared::new).collect();
+    // Three texts of one kernel that differ (its variants), so the diffs are not empty.
+    let three: Vec<usize> = (0..preps.len()).filter(|i| preps[*i].sig.len() == preps[0].sig.len()).take(3).collect();
+    assert_eq!(three.len(), 3, "three texts");
+    let (a, b, c) = (&preps[three[0]], &preps[three[1]], &preps[three[2]]);
+    assert!(a.canon != b.canon && a.canon != c.canon);
+    let kept = line_changes_kept(a, b);
+    assert_eq!(*kept, line_changes(a, b));
+    assert!(kept.0 > 0, "the two texts differ by lines: {kept:?}");
+    assert!(std::sync::Arc::ptr_eq(&kept, &line_changes_kept(a, b)), "the second diff is the kept one");
+    let back = line_changes_kept(b, a);
+    assert!(!std::sync::Arc::ptr_eq(&kept, &back));
+    assert_eq!(*back, line_changes(b, a));
+    assert_eq!(*line_changes_kept(a, c), line_changes(a, c));
+    // The same bytes in another allocation: the same id, the same kept diff.
+    let copy = Prepared::new(&std::sync::Arc::from(texts[three[0]].to_string()));
+    assert_eq!(copy.id, a.id);
+    assert!(std::sync::Arc::ptr_eq(&kept, &line_changes_kept(&copy, b)));
+    assert!(preps.iter().map(|p| p.id).collect::<std::collections::HashSet<_>>().len() == preps.len());
+}
