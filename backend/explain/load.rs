@@ -162,7 +162,8 @@ pub async fn nearest_ranked(
     if of.side.kernel_name().is_none() {
         return Ok((of, vec![], false));
     }
-    let Some((me, tiers)) = crate::db::nearest::kernel_variants(pool, &of.side.machine, &of.side.key, cache).await? else {
+    let Some((me, tiers)) = crate::db::nearest::kernel_variants(pool, &of.side.machine, &of.side.key, cache).await?
+    else {
         return Ok((of, vec![], false));
     };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, tiers = ?tiers.each_ref().map(Vec::len), "nearest: tiers read");

@@ -185,8 +185,10 @@ type LineChanges = std::sync::Arc<(usize, Vec<(String, String)>)>;
 /// request lists, and the pairs a page compares, are mostly pairs of texts diffed before — the
 /// diffs of ~20 listed neighbours were ~15 % of a nearest request. At most [`DIFFS_KEPT`];
 /// past it the map starts over.
-static DIFFS: std::sync::Mutex<Option<std::collections::HashMap<([u8; 16], [u8; 16]), LineChanges>>> =
-    std::sync::Mutex::new(None);
+static DIFFS: std::sync::Mutex<Option<KeptDiffs>> = std::sync::Mutex::new(None);
+
+/// [`DIFFS`]' map: by (A's text id, B's text id).
+type KeptDiffs = std::collections::HashMap<([u8; 16], [u8; 16]), LineChanges>;
 
 /// Line diffs [`DIFFS`] keeps (a few hundred bytes each).
 const DIFFS_KEPT: usize = 16_384;
