@@ -7,9 +7,9 @@ use serde::Serialize;
 use sqlx::{FromRow, SqlitePool};
 
 /// An entry as `/api/v1/entries` returns it.
-#[derive(Debug, Serialize, Clone, FromRow)]
+#[derive(Debug, Serialize, serde::Deserialize, Clone, FromRow)]
 pub struct EntryRow {
-    #[serde(skip)]
+    #[serde(skip_serializing)]
     pub id: i64,
     pub machine: String,
     pub key: String,
@@ -29,6 +29,7 @@ pub struct EntryRow {
     pub registers: Option<i64>,
     pub spills: Option<i64>,
     pub shared_bytes: Option<i64>,
+    #[serde(deserialize_with = "super::explain::int_bool")]
     pub relocated: bool,
     pub partial: Option<String>,
     pub binary_sha256: Option<String>,
@@ -38,14 +39,34 @@ pub struct EntryRow {
     pub dir: String,
     /// For a vLLM cache: the `rank_<i>_<j>` dir the root is in.
     #[sqlx(skip)]
+    #[serde(default)]
     pub rank: Option<String>,
     #[sqlx(skip)]
+    #[serde(default)]
     pub artifacts: Vec<ArtifactRow>,
 }
 
 pub const ENTRY_COLUMNS: &str = "e.id, m.name AS machine, e.key, e.kind, e.kernel, e.backend, e.arch, e.warp_size,
     e.num_warps, e.num_stages, e.num_ctas, e.triton_version, e.signature, e.shapes, e.created_at, e.bytes,
     e.registers, e.spills, e.shared_bytes, e.relocated, e.partial, e.binary_sha256, e.removed_at, e.root, e.dir";
+
+/// [`ENTRY_COLUMNS`] by name, in [`EntryRow`]'s order.
+const ENTRY_FIELDS: &str = "id, machine, key, kind, kernel, backend, arch, warp_size, num_warps, num_stages, num_ctas,
+    triton_version, signature, shapes, created_at, bytes, registers, spills, shared_bytes, relocated, partial,
+    binary_sha256, removed_at, root, dir";
+
+/// The rows of `inner` (a query selecting [`ENTRY_COLUMNS`], its order kept) as one JSON text,
+/// read by [`entry_rows`]: sqlx hands each row over from its SQLite thread on its own, a wake-up
+/// each, and a page's 51 variants or 100 listed entries were most of its database time under
+/// load (`db::explain::json_rows`).
+fn as_entry_rows(inner: &str) -> String {
+    format!("SELECT {} FROM ({inner})", super::explain::rows_json(&format!("json_array({ENTRY_FIELDS})")))
+}
+
+/// The [`EntryRow`]s of an [`as_entry_rows`] query's text, in its order.
+fn entry_rows(text: String) -> sqlx::Result<Vec<EntryRow>> {
+    super::explain::json_rows(text)
+}
 
 pub async fn entries(
     pool: &SqlitePool,
@@ -56,9 +77,10 @@ pub async fn entries(
 ) -> sqlx::Result<Vec<EntryRow>> {
     // Each filter is written only when given: `(?1 IS NULL OR m.name = ?1)` kept SQLite from
     // using an index, and a page read and sorted every entry of the fleet (3 s at 1.25M).
-    let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-        "SELECT {ENTRY_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE 1"
-    ));
+    let head =
+        as_entry_rows(&format!("SELECT {ENTRY_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE 1"));
+    // the inner query's closing parenthesis is pushed last
+    let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(head.strip_suffix(')').unwrap_or(&head));
     if let Some(m) = machine {
         qb.push(" AND e.machine_id = (SELECT id FROM machines WHERE name = ").push_bind(m).push(")");
     }
@@ -69,8 +91,8 @@ pub async fn entries(
         qb.push(" AND e.removed_at IS NULL");
     }
     qb.push(" ORDER BY m.name, e.kernel, e.num_warps, e.num_stages, e.key LIMIT ").push_bind(page.limit);
-    qb.push(" OFFSET ").push_bind(page.offset);
-    let mut rows: Vec<EntryRow> = qb.build_query_as().fetch_all(pool).await?;
+    qb.push(" OFFSET ").push_bind(page.offset).push(")");
+    let mut rows = entry_rows(qb.build_query_scalar().fetch_one(pool).await?)?;
     with_artifacts(pool, &mut rows).await?;
     Ok(rows)
 }
@@ -111,32 +133,28 @@ pub async fn entry_detail(pool: &SqlitePool, id: i64) -> sqlx::Result<EntryDetai
 /// Live entries of one kernel (every kind) in variant order, capped at `limit`: read in the order
 /// of the `entries_kernel_variants` index, so the cap bounds the work too.
 pub async fn kernel_entries(pool: &SqlitePool, kernel: &str, limit: i64) -> sqlx::Result<Vec<EntryRow>> {
-    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+    let sql = as_entry_rows(&format!(
         // the index gives this order: without INDEXED BY the bundled SQLite sorted all of a
         // kernel's rows for 51 of them (25 ms at 7,000 entries of one kernel)
         "SELECT {ENTRY_COLUMNS} FROM entries e INDEXED BY entries_kernel_variants
          JOIN machines m ON m.id = e.machine_id
          WHERE e.kernel = ? AND e.removed_at IS NULL
          ORDER BY e.backend, e.arch, e.triton_version, e.num_warps, e.num_stages, e.id LIMIT ?"
-    )))
-    .bind(kernel)
-    .bind(limit)
-    .fetch_all(pool)
-    .await
+    ));
+    entry_rows(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(kernel).bind(limit).fetch_one(pool).await?)
 }
 
 /// Entries with the same binary sha256 under another key (machine, key): the same key on another
 /// machine is the same compile, not churn.
 pub async fn same_binary(pool: &SqlitePool, sha: &str, key: &str, limit: i64) -> sqlx::Result<Vec<(String, String)>> {
-    sqlx::query_as(
-        "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE e.binary_sha256 = ? AND e.key <> ? ORDER BY e.id LIMIT ?",
-    )
-    .bind(sha)
-    .bind(key)
-    .bind(limit)
-    .fetch_all(pool)
-    .await
+    // one JSON text, not a row each (see `as_entry_rows`)
+    let sql = format!(
+        "SELECT {} FROM (SELECT m.name AS machine, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE e.binary_sha256 = ? AND e.key <> ? ORDER BY e.id LIMIT ?)",
+        super::explain::rows_json("json_array(machine, key)")
+    );
+    let q = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(sha).bind(key).bind(limit);
+    super::explain::json_rows(q.fetch_one(pool).await?)
 }
 
 /// (id, machine, key) of the given entry ids.

@@ -224,3 +224,78 @@ async fn entries_carry_exactly_their_own_artifacts() {
     }
     assert!(files > all.len(), "{files} files");
 }
+
+/// The entry lists read as one JSON text (`/api/v1/entries`, an entry page's variants and its
+/// same-binary entries) hold exactly the rows SQLite gives one by one for the same query, in its
+/// order, every column included: every page of the fleet's list (removed entries too, by machine
+/// and by kernel), the variants of every kernel, the same-binary entries of every binary.
+#[tokio::test]
+async fn entry_lists_read_as_json_are_the_rows_sqlite_gives() {
+    use cachelens::db::Page;
+    use cachelens::db::entries::{ENTRY_COLUMNS, EntryRow, entries, kernel_entries, same_binary};
+    use sqlx::AssertSqlSafe;
+    let (_keep, pool) = fleet_db().await;
+    let show = |rows: &[EntryRow]| -> Vec<(i64, serde_json::Value)> {
+        // the artifacts are attached apart (`with_artifacts`, unchanged): the rows' own columns
+        let mut v: Vec<(i64, serde_json::Value)> =
+            rows.iter().map(|r| (r.id, serde_json::to_value(r).unwrap())).collect();
+        v.iter_mut().for_each(|(_, r)| drop(r.as_object_mut().unwrap().remove("artifacts")));
+        v
+    };
+    let rows = |sql: String| {
+        let pool = pool.clone();
+        async move { sqlx::query_as::<_, EntryRow>(AssertSqlSafe(sql)).fetch_all(&pool).await.unwrap() }
+    };
+    let from = "FROM entries e JOIN machines m ON m.id = e.machine_id";
+    let order = "ORDER BY m.name, e.kernel, e.num_warps, e.num_stages, e.key";
+    let all = rows(format!("SELECT {ENTRY_COLUMNS} {from} {order}")).await;
+    assert!(all.iter().any(|r| r.relocated) && all.iter().any(|r| !r.relocated), "both relocated and not");
+    assert!(all.len() > 300);
+    for (limit, offset) in [(100, 0), (100, 100), (7, 293), (10_000, 0)] {
+        let got = entries(&pool, None, None, true, Page { limit, offset }).await.unwrap();
+        let want: Vec<EntryRow> = all.iter().skip(offset as usize).take(limit as usize).cloned().collect();
+        assert_eq!(show(&got), show(&want), "page {limit} at {offset}");
+    }
+    let live = rows(format!(
+        "SELECT {ENTRY_COLUMNS} {from} WHERE m.name = 'h100-a' AND e.kernel = 'matmul_kernel' AND e.removed_at IS NULL {order}"
+    ))
+    .await;
+    assert!(!live.is_empty());
+    let got =
+        entries(&pool, Some("h100-a"), Some("matmul_kernel"), false, Page { limit: 1000, offset: 0 }).await.unwrap();
+    assert_eq!(show(&got), show(&live));
+    let kernels: Vec<String> = sqlx::query_scalar("SELECT DISTINCT kernel FROM entries WHERE kernel IS NOT NULL")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    for k in &kernels {
+        let want = rows(format!(
+            "SELECT {ENTRY_COLUMNS} {from} WHERE e.kernel = '{}' AND e.removed_at IS NULL
+             ORDER BY e.backend, e.arch, e.triton_version, e.num_warps, e.num_stages, e.id LIMIT 51",
+            k.replace('\'', "''")
+        ))
+        .await;
+        assert_eq!(show(&kernel_entries(&pool, k, 51).await.unwrap()), show(&want), "{k}");
+    }
+    let binaries: Vec<(String, String)> = sqlx::query_as(
+        "SELECT binary_sha256, min(key) FROM entries WHERE binary_sha256 IS NOT NULL GROUP BY binary_sha256",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let mut shared = 0;
+    for (sha, key) in &binaries {
+        let want: Vec<(String, String)> = sqlx::query_as(
+            "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+             WHERE e.binary_sha256 = ? AND e.key <> ? ORDER BY e.id LIMIT 20",
+        )
+        .bind(sha)
+        .bind(key)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        shared += usize::from(!want.is_empty());
+        assert_eq!(same_binary(&pool, sha, key, 20).await.unwrap(), want, "{sha}");
+    }
+    assert!(shared > 0, "some binary is shared by another key");
+}
