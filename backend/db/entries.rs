@@ -60,7 +60,12 @@ const ENTRY_FIELDS: &str = "id, machine, key, kind, kernel, backend, arch, warp_
 /// each, and a page's 51 variants or 100 listed entries were most of its database time under
 /// load (`db::explain::json_rows`).
 fn as_entry_rows(inner: &str) -> String {
-    format!("SELECT {} FROM ({inner})", super::explain::rows_json(&format!("json_array({ENTRY_FIELDS})")))
+    format!("{}{inner})", entry_rows_head())
+}
+
+/// [`as_entry_rows`] up to where the inner query starts (its closing parenthesis follows it).
+fn entry_rows_head() -> String {
+    format!("SELECT {} FROM (", super::explain::rows_json(&format!("json_array({ENTRY_FIELDS})")))
 }
 
 /// The [`EntryRow`]s of an [`as_entry_rows`] query's text, in its order.
@@ -77,10 +82,10 @@ pub async fn entries(
 ) -> sqlx::Result<Vec<EntryRow>> {
     // Each filter is written only when given: `(?1 IS NULL OR m.name = ?1)` kept SQLite from
     // using an index, and a page read and sorted every entry of the fleet (3 s at 1.25M).
-    let head =
-        as_entry_rows(&format!("SELECT {ENTRY_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE 1"));
-    // the inner query's closing parenthesis is pushed last
-    let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(head.strip_suffix(')').unwrap_or(&head));
+    let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+        "{}SELECT {ENTRY_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE 1",
+        entry_rows_head()
+    ));
     if let Some(m) = machine {
         qb.push(" AND e.machine_id = (SELECT id FROM machines WHERE name = ").push_bind(m).push(")");
     }

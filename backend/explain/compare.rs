@@ -44,8 +44,8 @@ impl Prep {
 /// of a fleet are read once per blob and shared (`db::explain::texts_by_sha`), so a request
 /// names the same allocations again, and hashing them (18 KB a `.source`, two texts for each of
 /// up to 128 classes of a nearest request) was ~10 % of its time; the cache holds each such
-/// allocation alive, so its address names nothing else meanwhile. Then by a hash of the text
-/// (texts read apart). At most [`PREPARED_KEPT`] texts (a prepared text keeps its hashes,
+/// allocation alive, so its address names nothing else meanwhile. Then by the text's id, the
+/// first 16 bytes of its sha256 (texts read apart). At most [`PREPARED_KEPT`] texts (a prepared text keeps its hashes,
 /// signature, shapes and locations, a few KB, and the text itself, not its stripped lines);
 /// past it the cache starts over.
 static PREPARED: std::sync::Mutex<Option<PreparedCache>> = std::sync::Mutex::new(None);
@@ -54,8 +54,8 @@ static PREPARED: std::sync::Mutex<Option<PreparedCache>> = std::sync::Mutex::new
 struct PreparedCache {
     /// By (address, length) of a shared text, with the text held alive.
     by_text: HashMap<(usize, usize), (Arc<str>, Arc<Prepared>)>,
-    /// By (SipHash, length) of the text.
-    by_hash: HashMap<(u64, usize), Arc<Prepared>>,
+    /// By the text's id ([`Prepared::id`]).
+    by_hash: HashMap<[u8; 16], Arc<Prepared>>,
 }
 
 /// Prepared texts [`PREPARED`] keeps: a fleet's nearest requests rank up to 128 classes, two
@@ -65,16 +65,13 @@ const PREPARED_KEPT: usize = 4096;
 
 /// `text` prepared, from [`PREPARED`] when it was lately.
 pub(crate) fn prepared(text: &Arc<str>) -> Arc<Prepared> {
-    use std::hash::{Hash, Hasher};
     let at = (text.as_ptr() as usize, text.len());
     if let Some((_, p)) = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.by_text.get(&at)) {
         return p.clone();
     }
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut h);
-    let k = (h.finish(), text.len());
+    let k = super::ir::text_id(text);
     let known = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.by_hash.get(&k).cloned());
-    let p = known.unwrap_or_else(|| Arc::new(Prepared::new(text)));
+    let p = known.unwrap_or_else(|| Arc::new(Prepared::with_id(text, k)));
     let full = {
         let mut c = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
         let c = c.get_or_insert_with(PreparedCache::default);

@@ -196,29 +196,14 @@ type Both<'a> = (&'a String, Option<&'a Value>, Option<&'a Value>);
 fn fields_of_both<'a>(a: &'a Map<String, Value>, b: &'a Map<String, Value>) -> (Vec<Both<'a>>, Vec<Both<'a>>) {
     debug_assert!(a.keys().zip(a.keys().skip(1)).all(|(x, y)| x < y), "a metadata map iterates in key order");
     let (mut fields, mut b_only) = (Vec::with_capacity(a.len()), Vec::new());
-    let (mut ia, mut ib) = (a.iter().peekable(), b.iter().peekable());
-    loop {
-        match (ia.peek(), ib.peek()) {
-            (Some((ka, _)), Some((kb, _))) if kb < ka => {
-                let (kb, vb) = ib.next().unwrap_or_else(|| unreachable!());
-                b_only.push((kb, None, Some(vb)));
-            }
-            (Some((ka, _)), Some((kb, _))) if ka == kb => {
-                let ((k, va), (_, vb)) =
-                    (ia.next().unwrap_or_else(|| unreachable!()), ib.next().unwrap_or_else(|| unreachable!()));
-                fields.push((k, Some(va), Some(vb)));
-            }
-            (Some(_), _) => {
-                let (k, va) = ia.next().unwrap_or_else(|| unreachable!());
-                fields.push((k, Some(va), None));
-            }
-            (None, Some(_)) => {
-                let (kb, vb) = ib.next().unwrap_or_else(|| unreachable!());
-                b_only.push((kb, None, Some(vb)));
-            }
-            (None, None) => break,
+    let mut ib = b.iter().peekable();
+    for (k, va) in a {
+        while let Some((kb, vb)) = ib.next_if(|(kb, _)| *kb < k) {
+            b_only.push((kb, None, Some(vb)));
         }
+        fields.push((k, Some(va), ib.next_if(|(kb, _)| *kb == k).map(|(_, vb)| vb)));
     }
+    b_only.extend(ib.map(|(kb, vb)| (kb, None, Some(vb))));
     (fields, b_only)
 }
 

@@ -226,6 +226,14 @@ pub(crate) struct Prepared {
     pub id: [u8; 16],
 }
 
+/// An IR text's identity: the first 16 bytes of its sha256 ([`Prepared::id`]).
+pub(crate) fn text_id(text: &str) -> [u8; 16] {
+    use sha2::Digest;
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&sha2::Sha256::digest(text.as_bytes())[..16]);
+    id
+}
+
 fn hash_lines<'a>(lines: impl Iterator<Item = &'a String>) -> u64 {
     let mut h = DefaultHasher::new();
     for l in lines {
@@ -235,8 +243,15 @@ fn hash_lines<'a>(lines: impl Iterator<Item = &'a String>) -> u64 {
 }
 
 impl Prepared {
-    /// Prepares an IR text (`.source` or `.ttir`).
+    /// Prepares an IR text (`.source` or `.ttir`) (the server's go through
+    /// `compare::prepared`, which keeps them).
+    #[cfg(test)]
     pub fn new(ir: &std::sync::Arc<str>) -> Prepared {
+        Prepared::with_id(ir, text_id(ir))
+    }
+
+    /// Prepares an IR text whose [`text_id`] is `id` (computed once for the lookup and the id).
+    pub fn with_id(ir: &std::sync::Arc<str>, id: [u8; 16]) -> Prepared {
         let lines = stripped(ir);
         let canon = canonical_names(&lines);
         let no_assert: Vec<String> =
@@ -270,12 +285,7 @@ impl Prepared {
             text: ir.clone(),
             blanked: Default::default(),
             locs: super::locs::Locs::of(ir),
-            id: {
-                use sha2::Digest;
-                let mut id = [0u8; 16];
-                id.copy_from_slice(&sha2::Sha256::digest(ir.as_bytes())[..16]);
-                id
-            },
+            id,
         }
     }
 
