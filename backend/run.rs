@@ -271,6 +271,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         web::serve::Limits { header_timeout: secs(a.limits.header_timeout), max_connections: a.limits.max_connections };
     let state = AppState::new(pool, config);
     state.db.rebuild_soon(); // a database scanned or migrated while no server ran
+    state.db.fill_classes_soon(); // entries stored before classes were (migration 0025)
     tokio::spawn(db::keysets::warm(state.db.pool().clone())); // the same, for machine-pair reports
     let app = web::app(state);
     let listener = tokio::net::TcpListener::bind(a.listen).await?;

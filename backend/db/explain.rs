@@ -197,31 +197,23 @@ pub(crate) struct SideRow {
 impl SideRow {
     /// A digest of what the analysis reads of the entry but its machine (key, kernel,
     /// metadata, binary, code digest, relocation, `.source`/`.ttir` blobs): two entries whose
-    /// digests are equal compare alike with anything (sha256, 128 bits kept).
+    /// digests are equal compare alike with anything (sha256, 128 bits kept). Without the key:
+    /// its class (`db::classes`).
     pub(crate) fn inputs_digest(&self) -> [u8; 16] {
-        use sha2::Digest;
-        let mut h = sha2::Sha256::new();
-        let mut field = |v: Option<&str>| match v {
-            // length-prefixed, so that no two tuples hash the same bytes
-            Some(s) => {
-                h.update([1u8]);
-                h.update((s.len() as u64).to_le_bytes());
-                h.update(s.as_bytes());
-            }
-            None => h.update([0u8]),
-        };
-        field(Some(&self.key));
-        field(self.kernel.as_deref());
-        field(self.metadata_json.as_deref());
-        field(self.binary_sha256.as_deref());
-        field(self.code_sha256.as_deref());
-        field(Some(if self.relocated { "1" } else { "0" }));
-        field(self.source_sha.as_deref());
-        field(self.ttir_sha.as_deref());
-        let d = h.finalize();
-        let mut out = [0u8; 16];
-        out.copy_from_slice(&d[..16]);
-        out
+        super::classes::digest(Some(&self.key), &self.inputs())
+    }
+
+    /// The compared inputs of the row (all but its id, machine and key).
+    pub(crate) fn inputs(&self) -> super::classes::Inputs<'_> {
+        super::classes::Inputs {
+            kernel: self.kernel.as_deref(),
+            metadata_json: self.metadata_json.as_deref(),
+            binary_sha256: self.binary_sha256.as_deref(),
+            code_sha256: self.code_sha256.as_deref(),
+            relocated: self.relocated,
+            source_sha: self.source_sha.as_deref(),
+            ttir_sha: self.ttir_sha.as_deref(),
+        }
     }
 
     /// The [`Side`], with its IR texts (from `texts`, by the row's sha256s) and recorded key
@@ -266,6 +258,25 @@ pub(crate) async fn side_rows_where(
     );
     let rows = json_rows_of_ids::<SideRow>(pool, ids, &head, &format!("){filter})")).await?;
     Ok(rows.into_iter().map(|r| (r.id, r)).collect())
+}
+
+/// [`side_rows`] on one connection (a writer's transaction: `db::classes::fill_pending`).
+pub(crate) async fn side_rows_in(conn: &mut sqlx::SqliteConnection, ids: &[i64]) -> sqlx::Result<Vec<SideRow>> {
+    let head = format!(
+        "SELECT {} FROM (SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN (",
+        rows_json(&format!("json_array({SIDE_FIELDS})"))
+    );
+    let mut rows = Vec::with_capacity(ids.len());
+    for part in ids.chunks(500) {
+        let mut qb = QueryBuilder::<Sqlite>::new(&head);
+        let mut sep = qb.separated(", ");
+        for id in part {
+            sep.push_bind(*id);
+        }
+        qb.push("))");
+        rows.extend(json_rows::<SideRow>(qb.build_query_scalar().fetch_one(&mut *conn).await?)?);
+    }
+    Ok(rows)
 }
 
 /// The rows a query selects for `ids` as one JSON text ([`rows_json`]), 500 ids a query:

@@ -229,7 +229,9 @@ impl Ingest {
               spills, shared_bytes, resources_json, metadata_json, group_json, relocated, partial, binary_sha256,
               sig, first_scan_id, last_scan_id, first_seen_at, last_seen_at) ",
         );
-        qb.push_values(chunk, |mut b, e| {
+        // The metadata's text, stored and hashed into the entry's class.
+        let metadata: Vec<Option<String>> = chunk.iter().map(|e| e.metadata.as_ref().map(|v| v.to_string())).collect();
+        qb.push_values(chunk.iter().zip(&metadata), |mut b, (e, metadata)| {
             let js = |v: &Option<serde_json::Value>| v.as_ref().map(|v| v.to_string());
             b.push_bind(mid)
                 .push_bind(root.clone())
@@ -253,7 +255,7 @@ impl Ingest {
                 .push_bind(e.spills)
                 .push_bind(e.shared_bytes)
                 .push_bind(js(&e.resources))
-                .push_bind(js(&e.metadata))
+                .push_bind(metadata.clone())
                 .push_bind(e.group.as_ref().map(|g| serde_json::to_string(g).unwrap_or_default()))
                 .push_bind(e.group.as_ref().is_some_and(|g| g.relocated))
                 .push_bind(e.partial.clone())
@@ -294,6 +296,18 @@ impl Ingest {
             });
             qb.build().execute(&mut *self.tx).await?;
         }
+        let classes: Vec<super::classes::Stored> = chunk
+            .iter()
+            .zip(&metadata)
+            .map(|(e, m)| super::classes::Stored {
+                id: ids[&e.key],
+                class: super::classes::of_entry(e, m.as_deref()),
+                machine_id: mid,
+                key: &e.key,
+                kind: e.kind.as_str(),
+            })
+            .collect();
+        super::classes::store(&mut self.tx, &classes).await?;
         let id_list: Vec<i64> = ids.values().copied().collect();
         for table in ["artifacts", "autotune", "entry_stamps", "entry_modules"] {
             let mut del = QueryBuilder::<Sqlite>::new(format!("DELETE FROM {table} WHERE entry_id IN ("));

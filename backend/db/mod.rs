@@ -4,6 +4,7 @@
 //! pool setup (WAL, busy timeout, foreign keys), the migrator and the [`Db`] handle.
 
 pub mod artifacts;
+pub mod classes;
 pub mod decisions;
 pub mod entries;
 pub mod events;
@@ -94,6 +95,35 @@ impl Db {
     /// rather than on the next page (see [`rebuild::rebuild_soon`]).
     pub fn rebuild_soon(&self) {
         rebuild::rebuild_soon(self)
+    }
+
+    /// Compute in the background the classes of entries stored before migration 0025
+    /// ([`classes::fill_pending`]); when some were, what nearest requests kept is dropped, so
+    /// that they group by the new classes.
+    pub fn fill_classes_soon(&self) {
+        let (pool, nearest) = (self.pool.clone(), self.nearest.clone());
+        tokio::spawn(async move {
+            let t = std::time::Instant::now();
+            let mut filled = 0;
+            // A failed chunk (the write lock held past the busy timeout by a long ingest, say)
+            // is tried again later: what was computed stays, the rest stays pending.
+            for attempt in 1..=10 {
+                match classes::fill_pending(&pool).await {
+                    Ok(n) => {
+                        filled += n;
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(attempt, "computing entry classes failed: {e}; trying again in 30 s");
+                        tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                    }
+                }
+            }
+            if filled > 0 {
+                tracing::info!(entries = filled, secs = t.elapsed().as_secs_f64(), "entry classes computed");
+                nearest.clear();
+            }
+        });
     }
 }
 

@@ -1,20 +1,24 @@
 //! Candidates for an entry's nearest neighbours, read by kernel through the variant index
 //! `entries_variant` (migration 0017: kernel, signature, tile shapes, num_warps, num_stages),
 //! not a scan of the fleet: [`kernel_variants`] lists the live entries of the kernel from the
-//! index alone, with their variant columns, and the explainer analyses them tier by tier —
-//! the same variant first — only as far as a tier can still place a neighbour
-//! (`explain::load::nearest_of`). [`classes_of_ids`] loads a tier grouped into classes: entries
-//! whose every compared input is equal (key — Triton's hash of source, signature, constexprs,
-//! options, backend and compiler —, metadata, `.source`/`.ttir`, binary, code digest,
-//! relocation, the hook's recorded key parts). The same key on twenty machines is one class: the
-//! explainer analyses it once and loads its IR once.
+//! index alone, with their variant columns and stored classes (`db::classes`), and the explainer
+//! analyses them tier by tier — the same variant first — only as far as a tier can still place a
+//! neighbour (`explain::load::nearest_of`). [`classes_of_ids`] groups a tier into groups that
+//! compare alike with the entry asked about and loads one side per group: entries of one stored
+//! class, on the same side of "is its key the entry's", with the same recorded key parts (the
+//! hook's). The same key on twenty machines is one group, and so are twenty keys of the same
+//! stored inputs (a kernel compiled under other env vars, compiler builds or Pythons, which are
+//! in the key but not on disk): the explainer analyses each group once and loads its IR once.
+//! An entry stored before classes were (not computed yet: `db::classes::fill_pending`) is
+//! grouped by its row, key included, as before.
 
+use super::classes::Class;
 use super::explain::{SideRow, parts_of_keys, shas_of_rows, side_rows_where, texts_by_sha};
 use super::memo;
 use crate::explain::Side;
 use crate::model::EntryKind;
 use sqlx::SqlitePool;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Kinds of entries that hold a compiled kernel (as `db::explain::kernel_sides`).
@@ -27,26 +31,45 @@ pub struct Candidate {
     pub key: String,
 }
 
-/// The candidates of `kernel` (all of them, in order) and their classes: (a member's side,
+/// The candidates of `kernel` (all of them, in order) and their groups: (a member's side,
 /// the indices of its members in the candidate list).
 pub struct Classes {
     pub candidates: Vec<Candidate>,
     pub classes: Vec<(Arc<Side>, Vec<usize>)>,
-    /// Classes past `max_classes` were left out.
+    /// Groups past `max_classes` were left out.
     pub more: bool,
+}
+
+/// An entry's kernel as [`kernel_variants`] reads it.
+pub struct KernelVariants {
+    /// The entry's id.
+    pub id: i64,
+    /// The other live entries of its kernel on every machine by [`tier`].
+    pub tiers: [Vec<i64>; 3],
+    /// Every live entry of the kernel, by id.
+    all: Arc<Vec<Variant>>,
+}
+
+impl KernelVariants {
+    /// The stored class and place of the kernel's entry `id` (`None`: not computed yet, or not
+    /// one of the kernel's live entries).
+    pub fn stored(&self, id: i64) -> Option<&Stored> {
+        let at = self.all.binary_search_by_key(&id, |v| v.id).ok()?;
+        self.all[at].stored.as_ref()
+    }
 }
 
 /// `machine`'s entry `key` (its id; a live one before a removed one)
 /// and the live entries of its kernel on every machine (itself left out) in three tiers by the
 /// lower bound on their differing components ([`tier`]), from the index alone: a kernel of
-/// thousands of entries costs its variant columns, read once per database stamp through
-/// `cache` (hashed: a few integers a row), not its signatures and shapes.
+/// thousands of entries costs its variant columns and classes, read once per database stamp
+/// through `cache` (hashed: a few integers a row), not its signatures and shapes.
 pub async fn kernel_variants(
     pool: &SqlitePool,
     machine: &str,
     key: &str,
     cache: &Open<'_>,
-) -> sqlx::Result<Option<(i64, [Vec<i64>; 3])>> {
+) -> sqlx::Result<Option<KernelVariants>> {
     type Me = (String, i64, Option<String>, Option<String>, Option<i64>, Option<i64>);
     let me: Option<Me> = sqlx::query_as(
         "SELECT e.kernel, e.id, e.signature, e.shapes, e.num_warps, e.num_stages
@@ -58,7 +81,7 @@ pub async fn kernel_variants(
     .fetch_optional(pool)
     .await?;
     let Some((kernel, id, signature, shapes, num_warps, num_stages)) = me else { return Ok(None) };
-    let me = Variant::of(id, signature.as_deref(), shapes.as_deref(), num_warps, num_stages);
+    let me = Variant::of(id, signature.as_deref(), shapes.as_deref(), num_warps, num_stages, None);
     let all = match cache.variants(&kernel) {
         Some(v) => v,
         None => {
@@ -71,17 +94,29 @@ pub async fn kernel_variants(
     for v in all.iter().filter(|v| v.id != id) {
         tiers[tier(&me, v)].push(v.id);
     }
-    Ok(Some((id, tiers)))
+    Ok(Some(KernelVariants { id, tiers, all }))
 }
 
-/// One live entry's variant columns (signature and shapes hashed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One live entry's variant columns (signature and shapes hashed), and its stored class and
+/// place when computed.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Variant {
     pub id: i64,
     signature: Option<u64>,
     shapes: Option<u64>,
     num_warps: Option<i64>,
     num_stages: Option<i64>,
+    stored: Option<Stored>,
+}
+
+/// An entry's stored class (`entry_classes`), machine and key, and whether it holds a compiled
+/// kernel (a candidate at all).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub class: Class,
+    pub machine_id: i64,
+    pub key: Box<str>,
+    pub compiled: bool,
 }
 
 impl Variant {
@@ -91,25 +126,56 @@ impl Variant {
         shapes: Option<&str>,
         num_warps: Option<i64>,
         num_stages: Option<i64>,
+        stored: Option<Stored>,
     ) -> Variant {
         use std::hash::BuildHasher;
         let h = |t: Option<&str>| t.map(|t| foldhash::fast::FixedState::with_seed(0x6e65_6172).hash_one(t));
-        Variant { id, signature: h(signature), shapes: h(shapes), num_warps, num_stages }
+        Variant { id, signature: h(signature), shapes: h(shapes), num_warps, num_stages, stored }
     }
 }
 
-/// The live entries of `kernel` with their variant columns, ordered by id, from the variant
-/// index alone (one JSON text: see `db::explain::json_rows`).
+/// A class as SQLite's `hex()` writes it (`''` where there is none).
+fn class_of_hex(hex: &str) -> Option<Class> {
+    (hex.len() == 32).then(|| u128::from_str_radix(hex, 16).ok().map(u128::to_be_bytes)).flatten()
+}
+
+/// The live entries of `kernel` with their variant columns and stored classes and places,
+/// ordered by id, from the variant index and `entry_classes` (one JSON text: see
+/// `db::explain::json_rows`).
 async fn variants_of(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<Variant>> {
     let sql = format!(
-        "SELECT {} FROM entries INDEXED BY entries_variant WHERE kernel = ?1 AND removed_at IS NULL",
-        super::explain::rows_json("json_array(id, signature, shapes, num_warps, num_stages)")
+        "SELECT {} FROM entries e INDEXED BY entries_variant LEFT JOIN entry_classes c ON c.entry_id = e.id
+         WHERE e.kernel = ?1 AND e.removed_at IS NULL",
+        super::explain::rows_json(
+            "json_array(e.id, e.signature, e.shapes, e.num_warps, e.num_stages, hex(c.class), c.machine_id, c.key, c.kind)"
+        )
     );
     let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(kernel).fetch_one(pool).await?;
-    type Row = (i64, Option<String>, Option<String>, Option<i64>, Option<i64>);
+    type Row = (
+        i64,
+        Option<String>,
+        Option<String>,
+        Option<i64>,
+        Option<i64>,
+        String,
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+    );
     let rows: Vec<Row> = super::explain::json_rows(text)?;
-    let mut v: Vec<Variant> =
-        rows.into_iter().map(|(id, s, t, w, n)| Variant::of(id, s.as_deref(), t.as_deref(), w, n)).collect();
+    let compiled: Vec<&str> = KERNEL_KINDS.iter().map(|k| k.as_str()).collect();
+    let mut v: Vec<Variant> = rows
+        .into_iter()
+        .map(|(id, s, t, w, n, c, machine_id, key, kind)| {
+            let stored = match (class_of_hex(&c), machine_id, key, kind) {
+                (Some(class), Some(machine_id), Some(key), Some(kind)) => {
+                    Some(Stored { class, machine_id, key: key.into(), compiled: compiled.contains(&kind.as_str()) })
+                }
+                _ => None,
+            };
+            Variant::of(id, s.as_deref(), t.as_deref(), w, n, stored)
+        })
+        .collect();
     v.sort_unstable_by_key(|v| v.id);
     Ok(v)
 }
@@ -126,42 +192,90 @@ pub fn tier(me: &Variant, other: &Variant) -> usize {
     usize::from(source) + usize::from(options)
 }
 
-/// The live kernel entries among `ids`, ordered by machine and key, grouped into classes that
-/// compare alike.
-/// At most `max_classes` classes are returned (with their sides loaded), the first in that
+/// What makes candidates one group: they compare alike with the entry asked about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Group<'a> {
+    /// A stored class, whether the key is the entry's (all the analysis asks of a key), and
+    /// the recorded key parts' text.
+    Stored(Class, bool, Option<&'a str>),
+    /// No stored class: the row's digest, key included ([`SideRow::inputs_digest`]), and the
+    /// parts' text.
+    Read([u8; 16], Option<&'a str>),
+}
+
+/// The live kernel entries among `ids`, ordered by machine and key, in groups that compare
+/// alike with the entry whose key is `me_key` ([`Group`]; `kv`, the kernel's variant rows,
+/// gives the stored classes and places: [`KernelVariants::stored`]).
+/// At most `max_classes` groups are returned (with their sides loaded), the first in that
 /// order; `Classes::more` says whether there were more.
 ///
-/// What it reads of an entry (its class, its side) is kept in `cache` while the database's
-/// stamp stays the one `cache` was opened with ([`Cache::open`]): the requests of a page ask
-/// about the same kernels again, and the candidates of a kernel are the same for each of its
-/// entries.
+/// What it reads of an entry (its place and parts, digest, side) is kept in `cache` while the
+/// database's stamp stays the one `cache` was opened with ([`Cache::open`]): the requests of a
+/// page ask about the same kernels again, and the candidates of a kernel are the same for each
+/// of its entries.
 pub async fn classes_of_ids(
     pool: &SqlitePool,
     ids: &[i64],
+    kv: Option<&KernelVariants>,
+    me_key: &str,
     max_classes: usize,
     cache: &Open<'_>,
 ) -> sqlx::Result<Classes> {
     let t0 = std::time::Instant::now();
+    let stored = |id: i64| kv.and_then(|kv| kv.stored(id));
+    let class = |id: i64| stored(id).map(|s| s.class);
     let (mut known, missing) = cache.rows(ids);
-    // A class's members share its key, so the first `max_classes` classes in the candidates'
-    // order are all among the entries of its first `max_classes` keys: candidates not known yet
-    // are placed by (machine, key) first (and kept so), and only those of these keys are read
-    // in full (a tier of an autotuned kernel has hundreds of candidates, nearly one class each,
-    // and all but the first 128 were read and digested for nothing).
+    // Candidates not known yet are placed by (machine, key), with their recorded key parts,
+    // and kept so: from the kernel's stored rows (`entry_classes`), else a few bytes of each
+    // row (not its metadata).
     if !missing.is_empty() {
-        let placed = place(pool, &missing).await?;
+        let mut placed: HashMap<i64, (String, String)> = HashMap::new();
+        let unplaced: Vec<i64> = missing.iter().copied().filter(|&id| stored(id).is_none()).collect();
+        if unplaced.len() < missing.len() {
+            let names: HashMap<i64, String> = sqlx::query_as::<_, (i64, String)>("SELECT id, name FROM machines")
+                .fetch_all(pool)
+                .await?
+                .into_iter()
+                .collect();
+            for &id in &missing {
+                // an entry of the kernel that holds no compiled kernel is no candidate
+                if let Some(s) = stored(id).filter(|s| s.compiled)
+                    && let Some(name) = names.get(&s.machine_id)
+                {
+                    placed.insert(id, (name.clone(), s.key.to_string()));
+                }
+            }
+        }
+        if !unplaced.is_empty() {
+            placed.extend(place(pool, &unplaced).await?);
+        }
+        let mut keys: Vec<&str> = placed.values().map(|(_, k)| k.as_str()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let parts = parts_of_keys(pool, &keys).await?;
         let fresh: HashMap<i64, Option<Arc<Known>>> = missing
             .iter()
-            .map(|id| (*id, placed.get(id).map(|(m, k)| Arc::new(Known::placed(m.clone(), k.clone())))))
+            .map(|id| {
+                let known = placed.get(id).map(|(m, k)| {
+                    let parts = parts.get(&(m.clone(), k.clone())).cloned();
+                    Arc::new(Known::placed(m.clone(), k.clone(), parts))
+                });
+                (*id, known)
+            })
             .collect();
         cache.keep_rows(&fresh);
         known.extend(fresh);
     }
-    let wanted = first_keys(known.values().flatten().map(|k| (&k.machine, &k.key)), max_classes);
+    // Candidates without a stored class are grouped by their row, read in full. Such a group
+    // has one key, so the first `max_classes` groups hold only those of the first
+    // `max_classes` of their keys: only these are read (a tier of an autotuned kernel has
+    // hundreds of keys, and all but the first 128 were read and digested for nothing).
+    let unclassed = known.iter().filter(|(id, k)| k.is_some() && class(**id).is_none());
+    let wanted = first_keys(unclassed.filter_map(|(_, k)| k.as_ref()).map(|k| (&k.machine, &k.key)), max_classes);
     let mut full = vec![];
     let mut beyond = false;
     for (id, k) in known.iter().filter_map(|(id, k)| Some((*id, k.as_ref()?))) {
-        match (k.inputs.is_some(), wanted.contains(k.key.as_str())) {
+        match (class(id).is_some() || k.inputs.is_some(), wanted.contains(k.key.as_str())) {
             (false, true) => full.push(id),
             (false, false) => beyond = true,
             (true, _) => {}
@@ -173,30 +287,33 @@ pub async fn classes_of_ids(
         read = read_known(pool, &full, cache, &mut known).await?;
     }
     // rows placed but not read (past the first keys) are left out: `beyond` says so
-    known.retain(|_, k| k.as_ref().is_some_and(|k| k.inputs.is_some()));
+    known.retain(|id, k| k.as_ref().is_some_and(|k| class(*id).is_some() || k.inputs.is_some()));
     let mut rows: Vec<(i64, Arc<Known>)> = known.into_iter().filter_map(|(id, k)| Some((id, k?))).collect();
     rows.sort_by(|a, b| (&a.1.machine, &a.1.key).cmp(&(&b.1.machine, &b.1.key)));
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, rows = rows.len(), read = read.len(), "nearest: class rows");
-    // Classes: equal stored inputs, numbered in order of first appearance; then the hook's
-    // parts, which are per machine and key.
-    let mut class_of: HashMap<[u8; 16], usize> = HashMap::new();
-    // (class, parts) -> (the first member's id, the members' candidate indices)
-    type Members = (i64, Vec<usize>);
-    let mut by_class: BTreeMap<(usize, Option<&str>), Members> = BTreeMap::new();
+    // Groups in order of first appearance: (the first member's id, the members' indices).
+    let mut group_of: HashMap<Group, usize> = HashMap::new();
+    let mut groups: Vec<(i64, Vec<usize>)> = vec![];
     let mut candidates = Vec::with_capacity(rows.len());
     for (i, (id, k)) in rows.iter().enumerate() {
-        let n = class_of.len();
-        let class = *class_of.entry(k.inputs.unwrap_or_default()).or_insert(n);
-        by_class.entry((class, k.parts_text.as_deref())).or_insert_with(|| (*id, vec![])).1.push(i);
+        let parts = k.parts_text.as_deref();
+        let group = match class(*id) {
+            Some(class) => Group::Stored(class, k.key == me_key, parts),
+            None => Group::Read(k.inputs.unwrap_or_default(), parts),
+        };
+        let at = *group_of.entry(group).or_insert_with(|| {
+            groups.push((*id, vec![]));
+            groups.len() - 1
+        });
+        groups[at].1.push(i);
         candidates.push(Candidate { machine: k.machine.clone(), key: k.key.clone() });
     }
-    let more = beyond || by_class.len() > max_classes;
-    let by_class: Vec<(i64, Vec<usize>)> = by_class.into_values().take(max_classes).collect();
-    let ids: Vec<i64> = by_class.iter().map(|(id, _)| *id).collect();
+    let more = beyond || groups.len() > max_classes;
+    groups.truncate(max_classes);
+    let ids: Vec<i64> = groups.iter().map(|(id, _)| *id).collect();
     let (mut sides, missing) = cache.sides(&ids);
     if !missing.is_empty() {
-        // The rows read above are the sides' rows: only those kept from an earlier request
-        // and whose side was not kept are read again.
+        // Rows read above are sides' rows: only the others are read here (one a group).
         let mut side_rows: HashMap<i64, SideRow> = HashMap::new();
         let mut again = vec![];
         for id in &missing {
@@ -218,7 +335,7 @@ pub async fn classes_of_ids(
         }
     }
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, sides_read = missing.len(), "nearest: sides");
-    let classes = by_class.into_iter().filter_map(|(id, members)| Some((sides.remove(&id)?, members))).collect();
+    let classes = groups.into_iter().filter_map(|(id, members)| Some((sides.remove(&id)?, members))).collect();
     Ok(Classes { candidates, classes, more })
 }
 
@@ -230,8 +347,7 @@ async fn place(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, (Str
         super::explain::rows_json("json_array(e.id, m.name, e.key)")
     );
     // Not `removed_at`: it sits past the row's JSON columns (overflow pages: 3-4x the time),
-    // and the ids come from the live entries of the variant index; one removed since is left
-    // out where its row is read in full (`read_known`).
+    // and the ids come from the live entries of the variant index, read under the same stamp.
     let tail = format!(") AND e.kind IN {}", EntryKind::sql_list(KERNEL_KINDS));
     let rows: Vec<(i64, String, String)> = super::explain::json_rows_of_ids(pool, ids, &head, &tail).await?;
     Ok(rows.into_iter().map(|(id, m, k)| (id, (m, k))).collect())
@@ -254,8 +370,8 @@ fn first_keys<'a>(
     keys
 }
 
-/// Read the rows of `ids` (not known to the cache), keep what they say of their class, add it
-/// to `known` (`None` for an id that is not a live kernel entry). Returns the rows read (their
+/// Read the rows of `ids` (placed in `known`, not read yet), keep their digests, update
+/// `known` (`None` for an id that is not a live kernel entry). Returns the rows read (their
 /// sides are built from them).
 async fn read_known(
     pool: &SqlitePool,
@@ -266,43 +382,38 @@ async fn read_known(
     let filter = format!(" AND e.kind IN {} AND e.removed_at IS NULL", EntryKind::sql_list(KERNEL_KINDS));
     // One JSON text per 500 entries, not a row each (see `json_rows`).
     let rows = side_rows_where(pool, ids, &filter).await?;
-    let mut keys: Vec<&str> = rows.values().map(|r| r.key.as_str()).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let mut parts = parts_of_keys(pool, &keys).await?;
     let mut fresh: HashMap<i64, Option<Arc<Known>>> = ids.iter().map(|&id| (id, None)).collect();
     for (id, r) in &rows {
-        let parts = parts.remove(&(r.machine.clone(), r.key.clone()));
-        let k = Known {
-            inputs: Some(r.inputs_digest()),
-            parts_text: parts.as_ref().map(|v| v.to_string()),
-            parts,
-            machine: r.machine.clone(),
-            key: r.key.clone(),
-        };
-        fresh.insert(*id, Some(Arc::new(k)));
+        let parts = known.get(id).cloned().flatten().and_then(|k| k.parts.clone());
+        fresh.insert(*id, Some(Arc::new(Known::read(r, parts))));
     }
     cache.keep_rows(&fresh);
     known.extend(fresh);
     Ok(rows)
 }
 
-/// What [`classes_of_ids`] knows of a live kernel entry: where it is, its class.
+/// What [`classes_of_ids`] knows of a live kernel entry: where it is, its recorded key parts,
+/// and, for one without a stored class, its row's digest.
 #[derive(Debug)]
 pub struct Known {
     machine: String,
     key: String,
     /// [`SideRow::inputs_digest`] of its stored inputs; `None` while only placed ([`place`]).
     inputs: Option<[u8; 16]>,
-    /// The hook's recorded key parts of (machine, key), and their text (part of the class).
+    /// The hook's recorded key parts of (machine, key), and their text (part of a group).
     parts: Option<serde_json::Value>,
     parts_text: Option<String>,
 }
 
 impl Known {
-    /// An entry placed by (machine, key), its row not read yet.
-    fn placed(machine: String, key: String) -> Known {
-        Known { machine, key, inputs: None, parts: None, parts_text: None }
+    /// An entry placed by (machine, key), with its parts; its row not read.
+    fn placed(machine: String, key: String, parts: Option<serde_json::Value>) -> Known {
+        Known { machine, key, inputs: None, parts_text: parts.as_ref().map(|v| v.to_string()), parts }
+    }
+
+    /// An entry whose row was read.
+    fn read(r: &SideRow, parts: Option<serde_json::Value>) -> Known {
+        Known { inputs: Some(r.inputs_digest()), ..Known::placed(r.machine.clone(), r.key.clone(), parts) }
     }
 }
 
@@ -335,7 +446,8 @@ impl std::fmt::Debug for Cache {
 
 /// Entries kept at most by a [`Cache`] (~200 bytes each).
 pub const KEPT_ROWS: usize = 250_000;
-/// Variant rows (of all kernels) kept at most by a [`Cache`] (40 bytes each).
+/// Variant rows (of all kernels) kept at most by a [`Cache`] (~150 bytes each: the variant
+/// columns hashed, the stored class, machine id and key).
 pub const KEPT_VARIANT_ROWS: usize = 1_000_000;
 
 /// Class sides kept at most by a [`Cache`] (a side holds its parsed metadata, a few KB; its IR
@@ -353,6 +465,12 @@ impl Cache {
         };
         drop_apart(old);
         Ok(Open { cache: Some(self), stamp })
+    }
+
+    /// Drop everything kept (the next request reads afresh).
+    pub fn clear(&self) {
+        let old = std::mem::take(&mut *self.kept.lock().unwrap_or_else(|e| e.into_inner()));
+        drop_apart(Some(old));
     }
 
     /// How many entries and sides are kept now.
@@ -499,7 +617,7 @@ mod tests {
                 .await
                 .unwrap();
                 let v = |id: usize, c: &(Option<&str>, Option<&str>, Option<i64>, Option<i64>)| {
-                    Variant::of(id as i64, c.0, c.1, c.2, c.3)
+                    Variant::of(id as i64, c.0, c.1, c.2, c.3, None)
                 };
                 let got = tier(&v(i, me), &v(j, other));
                 assert_eq!(got as i64, want, "{me:?} against {other:?}");

@@ -162,10 +162,10 @@ pub async fn nearest_ranked(
     if of.side.kernel_name().is_none() {
         return Ok((of, vec![], false));
     }
-    let Some((me, tiers)) = crate::db::nearest::kernel_variants(pool, &of.side.machine, &of.side.key, cache).await?
-    else {
+    let Some(kv) = crate::db::nearest::kernel_variants(pool, &of.side.machine, &of.side.key, cache).await? else {
         return Ok((of, vec![], false));
     };
+    let (me, tiers) = (kv.id, &kv.tiers);
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, tiers = ?tiers.each_ref().map(Vec::len), "nearest: tiers read");
     // (rank key, machine, key, class side, near, class id)
     type Found = ((usize, usize, usize), String, String, std::sync::Arc<Side>, super::Near, (usize, usize));
@@ -183,8 +183,15 @@ pub async fn nearest_ranked(
             cut.truncate(NEAREST_MAX_CANDIDATES);
             truncated = true;
         }
-        let crate::db::nearest::Classes { candidates, mut classes, more } =
-            crate::db::nearest::classes_of_ids(pool, &ids, NEAREST_MAX_CLASSES - analysed + 1, cache).await?;
+        let crate::db::nearest::Classes { candidates, mut classes, more } = crate::db::nearest::classes_of_ids(
+            pool,
+            &ids,
+            Some(&kv),
+            &of.side.key,
+            NEAREST_MAX_CLASSES - analysed + 1,
+            cache,
+        )
+        .await?;
         tracing::debug!(
             ms = t0.elapsed().as_secs_f64() * 1e3,
             tier = b,
