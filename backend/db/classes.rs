@@ -106,8 +106,10 @@ pub(crate) fn of_row(r: &SideRow) -> Class {
     digest(None, &r.inputs())
 }
 
-/// An entry's class with its place and kind, as `entry_classes` keeps them.
+/// An entry's class with its kernel, place and kind, as `entry_classes` keeps them (entries
+/// with a kernel name).
 pub(crate) struct Stored<'a> {
+    pub kernel: &'a str,
     pub id: i64,
     pub class: Class,
     pub machine_id: i64,
@@ -115,14 +117,29 @@ pub(crate) struct Stored<'a> {
     pub kind: &'a str,
 }
 
-/// Store the classes of `rows`, replacing any.
-pub(crate) async fn store(conn: &mut sqlx::SqliteConnection, rows: &[Stored<'_>]) -> sqlx::Result<()> {
+/// Store the classes of `rows`, replacing any of those entries (under any kernel name), and
+/// drop those of `gone` (entries rewritten without a kernel name).
+pub(crate) async fn store(conn: &mut sqlx::SqliteConnection, rows: &[Stored<'_>], gone: &[i64]) -> sqlx::Result<()> {
+    let ids: Vec<i64> = rows.iter().map(|s| s.id).chain(gone.iter().copied()).collect();
+    for part in ids.chunks(500) {
+        let mut del = QueryBuilder::<Sqlite>::new("DELETE FROM entry_classes WHERE entry_id IN (");
+        let mut sep = del.separated(", ");
+        for id in part {
+            sep.push_bind(*id);
+        }
+        del.push(")");
+        del.build().execute(&mut *conn).await?;
+    }
     for part in rows.chunks(150) {
-        let mut qb = QueryBuilder::<Sqlite>::new(
-            "INSERT OR REPLACE INTO entry_classes(entry_id, class, machine_id, key, kind) ",
-        );
+        let mut qb =
+            QueryBuilder::<Sqlite>::new("INSERT INTO entry_classes(kernel, entry_id, class, machine_id, key, kind) ");
         qb.push_values(part, |mut b, s| {
-            b.push_bind(s.id).push_bind(s.class.to_vec()).push_bind(s.machine_id).push_bind(s.key).push_bind(s.kind);
+            b.push_bind(s.kernel)
+                .push_bind(s.id)
+                .push_bind(s.class.to_vec())
+                .push_bind(s.machine_id)
+                .push_bind(s.key)
+                .push_bind(s.kind);
         });
         qb.build().execute(&mut *conn).await?;
     }
@@ -167,10 +184,11 @@ pub async fn fill_pending(pool: &SqlitePool) -> sqlx::Result<usize> {
             .iter()
             .filter_map(|r| {
                 let (machine_id, kind) = placed.get(&r.id)?;
-                Some(Stored { id: r.id, class: of_row(r), machine_id: *machine_id, key: &r.key, kind })
+                let kernel = r.kernel()?;
+                Some(Stored { kernel, id: r.id, class: of_row(r), machine_id: *machine_id, key: &r.key, kind })
             })
             .collect();
-        store(&mut tx, &classes).await?;
+        store(&mut tx, &classes, &[]).await?;
         let mut del = QueryBuilder::<Sqlite>::new("DELETE FROM entry_classes_pending WHERE entry_id IN (");
         let mut sep = del.separated(", ");
         for id in &ids {

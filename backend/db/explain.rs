@@ -203,6 +203,11 @@ impl SideRow {
         super::classes::digest(Some(&self.key), &self.inputs())
     }
 
+    /// The kernel's name.
+    pub(crate) fn kernel(&self) -> Option<&str> {
+        self.kernel.as_deref()
+    }
+
     /// The compared inputs of the row (all but its id, machine and key).
     pub(crate) fn inputs(&self) -> super::classes::Inputs<'_> {
         super::classes::Inputs {

@@ -296,18 +296,23 @@ impl Ingest {
             });
             qb.build().execute(&mut *self.tx).await?;
         }
+        // Classes of the entries with a kernel name (a rewrite may have dropped the name).
         let classes: Vec<super::classes::Stored> = chunk
             .iter()
             .zip(&metadata)
-            .map(|(e, m)| super::classes::Stored {
-                id: ids[&e.key],
-                class: super::classes::of_entry(e, m.as_deref()),
-                machine_id: mid,
-                key: &e.key,
-                kind: e.kind.as_str(),
+            .filter_map(|(e, m)| {
+                Some(super::classes::Stored {
+                    kernel: e.kernel.as_deref()?,
+                    id: ids[&e.key],
+                    class: super::classes::of_entry(e, m.as_deref()),
+                    machine_id: mid,
+                    key: &e.key,
+                    kind: e.kind.as_str(),
+                })
             })
             .collect();
-        super::classes::store(&mut self.tx, &classes).await?;
+        let nameless: Vec<i64> = chunk.iter().filter(|e| e.kernel.is_none()).map(|e| ids[&e.key]).collect();
+        super::classes::store(&mut self.tx, &classes, &nameless).await?;
         let id_list: Vec<i64> = ids.values().copied().collect();
         for table in ["artifacts", "autotune", "entry_stamps", "entry_modules"] {
             let mut del = QueryBuilder::<Sqlite>::new(format!("DELETE FROM {table} WHERE entry_id IN ("));
