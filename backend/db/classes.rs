@@ -1,11 +1,12 @@
 //! Entries' classes (migration 0025): a digest of what the explainer's analysis reads of an
 //! entry but its key and machine — kernel, metadata (but its `hash`, which is the key), binary,
-//! code digest, relocation and its `.source`/`.ttir` blobs. The analysis reads an entry's key only to ask whether it equals the
-//! other side's (`explain::compare`: "same key", "pure key churn"), so two entries of one class
-//! compare alike with any entry whose key is neither's: a nearest-neighbour request analyses one
-//! member of each class and lists all (`db::nearest`), where a kernel compiled under many keys
-//! with the same stored inputs (other env vars, compiler builds or Python versions, which are in
-//! the key but not on disk) was one analysis, one metadata parse and one row read per key.
+//! code digest, relocation and its `.source`/`.ttir` blobs. The analysis reads an entry's key
+//! only to ask whether it equals the other side's (`explain::compare`: "same key", "pure key
+//! churn"), so two entries of one class compare alike with any entry whose key is neither's: a
+//! nearest-neighbour request analyses one member of each class and lists all (`db::nearest`),
+//! where a kernel compiled under many keys with the same stored inputs (compiler builds or
+//! Python versions at one install path, a ptxas upgrade: in the key, not on disk) was one
+//! analysis, one metadata parse and one row read per key.
 //!
 //! Ingest stores the class with the entry's row, in the same transaction; the rows of a database
 //! migrated from before are computed by [`fill_pending`] (a server starts it in the background).
@@ -199,9 +200,4 @@ pub async fn fill_pending(pool: &SqlitePool) -> sqlx::Result<usize> {
         tx.commit().await?;
         done += classes.len();
     }
-}
-
-/// Entries still pending.
-pub async fn pending(pool: &SqlitePool) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT COUNT(*) FROM entry_classes_pending").fetch_one(pool).await
 }

@@ -7,8 +7,9 @@
 //! compare alike with the entry asked about and loads one side per group: entries of one stored
 //! class, on the same side of "is its key the entry's", with the same recorded key parts (the
 //! hook's). The same key on twenty machines is one group, and so are twenty keys of the same
-//! stored inputs (a kernel compiled under other env vars, compiler builds or Pythons, which are
-//! in the key but not on disk): the explainer analyses each group once and loads its IR once.
+//! stored inputs (a kernel compiled by other compiler builds or Pythons at one install path, or
+//! after a ptxas upgrade: in the key, not on disk): the explainer analyses each group once and
+//! loads its IR once.
 //! An entry stored before classes were (not computed yet: `db::classes::fill_pending`) is
 //! grouped by its row, key included, as before.
 
