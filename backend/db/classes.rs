@@ -167,16 +167,17 @@ pub async fn fill_pending(pool: &SqlitePool) -> sqlx::Result<usize> {
             tx.commit().await?;
             return Ok(done);
         }
-        let rows = super::explain::side_rows_in(&mut tx, &ids).await?;
-        let mut qb = QueryBuilder::<Sqlite>::new("SELECT id, machine_id, kind FROM entries WHERE id IN (");
-        let mut sep = qb.separated(", ");
-        for id in &ids {
-            sep.push_bind(*id);
-        }
-        qb.push(")");
-        let placed: std::collections::HashMap<i64, (i64, String)> = qb
-            .build_query_as::<(i64, i64, String)>()
-            .fetch_all(&mut *tx)
+        let rows = super::explain::side_rows_on(&mut tx, &ids, "").await?;
+        let placed: std::collections::HashMap<i64, (i64, String)> =
+            super::explain::json_rows_of_ids::<(i64, i64, String)>(
+                &mut tx,
+                &ids,
+                &format!(
+                    "SELECT {} FROM entries e WHERE e.id IN (",
+                    super::explain::rows_json("json_array(e.id, e.machine_id, e.kind)")
+                ),
+                ")",
+            )
             .await?
             .into_iter()
             .map(|(id, m, k)| (id, (m, k)))
@@ -190,13 +191,9 @@ pub async fn fill_pending(pool: &SqlitePool) -> sqlx::Result<usize> {
             })
             .collect();
         store(&mut tx, &classes, &[]).await?;
-        let mut del = QueryBuilder::<Sqlite>::new("DELETE FROM entry_classes_pending WHERE entry_id IN (");
-        let mut sep = del.separated(", ");
-        for id in &ids {
-            sep.push_bind(*id);
-        }
-        del.push(")");
-        del.build().execute(&mut *tx).await?;
+        // `ids` are the lowest pending ones, and nothing else writes meanwhile (the write lock)
+        let last = ids[ids.len() - 1];
+        sqlx::query("DELETE FROM entry_classes_pending WHERE entry_id <= ?").bind(last).execute(&mut *tx).await?;
         tx.commit().await?;
         done += classes.len();
     }

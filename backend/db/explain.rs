@@ -257,38 +257,29 @@ pub(crate) async fn side_rows_where(
     ids: &[i64],
     filter: &str,
 ) -> sqlx::Result<HashMap<i64, SideRow>> {
-    let head = format!(
-        "SELECT {} FROM (SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN (",
-        rows_json(&format!("json_array({SIDE_FIELDS})"))
-    );
-    let rows = json_rows_of_ids::<SideRow>(pool, ids, &head, &format!("){filter})")).await?;
+    let rows = side_rows_on(&mut *pool.acquire().await?, ids, filter).await?;
     Ok(rows.into_iter().map(|r| (r.id, r)).collect())
 }
 
-/// [`side_rows`] on one connection (a writer's transaction: `db::classes::fill_pending`).
-pub(crate) async fn side_rows_in(conn: &mut sqlx::SqliteConnection, ids: &[i64]) -> sqlx::Result<Vec<SideRow>> {
+/// [`side_rows_where`] on one connection, in any order (a writer's transaction reads them so:
+/// `db::classes::fill_pending`).
+pub(crate) async fn side_rows_on(
+    conn: &mut sqlx::SqliteConnection,
+    ids: &[i64],
+    filter: &str,
+) -> sqlx::Result<Vec<SideRow>> {
     let head = format!(
         "SELECT {} FROM (SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN (",
         rows_json(&format!("json_array({SIDE_FIELDS})"))
     );
-    let mut rows = Vec::with_capacity(ids.len());
-    for part in ids.chunks(500) {
-        let mut qb = QueryBuilder::<Sqlite>::new(&head);
-        let mut sep = qb.separated(", ");
-        for id in part {
-            sep.push_bind(*id);
-        }
-        qb.push("))");
-        rows.extend(json_rows::<SideRow>(qb.build_query_scalar().fetch_one(&mut *conn).await?)?);
-    }
-    Ok(rows)
+    json_rows_of_ids::<SideRow>(conn, ids, &head, &format!("){filter})")).await
 }
 
-/// The rows a query selects for `ids` as one JSON text ([`rows_json`]), 500 ids a query:
-/// `head` ends where the list of ids opens (`… IN (`), `tail` goes on from where it closes.
-/// Both are written in code, never from input.
+/// The rows a query selects for `ids` as one JSON text ([`rows_json`]), 500 ids a query, on
+/// one connection: `head` ends where the list of ids opens (`… IN (`), `tail` goes on from
+/// where it closes. Both are written in code, never from input.
 pub(crate) async fn json_rows_of_ids<T: serde::de::DeserializeOwned>(
-    pool: &SqlitePool,
+    conn: &mut sqlx::SqliteConnection,
     ids: &[i64],
     head: &str,
     tail: &str,
@@ -301,7 +292,7 @@ pub(crate) async fn json_rows_of_ids<T: serde::de::DeserializeOwned>(
             sep.push_bind(*id);
         }
         qb.push(tail);
-        rows.extend(json_rows::<T>(qb.build_query_scalar().fetch_one(pool).await?)?);
+        rows.extend(json_rows::<T>(qb.build_query_scalar().fetch_one(&mut *conn).await?)?);
     }
     Ok(rows)
 }

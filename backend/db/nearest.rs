@@ -136,8 +136,8 @@ impl Variant {
 }
 
 /// A class as SQLite's `hex()` writes it (`''` where there is none).
-fn class_of_hex(hex: &str) -> Option<Class> {
-    (hex.len() == 32).then(|| u128::from_str_radix(hex, 16).ok().map(u128::to_be_bytes)).flatten()
+fn class_of_hex(text: &str) -> Option<Class> {
+    hex::FromHex::from_hex(text).ok()
 }
 
 /// The live entries of `kernel` with their variant columns and stored classes and places,
@@ -347,7 +347,8 @@ async fn place(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, (Str
     // Not `removed_at`: it sits past the row's JSON columns (overflow pages: 3-4x the time),
     // and the ids come from the live entries of the variant index, read under the same stamp.
     let tail = format!(") AND e.kind IN {}", EntryKind::sql_list(KERNEL_KINDS));
-    let rows: Vec<(i64, String, String)> = super::explain::json_rows_of_ids(pool, ids, &head, &tail).await?;
+    let rows: Vec<(i64, String, String)> =
+        super::explain::json_rows_of_ids(&mut *pool.acquire().await?, ids, &head, &tail).await?;
     Ok(rows.into_iter().map(|(id, m, k)| (id, (m, k))).collect())
 }
 
