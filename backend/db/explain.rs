@@ -41,6 +41,34 @@ pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<O
     Ok(Some(Loaded { side, row, group_at }))
 }
 
+/// The variant columns of an entry's row: signature, tile shapes, num_warps, num_stages.
+pub(crate) type VariantColumns = (Option<String>, Option<String>, Option<i64>, Option<i64>);
+
+/// One entry by machine and key (removed ones included) as the nearest-neighbour search reads
+/// it: its [`Side`] as [`load`] makes it (the same row columns, IR texts and key parts), its id,
+/// and its variant columns; three queries, where [`load`] (which also reads the entry's page
+/// row, files and group) takes six.
+pub(crate) async fn side_and_variant(
+    pool: &SqlitePool,
+    machine: &str,
+    key: &str,
+) -> sqlx::Result<Option<(Side, i64, VariantColumns)>> {
+    let sql = format!(
+        "SELECT json_array(json_array({SIDE_FIELDS}), signature, shapes, num_warps, num_stages) FROM (
+             SELECT {SIDE_COLUMNS}, e.signature, e.shapes, e.num_warps, e.num_stages
+             FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ?1 AND e.key = ?2)"
+    );
+    let text: Option<String> =
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(machine).bind(key).fetch_optional(pool).await?;
+    let Some(text) = text else { return Ok(None) };
+    let (r, s, t, w, n): (SideRow, Option<String>, Option<String>, Option<i64>, Option<i64>) =
+        serde_json::from_str(&text).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+    let texts = texts_by_sha(pool, shas_of_rows(std::iter::once(&r))).await?;
+    let parts = parts_of_keys(pool, &[key]).await?.remove(&(machine.to_string(), key.to_string()));
+    let id = r.id;
+    Ok(Some((r.into_side(&texts, parts), id, (s, t, w, n))))
+}
+
 /// The key parts the hook recorded for entries of `machines`: (machine, key) → the parts of
 /// the key's latest recorded compile.
 async fn parts_for(pool: &SqlitePool, machines: &[&str]) -> sqlx::Result<HashMap<(String, String), serde_json::Value>> {
@@ -73,20 +101,22 @@ pub(crate) async fn parts_of_keys(
     keys: &[&str],
 ) -> sqlx::Result<HashMap<(String, String), serde_json::Value>> {
     let mut out = HashMap::new();
-    for part in keys.chunks(500) {
-        let mut qb = QueryBuilder::<Sqlite>::new(
-            "SELECT m.name, e.key, e.parts_json FROM events e INDEXED BY events_key_parts
-             JOIN machines m ON m.id = e.machine_id WHERE e.parts_json IS NOT NULL AND e.key IN (",
-        );
-        let mut sep = qb.separated(", ");
-        for k in part {
-            sep.push_bind(*k);
-        }
-        qb.push(") ORDER BY e.ts, e.id");
-        for r in qb.build().fetch_all(pool).await? {
-            if let Ok(p) = serde_json::from_str::<serde_json::Value>(&r.get::<String, _>(2)) {
-                out.insert((r.get(0), r.get(1)), p);
-            }
+    if keys.is_empty() {
+        return Ok(out);
+    }
+    // the keys bound as one JSON array: one statement text for any count (see `json_rows_of_ids`)
+    let keys = serde_json::to_string(keys).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    let rows = sqlx::query(
+        "SELECT m.name, e.key, e.parts_json FROM events e INDEXED BY events_key_parts
+         JOIN machines m ON m.id = e.machine_id
+         WHERE e.parts_json IS NOT NULL AND e.key IN (SELECT value FROM json_each(?)) ORDER BY e.ts, e.id",
+    )
+    .bind(keys)
+    .fetch_all(pool)
+    .await?;
+    for r in rows {
+        if let Ok(p) = serde_json::from_str::<serde_json::Value>(&r.get::<String, _>(2)) {
+            out.insert((r.get(0), r.get(1)), p);
         }
     }
     Ok(out)
@@ -277,24 +307,39 @@ pub(crate) async fn side_rows_on(
 
 /// The rows a query selects for `ids` as one JSON text ([`rows_json`]), 500 ids a query, on
 /// one connection: `head` ends where the list of ids opens (`… IN (`), `tail` goes on from
-/// where it closes. Both are written in code, never from input.
+/// where it closes. Both are written in code, never from input. The ids are bound as one JSON
+/// array (`IN (SELECT value FROM json_each(?))`, the same plan as a list of `?`s), so the
+/// statement's text is one for any number of ids and sqlx prepares it once a connection: a
+/// list of `?`s was a new statement for each count, prepared every time (~0.2 ms for the side
+/// rows' query, several times a nearest request).
 pub(crate) async fn json_rows_of_ids<T: serde::de::DeserializeOwned>(
     conn: &mut sqlx::SqliteConnection,
     ids: &[i64],
     head: &str,
     tail: &str,
 ) -> sqlx::Result<Vec<T>> {
+    let sql = format!("{head}SELECT value FROM json_each(?){tail}");
     let mut rows = Vec::with_capacity(ids.len());
     for part in ids.chunks(500) {
-        let mut qb = QueryBuilder::<Sqlite>::new(head);
-        let mut sep = qb.separated(", ");
-        for id in part {
-            sep.push_bind(*id);
-        }
-        qb.push(tail);
-        rows.extend(json_rows::<T>(qb.build_query_scalar().fetch_one(&mut *conn).await?)?);
+        let text: String =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str())).bind(json_ids(part)).fetch_one(&mut *conn).await?;
+        rows.extend(json_rows::<T>(text)?);
     }
     Ok(rows)
+}
+
+/// `ids` as a JSON array (bound to `json_each`).
+pub(crate) fn json_ids(ids: &[i64]) -> String {
+    let mut out = String::with_capacity(ids.len() * 8 + 2);
+    out.push('[');
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&id.to_string());
+    }
+    out.push(']');
+    out
 }
 
 /// The rows of a query that selected a JSON array of rows ([`rows_json`]): one row, one text,

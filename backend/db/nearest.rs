@@ -45,26 +45,17 @@ pub struct Classes {
 pub struct KernelVariants {
     /// The entry's id.
     pub id: i64,
-    /// The other live entries of its kernel on every machine by [`tier`].
+    /// The other live entries of its kernel on every machine by [`tier`], each by id.
     pub tiers: [Vec<i64>; 3],
-    /// Every live entry of the kernel, by id.
-    all: Arc<Vec<Variant>>,
+    /// The kernel's name (its stored classes are read by it: [`stored_of`]).
+    kernel: String,
 }
 
-impl KernelVariants {
-    /// The stored class and place of the kernel's entry `id` (`None`: not computed yet, or not
-    /// one of the kernel's live entries).
-    pub fn stored(&self, id: i64) -> Option<&Stored> {
-        let at = self.all.binary_search_by_key(&id, |v| v.id).ok()?;
-        self.all[at].stored.as_ref()
-    }
-}
-
-/// `machine`'s entry `key` (its id; a live one before a removed one)
-/// and the live entries of its kernel on every machine (itself left out) in three tiers by the
-/// lower bound on their differing components ([`tier`]), from the index alone: a kernel of
-/// thousands of entries costs its variant columns and classes, read once per database stamp
-/// through `cache` (hashed: a few integers a row), not its signatures and shapes.
+/// `machine`'s entry `key` (its id) and the live entries of its kernel on every machine
+/// (itself left out) in three tiers by the lower bound on their differing components
+/// ([`tier`]), from the index alone: a kernel of thousands of entries costs its distinct
+/// variants (their columns hashed) and the ids of each, read once per database stamp through
+/// `cache`, not a row an entry. `None`: no such entry, or one without a kernel name.
 pub async fn kernel_variants(
     pool: &SqlitePool,
     machine: &str,
@@ -75,14 +66,45 @@ pub async fn kernel_variants(
     let me: Option<Me> = sqlx::query_as(
         "SELECT e.kernel, e.id, e.signature, e.shapes, e.num_warps, e.num_stages
          FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE m.name = ? AND e.key = ? AND e.kernel IS NOT NULL ORDER BY e.removed_at IS NOT NULL, e.id DESC LIMIT 1",
+         WHERE m.name = ? AND e.key = ? AND e.kernel IS NOT NULL",
     )
     .bind(machine)
     .bind(key)
     .fetch_optional(pool)
     .await?;
     let Some((kernel, id, signature, shapes, num_warps, num_stages)) = me else { return Ok(None) };
-    let me = Variant::of(id, signature.as_deref(), shapes.as_deref(), num_warps, num_stages, None);
+    Ok(Some(variants_around(pool, id, kernel, (signature, shapes, num_warps, num_stages), cache).await?))
+}
+
+/// `machine`'s entry `key` as a nearest request reads it: its side (as `db::explain::load`
+/// makes it) and, when it has a kernel name, its kernel's variants ([`kernel_variants`]); one
+/// query for the entry, not two. `None`: no such entry.
+pub async fn entry_and_variants(
+    pool: &SqlitePool,
+    machine: &str,
+    key: &str,
+    cache: &Open<'_>,
+) -> sqlx::Result<Option<(Side, Option<KernelVariants>)>> {
+    let Some((side, id, columns)) = super::explain::side_and_variant(pool, machine, key).await? else {
+        return Ok(None);
+    };
+    let kv = match side.kernel.clone() {
+        Some(kernel) => Some(variants_around(pool, id, kernel, columns, cache).await?),
+        None => None,
+    };
+    Ok(Some((side, kv)))
+}
+
+/// The tiers of entry `id` of `kernel`, whose variant columns are `columns`.
+async fn variants_around(
+    pool: &SqlitePool,
+    id: i64,
+    kernel: String,
+    columns: super::explain::VariantColumns,
+    cache: &Open<'_>,
+) -> sqlx::Result<KernelVariants> {
+    let (signature, shapes, num_warps, num_stages) = columns;
+    let me = Variant::of(signature.as_deref(), shapes.as_deref(), num_warps, num_stages);
     let all = match cache.variants(&kernel) {
         Some(v) => v,
         None => {
@@ -92,47 +114,48 @@ pub async fn kernel_variants(
         }
     };
     let mut tiers: [Vec<i64>; 3] = Default::default();
-    for v in all.iter().filter(|v| v.id != id) {
-        tiers[tier(&me, v)].push(v.id);
+    for (v, ids) in all.iter() {
+        tiers[tier(&me, v)].extend(ids.iter().copied().filter(|&i| i != id));
     }
-    Ok(Some(KernelVariants { id, tiers, all }))
+    for t in &mut tiers {
+        t.sort_unstable();
+    }
+    Ok(KernelVariants { id, tiers, kernel })
 }
 
-/// One live entry's variant columns (signature and shapes hashed), and its stored class and
-/// place when computed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A kernel's distinct variants, each with the ids of its live entries.
+pub type Variants = Vec<(Variant, Vec<i64>)>;
+
+/// A variant's columns, signature and shapes hashed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Variant {
-    pub id: i64,
     signature: Option<u64>,
     shapes: Option<u64>,
     num_warps: Option<i64>,
     num_stages: Option<i64>,
-    stored: Option<Stored>,
+}
+
+impl Variant {
+    pub fn of(
+        signature: Option<&str>,
+        shapes: Option<&str>,
+        num_warps: Option<i64>,
+        num_stages: Option<i64>,
+    ) -> Variant {
+        use std::hash::BuildHasher;
+        let h = |t: Option<&str>| t.map(|t| foldhash::fast::FixedState::with_seed(0x6e65_6172).hash_one(t));
+        Variant { signature: h(signature), shapes: h(shapes), num_warps, num_stages }
+    }
 }
 
 /// An entry's stored class (`entry_classes`), machine and key, and whether it holds a compiled
 /// kernel (a candidate at all).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stored {
-    pub class: Class,
-    pub machine_id: i64,
-    pub key: Box<str>,
-    pub compiled: bool,
-}
-
-impl Variant {
-    pub fn of(
-        id: i64,
-        signature: Option<&str>,
-        shapes: Option<&str>,
-        num_warps: Option<i64>,
-        num_stages: Option<i64>,
-        stored: Option<Stored>,
-    ) -> Variant {
-        use std::hash::BuildHasher;
-        let h = |t: Option<&str>| t.map(|t| foldhash::fast::FixedState::with_seed(0x6e65_6172).hash_one(t));
-        Variant { id, signature: h(signature), shapes: h(shapes), num_warps, num_stages, stored }
-    }
+struct Stored {
+    class: Class,
+    machine: String,
+    key: String,
+    compiled: bool,
 }
 
 /// A class as SQLite's `hex()` writes it (`''` where there is none).
@@ -140,42 +163,43 @@ fn class_of_hex(text: &str) -> Option<Class> {
     hex::FromHex::from_hex(text).ok()
 }
 
-/// The live entries of `kernel` with their variant columns and stored classes and places,
-/// ordered by id, from the variant index and `entry_classes` (one JSON text each: see
-/// `db::explain::json_rows`).
-async fn variants_of(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<Variant>> {
-    // Two range reads, merged here: the index's rows of the kernel, and its stored rows (which
-    // sit together by kernel). A join looked each entry up in `entry_classes` (~1,500 B-tree
-    // descents for a kernel of the bench fleet: 4 of its 5 ms).
-    let index = format!(
-        "SELECT {} FROM entries INDEXED BY entries_variant WHERE kernel = ?1 AND removed_at IS NULL",
-        super::explain::rows_json("json_array(id, signature, shapes, num_warps, num_stages)")
+/// The distinct variants of `kernel`'s live entries, each with its entries' ids, from the
+/// variant index: SQLite walks the kernel's index rows in the index's order and hands over one
+/// row a variant (79 for a 1,476-entry kernel of the bench fleet). Handing over the rows one an
+/// entry, with their texts, to be hashed here took 5-8 ms a large kernel under load, half the
+/// request (20 KB of JSON now, 155 KB then).
+async fn variants_of(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Variants> {
+    let sql = format!(
+        "SELECT {} FROM (SELECT signature, shapes, num_warps, num_stages, '[' || group_concat(id) || ']' AS ids
+             FROM entries INDEXED BY entries_variant WHERE kernel = ?1 AND removed_at IS NULL
+             GROUP BY signature, shapes, num_warps, num_stages)",
+        super::explain::rows_json("json_array(signature, shapes, num_warps, num_stages, json(ids))")
     );
-    let stored = format!(
-        "SELECT {} FROM entry_classes WHERE kernel = ?1",
-        super::explain::rows_json("json_array(entry_id, hex(class), machine_id, key, kind)")
+    let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(kernel).fetch_one(pool).await?;
+    type Row = (Option<String>, Option<String>, Option<i64>, Option<i64>, Vec<i64>);
+    let rows: Vec<Row> = super::explain::json_rows(text)?;
+    Ok(rows.into_iter().map(|(s, t, w, n, ids)| (Variant::of(s.as_deref(), t.as_deref(), w, n), ids)).collect())
+}
+
+/// The stored classes and places of those of `ids` that are `kernel`'s entries (one primary key
+/// lookup each: a kernel's rows sit together), by id. An entry without one (not computed yet)
+/// is not among them.
+async fn stored_of(pool: &SqlitePool, kernel: &str, ids: &[i64]) -> sqlx::Result<HashMap<i64, Stored>> {
+    let sql = format!(
+        "SELECT {} FROM entry_classes c JOIN machines m ON m.id = c.machine_id
+         WHERE c.kernel = ?1 AND c.entry_id IN (SELECT value FROM json_each(?2))",
+        super::explain::rows_json("json_array(c.entry_id, hex(c.class), m.name, c.key, c.kind)")
     );
-    // one read transaction: both as of one commit
-    let mut tx = pool.begin().await?;
-    let index: String = sqlx::query_scalar(sqlx::AssertSqlSafe(index)).bind(kernel).fetch_one(&mut *tx).await?;
-    let stored: String = sqlx::query_scalar(sqlx::AssertSqlSafe(stored)).bind(kernel).fetch_one(&mut *tx).await?;
-    tx.commit().await?;
-    type Row = (i64, Option<String>, Option<String>, Option<i64>, Option<i64>);
-    let rows: Vec<Row> = super::explain::json_rows(index)?;
+    let ids = super::explain::json_ids(ids);
+    let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(kernel).bind(ids).fetch_one(pool).await?;
     let compiled: Vec<&str> = KERNEL_KINDS.iter().map(|k| k.as_str()).collect();
-    let mut stored: HashMap<i64, Stored> = super::explain::json_rows::<(i64, String, i64, String, String)>(stored)?
+    Ok(super::explain::json_rows::<(i64, String, String, String, String)>(text)?
         .into_iter()
-        .filter_map(|(id, class, machine_id, key, kind)| {
+        .filter_map(|(id, class, machine, key, kind)| {
             let compiled = compiled.contains(&kind.as_str());
-            Some((id, Stored { class: class_of_hex(&class)?, machine_id, key: key.into(), compiled }))
+            Some((id, Stored { class: class_of_hex(&class)?, machine, key, compiled }))
         })
-        .collect();
-    let mut v: Vec<Variant> = rows
-        .into_iter()
-        .map(|(id, s, t, w, n)| Variant::of(id, s.as_deref(), t.as_deref(), w, n, stored.remove(&id)))
-        .collect();
-    v.sort_unstable_by_key(|v| v.id);
-    Ok(v)
+        .collect())
 }
 
 /// The lower bound on `other`'s differing components against `me`: 1 for the source when its
@@ -202,8 +226,9 @@ enum Group<'a> {
 }
 
 /// The live kernel entries among `ids`, ordered by machine and key, in groups that compare
-/// alike with the entry whose key is `me_key` ([`Group`]; `kv`, the kernel's variant rows,
-/// gives the stored classes and places: [`KernelVariants::stored`]).
+/// alike with the entry whose key is `me_key` ([`Group`]; with `kv`, the kernel, candidates are
+/// placed from their stored classes and places, read by primary key: [`stored_of`]; without,
+/// every candidate is grouped by its row).
 /// At most `max_classes` groups are returned (with their sides loaded), the first in that
 /// order; `Classes::more` says whether there were more.
 ///
@@ -220,43 +245,35 @@ pub async fn classes_of_ids(
     cache: &Open<'_>,
 ) -> sqlx::Result<Classes> {
     let t0 = std::time::Instant::now();
-    let stored = |id: i64| kv.and_then(|kv| kv.stored(id));
-    let class = |id: i64| stored(id).map(|s| s.class);
+    // (a candidate kept by a request that read no stored classes has none)
+    let class = |k: &Known| kv.and(k.class);
     let (mut known, missing) = cache.rows(ids);
     // Candidates not known yet are placed by (machine, key), with their recorded key parts,
     // and kept so: from the kernel's stored rows (`entry_classes`), else a few bytes of each
     // row (not its metadata).
     if !missing.is_empty() {
-        let mut placed: HashMap<i64, (String, String)> = HashMap::new();
-        let unplaced: Vec<i64> = missing.iter().copied().filter(|&id| stored(id).is_none()).collect();
-        if unplaced.len() < missing.len() {
-            let names: HashMap<i64, String> = sqlx::query_as::<_, (i64, String)>("SELECT id, name FROM machines")
-                .fetch_all(pool)
-                .await?
-                .into_iter()
-                .collect();
-            for &id in &missing {
-                // an entry of the kernel that holds no compiled kernel is no candidate
-                if let Some(s) = stored(id).filter(|s| s.compiled)
-                    && let Some(name) = names.get(&s.machine_id)
-                {
-                    placed.insert(id, (name.clone(), s.key.to_string()));
-                }
-            }
-        }
+        let mut stored = match kv {
+            Some(kv) => stored_of(pool, &kv.kernel, &missing).await?,
+            None => HashMap::new(),
+        };
+        let unplaced: Vec<i64> = missing.iter().copied().filter(|id| !stored.contains_key(id)).collect();
+        // an entry of the kernel that holds no compiled kernel is no candidate
+        stored.retain(|_, s| s.compiled);
+        let mut placed: HashMap<i64, (String, String, Option<Class>)> =
+            stored.into_iter().map(|(id, s)| (id, (s.machine, s.key, Some(s.class)))).collect();
         if !unplaced.is_empty() {
-            placed.extend(place(pool, &unplaced).await?);
+            placed.extend(place(pool, &unplaced).await?.into_iter().map(|(id, (m, k))| (id, (m, k, None))));
         }
-        let mut keys: Vec<&str> = placed.values().map(|(_, k)| k.as_str()).collect();
+        let mut keys: Vec<&str> = placed.values().map(|(_, k, _)| k.as_str()).collect();
         keys.sort_unstable();
         keys.dedup();
         let parts = parts_of_keys(pool, &keys).await?;
         let fresh: HashMap<i64, Option<Arc<Known>>> = missing
             .iter()
             .map(|id| {
-                let known = placed.get(id).map(|(m, k)| {
+                let known = placed.get(id).map(|(m, k, class)| {
                     let parts = parts.get(&(m.clone(), k.clone())).cloned();
-                    Arc::new(Known::placed(m.clone(), k.clone(), parts))
+                    Arc::new(Known::placed(m.clone(), k.clone(), *class, parts))
                 });
                 (*id, known)
             })
@@ -268,12 +285,12 @@ pub async fn classes_of_ids(
     // has one key, so the first `max_classes` groups hold only those of the first
     // `max_classes` of their keys: only these are read (a tier of an autotuned kernel has
     // hundreds of keys, and all but the first 128 were read and digested for nothing).
-    let unclassed = known.iter().filter(|(id, k)| k.is_some() && class(**id).is_none());
-    let wanted = first_keys(unclassed.filter_map(|(_, k)| k.as_ref()).map(|k| (&k.machine, &k.key)), max_classes);
+    let unclassed = known.values().filter_map(|k| k.as_ref()).filter(|k| class(k).is_none());
+    let wanted = first_keys(unclassed.map(|k| (&k.machine, &k.key)), max_classes);
     let mut full = vec![];
     let mut beyond = false;
     for (id, k) in known.iter().filter_map(|(id, k)| Some((*id, k.as_ref()?))) {
-        match (class(id).is_some() || k.inputs.is_some(), wanted.contains(k.key.as_str())) {
+        match (class(k).is_some() || k.inputs.is_some(), wanted.contains(k.key.as_str())) {
             (false, true) => full.push(id),
             (false, false) => beyond = true,
             (true, _) => {}
@@ -285,7 +302,7 @@ pub async fn classes_of_ids(
         read = read_known(pool, &full, cache, &mut known).await?;
     }
     // rows placed but not read (past the first keys) are left out: `beyond` says so
-    known.retain(|id, k| k.as_ref().is_some_and(|k| class(*id).is_some() || k.inputs.is_some()));
+    known.retain(|_, k| k.as_ref().is_some_and(|k| class(k).is_some() || k.inputs.is_some()));
     let mut rows: Vec<(i64, Arc<Known>)> = known.into_iter().filter_map(|(id, k)| Some((id, k?))).collect();
     rows.sort_by(|a, b| (&a.1.machine, &a.1.key).cmp(&(&b.1.machine, &b.1.key)));
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, rows = rows.len(), read = read.len(), "nearest: class rows");
@@ -295,7 +312,7 @@ pub async fn classes_of_ids(
     let mut candidates = Vec::with_capacity(rows.len());
     for (i, (id, k)) in rows.iter().enumerate() {
         let parts = k.parts_text.as_deref();
-        let group = match class(*id) {
+        let group = match class(k) {
             Some(class) => Group::Stored(class, k.key == me_key, parts),
             None => Group::Read(k.inputs.unwrap_or_default(), parts),
         };
@@ -397,7 +414,9 @@ async fn read_known(
 pub struct Known {
     machine: String,
     key: String,
-    /// [`SideRow::inputs_digest`] of its stored inputs; `None` while only placed ([`place`]).
+    /// Its stored class (`entry_classes`), where placed from it.
+    class: Option<Class>,
+    /// [`SideRow::inputs_digest`] of its stored inputs; `None` while only placed.
     inputs: Option<[u8; 16]>,
     /// The hook's recorded key parts of (machine, key), and their text (part of a group).
     parts: Option<serde_json::Value>,
@@ -405,14 +424,15 @@ pub struct Known {
 }
 
 impl Known {
-    /// An entry placed by (machine, key), with its parts; its row not read.
-    fn placed(machine: String, key: String, parts: Option<serde_json::Value>) -> Known {
-        Known { machine, key, inputs: None, parts_text: parts.as_ref().map(|v| v.to_string()), parts }
+    /// An entry placed by (machine, key), with its stored class if any and its parts; its row
+    /// not read.
+    fn placed(machine: String, key: String, class: Option<Class>, parts: Option<serde_json::Value>) -> Known {
+        Known { machine, key, class, inputs: None, parts_text: parts.as_ref().map(|v| v.to_string()), parts }
     }
 
     /// An entry whose row was read.
     fn read(r: &SideRow, parts: Option<serde_json::Value>) -> Known {
-        Known { inputs: Some(r.inputs_digest()), ..Known::placed(r.machine.clone(), r.key.clone(), parts) }
+        Known { inputs: Some(r.inputs_digest()), ..Known::placed(r.machine.clone(), r.key.clone(), None, parts) }
     }
 }
 
@@ -432,7 +452,7 @@ struct Kept {
     rows: HashMap<i64, Option<Arc<Known>>>,
     sides: HashMap<i64, Arc<Side>>,
     /// By kernel name: its live entries' variant columns, and how many rows all kernels hold.
-    variants: HashMap<String, Arc<Vec<Variant>>>,
+    variants: HashMap<String, Arc<Variants>>,
     variant_rows: usize,
 }
 
@@ -445,8 +465,8 @@ impl std::fmt::Debug for Cache {
 
 /// Entries kept at most by a [`Cache`] (~200 bytes each).
 pub const KEPT_ROWS: usize = 250_000;
-/// Variant rows (of all kernels) kept at most by a [`Cache`] (~150 bytes each: the variant
-/// columns hashed, the stored class, machine id and key).
+/// Entries of kernels' variants kept at most by a [`Cache`] (an id each, 8 bytes, and a
+/// variant's columns hashed, ~60 bytes, for each distinct variant; a variant counts as one).
 pub const KEPT_VARIANT_ROWS: usize = 1_000_000;
 
 /// Class sides kept at most by a [`Cache`] (a side holds its parsed metadata, a few KB; its IR
@@ -527,20 +547,21 @@ impl<'a> Open<'a> {
         drop_apart(full.flatten());
     }
 
-    /// The kept variant rows of `kernel`.
-    fn variants(&self, kernel: &str) -> Option<Arc<Vec<Variant>>> {
+    /// The kept variants of `kernel`.
+    fn variants(&self, kernel: &str) -> Option<Arc<Variants>> {
         self.kept(|k| k.variants.get(kernel).cloned()).flatten()
     }
 
-    fn keep_variants(&self, kernel: &str, v: Arc<Vec<Variant>>) {
+    fn keep_variants(&self, kernel: &str, v: Arc<Variants>) {
+        let rows = |v: &[(Variant, Vec<i64>)]| v.iter().map(|(_, ids)| 1 + ids.len()).sum::<usize>();
         let full = self.kept(|k| {
-            let full = (k.variant_rows + v.len() > KEPT_VARIANT_ROWS).then(|| {
+            let full = (k.variant_rows + rows(&v) > KEPT_VARIANT_ROWS).then(|| {
                 k.variant_rows = 0;
                 std::mem::take(&mut k.variants)
             });
-            k.variant_rows += v.len();
+            k.variant_rows += rows(&v);
             if let Some(old) = k.variants.insert(kernel.to_string(), v) {
-                k.variant_rows -= old.len();
+                k.variant_rows -= rows(&old);
             }
             full
         });
@@ -598,8 +619,8 @@ mod tests {
             }
         }
         let mut checked = [0usize; 3];
-        for (i, me) in all.iter().enumerate() {
-            for (j, other) in all.iter().enumerate() {
+        for me in &all {
+            for other in &all {
                 let want: i64 = sqlx::query_scalar(
                     "SELECT (CASE WHEN (?1 <> ?5) OR (?2 <> ?6) THEN 1 ELSE 0 END)
                           + (CASE WHEN (?3 <> ?7) OR (?4 <> ?8) THEN 1 ELSE 0 END)",
@@ -615,10 +636,8 @@ mod tests {
                 .fetch_one(&pool)
                 .await
                 .unwrap();
-                let v = |id: usize, c: &(Option<&str>, Option<&str>, Option<i64>, Option<i64>)| {
-                    Variant::of(id as i64, c.0, c.1, c.2, c.3, None)
-                };
-                let got = tier(&v(i, me), &v(j, other));
+                let v = |c: &(Option<&str>, Option<&str>, Option<i64>, Option<i64>)| Variant::of(c.0, c.1, c.2, c.3);
+                let got = tier(&v(me), &v(other));
                 assert_eq!(got as i64, want, "{me:?} against {other:?}");
                 checked[got] += 1;
             }

@@ -132,7 +132,7 @@ pub const NEAREST_MAX_CANDIDATES: usize = 1024;
 /// alike, and a tier is skipped once `limit` neighbours rank below its bound: the answer is the
 /// plain ranking of every entry (`tests/e2e/nearest.rs` pins that), at the cost of the tiers that
 /// can still place a neighbour. At most [`NEAREST_MAX_CLASSES`] classes are analysed.
-pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
+pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Side, Vec<Neighbour>), ExplainError> {
     nearest_ranked(pool, &crate::db::nearest::Open::none(), id, limit).await.map(|(of, n, _)| (of, n))
 }
 
@@ -143,7 +143,7 @@ pub async fn nearest_cached(
     cache: &crate::db::nearest::Cache,
     id: &str,
     limit: usize,
-) -> Result<(Loaded, Vec<Neighbour>), ExplainError> {
+) -> Result<(Side, Vec<Neighbour>), ExplainError> {
     let open = cache.open(pool).await?;
     nearest_ranked(pool, &open, id, limit).await.map(|(of, n, _)| (of, n))
 }
@@ -155,14 +155,14 @@ pub async fn nearest_ranked(
     cache: &crate::db::nearest::Open<'_>,
     id: &str,
     limit: usize,
-) -> Result<(Loaded, Vec<Neighbour>, bool), ExplainError> {
+) -> Result<(Side, Vec<Neighbour>, bool), ExplainError> {
     let t0 = std::time::Instant::now();
-    let of = load_id(pool, id).await?;
+    let (m, k) = parse_id(id)?;
+    let Some((of, kv)) = crate::db::nearest::entry_and_variants(pool, m, k, cache).await? else {
+        return Err(ExplainError::NotFound(format!("no entry {m}:{k}")));
+    };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "nearest: loaded");
-    if of.side.kernel_name().is_none() {
-        return Ok((of, vec![], false));
-    }
-    let Some(kv) = crate::db::nearest::kernel_variants(pool, &of.side.machine, &of.side.key, cache).await? else {
+    let Some(kv) = kv.filter(|_| of.kernel_name().is_some()) else {
         return Ok((of, vec![], false));
     };
     let (me, tiers) = (kv.id, &kv.tiers);
@@ -187,7 +187,7 @@ pub async fn nearest_ranked(
             pool,
             &ids,
             Some(&kv),
-            &of.side.key,
+            &of.key,
             NEAREST_MAX_CLASSES - analysed + 1,
             cache,
         )
@@ -199,7 +199,7 @@ pub async fn nearest_ranked(
             "nearest: classes read"
         );
         for (_, members) in &mut classes {
-            members.retain(|&i| !(candidates[i].machine == of.side.machine && candidates[i].key == of.side.key));
+            members.retain(|&i| !(candidates[i].machine == of.machine && candidates[i].key == of.key));
         }
         classes.retain(|(_, members)| !members.is_empty());
         if more || analysed + classes.len() > NEAREST_MAX_CLASSES {
@@ -209,7 +209,7 @@ pub async fn nearest_ranked(
         analysed += classes.len();
         let side_of: std::collections::HashMap<usize, usize> =
             classes.iter().enumerate().flat_map(|(c, (_, m))| m.iter().map(move |&i| (i, c))).collect();
-        let ranked = nearest_classes(&of.side, &classes, usize::MAX);
+        let ranked = nearest_classes(&of, &classes, usize::MAX);
         let shared: Vec<std::sync::Arc<Side>> = classes.into_iter().map(|(s, _)| s).collect();
         for n in ranked {
             let at = &candidates[n.index];
@@ -239,7 +239,7 @@ pub async fn nearest_ranked(
                 .entry(class)
                 .or_insert_with(|| {
                     let c = Side { machine: machine.clone(), key: key.clone(), ..(*side).clone() };
-                    let cmp = compare(&of.side, &c);
+                    let cmp = compare(&of, &c);
                     (cmp.summary, cmp.identical_binary, cmp.identical_code)
                 })
                 .clone();

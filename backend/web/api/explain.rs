@@ -41,8 +41,8 @@ async fn nearest(State(s): State<AppState>, ApiQuery(q): ApiQuery<NearestQuery>)
     let id = q.entry.as_deref().ok_or_else(|| AppError::BadRequest("missing entry=MACHINE:KEY".into()))?;
     let (of, neighbours) =
         dbx::nearest_cached(s.db.pool(), s.db.nearest_cache(), id, q.limit()).await.map_err(AppError::from)?;
-    let kernel = of.side.kernel_name().map(str::to_string);
-    Ok(Json(NearestAnswer { entry: format!("{}:{}", of.row.machine, of.row.key), kernel, neighbours }))
+    let kernel = of.kernel_name().map(str::to_string);
+    Ok(Json(NearestAnswer { entry: format!("{}:{}", of.machine, of.key), kernel, neighbours }))
 }
 
 /// `GET /api/v1/invalidations?machine=M[&from=SCAN][&to=SCAN]` or `?a=M1&b=M2`, paged with

@@ -95,7 +95,7 @@ pub async fn nearest_page(
 ) -> PageResult {
     let id = format!("{machine}:{key}");
     let (of, list) = dbx::nearest_cached(s.db.pool(), s.db.nearest_cache(), &id, q.limit()).await?;
-    let kernel = of.side.kernel_name().unwrap_or("?").to_string();
+    let kernel = of.kernel_name().unwrap_or("?").to_string();
     let rows = list
         .into_iter()
         .map(|n| {
