@@ -41,30 +41,48 @@ pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<O
     Ok(Some(Loaded { side, row, group_at }))
 }
 
+/// SQL for the hook's latest recorded key parts of the entry whose key and machine id are the
+/// columns `key` and `machine_id`, as [`parts_of_keys`] reads them: the last by (ts, id) of the
+/// events that carry them (ingest writes them from a parsed JSON value, so the last one always
+/// parses). A column of a row read for other reasons, where [`parts_of_keys`] is one more query.
+pub(crate) fn parts_column(key: &str, machine_id: &str) -> String {
+    format!(
+        "(SELECT ev.parts_json FROM events ev INDEXED BY events_key_parts
+          WHERE ev.parts_json IS NOT NULL AND ev.key = {key} AND ev.machine_id = {machine_id}
+          ORDER BY ev.ts DESC, ev.id DESC LIMIT 1)"
+    )
+}
+
+/// Key parts as stored (`events.parts_json`), parsed.
+pub(crate) fn parts_of_text(text: Option<&str>) -> Option<serde_json::Value> {
+    serde_json::from_str(text?).ok()
+}
+
 /// The variant columns of an entry's row: signature, tile shapes, num_warps, num_stages.
 pub(crate) type VariantColumns = (Option<String>, Option<String>, Option<i64>, Option<i64>);
 
 /// One entry by machine and key (removed ones included) as the nearest-neighbour search reads
 /// it: its [`Side`] as [`load`] makes it (the same row columns, IR texts and key parts), its id,
-/// and its variant columns; three queries, where [`load`] (which also reads the entry's page
-/// row, files and group) takes six.
+/// and its variant columns; one query (and one for IR texts not kept yet), where [`load`]
+/// (which also reads the entry's page row, files and group) takes six.
 pub(crate) async fn side_and_variant(
     pool: &SqlitePool,
     machine: &str,
     key: &str,
 ) -> sqlx::Result<Option<(Side, i64, VariantColumns)>> {
     let sql = format!(
-        "SELECT json_array(json_array({SIDE_FIELDS}), signature, shapes, num_warps, num_stages) FROM (
-             SELECT {SIDE_COLUMNS}, e.signature, e.shapes, e.num_warps, e.num_stages
-             FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ?1 AND e.key = ?2)"
+        "SELECT json_array(json_array({SIDE_FIELDS}), signature, shapes, num_warps, num_stages, parts) FROM (
+             SELECT {SIDE_COLUMNS}, e.signature, e.shapes, e.num_warps, e.num_stages, {} AS parts
+             FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ?1 AND e.key = ?2)",
+        parts_column("e.key", "e.machine_id")
     );
     let text: Option<String> =
         sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(machine).bind(key).fetch_optional(pool).await?;
     let Some(text) = text else { return Ok(None) };
-    let (r, s, t, w, n): (SideRow, Option<String>, Option<String>, Option<i64>, Option<i64>) =
-        serde_json::from_str(&text).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+    type Row = (SideRow, Option<String>, Option<String>, Option<i64>, Option<i64>, Option<String>);
+    let (r, s, t, w, n, parts): Row = serde_json::from_str(&text).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
     let texts = texts_by_sha(pool, shas_of_rows(std::iter::once(&r))).await?;
-    let parts = parts_of_keys(pool, &[key]).await?.remove(&(machine.to_string(), key.to_string()));
+    let parts = parts_of_text(parts.as_deref());
     let id = r.id;
     Ok(Some((r.into_side(&texts, parts), id, (s, t, w, n))))
 }
@@ -582,4 +600,74 @@ async fn parts_of_machine_keys(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parts_column, parts_of_keys, parts_of_text};
+
+    /// [`parts_column`] (a column of the rows nearest requests read) reads what
+    /// [`parts_of_keys`] reads: the parts of the key's last event on its own machine by (ts, id)
+    /// that carries them, none where no event does; events without parts are not counted.
+    #[tokio::test]
+    async fn the_parts_column_reads_what_parts_of_keys_reads() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let pool = crate::db::open(&dir.path().join("t.db")).await.unwrap();
+        sqlx::query("INSERT INTO machines(id, name, created_at) VALUES (1, 'a', 0), (2, 'b', 0)")
+            .execute(&pool)
+            .await
+            .unwrap();
+        // (machine, key, ts, parts), inserted in this order (ids ascending)
+        let events: &[(i64, &str, i64, Option<&str>)] = &[
+            (1, "k1", 10, Some(r#"{"x":1}"#)),
+            (1, "k1", 20, Some(r#"{"x":2}"#)),
+            (1, "k1", 20, Some(r#"{"x":3}"#)), // same ts: the later id
+            (1, "k1", 30, None),               // a later hit without parts
+            (2, "k1", 5, Some(r#"{"y":1}"#)),  // the same key on another machine
+            (2, "k3", 1, Some(r#"{"z":1}"#)),
+            (2, "k3", 0, Some(r#"{"z":0}"#)), // inserted later, recorded earlier
+            (1, "k2", 3, None),
+        ];
+        for (i, (m, k, ts, parts)) in events.iter().enumerate() {
+            sqlx::query(
+                "INSERT INTO events(machine_id, ts, ts_us, seq, host, pid, key, event, parts_json)
+                 VALUES (?, ?, ?, ?, 'h', 1, ?, ?, ?)",
+            )
+            .bind(m)
+            .bind(ts)
+            .bind(ts * 1000)
+            .bind(i as i64)
+            .bind(k)
+            .bind(if parts.is_some() { "compile" } else { "hit" })
+            .bind(parts)
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        let sql = format!("SELECT {}", parts_column("?2", "(SELECT id FROM machines WHERE name = ?1)"));
+        let mut seen = vec![];
+        for m in ["a", "b"] {
+            for k in ["k1", "k2", "k3", "k4"] {
+                let want = parts_of_keys(&pool, &[k]).await.unwrap().remove(&(m.to_string(), k.to_string()));
+                let text: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.as_str()))
+                    .bind(m)
+                    .bind(k)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+                let got = parts_of_text(text.as_deref());
+                assert_eq!(got, want, "{m}:{k}");
+                seen.push((m, k, got.map(|v| v.to_string())));
+            }
+        }
+        let some: Vec<_> = seen.iter().filter_map(|(m, k, v)| Some((*m, *k, v.clone()?))).collect();
+        assert_eq!(
+            some,
+            [
+                ("a", "k1", r#"{"x":3}"#.to_string()),
+                ("b", "k1", r#"{"y":1}"#.to_string()),
+                ("b", "k3", r#"{"z":1}"#.to_string())
+            ]
+        );
+    }
 }

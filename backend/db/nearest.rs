@@ -148,14 +148,16 @@ impl Variant {
     }
 }
 
-/// An entry's stored class (`entry_classes`), machine and key, and whether it holds a compiled
-/// kernel (a candidate at all).
+/// An entry's stored class (`entry_classes`), machine and key, whether it holds a compiled
+/// kernel (a candidate at all), and its recorded key parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Stored {
     class: Class,
     machine: String,
     key: String,
     compiled: bool,
+    /// The hook's recorded key parts of (machine, key).
+    parts: Option<serde_json::Value>,
 }
 
 /// A class as SQLite's `hex()` writes it (`''` where there is none).
@@ -188,16 +190,21 @@ async fn stored_of(pool: &SqlitePool, kernel: &str, ids: &[i64]) -> sqlx::Result
     let sql = format!(
         "SELECT {} FROM entry_classes c JOIN machines m ON m.id = c.machine_id
          WHERE c.kernel = ?1 AND c.entry_id IN (SELECT value FROM json_each(?2))",
-        super::explain::rows_json("json_array(c.entry_id, hex(c.class), m.name, c.key, c.kind)")
+        super::explain::rows_json(&format!(
+            "json_array(c.entry_id, hex(c.class), m.name, c.key, c.kind, {})",
+            super::explain::parts_column("c.key", "c.machine_id")
+        ))
     );
     let ids = super::explain::json_ids(ids);
     let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(kernel).bind(ids).fetch_one(pool).await?;
     let compiled: Vec<&str> = KERNEL_KINDS.iter().map(|k| k.as_str()).collect();
-    Ok(super::explain::json_rows::<(i64, String, String, String, String)>(text)?
+    type Row = (i64, String, String, String, String, Option<String>);
+    Ok(super::explain::json_rows::<Row>(text)?
         .into_iter()
-        .filter_map(|(id, class, machine, key, kind)| {
+        .filter_map(|(id, class, machine, key, kind, parts)| {
             let compiled = compiled.contains(&kind.as_str());
-            Some((id, Stored { class: class_of_hex(&class)?, machine, key, compiled }))
+            let parts = super::explain::parts_of_text(parts.as_deref());
+            Some((id, Stored { class: class_of_hex(&class)?, machine, key, compiled, parts }))
         })
         .collect())
 }
@@ -259,25 +266,22 @@ pub async fn classes_of_ids(
         let unplaced: Vec<i64> = missing.iter().copied().filter(|id| !stored.contains_key(id)).collect();
         // an entry of the kernel that holds no compiled kernel is no candidate
         stored.retain(|_, s| s.compiled);
-        let mut placed: HashMap<i64, (String, String, Option<Class>)> =
-            stored.into_iter().map(|(id, s)| (id, (s.machine, s.key, Some(s.class)))).collect();
-        if !unplaced.is_empty() {
-            placed.extend(place(pool, &unplaced).await?.into_iter().map(|(id, (m, k))| (id, (m, k, None))));
+        let mut fresh: HashMap<i64, Option<Arc<Known>>> = missing.iter().map(|&id| (id, None)).collect();
+        for (id, s) in stored {
+            fresh.insert(id, Some(Arc::new(Known::placed(s.machine, s.key, Some(s.class), s.parts))));
         }
-        let mut keys: Vec<&str> = placed.values().map(|(_, k, _)| k.as_str()).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let parts = parts_of_keys(pool, &keys).await?;
-        let fresh: HashMap<i64, Option<Arc<Known>>> = missing
-            .iter()
-            .map(|id| {
-                let known = placed.get(id).map(|(m, k, class)| {
-                    let parts = parts.get(&(m.clone(), k.clone())).cloned();
-                    Arc::new(Known::placed(m.clone(), k.clone(), *class, parts))
-                });
-                (*id, known)
-            })
-            .collect();
+        if !unplaced.is_empty() {
+            // placed from a few bytes of each row, their parts read by key
+            let placed = place(pool, &unplaced).await?;
+            let mut keys: Vec<&str> = placed.values().map(|(_, k)| k.as_str()).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let mut parts = parts_of_keys(pool, &keys).await?;
+            for (id, (m, k)) in placed {
+                let p = parts.remove(&(m.clone(), k.clone()));
+                fresh.insert(id, Some(Arc::new(Known::placed(m, k, None, p))));
+            }
+        }
         cache.keep_rows(&fresh);
         known.extend(fresh);
     }
