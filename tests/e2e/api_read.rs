@@ -106,6 +106,22 @@ async fn paging_and_bad_queries() {
     }
     let all: Vec<String> = everything.as_array().unwrap().iter().map(id).collect();
     assert_eq!(paged, all, "offset pages are disjoint and cover the list in order");
+    // The list's order: machine, kernel, num_warps, num_stages, key (SQLite's, NULL first), on
+    // every machine, with or without a kernel filter and removed entries.
+    type Order = (String, Option<String>, Option<i64>, Option<i64>, String);
+    let order = |e: &serde_json::Value| -> Order {
+        let s = |f: &str| e[f].as_str().map(str::to_string);
+        (s("machine").unwrap(), s("kernel"), e["num_warps"].as_i64(), e["num_stages"].as_i64(), s("key").unwrap())
+    };
+    for q in ["limit=10000", "include_removed=true&limit=10000", "kernel=add_kernel&limit=10000"] {
+        let got: Vec<Order> =
+            get_json(&state, &format!("/api/v1/entries?{q}")).await.as_array().unwrap().iter().map(order).collect();
+        let mut sorted = got.clone();
+        sorted.sort();
+        let machines: std::collections::BTreeSet<&String> = got.iter().map(|o| &o.0).collect();
+        assert!(got.len() > 10 && machines.len() > 2, "{q}: {} entries on {machines:?}", got.len());
+        assert_eq!(got, sorted, "{q}: in the listing's order");
+    }
     let n_scans = len(&get_json(&state, "/api/v1/scans").await);
     let p1 = get_json(&state, "/api/v1/scans?limit=2").await;
     let p2 = get_json(&state, "/api/v1/scans?limit=2&offset=2").await;
