@@ -122,15 +122,11 @@ pub(crate) struct Stored<'a> {
 /// drop those of `gone` (entries rewritten without a kernel name).
 pub(crate) async fn store(conn: &mut sqlx::SqliteConnection, rows: &[Stored<'_>], gone: &[i64]) -> sqlx::Result<()> {
     let ids: Vec<i64> = rows.iter().map(|s| s.id).chain(gone.iter().copied()).collect();
-    for part in ids.chunks(500) {
-        let mut del = QueryBuilder::<Sqlite>::new("DELETE FROM entry_classes WHERE entry_id IN (");
-        let mut sep = del.separated(", ");
-        for id in part {
-            sep.push_bind(*id);
-        }
-        del.push(")");
-        del.build().execute(&mut *conn).await?;
-    }
+    // the ids bound as one JSON array, as `db::explain::json_rows_of_ids` binds them
+    sqlx::query("DELETE FROM entry_classes WHERE entry_id IN (SELECT value FROM json_each(?))")
+        .bind(super::explain::json_ids(&ids))
+        .execute(&mut *conn)
+        .await?;
     for part in rows.chunks(150) {
         let mut qb =
             QueryBuilder::<Sqlite>::new("INSERT INTO entry_classes(kernel, entry_id, class, machine_id, key, kind) ");

@@ -348,16 +348,7 @@ pub(crate) async fn json_rows_of_ids<T: serde::de::DeserializeOwned>(
 
 /// `ids` as a JSON array (bound to `json_each`).
 pub(crate) fn json_ids(ids: &[i64]) -> String {
-    let mut out = String::with_capacity(ids.len() * 8 + 2);
-    out.push('[');
-    for (i, id) in ids.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&id.to_string());
-    }
-    out.push(']');
-    out
+    serde_json::Value::from(ids).to_string()
 }
 
 /// The rows of a query that selected a JSON array of rows ([`rows_json`]): one row, one text,

@@ -62,18 +62,7 @@ pub async fn kernel_variants(
     key: &str,
     cache: &Open<'_>,
 ) -> sqlx::Result<Option<KernelVariants>> {
-    type Me = (String, i64, Option<String>, Option<String>, Option<i64>, Option<i64>);
-    let me: Option<Me> = sqlx::query_as(
-        "SELECT e.kernel, e.id, e.signature, e.shapes, e.num_warps, e.num_stages
-         FROM entries e JOIN machines m ON m.id = e.machine_id
-         WHERE m.name = ? AND e.key = ? AND e.kernel IS NOT NULL",
-    )
-    .bind(machine)
-    .bind(key)
-    .fetch_optional(pool)
-    .await?;
-    let Some((kernel, id, signature, shapes, num_warps, num_stages)) = me else { return Ok(None) };
-    Ok(Some(variants_around(pool, id, kernel, (signature, shapes, num_warps, num_stages), cache).await?))
+    Ok(entry_and_variants(pool, machine, key, cache).await?.and_then(|(_, kv)| kv))
 }
 
 /// `machine`'s entry `key` as a nearest request reads it: its side (as `db::explain::load`

@@ -162,7 +162,7 @@ pub async fn nearest_ranked(
         return Err(ExplainError::NotFound(format!("no entry {m}:{k}")));
     };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "nearest: loaded");
-    let Some(kv) = kv.filter(|_| of.kernel_name().is_some()) else {
+    let Some(kv) = kv else {
         return Ok((of, vec![], false));
     };
     let (me, tiers) = (kv.id, &kv.tiers);
