@@ -200,3 +200,20 @@ fn create_private(path: &Path) -> std::io::Result<()> {
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The bundled SQLite is built as `.cargo/config.toml` asks: per-connection page caches (no
+    /// process-wide LRU mutex) and no memory statistics (no mutex around every allocation). A
+    /// build that lost those flags still works, only slower under concurrent readers: this test
+    /// is what notices.
+    #[tokio::test]
+    async fn sqlite_is_built_without_process_wide_mutexes() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let pool = super::open(&dir.path().join("t.db")).await.unwrap();
+        let options: Vec<String> = sqlx::query_scalar("PRAGMA compile_options").fetch_all(&pool).await.unwrap();
+        assert!(options.iter().any(|o| o == "THREADSAFE=1"), "{options:?}");
+        assert!(!options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"), "{options:?}");
+        assert!(options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"), "{options:?}");
+    }
+}
