@@ -114,6 +114,7 @@ pub fn fill(r: &Route, f: &Facts, i: usize) -> String {
         .replace("{pair_new}", &f.pair_new)
         .replace("{autotune}", &f.autotune)
         .replace("{decision}", &f.decision.to_string())
+        .replace("{deep}", &f.deep.to_string())
 }
 
 fn pct(v: &[f64], p: f64) -> f64 {
@@ -225,6 +226,12 @@ async fn a_decision(url: &str) -> anyhow::Result<i64> {
     })
 }
 
+/// The fleet's live entries (the machines' counts summed), read back from the server.
+async fn fleet_entries(url: &str) -> anyhow::Result<i64> {
+    let v: serde_json::Value = client().get(format!("{url}/api/v1/machines?limit=10000")).send().await?.json().await?;
+    Ok(v.as_array().into_iter().flatten().filter_map(|m| m["entries"].as_i64()).sum())
+}
+
 /// The upgraded machine's two scans, read back from the server (a reused database).
 async fn up_scans(url: &str) -> anyhow::Result<(i64, i64)> {
     let v: serde_json::Value = client().get(format!("{url}/api/v1/scans?machine=up")).send().await?.json().await?;
@@ -309,6 +316,7 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
     } else {
         "first GET / right after the last scan landed"
     };
+    f.deep = fleet_entries(&s.url).await.map(|n| n * 9 / 10).unwrap_or(100_000);
     println!("fleet: {ingest}\n{label}: {first}");
     let http = client();
     let mut rows = vec![];

@@ -149,6 +149,9 @@ pub struct Facts {
     /// server after the landing).
     pub autotune: String,
     pub decision: i64,
+    /// 90% of the fleet's entries, read back from the server after the landing: the offset of
+    /// the fleet's deep `/api/v1/entries` page (most of the fleet before it, mid-machine).
+    pub deep: i64,
 }
 
 /// Entries to pick for the templates: kernels (not launchers), spread over the clones.

@@ -52,7 +52,7 @@ pub const ROUTES: &[Route] = &[
     r("/api/v1/kernels", "api kernels", &["/api/v1/kernels?q={q}"]),
     r("/api/v1/entries", "api entries", &["/api/v1/entries?machine={machine}&kernel={kernel}"]),
     r("/api/v1/entries", "api entries (machine, deep page)", &["/api/v1/entries?machine={machine}&offset=40000"]),
-    r("/api/v1/entries", "api entries (fleet, deep page)", &["/api/v1/entries?offset=100000"]),
+    r("/api/v1/entries", "api entries (fleet, deep page)", &["/api/v1/entries?offset={deep}"]),
     r("/api/v1/autotune", "api autotune", &["/api/v1/autotune?machine={machine}&limit=100"]),
     r("/api/v1/compare", "api compare", &["/api/v1/compare?a={up}:{old}&b={up}:{new}"]),
     r("/api/v1/nearest", "api nearest", &["/api/v1/nearest?entry={machine}:{key}"]),
