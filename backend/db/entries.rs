@@ -80,13 +80,13 @@ pub async fn entries(
     include_removed: bool,
     page: Page,
 ) -> sqlx::Result<Vec<EntryRow>> {
-    if machine.is_some() || kernel.is_some() || include_removed || page.offset < SKIP_FROM {
+    if include_removed || page.offset < SKIP_FROM {
         return entries_walked(pool, machine, kernel, include_removed, page).await;
     }
-    entries_skipped(pool, page).await
+    entries_skipped(pool, machine, kernel, page, SKIP_FROM).await
 }
 
-/// From this `offset` on, a page of the fleet's live entries skips whole machines by their
+/// From this `offset` on, a page of live entries skips whole machines and kernels by their
 /// counts ([`entries_skipped`]); below it, walking the skipped index rows costs less than
 /// reading the counts (~10,000 index rows a millisecond).
 const SKIP_FROM: i64 = 2_000;
@@ -128,34 +128,108 @@ async fn entries_walked(
     Ok(rows)
 }
 
-/// A page of the fleet's live entries deep in the listing: the machine its first row is in, from
-/// the live counts the triggers of migration 0027 keep (`machine_counts`, machines in name order
-/// as the listing orders them), then that machine's rows from the page's offset within it, then
-/// the machines after it. What is walked and dropped is at most one machine's entries, not the
-/// `offset` rows before the page (a 900,000 offset into a 1M-entry fleet walked 900,000 index
-/// rows). The counts and the rows are read in one statement, so they agree whatever ingest
-/// commits meanwhile. (Per kernel counts would skip within a machine too, but a machine has a
-/// kernel name per ~12 entries: summing 4,000 groups cost more than walking its 50,000 rows.)
-async fn entries_skipped(pool: &SqlitePool, page: Page) -> sqlx::Result<Vec<EntryRow>> {
-    // ?1 offset, ?2 limit
-    let start = "WITH mu AS (SELECT m.name, COALESCE(c.live, 0) AS live,
-                       SUM(COALESCE(c.live, 0)) OVER (ORDER BY m.name ROWS UNBOUNDED PRECEDING) AS upto
-                     FROM machines m LEFT JOIN machine_counts c ON c.machine_id = m.id),
-                   s AS (SELECT name, ?1 - (upto - live) AS skip FROM mu WHERE upto > ?1 ORDER BY name LIMIT 1)";
-    // The machine as a scalar (not `s` in FROM): with `s` as the outer loop SQLite did not see
-    // one machine and sorted all its rows for the ORDER BY (0.3 s for one machine of 50,000).
+/// A page of live entries deep in the listing, found by the live counts the triggers of
+/// migration 0027 keep instead of by walking the `offset` rows before it (a 900,000 offset into
+/// a 1M-entry fleet walked 900,000 index rows):
+/// - the machine the page starts in, from the machines' counts in name order (the listing's
+///   order; with `kernel=`, that kernel's count on each machine);
+/// - without `kernel=`, when the page starts `group_from` rows or more into that machine, the
+///   kernel group it starts in, from the machine's per-kernel counts in the listing's order
+///   (the unnamed first, then by name), summed here (a machine has a kernel name per ~12
+///   entries: SQLite's window sum over 4,000 groups took 4-7 ms, their counts as one text 1 ms);
+/// - then that machine's rows from the group on, the rest of the offset walked (at most one
+///   kernel group), and the machines after it.
+///
+/// All in one read transaction: the counts and the rows are of the same commit whatever ingest
+/// writes meanwhile.
+async fn entries_skipped(
+    pool: &SqlitePool,
+    machine: Option<&str>,
+    kernel: Option<&str>,
+    page: Page,
+    group_from: i64,
+) -> sqlx::Result<Vec<EntryRow>> {
+    let mut tx = pool.begin().await?;
+    let count = if kernel.is_some() {
+        "(SELECT live FROM entry_counts WHERE machine_id = m.id AND named = 1 AND kernel = ?2)"
+    } else {
+        "(SELECT live FROM machine_counts WHERE machine_id = m.id)"
+    };
+    let only = if machine.is_some() { " AND m.name = ?1" } else { "" };
+    let start: Option<(i64, String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "WITH mc AS (SELECT m.id, m.name, COALESCE({count}, 0) AS live FROM machines m WHERE 1{only}),
+              mu AS (SELECT id, name, live, SUM(live) OVER (ORDER BY name ROWS UNBOUNDED PRECEDING) AS upto FROM mc)
+         SELECT id, name, ?3 - (upto - live) FROM mu WHERE upto > ?3 ORDER BY name LIMIT 1"
+    )))
+    .bind(machine)
+    .bind(kernel)
+    .bind(page.offset)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some((id, name, mut skip)) = start else {
+        return Ok(vec![]);
+    };
+    // (named, kernel) of the group the page starts in; None: the machine's first row
+    let mut group: Option<(bool, String)> = None;
+    if kernel.is_none() && skip >= group_from {
+        let lives: Option<String> = sqlx::query_scalar(
+            "SELECT group_concat(live) FROM (SELECT live FROM entry_counts WHERE machine_id = ? AND live > 0
+                                            ORDER BY named, kernel)",
+        )
+        .bind(id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let (mut before, mut at) = (0i64, None);
+        for (i, live) in lives.iter().flat_map(|l| l.split(',')).enumerate() {
+            let live: i64 = live.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+            if before + live > skip {
+                at = Some(i as i64);
+                break;
+            }
+            before += live;
+        }
+        if let Some(i) = at {
+            let (named, k): (bool, String) = sqlx::query_as(
+                "SELECT named, kernel FROM entry_counts WHERE machine_id = ? AND live > 0
+                 ORDER BY named, kernel LIMIT 1 OFFSET ?",
+            )
+            .bind(id)
+            .bind(i)
+            .fetch_one(&mut *tx)
+            .await?;
+            group = Some((named, k));
+            skip -= before;
+        }
+    }
+    // ?1 machine id, ?2 its name, ?3 kernel filter, ?4 the group's kernel, ?5 limit, ?6 skip
     let from = "FROM machines m CROSS JOIN entries e INDEXED BY entries_listing_live ON e.machine_id = m.id";
-    let order = "ORDER BY m.name, e.kernel, e.num_warps, e.num_stages, e.key";
-    let sql = format!(
-        "{start} {head}SELECT * FROM (SELECT {ENTRY_COLUMNS} {from} WHERE m.name = (SELECT name FROM s) AND e.removed_at IS NULL
-                                        {order} LIMIT ?2 OFFSET COALESCE((SELECT skip FROM s), 0))
-           UNION ALL SELECT * FROM (SELECT {ENTRY_COLUMNS} {from} WHERE m.name > (SELECT name FROM s) AND e.removed_at IS NULL
-                                        {order} LIMIT ?2)
-           LIMIT ?2)",
+    let only_kernel = if kernel.is_some() { " AND e.kernel = ?3" } else { "" };
+    let from_group = match &group {
+        Some((true, _)) => " AND e.kernel >= ?4",
+        _ => "",
+    };
+    let mut sql = format!(
+        "{head}SELECT * FROM (SELECT {ENTRY_COLUMNS} {from} WHERE m.id = ?1 AND e.removed_at IS NULL{only_kernel}{from_group}
+                                ORDER BY e.kernel, e.num_warps, e.num_stages, e.key LIMIT ?5 OFFSET ?6)",
         head = entry_rows_head()
     );
-    let text: String =
-        sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(page.offset).bind(page.limit).fetch_one(pool).await?;
+    if machine.is_none() {
+        sql.push_str(&format!(
+            " UNION ALL SELECT * FROM (SELECT {ENTRY_COLUMNS} {from} WHERE m.name > ?2 AND e.removed_at IS NULL{only_kernel}
+                                       ORDER BY m.name, e.kernel, e.num_warps, e.num_stages, e.key LIMIT ?5)"
+        ));
+    }
+    sql.push_str(" LIMIT ?5)");
+    let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .bind(&name)
+        .bind(kernel)
+        .bind(group.map(|g| g.1))
+        .bind(page.limit)
+        .bind(skip)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
     let mut rows = entry_rows(text)?;
     with_artifacts(pool, &mut rows).await?;
     Ok(rows)
@@ -285,25 +359,50 @@ mod tests {
         .fetch_all(pool)
         .await
         .unwrap();
-        assert_eq!(kept, counted, "counts after {what}");
+        assert_eq!(kept, counted, "machine counts after {what}");
+        let kept: Vec<(i64, bool, String, i64)> = sqlx::query_as(
+            "SELECT machine_id, named, kernel, live FROM entry_counts WHERE live != 0 ORDER BY machine_id, named, kernel",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        let by_kernel: Vec<(i64, bool, String, i64)> = sqlx::query_as(
+            "SELECT machine_id, kernel IS NOT NULL, COALESCE(kernel, ''), COUNT(*) FROM entries WHERE removed_at IS NULL
+             GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        assert_eq!(kept, by_kernel, "kernel counts after {what}");
         let live = counted.iter().map(|c| c.1).sum::<i64>();
-        for limit in [1, 2, 5, 100] {
-            for offset in 0..=live + 1 {
-                let page = Page { limit, offset };
-                let walked = keys(entries_walked(pool, None, None, false, page).await.unwrap());
-                let skipped = keys(entries_skipped(pool, page).await.unwrap());
-                assert_eq!(skipped, walked, "after {what}: limit {limit} offset {offset}");
+        let filters = [(None, None), (Some("a"), None), (Some("c"), None), (None, Some("k1")), (Some("b"), Some("k2"))];
+        for (machine, kernel) in filters.into_iter().chain([(Some("none"), None), (None, Some("none"))]) {
+            for limit in [1, 2, 5, 100] {
+                for offset in 0..=live + 1 {
+                    let page = Page { limit, offset };
+                    let walked = keys(entries_walked(pool, machine, kernel, false, page).await.unwrap());
+                    // group_from 0: every page that can start in a kernel group does; 3: the
+                    // first rows of a machine walked, then groups
+                    for group_from in [0, 3] {
+                        let skipped = keys(entries_skipped(pool, machine, kernel, page, group_from).await.unwrap());
+                        assert_eq!(
+                            skipped, walked,
+                            "after {what}: machine {machine:?} kernel {kernel:?} limit {limit} offset {offset} from {group_from}"
+                        );
+                    }
+                }
             }
         }
     }
 
-    /// A deep page of the fleet's entries skips whole machines by the live counts the triggers
-    /// of migration 0027 keep; after every kind of change to the entries (added live or removed,
-    /// removed, re-added by a re-scan's upsert, deleted, moved to another machine) the counts
-    /// equal a fresh count and every page equals the walked page. Machines are named out of id
-    /// order, one has no entries, and kernels without a name sort first.
+    /// A deep page of entries skips whole machines and kernel groups by the live counts the
+    /// triggers of migration 0027 keep; after every kind of change to the entries (added live or
+    /// removed, removed, re-added by a re-scan's upsert with a new kernel name, renamed, deleted, moved
+    /// to another machine) the counts equal a fresh count and every page, with and without
+    /// machine and kernel filters, equals the walked page. Machines are named out of id order,
+    /// one has no entries, and kernels without a name sort first.
     #[tokio::test]
-    async fn a_deep_fleet_page_skips_machines_to_the_page_a_walk_reads() {
+    async fn a_deep_page_skips_machines_and_kernels_to_the_page_a_walk_reads() {
         let dir = tempfile::TempDir::new().unwrap();
         let pool = crate::db::open(&dir.path().join("t.db")).await.unwrap();
         exec(
@@ -342,6 +441,10 @@ mod tests {
         )
         .await;
         agree(&pool, "a re-scan's upsert re-adding entries").await;
+        exec(&pool, "UPDATE entries SET kernel = 'k3' WHERE id = 6").await;
+        exec(&pool, "UPDATE entries SET kernel = NULL WHERE id = 7").await;
+        exec(&pool, "UPDATE entries SET kernel = 'k2' WHERE id = 14").await;
+        agree(&pool, "live entries renamed, one to no name, one from none").await;
         exec(&pool, "DELETE FROM entries WHERE id IN (2, 9, 12)").await;
         agree(&pool, "deletes of live and removed entries").await;
         exec(&pool, "UPDATE entries SET machine_id = 3 WHERE id IN (3, 13)").await;
