@@ -13,6 +13,7 @@ use super::explain::{LightRow, light_now};
 use sha2::{Digest, Sha256};
 use sqlx::SqlitePool;
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// One kernel's key set on one machine.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -71,8 +72,34 @@ pub fn of_rows(rows: &[LightRow]) -> Vec<KeySet> {
     out
 }
 
+/// A machine's key sets by kernel, shared.
+pub type Sets = Arc<HashMap<String, KeySet>>;
+
+/// Key sets read lately, by database file and machine id, with the generation they are of: a
+/// machine-pair report reads both machines' sets, and a fleet's pairs read each machine's again
+/// and again (4,000 rows a machine of the bench fleet). At most [`KEPT_MACHINES`] machines.
+static KEPT: Mutex<Option<HashMap<(String, i64), (i64, Sets)>>> = Mutex::new(None);
+const KEPT_MACHINES: usize = 256;
+
+fn kept(at: &(String, i64), generation: i64) -> Option<Sets> {
+    let kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    kept.as_ref()?.get(at).filter(|(g, _)| *g == generation).map(|(_, s)| s.clone())
+}
+
+fn keep(at: (String, i64), generation: i64, sets: Sets) {
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    let all = kept.get_or_insert_with(HashMap::new);
+    if all.len() >= KEPT_MACHINES && !all.contains_key(&at) {
+        all.clear();
+    }
+    all.insert(at, (generation, sets));
+}
+
 /// The key sets of `machine` now, recomputed first when its generation moved since they were.
-pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<HashMap<String, KeySet>> {
+/// The generation is read first: sets kept or stored for it are the sets of the entries now,
+/// and a change landing after the read leaves them marked with the older generation (read
+/// again next time), never wrong for the generation they carry.
+pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<Sets> {
     let stamp: Option<(i64, i64, Option<i64>)> = sqlx::query_as(
         "SELECT m.id, COALESCE(g.gen, 0), k.gen FROM machines m
          LEFT JOIN report_gens g ON g.machine_id = m.id LEFT JOIN kernel_keysets_gen k ON k.machine_id = m.id
@@ -81,7 +108,11 @@ pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<HashMap<S
     .bind(machine)
     .fetch_optional(pool)
     .await?;
-    let Some((id, now, stored)) = stamp else { return Ok(HashMap::new()) };
+    let Some((id, now, stored)) = stamp else { return Ok(Arc::default()) };
+    let at = (pool.connect_options().get_filename().display().to_string(), id);
+    if let Some(sets) = kept(&at, now) {
+        return Ok(sets);
+    }
     if stored != Some(now) {
         let sets = of_rows(&light_now(pool, machine).await?);
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
@@ -105,14 +136,28 @@ pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<HashMap<S
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        return Ok(sets.into_iter().map(|s| (s.kernel.clone(), s)).collect());
+        let sets: Sets = Arc::new(sets.into_iter().map(|s| (s.kernel.clone(), s)).collect());
+        keep(at, now, sets.clone());
+        return Ok(sets);
     }
-    let rows: Vec<KeySet> =
-        sqlx::query_as("SELECT kernel, entries, keys, relocated, digest FROM kernel_keysets WHERE machine_id = ?")
-            .bind(id)
-            .fetch_all(pool)
-            .await?;
-    Ok(rows.into_iter().map(|s| (s.kernel.clone(), s)).collect())
+    // One JSON text, digests in hex: sqlx hands each row over from its SQLite thread on its own,
+    // and a bench machine's 4,000 rows took ~37 ms that way.
+    let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT {} FROM kernel_keysets WHERE machine_id = ?",
+        super::explain::rows_json("json_array(kernel, entries, keys, relocated, hex(digest))")
+    )))
+    .bind(id)
+    .fetch_one(pool)
+    .await?;
+    let rows: Vec<(String, i64, i64, i64, String)> = super::explain::json_rows(text)?;
+    let mut sets = HashMap::with_capacity(rows.len());
+    for (kernel, entries, keys, relocated, digest) in rows {
+        let digest = hex::decode(digest).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+        sets.insert(kernel.clone(), KeySet { kernel, entries, keys, relocated, digest });
+    }
+    let sets: Sets = Arc::new(sets);
+    keep(at, now, sets.clone());
+    Ok(sets)
 }
 
 /// Kernel entries of `machine` now (as [`light_now`]) of the kernels `only` and those without a
@@ -143,7 +188,7 @@ pub async fn light_now_of(pool: &SqlitePool, machine: &str, only: &[&str]) -> sq
 
 async fn light_now_unnamed(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<LightRow>> {
     let sql = format!(
-        "SELECT {} FROM entries e INDEXED BY entries_listing
+        "SELECT {} FROM entries e INDEXED BY entries_unnamed_live
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.kernel IS NULL AND e.kind IN {}
            AND e.removed_at IS NULL",
         super::explain::rows_json(super::explain::LIGHT_ROW),
