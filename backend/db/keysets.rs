@@ -78,7 +78,9 @@ pub type Sets = Arc<HashMap<String, KeySet>>;
 /// Key sets read lately, by database file and machine id, with the generation they are of: a
 /// machine-pair report reads both machines' sets, and a fleet's pairs read each machine's again
 /// and again (4,000 rows a machine of the bench fleet). At most [`KEPT_MACHINES`] machines.
-static KEPT: Mutex<Option<HashMap<(String, i64), (i64, Sets)>>> = Mutex::new(None);
+static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
+/// (database file, machine id) → (generation, sets).
+type Kept = HashMap<(String, i64), (i64, Sets)>;
 const KEPT_MACHINES: usize = 256;
 
 fn kept(at: &(String, i64), generation: i64) -> Option<Sets> {
