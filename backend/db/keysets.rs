@@ -97,6 +97,34 @@ fn keep(at: (String, i64), generation: i64, sets: Sets) {
     all.insert(at, (generation, sets));
 }
 
+/// The key sets of `machine` when they are kept in memory for its generation now; `None` when
+/// they would have to be read or recomputed (nothing is read but the generation).
+pub async fn kept_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<Sets>> {
+    let stamp: Option<(i64, i64)> = sqlx::query_as(
+        "SELECT m.id, COALESCE(g.gen, 0) FROM machines m LEFT JOIN report_gens g ON g.machine_id = m.id
+         WHERE m.name = ?",
+    )
+    .bind(machine)
+    .fetch_optional(pool)
+    .await?;
+    let Some((id, now)) = stamp else { return Ok(None) };
+    Ok(kept(&(pool.connect_options().get_filename().display().to_string(), id), now))
+}
+
+/// Live entries of `machine` without a kernel name of the kinds a report reads (the partial
+/// index of migration 0028: no table row read).
+pub async fn unnamed_count(pool: &SqlitePool, machine: &str) -> sqlx::Result<i64> {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM entries e INDEXED BY entries_unnamed_live
+         WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?) AND e.kernel IS NULL AND e.kind IN {}
+           AND e.removed_at IS NULL",
+        crate::model::EntryKind::sql_list(super::explain::KERNEL_KINDS)
+    )))
+    .bind(machine)
+    .fetch_one(pool)
+    .await
+}
+
 /// The key sets of `machine` now, recomputed first when its generation moved since they were.
 /// The generation is read first: sets kept or stored for it are the sets of the entries now,
 /// and a change landing after the read leaves them marked with the older generation (read
