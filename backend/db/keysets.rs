@@ -77,21 +77,28 @@ pub type Sets = Arc<HashMap<String, KeySet>>;
 
 /// Key sets read lately, by database file and machine id, with the generation they are of: a
 /// machine-pair report reads both machines' sets, and a fleet's pairs read each machine's again
-/// and again (4,000 rows a machine of the bench fleet). At most [`KEPT_MACHINES`] machines.
+/// and again (4,000 rows a machine of the bench fleet). At most [`KEPT_SETS`] sets in all.
 static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
 /// (database file, machine id) → (generation, sets).
 type Kept = HashMap<(String, i64), (i64, Sets)>;
-const KEPT_MACHINES: usize = 256;
+/// ~150 bytes a set (kernel name, digest, counts): ~30 MB at most, 50 bench machines.
+const KEPT_SETS: usize = 200_000;
 
 fn kept(at: &(String, i64), generation: i64) -> Option<Sets> {
     let kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
     kept.as_ref()?.get(at).filter(|(g, _)| *g == generation).map(|(_, s)| s.clone())
 }
 
+/// Keeps `sets` unless they alone pass [`KEPT_SETS`]; the others are dropped when the total
+/// would.
 fn keep(at: (String, i64), generation: i64, sets: Sets) {
+    if sets.len() > KEPT_SETS {
+        return;
+    }
     let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
     let all = kept.get_or_insert_with(HashMap::new);
-    if all.len() >= KEPT_MACHINES && !all.contains_key(&at) {
+    all.remove(&at);
+    if all.values().map(|(_, s)| s.len()).sum::<usize>() + sets.len() > KEPT_SETS {
         all.clear();
     }
     all.insert(at, (generation, sets));
