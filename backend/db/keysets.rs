@@ -12,7 +12,7 @@
 use super::explain::{LightRow, light_now};
 use sha2::{Digest, Sha256};
 use sqlx::SqlitePool;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 /// One kernel's key set on one machine.
@@ -35,6 +35,11 @@ impl KeySet {
     pub fn all_kept_from(&self, old: &KeySet) -> bool {
         self.digest == old.digest && self.keys == old.keys && self.entries == self.keys && old.entries == old.keys
     }
+}
+
+/// The kernels of `new` all kept from `old` (the same kernel there, [`KeySet::all_kept_from`]).
+pub fn all_kept<'a>(old: &HashMap<String, KeySet>, new: &'a HashMap<String, KeySet>) -> HashSet<&'a str> {
+    new.iter().filter(|(k, s)| old.get(*k).is_some_and(|o| s.all_kept_from(o))).map(|(k, _)| k.as_str()).collect()
 }
 
 /// The key sets of `rows` (ordered by kernel and key, as [`light_now`] reads them), by kernel;

@@ -477,12 +477,10 @@ pub async fn machine_sides(pool: &SqlitePool, a: &str, b: &str) -> Result<(SideS
         }
     }
     let (ka, kb) = (keysets::current(pool, a).await?, keysets::current(pool, b).await?);
-    let same: Vec<&str> =
-        kb.iter().filter(|(k, s)| ka.get(*k).is_some_and(|o| s.all_kept_from(o))).map(|(k, _)| k.as_str()).collect();
+    let same = keysets::all_kept(&ka, &kb);
     if same.is_empty() {
         return Ok((SideSet::all(a, light_now(pool, a).await?), SideSet::all(b, light_now(pool, b).await?)));
     }
-    let same: HashSet<&str> = same.into_iter().collect();
     fn differ<'a>(sets: &'a HashMap<String, keysets::KeySet>, same: &HashSet<&str>) -> Vec<&'a str> {
         sets.keys().filter(|k| !same.contains(k.as_str())).map(String::as_str).collect()
     }

@@ -67,7 +67,7 @@ async fn light(pool: &SqlitePool, spec: &Spec) -> sqlx::Result<bool> {
     else {
         return Ok(false);
     };
-    let same = ka.len() == kb.len() && kb.iter().all(|(k, s)| ka.get(k).is_some_and(|o| s.all_kept_from(o)));
+    let same = ka.len() == kb.len() && crate::db::keysets::all_kept(&ka, &kb).len() == kb.len();
     Ok(same
         && crate::db::keysets::unnamed_count(pool, a).await? <= LIGHT_UNNAMED
         && crate::db::keysets::unnamed_count(pool, b).await? <= LIGHT_UNNAMED)
