@@ -154,7 +154,7 @@ const FILL_CHUNK: i64 = 1000;
 pub async fn fill_pending(pool: &SqlitePool) -> sqlx::Result<usize> {
     let mut done = 0;
     loop {
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let (_turn, mut tx) = super::write::begin(pool).await?;
         let ids: Vec<i64> = sqlx::query_scalar("SELECT entry_id FROM entry_classes_pending ORDER BY entry_id LIMIT ?")
             .bind(FILL_CHUNK)
             .fetch_all(&mut *tx)

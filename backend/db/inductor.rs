@@ -12,7 +12,7 @@ use sqlx::SqlitePool;
 /// Replace the decisions of the scan's root with `rows` (a scan of an Inductor dir finds them
 /// all, so what a root no longer holds goes).
 pub async fn replace(pool: &SqlitePool, scan_id: i64, rows: &[InductorAutotune]) -> sqlx::Result<()> {
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let (_turn, mut tx) = super::write::begin(pool).await?;
     let (machine_id, root): (i64, String) =
         sqlx::query_as("SELECT machine_id, root FROM scans WHERE id = ?").bind(scan_id).fetch_one(&mut *tx).await?;
     sqlx::query("DELETE FROM inductor_autotune WHERE machine_id = ? AND root = ?")

@@ -26,6 +26,8 @@ struct Existing {
 /// An ingest in progress (holds the write transaction).
 pub struct Ingest {
     tx: Transaction<'static, Sqlite>,
+    /// This process's turn to write, held until the scan commits ([`super::write`]).
+    _turn: super::write::Turn,
     machine_id: i64,
     scan_id: i64,
     root: String,
@@ -78,6 +80,7 @@ impl Ingest {
         scanned_at: i64,
         source: &str,
     ) -> sqlx::Result<Begin> {
+        let turn = super::write::turn(pool).await;
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
         let now = scanned_at;
         let machine_id = machine_id(&mut tx, machine, super::now_ms()).await?;
@@ -144,6 +147,7 @@ impl Ingest {
         let summary = ScanSummary { scan_id, machine: machine.into(), root: root.into(), ..Default::default() };
         Ok(Begin::Started(Box::new(Ingest {
             tx,
+            _turn: turn,
             machine_id,
             scan_id,
             root: root.into(),

@@ -137,6 +137,41 @@ pub async fn unnamed_count(pool: &SqlitePool, machine: &str) -> sqlx::Result<i64
     .await
 }
 
+/// Store `sets` as `machine_id`'s key sets at generation `now`, unless sets of a later
+/// generation were stored meanwhile (a background store that waited its turn).
+async fn store(pool: &SqlitePool, _turn: super::write::Turn, id: i64, now: i64, sets: &Sets) -> sqlx::Result<()> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let stored: Option<i64> = sqlx::query_scalar("SELECT gen FROM kernel_keysets_gen WHERE machine_id = ?")
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if stored.is_some_and(|g| g >= now) {
+        return tx.commit().await;
+    }
+    sqlx::query("DELETE FROM kernel_keysets WHERE machine_id = ?").bind(id).execute(&mut *tx).await?;
+    let mut sorted: Vec<&KeySet> = sets.values().collect();
+    sorted.sort_by(|a, b| a.kernel.cmp(&b.kernel));
+    for s in sorted {
+        sqlx::query(
+            "INSERT INTO kernel_keysets(machine_id, kernel, entries, keys, relocated, digest) VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(id)
+        .bind(&s.kernel)
+        .bind(s.entries)
+        .bind(s.keys)
+        .bind(s.relocated)
+        .bind(&s.digest)
+        .execute(&mut *tx)
+        .await?;
+    }
+    sqlx::query("INSERT INTO kernel_keysets_gen(machine_id, gen) VALUES (?, ?) ON CONFLICT(machine_id) DO UPDATE SET gen = excluded.gen")
+        .bind(id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
+}
+
 /// The key sets of `machine` now, recomputed first when its generation moved since they were.
 /// The generation is read first: sets kept or stored for it are the sets of the entries now,
 /// and a change landing after the read leaves them marked with the older generation (read
@@ -156,29 +191,23 @@ pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<Sets> {
         return Ok(sets);
     }
     if stored != Some(now) {
-        let sets = of_rows(&light_now(pool, machine).await?);
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query("DELETE FROM kernel_keysets WHERE machine_id = ?").bind(id).execute(&mut *tx).await?;
-        for s in &sets {
-            sqlx::query(
-                "INSERT INTO kernel_keysets(machine_id, kernel, entries, keys, relocated, digest) VALUES (?, ?, ?, ?, ?, ?)",
-            )
-            .bind(id)
-            .bind(&s.kernel)
-            .bind(s.entries)
-            .bind(s.keys)
-            .bind(s.relocated)
-            .bind(&s.digest)
-            .execute(&mut *tx)
-            .await?;
+        let sets: Sets =
+            Arc::new(of_rows(&light_now(pool, machine).await?).into_iter().map(|s| (s.kernel.clone(), s)).collect());
+        // Stored in this process's turn to write when it is free now; else (a scan landing: up
+        // to ~30 s at 50,000 entries) in the background, and this request goes on with the sets
+        // kept in memory.
+        match super::write::turn_now(pool) {
+            Some(turn) => store(pool, turn, id, now, &sets).await?,
+            None => {
+                let (pool, sets) = (pool.clone(), sets.clone());
+                tokio::spawn(async move {
+                    let turn = super::write::turn(&pool).await;
+                    if let Err(e) = store(&pool, turn, id, now, &sets).await {
+                        tracing::warn!(machine = id, error = %e, "could not store key sets (computed again when asked)");
+                    }
+                });
+            }
         }
-        sqlx::query("INSERT INTO kernel_keysets_gen(machine_id, gen) VALUES (?, ?) ON CONFLICT(machine_id) DO UPDATE SET gen = excluded.gen")
-            .bind(id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        let sets: Sets = Arc::new(sets.into_iter().map(|s| (s.kernel.clone(), s)).collect());
         keep(at, now, sets.clone());
         return Ok(sets);
     }

@@ -21,6 +21,7 @@ pub mod reports;
 pub mod scans;
 pub mod summaries;
 pub mod tokens;
+pub mod write;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use std::path::{Path, PathBuf};

@@ -114,7 +114,7 @@ pub async fn store(
     r: &ToStore<'_>,
     compute_ms: i64,
 ) -> sqlx::Result<i64> {
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let (_turn, mut tx) = super::write::begin(pool).await?;
     sqlx::query("DELETE FROM inv_reports WHERE spec = ?").bind(spec).execute(&mut *tx).await?;
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO inv_reports(spec, old_gen, new_gen, head_json, computed_at, compute_ms)

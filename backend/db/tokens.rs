@@ -13,6 +13,7 @@ pub fn hash(token: &str) -> String {
 pub async fn create(pool: &SqlitePool, machine: &str) -> sqlx::Result<String> {
     let bytes: [u8; 32] = rand::random();
     let token = format!("cl_{}", hex::encode(bytes));
+    let _turn = super::write::turn(pool).await;
     sqlx::query("INSERT INTO tokens(machine, token_hash, created_at) VALUES (?, ?, ?)")
         .bind(machine)
         .bind(hash(&token))
@@ -39,6 +40,7 @@ pub async fn list(pool: &SqlitePool) -> sqlx::Result<Vec<TokenRow>> {
 
 /// Revoke by id; returns whether a live token was revoked.
 pub async fn revoke(pool: &SqlitePool, id: i64) -> sqlx::Result<bool> {
+    let _turn = super::write::turn(pool).await;
     let r = sqlx::query("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
         .bind(super::now_ms())
         .bind(id)
@@ -69,9 +71,10 @@ pub async fn check(pool: &SqlitePool, token: &str) -> sqlx::Result<Check> {
     })
 }
 
-/// Record that a token was just used for an upload. A write: the caller holds the server's
-/// write lock, so checking a token never waits behind another upload's transaction.
+/// Record that a token was just used for an upload (a write: in this process's turn, see
+/// [`super::write`]).
 pub async fn touch(pool: &SqlitePool, token: &str) -> sqlx::Result<()> {
+    let _turn = super::write::turn(pool).await;
     sqlx::query("UPDATE tokens SET last_used_at = ? WHERE token_hash = ?")
         .bind(super::now_ms())
         .bind(hash(token))

@@ -65,11 +65,9 @@ pub struct AppState {
     /// The database, with its per-database state.
     pub db: Db,
     pub config: Arc<Config>,
-    /// One writer at a time: uploads are ingested one after the other while pages keep reading.
-    pub write_lock: Arc<tokio::sync::Mutex<()>>,
     /// Uploads decoded or ingested at once. A report is decoded only once it holds a slot, so
     /// memory is bounded by the slots, not by the clients: without this bound, 50 clients
-    /// uploading together hold 50 decoded reports while they queue for the write lock.
+    /// uploading together hold 50 decoded reports while they queue for their turn to write.
     pub upload_slots: Arc<tokio::sync::Semaphore>,
     /// Uploads received at once ([`Config::upload_queue`]): a body is read as it arrives, into
     /// a spool file, and waits there for a slot. Left in the client's socket instead, a body
@@ -83,7 +81,7 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(db: impl Into<Db>, config: Config) -> Self {
-        // One report ingesting under the write lock, the next one decoding meanwhile; half the
+        // One report ingesting in its turn to write, the next one decoding meanwhile; half the
         // cores at most, so that pages keep a core while 50 nodes upload at once.
         let slots = (std::thread::available_parallelism().map_or(2, |n| n.get()) / 2).clamp(1, 4);
         let queue = config.upload_queue.max(1);
@@ -91,7 +89,6 @@ impl AppState {
             db: db.into(),
             config: Arc::new(config),
             upload_queue: Arc::new(tokio::sync::Semaphore::new(queue)),
-            write_lock: Arc::new(tokio::sync::Mutex::new(())),
             upload_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             metrics: Arc::default(),
         }

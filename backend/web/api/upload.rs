@@ -4,7 +4,7 @@
 //!
 //! The body is read with a cap on its compressed size, then decompressed with a cap on its
 //! decompressed size (a gzip bomb stops at the cap), parsed and validated before anything is
-//! written. Only then is it ingested, in one transaction, under the server's write lock: an
+//! written. Only then is it ingested, in one transaction, in the server's turn to write (`db::write`): an
 //! upload stores all of itself or nothing.
 
 use super::validate::{is_sha256, trunc};
@@ -59,7 +59,7 @@ pub async fn post_scan(
     // AppState); the spooled bodies wait for a slot on disk.
     let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
     // Decompressing, parsing and hashing are CPU work: off the async threads, and without the
-    // write lock, so other uploads keep ingesting and pages keep answering meanwhile.
+    // turn to write, so other uploads keep ingesting and pages keep answering meanwhile.
     let report = tokio::task::spawn_blocking(move || -> Result<ScanReport, AppError> {
         let raw = read_spooled(spooled)?;
         let r = decode(&raw, gzip, max)?;
@@ -68,8 +68,9 @@ pub async fn post_scan(
     })
     .await
     .map_err(|e| AppError::Internal(e.into()))??;
+    // Ingested in one transaction, in this process's turn to write (`db::write`): uploads one
+    // after the other, pages reading meanwhile.
     let (mut summary, created) = {
-        let _one_writer = s.write_lock.lock().await;
         let stored = crate::collect::ingest_report(s.db.pool(), &report, "upload").await?;
         // Only an upload that was stored counts as a use of its token. The scan is committed by
         // now: failing to note the use must not turn it into an error (the client would retry).
