@@ -80,8 +80,7 @@ impl Ingest {
         scanned_at: i64,
         source: &str,
     ) -> sqlx::Result<Begin> {
-        let turn = super::write::turn(pool).await;
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let (turn, mut tx) = super::write::begin(pool).await?;
         let now = scanned_at;
         let machine_id = machine_id(&mut tx, machine, super::now_ms()).await?;
         let dup: Option<i64> = sqlx::query_scalar("SELECT id FROM scans WHERE machine_id = ? AND client_id = ?")

@@ -164,6 +164,10 @@ pub fn default_path() -> PathBuf {
     base.join("cachelens").join("cachelens.db")
 }
 
+/// How long a connection waits for another process's write lock (this process's writers queue
+/// first, see [`write`]).
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Open (creating if needed) and migrate the database at `path`.
 ///
 /// WAL lets readers go on while one writer ingests; the busy timeout makes a second writer wait
@@ -177,7 +181,7 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(Duration::from_secs(30))
+        .busy_timeout(BUSY_TIMEOUT)
         .foreign_keys(true)
         .pragma("cache_size", "-65536")
         .pragma("temp_store", "memory");

@@ -249,7 +249,8 @@ async fn checkpoint(pool: sqlx::SqlitePool) {
     let _ = sqlx::query("PRAGMA busy_timeout = 5000").execute(&mut *conn).await;
     let done: sqlx::Result<(i64, i64, i64)> =
         sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&mut *conn).await;
-    let _ = sqlx::query("PRAGMA busy_timeout = 30000").execute(&mut *conn).await;
+    let restore = format!("PRAGMA busy_timeout = {}", super::BUSY_TIMEOUT.as_millis());
+    let _ = sqlx::query(sqlx::AssertSqlSafe(restore)).execute(&mut *conn).await;
     match done {
         Ok((busy, log, copied)) => {
             tracing::info!(
