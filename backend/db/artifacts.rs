@@ -15,26 +15,24 @@ pub struct ArtifactRow {
     pub sha256: String,
 }
 
-/// Attach artifact lists to entry rows: one query for the whole page, one row per entry (its
-/// files as a JSON array). A query per entry made a page of 100 entries 100 round trips to the
-/// database thread, and a row per file 800 rows handed over one by one: most of
-/// `/api/v1/entries`' time.
+/// Attach artifact lists to entry rows: one query for the whole page, one JSON text of every
+/// entry's files. A query per entry made a page of 100 entries 100 round trips to the database
+/// thread, and a row per file 800 rows handed over one by one: most of `/api/v1/entries`' time.
 pub async fn with_artifacts(pool: &SqlitePool, rows: &mut [EntryRow]) -> sqlx::Result<()> {
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let mut by_entry: std::collections::HashMap<i64, Vec<ArtifactRow>> = std::collections::HashMap::new();
     for part in ids.chunks(10_000) {
-        let found: Vec<(i64, String)> = sqlx::query_as(
-            "SELECT entry_id, json_group_array(json_object('name', name, 'ext', ext, 'bytes', bytes, 'sha256', sha256)
-                                               ORDER BY name)
-             FROM artifacts WHERE entry_id IN (SELECT value FROM json_each(?)) GROUP BY entry_id",
-        )
-        .bind(serde_json::to_string(part).unwrap_or_default())
-        .fetch_all(pool)
-        .await?;
-        for (id, list) in found {
-            let list = serde_json::from_str(&list).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
-            by_entry.insert(id, list);
-        }
+        // One text for the page (`db::explain::json_rows`), not a row an entry: sqlx's log
+        // timed the 100 rows of a machine's deep page at 5.0 ms, the text at 2.5 ms.
+        let sql = format!(
+            "SELECT {} FROM (SELECT entry_id, json_group_array(json_object('name', name, 'ext', ext, 'bytes', bytes,
+                                                                             'sha256', sha256) ORDER BY name) AS list
+                              FROM artifacts WHERE entry_id IN (SELECT value FROM json_each(?)) GROUP BY entry_id)",
+            super::explain::rows_json("json_array(entry_id, json(list))")
+        );
+        let text: String =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(super::explain::json_ids(part)).fetch_one(pool).await?;
+        by_entry.extend(super::explain::json_rows::<(i64, Vec<ArtifactRow>)>(text)?);
     }
     for r in rows.iter_mut() {
         r.rank = crate::scan::discover::rank_dir(&r.root);

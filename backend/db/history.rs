@@ -277,12 +277,13 @@ pub fn total<'a>(rows: impl IntoIterator<Item = &'a Counts>) -> Counts {
 /// Machine names, and the kernels that miss most (at most `limit`), for the filter form.
 pub async fn choices(pool: &SqlitePool, limit: i64) -> sqlx::Result<(Vec<String>, Vec<String>)> {
     let machines = sqlx::query_scalar("SELECT name FROM machines ORDER BY name").fetch_all(pool).await?;
-    let kernels = sqlx::query_scalar(
-        "SELECT kernel FROM history_kernels INDEXED BY history_kernels_misses
-         ORDER BY misses DESC, compile_ms DESC, kernel LIMIT ?",
+    // one JSON text, not 200 rows handed over one by one (~0.9 ms of a history page)
+    let kernels: String = sqlx::query_scalar(
+        "SELECT json_group_array(kernel) FROM (SELECT kernel FROM history_kernels INDEXED BY history_kernels_misses
+                                              ORDER BY misses DESC, compile_ms DESC, kernel LIMIT ?)",
     )
     .bind(limit)
-    .fetch_all(pool)
+    .fetch_one(pool)
     .await?;
-    Ok((machines, kernels))
+    Ok((machines, super::explain::json_rows(kernels)?))
 }

@@ -184,6 +184,8 @@ pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
         .busy_timeout(BUSY_TIMEOUT)
         .foreign_keys(true)
         .pragma("cache_size", "-65536")
+        // a log SQLite starts over is cut back to this size (`rebuild::checkpoint`)
+        .pragma("journal_size_limit", rebuild::CHECKPOINT_FROM.to_string())
         .pragma("temp_store", "memory");
     let pool = SqlitePoolOptions::new().max_connections(8).connect_with(opts).await?;
     MIGRATOR.run(&pool).await?;

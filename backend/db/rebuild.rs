@@ -227,47 +227,60 @@ async fn stage_and_swap(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) ->
     Ok(true)
 }
 
-/// Copy the write-ahead log into the database and empty it, in the writers' turn, right after a
-/// rebuild, when it has grown past [`CHECKPOINT_FROM`]. SQLite checkpoints on its own after each
-/// commit, but only up to the oldest snapshot a reader still holds, and starts the log over only
-/// after one reached its end: the rebuild reads one snapshot for minutes at a million entries,
-/// and with scans landing all the while the log never started over (50 uploads of 50,000
-/// entries into the 1.25M-entry fleet: 8.4 GB of log after twelve, ~1.7 GB a minute, toward a
-/// full disk; every page read also searches the log's index, `walFindFrame` 11 % of the
-/// server's time). Here the rebuild's read has ended and no writer of this process runs, so the
-/// log empties once the readers of older snapshots (milliseconds each, or a report's seconds)
-/// are done; they are waited for at most 5 s (then the checkpoint copies what it can and the
-/// next rebuild tries again).
+/// Copy the write-ahead log into the database and empty it, right after a rebuild, when it has
+/// grown past [`CHECKPOINT_FROM`]. SQLite checkpoints on its own after each commit, but only up
+/// to the oldest snapshot a reader still holds, and starts the log over only after one reached
+/// its end: the rebuild reads one snapshot for minutes at a million entries, and with scans
+/// landing all the while the log never started over (50 uploads of 50,000 entries into the
+/// 1.25M-entry fleet: 8.4 GB of log after twelve, ~1.7 GB a minute, toward a full disk; every
+/// page read also searches the log's index, `walFindFrame` 11 % of the server's time).
+///
+/// Two steps, so that writers do not wait on the copy: a passive checkpoint first, outside the
+/// writers' turn (it copies what no reader still needs, seconds for GBs, and waits for no one);
+/// then, in the writers' turn, a truncating one, which copies the few frames written meanwhile
+/// and starts the log over once the readers of older snapshots are done, waiting for them at
+/// most [`TRUNCATE_WAIT`]. Done in one step in the turn, with 5 s for the readers, writers
+/// waited the whole copy and the 5 s each time a new rebuild's snapshot was already open (twice
+/// in the first minutes of the load bench's routes: report stores waited, pages answered 202).
+/// A log the truncation could not start over is started over by SQLite's next checkpoint once
+/// those readers end, and cut to [`CHECKPOINT_FROM`] then (`journal_size_limit`, `db::open`).
 async fn checkpoint(pool: sqlx::SqlitePool) {
     let wal = format!("{}-wal", pool.connect_options().get_filename().display());
     if std::fs::metadata(&wal).map_or(true, |m| m.len() < CHECKPOINT_FROM) {
         return;
     }
-    let _turn = super::write::turn(&pool).await;
     let t = std::time::Instant::now();
     let Ok(mut conn) = pool.acquire().await else { return };
-    let _ = sqlx::query("PRAGMA busy_timeout = 5000").execute(&mut *conn).await;
+    let copied: sqlx::Result<(i64, i64, i64)> =
+        sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut *conn).await;
+    let passive_ms = t.elapsed().as_millis() as u64;
+    let turn = super::write::turn(&pool).await;
+    let wait = format!("PRAGMA busy_timeout = {}", TRUNCATE_WAIT.as_millis());
+    let _ = sqlx::query(sqlx::AssertSqlSafe(wait)).execute(&mut *conn).await;
     let done: sqlx::Result<(i64, i64, i64)> =
         sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)").fetch_one(&mut *conn).await;
+    drop(turn);
     let restore = format!("PRAGMA busy_timeout = {}", super::BUSY_TIMEOUT.as_millis());
     let _ = sqlx::query(sqlx::AssertSqlSafe(restore)).execute(&mut *conn).await;
-    match done {
-        Ok((busy, log, copied)) => {
-            tracing::info!(
-                busy,
-                log,
-                copied,
-                ms = t.elapsed().as_millis() as u64,
-                "write-ahead log checkpointed after the rebuild"
-            )
-        }
-        Err(e) => tracing::warn!(error = %e, "checkpoint after the rebuild failed"),
+    match (copied, done) {
+        (Ok((_, log, copied)), Ok((busy, _, _))) => tracing::info!(
+            log,
+            copied,
+            passive_ms,
+            truncated = busy == 0,
+            ms = t.elapsed().as_millis() as u64,
+            "write-ahead log checkpointed after the rebuild"
+        ),
+        (Err(e), _) | (_, Err(e)) => tracing::warn!(error = %e, "checkpoint after the rebuild failed"),
     }
 }
 
+/// How long the truncating checkpoint waits for readers of older snapshots, in the writers' turn.
+const TRUNCATE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The log's size from which a rebuild checkpoints it (SQLite's own checkpoints keep it near
 /// 4 MB when no reader holds an old snapshot).
-const CHECKPOINT_FROM: u64 = 64 << 20;
+pub(crate) const CHECKPOINT_FROM: u64 = 64 << 20;
 
 /// The statements of a rebuild, in order (later staging tables read earlier ones). They read
 /// the data tables and write only the staging tables of [`TABLES`].

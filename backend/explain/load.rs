@@ -131,7 +131,9 @@ pub const NEAREST_MAX_CANDIDATES: usize = 1024;
 /// analysed in order (the same variant first), one analysis per class of entries that compare
 /// alike, and a tier is skipped once `limit` neighbours rank below its bound: the answer is the
 /// plain ranking of every entry (`tests/e2e/nearest.rs` pins that), at the cost of the tiers that
-/// can still place a neighbour. At most [`NEAREST_MAX_CLASSES`] classes are analysed.
+/// can still place a neighbour; the index is read for tiers 1 and 2 only when the ranking gets
+/// to them (`db::nearest::variants_around`). At most [`NEAREST_MAX_CLASSES`] classes are
+/// analysed.
 pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Side, Vec<Neighbour>), ExplainError> {
     nearest_ranked(pool, &crate::db::nearest::Open::none(), id, limit).await.map(|(of, n, _)| (of, n))
 }
@@ -162,21 +164,28 @@ pub async fn nearest_ranked(
         return Err(ExplainError::NotFound(format!("no entry {m}:{k}")));
     };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "nearest: loaded");
-    let Some(kv) = kv else {
+    let Some(mut kv) = kv else {
         return Ok((of, vec![], false));
     };
-    let (me, tiers) = (kv.id, &kv.tiers);
-    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, tiers = ?tiers.each_ref().map(Vec::len), "nearest: tiers read");
+    let me = kv.id;
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, tiers = ?kv.tiers.each_ref().map(Vec::len), whole = kv.whole(), "nearest: tiers read");
     // (rank key, machine, key, class side, near, class id)
     type Found = ((usize, usize, usize), String, String, std::sync::Arc<Side>, super::Near, (usize, usize));
     let mut found: Vec<Found> = Vec::new();
     let (mut analysed, mut truncated) = (0usize, false);
-    for (b, ids) in tiers.iter().enumerate() {
+    for b in 0..kv.tiers.len() {
         found.sort_by(|x, y| (x.0, &x.1, &x.2).cmp(&(y.0, &y.1, &y.2)));
-        if ids.is_empty() || (found.len() >= limit && found[limit - 1].0.0 < b) {
+        if found.len() >= limit && found[limit - 1].0.0 < b {
             continue;
         }
-        let mut ids = std::borrow::Cow::Borrowed(ids);
+        // tiers past the entry's own variant are read once the ranking gets to them
+        if b > 0 {
+            kv.read_whole(pool, cache).await?;
+        }
+        if kv.tiers[b].is_empty() {
+            continue;
+        }
+        let mut ids = std::borrow::Cow::Borrowed(&kv.tiers[b]);
         if ids.len() > NEAREST_MAX_CANDIDATES {
             let cut = ids.to_mut();
             cut.sort_by_key(|&i| (i.abs_diff(me), i));

@@ -440,3 +440,51 @@ async fn stored_classes_are_the_classes_of_the_rows_after_every_change() {
     assert!(landed.await > 0);
     check("an uploaded scan").await;
 }
+
+/// Tier 0 as a nearest request reads it first (16 seeks of the variant index, `IS` matching the
+/// entry's value or NULL: `db::nearest::variants_around`) is tier 0 of the kernel's whole
+/// variant list, for every kernel entry of corpora whose entries have every variant column and
+/// some none (a kernel of unknown signature or options on another machine counts as the same
+/// variant); an entry with an unknown column reads the whole list at once.
+#[tokio::test]
+async fn the_first_tier_read_alone_is_the_first_tier_of_the_whole_list() {
+    use cachelens::db::nearest::{Open, entry_and_variants, kernel_variants};
+    let (_keep, pool) = corpus_db(&[
+        ("h100-a", "h100-jit-3.6.0", "triton-cache"),
+        ("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache"),
+        ("a100-1", "a100-upgrade-1-triton-3.4.0", "triton-cache"),
+        ("a100-1", "a100-upgrade-2-triton-3.5.1", "triton-cache"),
+        ("h100-at", "h100-inductor-autotune-triton-3.6.0", ""),
+    ])
+    .await;
+    // some entries of a named kernel lack a variant column, some have them all
+    let unknown = "signature IS NULL OR shapes IS NULL OR num_warps IS NULL OR num_stages IS NULL";
+    let (partial, full) = (
+        count(&pool, &format!("SELECT COUNT(*) FROM entries WHERE kernel IS NOT NULL AND ({unknown})")).await,
+        count(&pool, &format!("SELECT COUNT(*) FROM entries WHERE kernel IS NOT NULL AND NOT ({unknown})")).await,
+    );
+    assert!(partial > 0 && full > 0, "{partial} {full}");
+    let ids: Vec<(String, String)> = sqlx::query_as(
+        "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE e.kernel IS NOT NULL AND e.removed_at IS NULL ORDER BY m.name, e.key",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let (mut alone, mut whole, mut nonempty) = (0, 0, 0);
+    for (m, k) in &ids {
+        let (_, first) = entry_and_variants(&pool, m, k, &Open::none()).await.unwrap().unwrap();
+        let (first, all) = (first.unwrap(), kernel_variants(&pool, m, k, &Open::none()).await.unwrap().unwrap());
+        assert!(all.whole());
+        assert_eq!(first.tiers[0], all.tiers[0], "{m}:{k}");
+        if first.whole() {
+            assert_eq!(first.tiers, all.tiers, "{m}:{k}");
+            whole += 1;
+        } else {
+            assert!(first.tiers[1].is_empty() && first.tiers[2].is_empty(), "{m}:{k}");
+            alone += 1;
+            nonempty += usize::from(!first.tiers[0].is_empty());
+        }
+    }
+    assert!(alone > 0 && whole > 0 && nonempty > 0, "{alone} read alone ({nonempty} not empty), {whole} whole");
+}
