@@ -1,7 +1,7 @@
 //! Running a scan: into the local database (streamed, re-reading only changed entries), or into
 //! one in-memory [`ScanReport`] for an upload.
 
-use crate::db::ingest::{Begin, Finish, Ingest};
+use crate::db::ingest::{Begin, Finish, Ingest, Records};
 use crate::model::{REPORT_FORMAT, ScanReport, ScanSummary};
 use crate::scan::{self, Previous};
 use anyhow::Context;
@@ -45,16 +45,18 @@ pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow
 /// [`scan_local`]; `full`: check every entry file by file (`scan --full`), not trusting
 /// unchanged dir stamps.
 pub async fn scan_local_with(pool: &SqlitePool, root: &Path, machine: &str, full: bool) -> anyhow::Result<ScanSummary> {
-    scan_local_progress(pool, root, machine, full, None).await
+    scan_local_progress(pool, root, machine, full, None, vec![]).await
 }
 
-/// [`scan_local_with`], counting entry dirs into `progress` as they are handled.
+/// [`scan_local_with`], counting entry dirs into `progress` as they are handled, and storing
+/// what sits `beside` the root with the scan.
 pub async fn scan_local_progress(
     pool: &SqlitePool,
     root: &Path,
     machine: &str,
     full: bool,
     progress: Option<std::sync::Arc<scan::Progress>>,
+    beside: Vec<crate::model::ToolSize>,
 ) -> anyhow::Result<ScanSummary> {
     let started = Instant::now();
     let root = resolve_root(root)?;
@@ -118,19 +120,26 @@ pub async fn scan_local_progress(
     written?;
     let tail = scanner.await?;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: walked");
-    let summary = ingest
+    ingest
+        .records(Records {
+            best_configs: &tail.best_configs,
+            events: &tail.events,
+            inductor_autotune: &tail.inductor_autotune,
+        })
+        .await?;
+    let mut summary = ingest
         .finish(Finish {
             unchanged: tail.unchanged,
             stamps: tail.stamps,
             skipped: tail.skipped,
-            best_configs: tail.best_configs,
-            events: tail.events,
             event_files: tail.event_files,
             duration_ms: started.elapsed().as_millis() as i64,
+            beside: beside.clone(),
+            staged_upload: None,
         })
         .await?;
+    summary.beside = beside;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: finished");
-    crate::db::inductor::replace(pool, summary.scan_id, &tail.inductor_autotune).await?;
     // The scan's invalidation report, computed now so that its first visit reads it.
     crate::explain::stored::after_scan(pool.clone(), summary.scan_id, false).await;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: report stored");
@@ -203,18 +212,90 @@ pub async fn ingest_report(pool: &SqlitePool, r: &ScanReport, source: &str) -> a
     for chunk in r.entries.chunks(256) {
         ingest.entries(chunk, &r.blobs).await?;
     }
+    let records = Records { best_configs: &r.best_configs, events: &r.events, inductor_autotune: &r.inductor_autotune };
+    ingest.records(records).await?;
     let summary = ingest
         .finish(Finish {
             unchanged: r.unchanged.clone(),
             stamps: vec![],
             skipped: r.skipped.clone(),
-            best_configs: r.best_configs.clone(),
-            events: r.events.clone(),
             event_files: r.event_files.clone(),
             duration_ms: r.duration_ms,
+            beside: r.beside.clone(),
+            staged_upload: None,
         })
         .await?;
-    crate::db::scans::record_beside(pool, summary.scan_id, &r.beside).await?;
-    crate::db::inductor::replace(pool, summary.scan_id, &r.inductor_autotune).await?;
     Ok((ScanSummary { beside: r.beside.clone(), ..summary }, true))
+}
+
+/// Text bytes of IR one batch of a staged commit holds in memory at most (a batch is also at
+/// most 256 entries; one entry's blobs are read whole, each at most the blob cap).
+const COMMIT_BATCH_TEXT: i64 = 32 << 20;
+
+/// Commit a staged upload (`db::staging`): every part, in order, into one scan, in one
+/// transaction that also drops the staged parts. Memory: one part and one batch of its
+/// entries' IR text at a time. Returns (summary, created).
+pub async fn ingest_staged(
+    pool: &SqlitePool,
+    up: &crate::db::staging::Upload,
+    commit: &crate::model::UploadCommit,
+    mut skipped: Vec<crate::model::Skip>,
+) -> anyhow::Result<(ScanSummary, bool)> {
+    use crate::db::staging;
+    let mut ingest = match Ingest::begin(pool, &up.machine, &up.client_id, &up.root, up.scanned_at, "upload").await? {
+        Begin::Started(i) => i,
+        Begin::AlreadyStored(id) => {
+            return Ok((ScanSummary { scan_id: id, machine: up.machine.clone(), ..Default::default() }, false));
+        }
+    };
+    crate::failpoint::hit("commit-begun");
+    let mut unchanged = vec![];
+    for n in 0..commit.parts {
+        let part = staging::read_part(ingest.tx(), up.id, n).await?;
+        let mut batch: Vec<crate::model::Entry> = Vec::with_capacity(256);
+        let mut text = 0i64;
+        for e in part.entries {
+            let shas: Vec<&str> = e.artifacts.iter().map(|a| a.sha256.as_str()).collect();
+            text += staging::blob_bytes(ingest.tx(), up.id, &shas).await?;
+            batch.push(e);
+            if batch.len() == 256 || text > COMMIT_BATCH_TEXT {
+                store_staged_batch(&mut ingest, up.id, &batch).await?;
+                batch.clear();
+                text = 0;
+            }
+        }
+        store_staged_batch(&mut ingest, up.id, &batch).await?;
+        crate::failpoint::hit("commit-entries");
+        let records = Records {
+            best_configs: &part.best_configs,
+            events: &part.events,
+            inductor_autotune: &part.inductor_autotune,
+        };
+        ingest.records(records).await?;
+        unchanged.extend(part.unchanged);
+        skipped.extend(part.skipped);
+        crate::failpoint::hit("commit-records");
+    }
+    let summary = ingest
+        .finish(Finish {
+            unchanged,
+            stamps: vec![],
+            skipped,
+            event_files: commit.event_files.clone(),
+            duration_ms: commit.duration_ms,
+            beside: commit.beside.clone(),
+            staged_upload: Some(up.id),
+        })
+        .await?;
+    Ok((ScanSummary { beside: commit.beside.clone(), ..summary }, true))
+}
+
+async fn store_staged_batch(ingest: &mut Ingest, upload: i64, batch: &[crate::model::Entry]) -> anyhow::Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let shas: Vec<&str> = batch.iter().flat_map(|e| e.artifacts.iter().map(|a| a.sha256.as_str())).collect();
+    let blobs = crate::db::staging::read_blobs(ingest.tx(), upload, &shas).await?;
+    ingest.entries(batch, &blobs).await?;
+    Ok(())
 }

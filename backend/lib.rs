@@ -9,11 +9,13 @@ pub mod collect;
 pub mod db;
 pub mod demo;
 pub mod explain;
+pub mod failpoint;
 pub mod fmt;
 pub mod gate;
 pub mod locate;
 pub mod model;
 pub mod progress;
+pub mod rules;
 pub mod run;
 pub mod scan;
 #[cfg(test)]

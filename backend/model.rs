@@ -297,6 +297,9 @@ pub enum SkipKind {
     TooLarge,
     /// A best_config or hook event line that could not be parsed or is out of bounds.
     Malformed,
+    /// A record that breaks a bound of the scanner-server contract (`rules`): skipped, the rest
+    /// stored. An entry skipped so keeps its row as it was.
+    OutOfBounds,
     /// Anything else, and kinds of newer clients this version does not know.
     #[serde(other)]
     Other,
@@ -432,6 +435,89 @@ pub struct UploadResponse {
     /// False when the same scan (machine, client_id) was stored before: nothing was written.
     pub created: bool,
     pub summary: ScanSummary,
+    /// Records the server skipped, each with its reason in `summary.skipped` (a record that
+    /// breaks a bound of the contract is skipped, never the whole scan).
+    #[serde(default)]
+    pub skipped: i64,
+}
+
+/// Version of the staged upload protocol (`/api/v1/uploads`, docs/API.md): a scan sent in
+/// bounded parts that the server assembles into one all-or-nothing scan.
+pub const UPLOAD_FORMAT: u32 = 2;
+
+/// `POST /api/v1/uploads`: begin a staged upload, or resume it (the same `client_id`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UploadBegin {
+    pub format: u32,
+    pub client_id: String,
+    pub machine: String,
+    pub root: String,
+    pub scanned_at: i64,
+}
+
+/// The answer to [`UploadBegin`]: where the upload stands on the server.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct UploadSession {
+    /// The staged upload's id (its URL: `/api/v1/uploads/{upload_id}/...`); 0 when `scan_id` is set.
+    pub upload_id: i64,
+    /// The scan this upload was committed as, when it was (a repeat of a finished upload).
+    pub scan_id: Option<i64>,
+    /// Parts the server holds already (a resumed upload sends only the others).
+    pub parts: Vec<i64>,
+    /// The largest part and the largest IR blob the server takes, decompressed.
+    pub max_part_bytes: u64,
+    pub max_blob_bytes: u64,
+}
+
+/// `PUT /api/v1/uploads/{id}/parts/{n}`: records of one scan, a bounded share of it. A part's
+/// entries reference IR blobs by sha256; the blobs go separately
+/// (`PUT /api/v1/uploads/{id}/blobs/{sha256}`, the raw text gzipped).
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct ScanPart {
+    #[serde(default)]
+    pub entries: Vec<Entry>,
+    #[serde(default)]
+    pub unchanged: Vec<String>,
+    #[serde(default)]
+    pub skipped: Vec<Skip>,
+    #[serde(default)]
+    pub best_configs: Vec<BestConfig>,
+    #[serde(default)]
+    pub events: Vec<HookEvent>,
+    #[serde(default)]
+    pub inductor_autotune: Vec<InductorAutotune>,
+}
+
+impl ScanPart {
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+            && self.unchanged.is_empty()
+            && self.skipped.is_empty()
+            && self.best_configs.is_empty()
+            && self.events.is_empty()
+            && self.inductor_autotune.is_empty()
+    }
+}
+
+/// The answer to a part: what of it the server will store, and what it skipped.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct PartAnswer {
+    pub n: i64,
+    pub entries: i64,
+    pub skipped: i64,
+}
+
+/// `POST /api/v1/uploads/{id}/commit`: the scan's last facts; the server then stores every
+/// part in one transaction.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct UploadCommit {
+    /// Parts sent, numbered `0..parts`.
+    pub parts: i64,
+    pub duration_ms: i64,
+    #[serde(default)]
+    pub event_files: Vec<EventFileMark>,
+    #[serde(default)]
+    pub beside: Vec<ToolSize>,
 }
 
 /// `POST /api/v1/blobs/missing` body and answer.
@@ -475,9 +561,9 @@ mod tests {
         assert_eq!(k, EntryKind::Other);
     }
 
-    /// An event kind this version cannot count makes an upload a 422 naming it (never a 500).
+    /// An event kind this version cannot count is skipped with its reason, never the report.
     #[test]
-    fn unknown_event_kind_in_an_upload_is_a_422() {
+    fn unknown_event_kind_in_an_upload_is_skipped() {
         let report = |event: &str| {
             serde_json::json!({"format": REPORT_FORMAT, "client_id": "c", "machine": "m", "root": "/r",
                 "scanned_at": 1_763_000_000_000i64, "duration_ms": 1, "entries": [],
@@ -485,10 +571,15 @@ mod tests {
                             "event": event, "compile_ms": null, "stages_ms": null}]})
             .to_string()
         };
-        let ok = crate::web::api::upload::decode(report("hit").as_bytes(), false, 1 << 20).unwrap();
-        assert_eq!(ok.events[0].event, EventKind::Hit);
-        let err = crate::web::api::upload::decode(report("evicted").as_bytes(), false, 1 << 20).unwrap_err();
-        assert!(matches!(&err, crate::web::error::AppError::Unprocessable(m) if m.contains("evicted")), "{err:?}");
+        let read = |event: &str| {
+            let w = crate::web::api::upload::decode(report(event).as_bytes(), false, 1 << 20).unwrap();
+            crate::web::api::validate::validate(w, "m").unwrap()
+        };
+        assert_eq!(read("hit").events[0].event, EventKind::Hit);
+        let r = read("evicted");
+        assert!(r.events.is_empty());
+        assert_eq!(r.skipped[0].kind, SkipKind::OutOfBounds);
+        assert!(r.skipped[0].reason.contains("evicted"), "{:?}", r.skipped);
         assert_eq!("evicted".parse::<EventKind>().unwrap_err(), "event \"evicted\" is not hit, miss or compile");
     }
 

@@ -50,11 +50,33 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     }
     let pool = db::open(&a.db.path()).await?;
     let mut summaries = vec![];
+    let mut failed = vec![];
     for r in &paths {
-        summaries.push(scan_root(&pool, r, &machine, a.full, a.quiet).await?);
+        // One root that fails (unreadable, a full disk) never costs the machine's other roots.
+        match scan_root(&pool, r, &machine, a.full, a.quiet).await {
+            Ok(s) => summaries.push(s),
+            Err(e) => failed.push(root_failed(r, e)),
+        }
     }
     print_summaries(&summaries, a.json, &format!("database: {}", a.db.path().display()));
-    Ok(())
+    roots_failed(&failed, paths.len())
+}
+
+/// Say on stderr that one root failed, and why (the others go on).
+fn root_failed(r: &crate::locate::Root, e: anyhow::Error) -> String {
+    let line = format!("{}: {e:#}", r.path.display());
+    eprintln!("error: scanning {line}");
+    line
+}
+
+/// An error (exit 1) when any root failed, after every other root was done.
+fn roots_failed(failed: &[String], of: usize) -> anyhow::Result<()> {
+    match failed {
+        [] => Ok(()),
+        _ => {
+            anyhow::bail!("{} of {of} cache roots failed (the others were stored): {}", failed.len(), failed.join("; "))
+        }
+    }
 }
 
 /// Scan one root found into the local database, with what sits beside it.
@@ -65,13 +87,11 @@ async fn scan_root(
     full: bool,
     quiet: bool,
 ) -> anyhow::Result<ScanSummary> {
+    crate::failpoint::root(&r.path)?;
     let (bar, counts) = crate::progress::Bar::scan(quiet, &r.path.display().to_string());
-    let s = collect::scan_local_progress(pool, &r.path, machine, full, counts).await;
+    let s = collect::scan_local_progress(pool, &r.path, machine, full, counts, r.beside.clone()).await;
     bar.finish();
-    let mut s = s?;
-    db::scans::record_beside(pool, s.scan_id, &r.beside).await?;
-    s.beside = r.beside.clone();
-    Ok(s)
+    s
 }
 
 /// `scan --server`: scan each root into a report and upload it.
@@ -80,8 +100,15 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[crate::locat
     let token =
         a.token.as_deref().context("--server needs --token (or CACHELENS_TOKEN): see `cachelens token create`")?;
     let mut summaries = vec![];
+    let mut failed = vec![];
     for r in paths {
-        let up = scan_and_upload(a, server, token, r, machine).await?;
+        let up = match scan_and_upload(a, server, token, r, machine).await {
+            Ok(up) => up,
+            Err(e) => {
+                failed.push(root_failed(r, e));
+                continue;
+            }
+        };
         if !a.json {
             println!(
                 "uploaded {:.1} KiB (gzip) with {} of {} IR blobs the server lacked, {} hook event lines{}",
@@ -99,10 +126,10 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[crate::locat
         summaries.push(up.response.summary);
     }
     print_summaries(&summaries, a.json, &format!("server: {server}"));
-    Ok(())
+    roots_failed(&failed, paths.len())
 }
 
-/// One root scanned and uploaded, with a bar for the scan and a spinner for the upload.
+/// One root scanned and uploaded as it is read (a staged upload), with a bar for the scan.
 async fn scan_and_upload(
     a: &ScanArgs,
     server: &str,
@@ -110,19 +137,11 @@ async fn scan_and_upload(
     r: &crate::locate::Root,
     machine: &str,
 ) -> anyhow::Result<crate::upload::Uploaded> {
-    use crate::progress::Bar;
+    crate::failpoint::root(&r.path)?;
     let retry = crate::upload::Retry::new(a.retries);
-    let mut prev = crate::upload::server_event_marks(server, token, retry).await?;
-    let (bar, counts) = Bar::scan(a.quiet, &r.path.display().to_string());
-    prev.progress = counts;
-    let (root, m) = (r.path.clone(), machine.to_string());
-    let report = tokio::task::spawn_blocking(move || collect::scan_report_from(&root, &m, &prev)).await?;
+    let (bar, counts) = crate::progress::Bar::scan(a.quiet, &r.path.display().to_string());
+    let up = crate::upload::scan_and_upload_beside(server, token, &r.path, machine, retry, &r.beside, counts).await;
     bar.finish();
-    let mut report = report?;
-    report.beside = r.beside.clone();
-    let spin = Bar::spinner(a.quiet, format!("uploading {} entries to {server}", report.entries.len()));
-    let up = crate::upload::upload_report(server, token, report, retry).await;
-    spin.finish();
     up
 }
 

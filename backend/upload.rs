@@ -2,14 +2,20 @@
 //!
 //! It first asks the server how far it has read this machine's hook event files and scans
 //! events from there on (an upload carries only new lines, and at most [`MAX_EVENT_BYTES`]).
-//! It asks the server which IR blobs it lacks (`POST /api/v1/blobs/missing`), keeps only those
-//! in the report, gzips the report once and POSTs it to `/api/v1/scans`. Connection errors, 5xx
-//! and 429 are retried with exponential backoff and jitter; other 4xx are final. Every retry
-//! sends the very same bytes, hence the same `client_id`: the server stores the scan once.
+//! Then it streams the scan as a staged upload (`/api/v1/uploads`, [`Stager`]): entries go out
+//! in parts of about [`PART_TARGET`] as the scanner reads them, each part's IR blobs that the
+//! server lacks (`POST /api/v1/blobs/missing`) just before it, and a commit makes them one scan.
+//! Memory stays one part whatever the cache's size. A server without staged uploads (404) gets
+//! the whole report in one POST to `/api/v1/scans`, as before. Connection errors, 5xx and 429
+//! are retried with exponential backoff and jitter, each request on its own (a cut upload goes
+//! on from the part it was sending; the server keeps what it acknowledged); other 4xx are
+//! final. Every retry sends the very same bytes under the same `client_id`: the server stores
+//! the scan once.
 
-use crate::model::ScanReport;
-use crate::model::{MissingRequest, MissingResponse, UploadResponse};
+use crate::model::{Entry, MissingRequest, MissingResponse, ScanPart, UploadResponse};
+use crate::model::{ScanReport, UPLOAD_FORMAT, UploadBegin, UploadCommit, UploadSession};
 use anyhow::Context;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
 
@@ -97,11 +103,23 @@ pub async fn post_gzipped(
     body: &[u8],
     retry: Retry,
 ) -> anyhow::Result<(reqwest::StatusCode, String, u32)> {
+    send_gzipped(http, reqwest::Method::POST, url, token, body, retry).await
+}
+
+/// [`post_gzipped`] with another method (a staged upload PUTs its parts and blobs).
+pub async fn send_gzipped(
+    http: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    token: &str,
+    body: &[u8],
+    retry: Retry,
+) -> anyhow::Result<(reqwest::StatusCode, String, u32)> {
     let mut last = String::new();
     let (mut attempt, mut tries, mut busy) = (0u32, 0u32, Duration::ZERO);
     while attempt < retry.tries {
         tries += 1;
-        match try_post(http, url, token, body).await {
+        match try_send(http, method.clone(), url, token, body).await {
             Ok((status, text)) => return Ok((status, text, tries)),
             Err(Failure::Final(e)) => anyhow::bail!("{e}"),
             Err(Failure::Busy(e, after)) if busy + after <= BUSY_WAIT => {
@@ -126,14 +144,15 @@ pub async fn post_gzipped(
     anyhow::bail!("gave up after {} tries: {last}", retry.tries)
 }
 
-async fn try_post(
+async fn try_send(
     http: &reqwest::Client,
+    method: reqwest::Method,
     url: &str,
     token: &str,
     body: &[u8],
 ) -> Result<(reqwest::StatusCode, String), Failure> {
     let resp = http
-        .post(url)
+        .request(method, url)
         .bearer_auth(token)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(reqwest::header::CONTENT_ENCODING, "gzip")
@@ -214,10 +233,12 @@ pub async fn scan_and_upload(
     machine: &str,
     retry: Retry,
 ) -> anyhow::Result<Uploaded> {
-    scan_and_upload_beside(server, token, root, machine, retry, &[]).await
+    scan_and_upload_beside(server, token, root, machine, retry, &[], None).await
 }
 
-/// [`scan_and_upload`], the report carrying what sits beside the root ([`crate::model::ToolSize`]).
+/// [`scan_and_upload`], the scan carrying what sits beside the root ([`crate::model::ToolSize`]),
+/// counting entry dirs into `progress` as the scanner handles them. The scan is streamed: the
+/// scanner's entries go out in parts while it reads on.
 pub async fn scan_and_upload_beside(
     server: &str,
     token: &str,
@@ -225,21 +246,302 @@ pub async fn scan_and_upload_beside(
     machine: &str,
     retry: Retry,
     beside: &[crate::model::ToolSize],
+    progress: Option<std::sync::Arc<crate::scan::Progress>>,
 ) -> anyhow::Result<Uploaded> {
-    let prev = server_event_marks(server, token, retry).await?;
-    let (root, m) = (root.to_path_buf(), machine.to_string());
-    let mut report = tokio::task::spawn_blocking(move || crate::collect::scan_report_from(&root, &m, &prev)).await??;
-    report.beside = beside.to_vec();
-    upload_report(server, token, report, retry).await
+    let mut prev = server_event_marks(server, token, retry).await?;
+    prev.progress = progress;
+    let root = crate::collect::resolve_root(root)?;
+    let started = std::time::Instant::now();
+    let scanned_at = crate::db::now_ms();
+    let client_id = crate::collect::new_client_id();
+    let root_s = root.display().to_string();
+    let Some(mut st) = Stager::begin(server, token, retry, machine, &client_id, &root_s, scanned_at).await? else {
+        // A server from before staged uploads: the whole report in one body.
+        let (root, m) = (root.clone(), machine.to_string());
+        let mut report =
+            tokio::task::spawn_blocking(move || crate::collect::scan_report_from(&root, &m, &prev)).await??;
+        report.beside = beside.to_vec();
+        return upload_whole(server, token, report, retry).await;
+    };
+    // The scanner's threads hand entries over a short channel: a slow server slows the scan
+    // down rather than filling memory.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Entry>(32);
+    let scanner = tokio::task::spawn_blocking(move || {
+        crate::scan::scan(&root, &prev, crate::collect::threads(), |e| {
+            let _ = tx.blocking_send(e);
+        })
+    });
+    let mut sent = Ok(());
+    while let Some(e) = rx.recv().await {
+        if let Err(err) = st.entry(e).await {
+            sent = Err(err);
+            break;
+        }
+    }
+    drop(rx); // a failed send stops the scanner at its next entry
+    let tail = scanner.await?;
+    sent?;
+    st.records(tail.unchanged, tail.skipped, tail.best_configs, tail.events, tail.inductor_autotune).await?;
+    st.commit(started.elapsed().as_millis() as i64, tail.event_files, beside.to_vec()).await
 }
 
-/// Upload one report to `server` (base URL, e.g. `https://cachelens.example.org`).
-pub async fn upload_report(
-    server: &str,
-    token: &str,
-    mut report: ScanReport,
+/// Upload one whole report to `server` (base URL, e.g. `https://cachelens.example.org`), as a
+/// staged upload in parts (or in one body to a server without staged uploads).
+pub async fn upload_report(server: &str, token: &str, report: ScanReport, retry: Retry) -> anyhow::Result<Uploaded> {
+    let ScanReport { client_id, machine, root, scanned_at, .. } = &report;
+    let Some(mut st) = Stager::begin(server, token, retry, machine, client_id, root, *scanned_at).await? else {
+        return upload_whole(server, token, report, retry).await;
+    };
+    let ScanReport { entries, mut blobs, unchanged, skipped, best_configs, events, event_files, beside, .. } = report;
+    for mut e in entries {
+        for a in &mut e.artifacts {
+            a.text = blobs.remove(&a.sha256);
+        }
+        st.entry(e).await?;
+    }
+    st.records(unchanged, skipped, best_configs, events, report.inductor_autotune).await?;
+    st.commit(report.duration_ms, event_files, beside).await
+}
+
+/// A part is sent once its records and IR text reach about this many bytes.
+pub const PART_TARGET: usize = 4 << 20;
+
+/// A staged upload in progress: records gathered into the next part, sent when it is full.
+pub struct Stager {
+    http: reqwest::Client,
+    base: String,
+    token: String,
     retry: Retry,
-) -> anyhow::Result<Uploaded> {
+    id: i64,
+    /// Parts the server holds already (a resumed upload), and the next part's number.
+    held: std::collections::BTreeSet<i64>,
+    next: i64,
+    part: ScanPart,
+    part_bytes: usize,
+    /// IR text of the next part's entries, by sha256 (each sha256 once per upload).
+    texts: BTreeMap<String, String>,
+    /// The first 128 bits of each IR sha256 this upload has carried (each text goes once).
+    seen: std::collections::HashSet<[u8; 16]>,
+    max_blob: usize,
+    /// Send a part once it holds this many bytes: [`PART_TARGET`], or half the server's part
+    /// limit when that is lower.
+    target: usize,
+    done: Option<UploadResponse>,
+    stats: Uploaded,
+    machine: String,
+    client_id: String,
+    root: String,
+    scanned_at: i64,
+}
+
+impl Stager {
+    /// Begin (or resume) a staged upload. `None`: the server has no staged uploads (404).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn begin(
+        server: &str,
+        token: &str,
+        retry: Retry,
+        machine: &str,
+        client_id: &str,
+        root: &str,
+        scanned_at: i64,
+    ) -> anyhow::Result<Option<Stager>> {
+        let http = client()?;
+        let base = server.trim_end_matches('/').to_string();
+        let b = UploadBegin {
+            format: UPLOAD_FORMAT,
+            client_id: client_id.into(),
+            machine: machine.into(),
+            root: root.into(),
+            scanned_at,
+        };
+        let url = format!("{base}/api/v1/uploads");
+        let (status, text, _) = match post_gzipped(&http, &url, token, &gzip(&serde_json::to_vec(&b)?)?, retry).await {
+            // an older server: no such route (404, or 405 for a path it routes otherwise)
+            Err(e) if [" 404 ", " 405 "].iter().any(|c| e.to_string().contains(c)) => return Ok(None),
+            r => r?,
+        };
+        debug_assert!(status.is_success());
+        let s: UploadSession = serde_json::from_str(&text).context("server's answer to the upload's begin")?;
+        let done = s.scan_id.map(|scan_id| UploadResponse {
+            scan_id,
+            created: false,
+            summary: crate::model::ScanSummary { scan_id, machine: machine.into(), ..Default::default() },
+            skipped: 0,
+        });
+        Ok(Some(Stager {
+            http,
+            base,
+            token: token.into(),
+            retry,
+            id: s.upload_id,
+            held: s.parts.into_iter().collect(),
+            next: 0,
+            part: ScanPart::default(),
+            part_bytes: 0,
+            texts: BTreeMap::new(),
+            seen: Default::default(),
+            max_blob: usize::try_from(s.max_blob_bytes).unwrap_or(usize::MAX),
+            target: PART_TARGET.min(usize::try_from(s.max_part_bytes / 2).unwrap_or(usize::MAX)).max(1),
+            done,
+            stats: Uploaded {
+                response: empty_response(),
+                body_bytes: 0,
+                blobs_sent: 0,
+                blobs_total: 0,
+                tries: 0,
+                events_sent: 0,
+            },
+            machine: machine.into(),
+            client_id: client_id.into(),
+            root: root.into(),
+            scanned_at,
+        }))
+    }
+
+    /// Add one entry (its IR text moves to the part's blobs); send the part when it is full.
+    pub async fn entry(&mut self, mut e: Entry) -> anyhow::Result<()> {
+        for a in &mut e.artifacts {
+            let Some(t) = a.text.take() else { continue };
+            if t.len() > self.max_blob {
+                let why =
+                    format!("IR text over the server's limit of {} bytes: hashed, its text not sent", self.max_blob);
+                self.part.skipped.push(crate::model::Skip::new(
+                    format!("{}/{}", e.dir, a.name),
+                    crate::model::SkipKind::TooLarge,
+                    why,
+                ));
+            } else if self.seen.insert(sha_prefix(&a.sha256)) {
+                self.part_bytes += t.len();
+                self.texts.insert(a.sha256.clone(), t);
+            }
+        }
+        self.part_bytes += serde_json::to_vec(&e).map_or(0, |v| v.len());
+        self.part.entries.push(e);
+        self.flush_if_full().await
+    }
+
+    /// Add the scan's other records, in parts of bounded size too.
+    pub async fn records(
+        &mut self,
+        unchanged: Vec<String>,
+        skipped: Vec<crate::model::Skip>,
+        best_configs: Vec<crate::model::BestConfig>,
+        events: Vec<crate::model::HookEvent>,
+        inductor_autotune: Vec<crate::model::InductorAutotune>,
+    ) -> anyhow::Result<()> {
+        self.stats.events_sent += events.len();
+        macro_rules! add {
+            ($list:expr, $field:ident) => {
+                for r in $list {
+                    self.part_bytes += serde_json::to_vec(&r).map_or(0, |v| v.len());
+                    self.part.$field.push(r);
+                    self.flush_if_full().await?;
+                }
+            };
+        }
+        add!(unchanged, unchanged);
+        add!(skipped, skipped);
+        add!(best_configs, best_configs);
+        add!(events, events);
+        add!(inductor_autotune, inductor_autotune);
+        Ok(())
+    }
+
+    async fn flush_if_full(&mut self) -> anyhow::Result<()> {
+        if self.part_bytes >= self.target { self.flush().await } else { Ok(()) }
+    }
+
+    /// Send the part gathered so far: first its IR blobs the server lacks, then the part.
+    async fn flush(&mut self) -> anyhow::Result<()> {
+        if self.part.is_empty() && self.texts.is_empty() {
+            return Ok(());
+        }
+        let n = self.next;
+        self.next += 1;
+        let (part, texts) = (std::mem::take(&mut self.part), std::mem::take(&mut self.texts));
+        self.part_bytes = 0;
+        if self.done.is_some() || self.held.contains(&n) {
+            return Ok(()); // the server has it (a resumed or finished upload)
+        }
+        self.stats.blobs_total += texts.len();
+        if !texts.is_empty() {
+            let shas: Vec<String> = texts.keys().cloned().collect();
+            let body = gzip(&serde_json::to_vec(&MissingRequest { sha256: shas })?)?;
+            let url = format!("{}/api/v1/blobs/missing", self.base);
+            let (_, text, _) = post_gzipped(&self.http, &url, &self.token, &body, self.retry).await?;
+            let missing: MissingResponse = serde_json::from_str(&text).context("server's answer to blobs/missing")?;
+            for sha in missing.missing {
+                let Some(t) = texts.get(&sha) else { continue };
+                let url = format!("{}/api/v1/uploads/{}/blobs/{sha}", self.base, self.id);
+                self.send(reqwest::Method::PUT, &url, gzip(t.as_bytes())?).await?;
+                self.stats.blobs_sent += 1;
+            }
+        }
+        let url = format!("{}/api/v1/uploads/{}/parts/{n}", self.base, self.id);
+        let body = gzip(&serde_json::to_vec(&part)?)?;
+        self.send(reqwest::Method::PUT, &url, body).await?;
+        Ok(())
+    }
+
+    async fn send(&mut self, method: reqwest::Method, url: &str, body: Vec<u8>) -> anyhow::Result<String> {
+        let (_, text, tries) = send_gzipped(&self.http, method, url, &self.token, &body, self.retry).await?;
+        self.stats.body_bytes += body.len();
+        self.stats.tries = self.stats.tries.max(tries);
+        Ok(text)
+    }
+
+    /// Send the last part, then commit: the server stores every part as one scan.
+    pub async fn commit(
+        mut self,
+        duration_ms: i64,
+        event_files: Vec<crate::model::EventFileMark>,
+        beside: Vec<crate::model::ToolSize>,
+    ) -> anyhow::Result<Uploaded> {
+        self.flush().await?;
+        if let Some(done) = self.done.take() {
+            return Ok(Uploaded { response: done, ..self.stats });
+        }
+        let c = UploadCommit { parts: self.next, duration_ms, event_files, beside };
+        let url = format!("{}/api/v1/uploads/{}/commit", self.base, self.id);
+        let text = match self.send(reqwest::Method::POST, &url, gzip(&serde_json::to_vec(&c)?)?).await {
+            // A commit that went through but whose answer was lost: the retry finds no open
+            // upload, and the upload's begin says which scan it became.
+            Err(e) if e.to_string().contains(" 404 ") => {
+                let again = Stager::begin(
+                    &self.base,
+                    &self.token,
+                    self.retry,
+                    &self.machine,
+                    &self.client_id,
+                    &self.root,
+                    self.scanned_at,
+                )
+                .await?;
+                match again.and_then(|s| s.done) {
+                    Some(done) => return Ok(Uploaded { response: done, ..self.stats }),
+                    None => return Err(e),
+                }
+            }
+            r => r?,
+        };
+        let response: UploadResponse = serde_json::from_str(&text).context("server's answer to the upload's commit")?;
+        Ok(Uploaded { response, ..self.stats })
+    }
+}
+
+fn sha_prefix(sha: &str) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    let _ = hex::decode_to_slice(sha.get(..32).unwrap_or(""), &mut out);
+    out
+}
+
+fn empty_response() -> UploadResponse {
+    UploadResponse { scan_id: 0, created: false, summary: Default::default(), skipped: 0 }
+}
+
+/// Upload one report in one body (`POST /api/v1/scans`): for servers without staged uploads.
+pub async fn upload_whole(server: &str, token: &str, mut report: ScanReport, retry: Retry) -> anyhow::Result<Uploaded> {
     let http = client()?;
     let base = server.trim_end_matches('/');
     let blobs_total = report.blobs.len();

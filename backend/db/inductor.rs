@@ -7,19 +7,26 @@
 use super::Page;
 use crate::model::{AutotuneChoice, InductorAutotune};
 use serde::Serialize;
-use sqlx::SqlitePool;
+use sqlx::{Sqlite, SqlitePool, Transaction};
 
-/// Replace the decisions of the scan's root with `rows` (a scan of an Inductor dir finds them
-/// all, so what a root no longer holds goes).
-pub async fn replace(pool: &SqlitePool, scan_id: i64, rows: &[InductorAutotune]) -> sqlx::Result<()> {
-    let (_turn, mut tx) = super::write::begin(pool).await?;
-    let (machine_id, root): (i64, String) =
-        sqlx::query_as("SELECT machine_id, root FROM scans WHERE id = ?").bind(scan_id).fetch_one(&mut *tx).await?;
+/// Delete the autotune decisions of `machine_id`'s `root`: a scan replaces them with its own.
+pub async fn clear(tx: &mut Transaction<'static, Sqlite>, machine_id: i64, root: &str) -> sqlx::Result<()> {
     sqlx::query("DELETE FROM inductor_autotune WHERE machine_id = ? AND root = ?")
         .bind(machine_id)
-        .bind(&root)
-        .execute(&mut *tx)
+        .bind(root)
+        .execute(&mut **tx)
         .await?;
+    Ok(())
+}
+
+/// Store decisions found by scan `scan_id` of `machine_id`'s `root` (after [`clear`]).
+pub async fn insert(
+    tx: &mut Transaction<'static, Sqlite>,
+    machine_id: i64,
+    root: &str,
+    scan_id: i64,
+    rows: &[InductorAutotune],
+) -> sqlx::Result<()> {
     for r in rows {
         let winner = r.choices.first().map(|c| c.name.clone()).unwrap_or_default();
         let id: i64 = sqlx::query_scalar(
@@ -27,7 +34,7 @@ pub async fn replace(pool: &SqlitePool, scan_id: i64, rows: &[InductorAutotune])
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         )
         .bind(machine_id)
-        .bind(&root)
+        .bind(root)
         .bind(&r.path)
         .bind(&r.op)
         .bind(&r.key)
@@ -35,7 +42,7 @@ pub async fn replace(pool: &SqlitePool, scan_id: i64, rows: &[InductorAutotune])
         .bind(serde_json::to_string(&r.choices).unwrap_or_else(|_| "[]".into()))
         .bind(winner)
         .bind(scan_id)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await?;
         for (rank, c) in r.choices.iter().enumerate() {
             sqlx::query(
@@ -47,11 +54,11 @@ pub async fn replace(pool: &SqlitePool, scan_id: i64, rows: &[InductorAutotune])
             .bind(&c.name)
             .bind(choice_module(&c.name))
             .bind(c.ms)
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await?;
         }
     }
-    tx.commit().await
+    Ok(())
 }
 
 /// The Inductor module a choice was generated into: Inductor names a benchmarked template

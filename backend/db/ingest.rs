@@ -38,6 +38,8 @@ pub struct Ingest {
     written: FastMap<String, (i64, bool, bool)>, // key -> stats of rows (re)written by this scan
     elsewhere: HashMap<String, String>,          // key -> other root of this machine holding its live row
     dup_skips: Vec<Skip>,                        // duplicates found here (a report not deduped by its scanner)
+    event_keys: BTreeSet<String>,                // keys whose hook events this scan stored
+    decisions_cleared: bool,                     // the root's previous autotune decisions deleted
     summary: ScanSummary,
 }
 
@@ -47,17 +49,29 @@ pub enum Begin {
     AlreadyStored(i64),
 }
 
-/// The non-entry parts of a scan, given when it finishes.
+/// The non-entry parts of a scan, given when it finishes. (Its hook events, best configs and
+/// autotune decisions go in before, through [`Ingest::records`], in as many calls as needed.)
 #[derive(Default)]
 pub struct Finish {
     pub unchanged: Vec<String>,
     /// (entry dir, dir stamp) of unchanged entries whose stamp is new (`scan::Tail::stamps`).
     pub stamps: Vec<(String, String)>,
     pub skipped: Vec<Skip>,
-    pub best_configs: Vec<BestConfig>,
-    pub events: Vec<HookEvent>,
     pub event_files: Vec<EventFileMark>,
     pub duration_ms: i64,
+    /// What other tools keep beside the root.
+    pub beside: Vec<crate::model::ToolSize>,
+    /// The staged upload this scan was assembled from: its parts are deleted in the scan's own
+    /// transaction, so a commit killed before its end leaves them for the retry.
+    pub staged_upload: Option<i64>,
+}
+
+/// Records of a scan besides its entries, stored by [`Ingest::records`].
+#[derive(Default)]
+pub struct Records<'a> {
+    pub best_configs: &'a [BestConfig],
+    pub events: &'a [HookEvent],
+    pub inductor_autotune: &'a [crate::model::InductorAutotune],
 }
 
 /// Find or create a machine row.
@@ -157,6 +171,8 @@ impl Ingest {
             written: FastMap::default(),
             elsewhere,
             dup_skips: vec![],
+            event_keys: BTreeSet::new(),
+            decisions_cleared: false,
             summary,
         })))
     }
@@ -184,6 +200,12 @@ impl Ingest {
             full: false,
             progress: None,
         })
+    }
+
+    /// The scan's write transaction, for reads that must see what it sees (a staged upload's
+    /// parts, read by its commit).
+    pub fn tx(&mut self) -> &mut Transaction<'static, Sqlite> {
+        &mut self.tx
     }
 
     /// Store a batch of entries read by the scanner. `blobs` supplies IR text for uploads
@@ -355,6 +377,38 @@ impl Ingest {
         Ok(())
     }
 
+    /// Store hook events, best configs and Inductor's autotune decisions of this scan (any
+    /// number of calls, each a share of them). The root's previous decisions are replaced by
+    /// this scan's, even by none ([`Ingest::finish`]).
+    pub async fn records(&mut self, r: Records<'_>) -> sqlx::Result<()> {
+        let (mid, now) = (self.machine_id, self.now);
+        self.summary.events += super::events::insert_events(&mut self.tx, mid, r.events, &mut self.event_keys).await?;
+        for b in r.best_configs {
+            sqlx::query(
+                "INSERT INTO best_configs(machine_id, path, triton_cache_hash, num_warps, num_stages, config_json, last_seen_at)
+                 VALUES (?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT(machine_id, path) DO UPDATE SET triton_cache_hash = excluded.triton_cache_hash,
+                   num_warps = excluded.num_warps, num_stages = excluded.num_stages,
+                   config_json = excluded.config_json, last_seen_at = excluded.last_seen_at",
+            )
+            .bind(mid)
+            .bind(format!("{}/{}", self.root, b.path))
+            .bind(&b.triton_cache_hash)
+            .bind(b.num_warps)
+            .bind(b.num_stages)
+            .bind(b.config.to_string())
+            .bind(now)
+            .execute(&mut *self.tx)
+            .await?;
+        }
+        self.summary.best_configs += r.best_configs.len() as i64;
+        if !self.decisions_cleared {
+            super::inductor::clear(&mut self.tx, mid, &self.root).await?;
+            self.decisions_cleared = true;
+        }
+        super::inductor::insert(&mut self.tx, mid, &self.root, self.scan_id, r.inductor_autotune).await
+    }
+
     /// Mark unchanged and removed entries, store events and best configs, record the scan's
     /// counts and commit.
     pub async fn finish(mut self, mut f: Finish) -> sqlx::Result<ScanSummary> {
@@ -437,31 +491,19 @@ impl Ingest {
             }
         }
         self.summary.removed_entries = gone.len() as i64;
+        if !self.decisions_cleared {
+            self.records(Records::default()).await?;
+        }
         // History: the keys whose events or compile times changed are counted again.
-        let mut touched: BTreeSet<String> = self.written.keys().cloned().collect();
-        self.summary.events = super::events::insert_events(&mut self.tx, mid, &f.events, &mut touched).await?;
+        let mut touched = std::mem::take(&mut self.event_keys);
+        touched.extend(self.written.keys().cloned());
         let touched: Vec<&str> = touched.iter().map(String::as_str).collect();
         super::history_agg::account(&mut self.tx, mid, &touched).await?;
         super::events::store_marks(&mut self.tx, mid, &f.event_files).await?;
-        for b in &f.best_configs {
-            sqlx::query(
-                "INSERT INTO best_configs(machine_id, path, triton_cache_hash, num_warps, num_stages, config_json, last_seen_at)
-                 VALUES (?, ?, ?, ?, ?, ?, ?)
-                 ON CONFLICT(machine_id, path) DO UPDATE SET triton_cache_hash = excluded.triton_cache_hash,
-                   num_warps = excluded.num_warps, num_stages = excluded.num_stages,
-                   config_json = excluded.config_json, last_seen_at = excluded.last_seen_at",
-            )
-            .bind(mid)
-            .bind(format!("{}/{}", self.root, b.path))
-            .bind(&b.triton_cache_hash)
-            .bind(b.num_warps)
-            .bind(b.num_stages)
-            .bind(b.config.to_string())
-            .bind(now)
-            .execute(&mut *self.tx)
-            .await?;
+        super::scans::store_beside(&mut self.tx, scan, &f.beside).await?;
+        if let Some(id) = f.staged_upload {
+            super::staging::drop_upload(&mut self.tx, id).await?;
         }
-        self.summary.best_configs = f.best_configs.len() as i64;
         // live rows of this root: those it had and did not lose, and those written now
         let mut totals = (0i64, 0i64, 0i64, 0i64);
         let mut add = |(bytes, relocated, partial): (i64, bool, bool)| {
@@ -500,7 +542,9 @@ impl Ingest {
         .bind(scan)
         .execute(&mut *self.tx)
         .await?;
+        crate::failpoint::hit("commit-finish");
         self.tx.commit().await?;
+        crate::failpoint::hit("commit-done");
         Ok(self.summary)
     }
 }

@@ -19,6 +19,7 @@ pub mod nearest;
 pub mod rebuild;
 pub mod reports;
 pub mod scans;
+pub mod staging;
 pub mod summaries;
 pub mod tokens;
 pub mod write;

@@ -69,10 +69,13 @@ pub async fn scan(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<ScanRef>> {
 }
 
 /// Record what sits beside the scanned root (see [`crate::model::ToolSize`]).
-pub async fn record_beside(pool: &SqlitePool, scan_id: i64, beside: &[crate::model::ToolSize]) -> sqlx::Result<()> {
+pub async fn store_beside(
+    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    scan_id: i64,
+    beside: &[crate::model::ToolSize],
+) -> sqlx::Result<()> {
     let json = serde_json::to_string(beside).unwrap_or_else(|_| "[]".into());
-    let _turn = super::write::turn(pool).await;
-    sqlx::query("UPDATE scans SET beside_json = ? WHERE id = ?").bind(json).bind(scan_id).execute(pool).await?;
+    sqlx::query("UPDATE scans SET beside_json = ? WHERE id = ?").bind(json).bind(scan_id).execute(&mut **tx).await?;
     Ok(())
 }
 

@@ -202,10 +202,17 @@ where
                                 tail.lock().unwrap().skipped.append(&mut skips);
                             }
                             match e {
-                                Read::Entry(e) => {
-                                    sent.mark(&e);
-                                    (sink.lock().unwrap())(*e)
-                                }
+                                // The contract with the server (`rules`): an entry that breaks
+                                // a bound is a skip with its reason, on both paths alike.
+                                Read::Entry(e) => match crate::rules::entry(&e) {
+                                    Ok(()) => {
+                                        sent.mark(&e);
+                                        (sink.lock().unwrap())(*e)
+                                    }
+                                    Err(why) => {
+                                        tail.lock().unwrap().skipped.push(crate::rules::out_of_bounds(&e.dir, why))
+                                    }
+                                },
                                 Read::Unchanged(restamp) => {
                                     let mut t = tail.lock().unwrap();
                                     t.unchanged.push(dir.clone());
@@ -246,6 +253,7 @@ where
             tail.event_files.push(mark);
         }
     }
+    crate::rules::screen_tail(&mut tail);
     tail
 }
 

@@ -101,7 +101,7 @@ fn report_json() -> &'static Vec<u8> {
 fn check_decoder(body: &[u8], gzip: bool, max: usize) -> Result<(), TestCaseError> {
     match cachelens::web::api::upload::decode(body, gzip, max) {
         Ok(r) => {
-            if let Err(e) = cachelens::web::api::upload::validate(&r, "fuzz-node") {
+            if let Err(e) = cachelens::web::api::upload::validate(r, "fuzz-node") {
                 prop_assert!(is_4xx(&e), "validate gave {e:?}");
             }
         }

@@ -2,6 +2,7 @@
 mod api_read;
 mod bench_routes;
 mod common;
+mod contract;
 mod damaged;
 mod explain;
 mod explain_exact;

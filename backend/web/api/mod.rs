@@ -3,6 +3,7 @@
 pub mod explain;
 pub mod history;
 pub mod upload;
+pub mod uploads;
 pub mod validate;
 
 use super::AppState;
@@ -11,7 +12,7 @@ use crate::db::summaries::{self, KernelFilter};
 use crate::db::{Page, entries, scans};
 use axum::extract::{FromRequestParts, Query, State};
 use axum::http::request::Parts;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -35,6 +36,10 @@ pub fn upload_router() -> Router<AppState> {
     Router::new()
         .route("/api/v1/scans", post(upload::post_scan))
         .route("/api/v1/blobs/missing", post(upload::blobs_missing))
+        .route("/api/v1/uploads", post(uploads::begin))
+        .route("/api/v1/uploads/{id}/parts/{n}", put(uploads::put_part))
+        .route("/api/v1/uploads/{id}/blobs/{sha256}", put(uploads::put_blob))
+        .route("/api/v1/uploads/{id}/commit", post(uploads::commit))
 }
 
 /// The most rows one page of a list endpoint returns (docs/API.md; `Page::new` caps at it too).

@@ -3,13 +3,15 @@
 //! authenticated by a machine's upload token (`Authorization: Bearer <token>`).
 //!
 //! The body is read with a cap on its compressed size, then decompressed with a cap on its
-//! decompressed size (a gzip bomb stops at the cap), parsed and validated before anything is
-//! written. Only then is it ingested, in one transaction, in the server's turn to write (`db::write`): an
-//! upload stores all of itself or nothing.
+//! decompressed size (a gzip bomb stops at the cap), and parsed record by record: one that breaks
+//! the scanner-server contract (`crate::rules`) is skipped with its reason, the rest is stored.
+//! It is ingested in one transaction, in the server's turn to write (`db::write`): an upload
+//! stores all of itself or nothing. A scan over [`MAX_REPORT_BYTES`] goes in parts through the
+//! staged upload (`uploads.rs`), which today's client always uses.
 
-use super::validate::{is_sha256, trunc};
 use crate::db::tokens::{self, Check};
 use crate::model::{MissingRequest, MissingResponse, ScanReport, ScanSummary, UploadResponse};
+use crate::rules::{is_sha256, trunc};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use axum::Json;
@@ -21,6 +23,10 @@ use std::io::Read;
 use std::time::Duration;
 
 pub use super::validate::validate;
+
+/// The largest whole report `POST /api/v1/scans` takes, decompressed: bigger scans are sent in
+/// parts (`POST /api/v1/uploads`). Parsing one costs at most ~3x this in memory.
+pub const MAX_REPORT_BYTES: usize = 32 << 20;
 
 /// The machine a bearer token may upload for (401 when missing, unknown or revoked).
 pub async fn authenticate(s: &AppState, headers: &HeaderMap) -> Result<String, AppError> {
@@ -62,40 +68,45 @@ pub async fn post_scan(
     // turn to write, so other uploads keep ingesting and pages keep answering meanwhile.
     let report = tokio::task::spawn_blocking(move || -> Result<ScanReport, AppError> {
         let raw = read_spooled(spooled)?;
-        let r = decode(&raw, gzip, max)?;
-        validate(&r, &machine)?;
-        Ok(r)
+        validate(decode(&raw, gzip, max.min(MAX_REPORT_BYTES))?, &machine)
     })
     .await
     .map_err(|e| AppError::Internal(e.into()))??;
     // Ingested in one transaction, in this process's turn to write (`db::write`): uploads one
     // after the other, pages reading meanwhile.
-    let (mut summary, created) = {
-        let stored = crate::collect::ingest_report(s.db.pool(), &report, "upload").await?;
-        // Only an upload that was stored counts as a use of its token. The scan is committed by
-        // now: failing to note the use must not turn it into an error (the client would retry).
-        if let Some(t) = bearer(&headers)
-            && let Err(e) = tokens::touch(s.db.pool(), t).await
-        {
-            tracing::warn!("could not record the upload token's last use: {e}");
-        }
-        stored
-    };
+    let (mut summary, created) = crate::collect::ingest_report(s.db.pool(), &report, "upload").await?;
     if created {
-        // The scan's invalidation report, computed off the request so that its first visit reads it.
-        tokio::spawn(crate::explain::stored::after_scan(s.db.pool().clone(), summary.scan_id, true));
-        // The dashboard's summary tables, rebuilt now rather than on the next page.
-        s.db.rebuild_soon();
+        landed(&s, &headers, summary.scan_id).await;
     } else {
         stored_summary(&s, &mut summary).await?;
     }
     tracing::info!(machine = %report.machine, scan_id = summary.scan_id, created, entries = report.entries.len(), "upload");
+    Ok(answer(summary, created))
+}
+
+/// What follows a scan's landing: its token's use noted, its invalidation report computed off
+/// the request (so that its first visit reads it), the summary tables rebuilt soon.
+pub(super) async fn landed(s: &AppState, headers: &HeaderMap, scan_id: i64) {
+    // Only an upload that was stored counts as a use of its token. The scan is committed by
+    // now: failing to note the use must not turn it into an error (the client would retry).
+    if let Some(t) = bearer(headers)
+        && let Err(e) = tokens::touch(s.db.pool(), t).await
+    {
+        tracing::warn!("could not record the upload token's last use: {e}");
+    }
+    tokio::spawn(crate::explain::stored::after_scan(s.db.pool().clone(), scan_id, true));
+    s.db.rebuild_soon();
+}
+
+/// A stored scan's answer: 201 when this request stored it, 200 when it was stored before.
+pub(super) fn answer(summary: ScanSummary, created: bool) -> (StatusCode, Json<UploadResponse>) {
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(UploadResponse { scan_id: summary.scan_id, created, summary })))
+    let skipped = summary.skipped.values().sum();
+    (status, Json(UploadResponse { scan_id: summary.scan_id, created, summary, skipped }))
 }
 
 /// A repeated upload stores nothing: answer with the counts of the scan stored the first time.
-async fn stored_summary(s: &AppState, summary: &mut ScanSummary) -> Result<(), AppError> {
+pub(super) async fn stored_summary(s: &AppState, summary: &mut ScanSummary) -> Result<(), AppError> {
     let page = crate::db::Page::new(Some(10_000), None);
     let rows = crate::db::scans::scans(s.db.pool(), Some(&summary.machine), page).await?;
     if let Some(r) = rows.into_iter().find(|r| r.id == summary.scan_id) {
@@ -144,7 +155,7 @@ pub async fn blobs_missing(
     }))
 }
 
-fn is_gzip(headers: &HeaderMap) -> Result<bool, AppError> {
+pub(super) fn is_gzip(headers: &HeaderMap) -> Result<bool, AppError> {
     match headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase()) {
         None => Ok(false),
         Some(e) if e == "gzip" || e == "x-gzip" => Ok(true),
@@ -160,7 +171,7 @@ const MAX_MISSING_BYTES: usize = 64 << 20;
 static MISSING_DECODES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 /// A place in the upload queue, or 503 (with Retry-After) when it is full.
-fn queue_permit(s: &AppState) -> Result<tokio::sync::SemaphorePermit<'_>, AppError> {
+pub(super) fn queue_permit(s: &AppState) -> Result<tokio::sync::SemaphorePermit<'_>, AppError> {
     s.upload_queue.try_acquire().map_err(|_| {
         AppError::Unavailable(format!(
             "the server is receiving {} uploads already; try again shortly",
@@ -172,7 +183,7 @@ fn queue_permit(s: &AppState) -> Result<tokio::sync::SemaphorePermit<'_>, AppErr
 /// Read the body into an unnamed file in `dir` (the system's temp dir when `None`), refusing
 /// (413) more than `max` bytes as sent, and (408) a body that takes longer than `within` to
 /// arrive whole. Memory stays one chunk whatever the body's size.
-async fn spool_capped(
+pub(super) async fn spool_capped(
     headers: &HeaderMap,
     body: Body,
     max: usize,
@@ -216,7 +227,7 @@ async fn spool_capped(
 }
 
 /// The spooled body, read back whole (blocking: call off the async threads).
-fn read_spooled(mut f: std::fs::File) -> Result<Vec<u8>, AppError> {
+pub(super) fn read_spooled(mut f: std::fs::File) -> Result<Vec<u8>, AppError> {
     use std::io::Seek;
     let mut raw = Vec::new();
     f.seek(std::io::SeekFrom::Start(0))
@@ -236,14 +247,14 @@ pub fn inflate(raw: &[u8], gzip: bool, max: usize) -> Result<std::borrow::Cow<'_
     dec.read_to_end(&mut out).map_err(|e| AppError::BadRequest(format!("body is not valid gzip: {e}")))?;
     if out.len() > max {
         return Err(AppError::TooLarge(format!(
-            "upload larger than the server's limit of {} MiB once decompressed",
+            "upload larger than the server's limit of {} MiB once decompressed (a scan of any size goes in parts: POST /api/v1/uploads, which `cachelens scan --server` of 0.2 and later uses)",
             max >> 20
         )));
     }
     Ok(out.into())
 }
 
-fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
+pub(super) fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, AppError> {
     serde_json::from_slice(bytes).map_err(|e| match e.classify() {
         // Well-formed JSON of the wrong shape: the request is understood but unusable.
         serde_json::error::Category::Data => AppError::Unprocessable(format!("not a scan report: {e}")),
@@ -251,7 +262,8 @@ fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, AppErro
     })
 }
 
-/// Body bytes → report: gunzip with the cap, then parse. Never panics on any input.
-pub fn decode(raw: &[u8], gzip: bool, max: usize) -> Result<ScanReport, AppError> {
+/// Body bytes → report, each record parsed on its own ([`crate::rules::Item`]): gunzip with
+/// the cap, then parse. Never panics on any input.
+pub fn decode(raw: &[u8], gzip: bool, max: usize) -> Result<super::validate::ReportWire, AppError> {
     parse_json(&inflate(raw, gzip, max)?)
 }

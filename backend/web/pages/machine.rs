@@ -59,6 +59,33 @@ pub struct Machine {
     pub relocated_paths: Option<(String, String)>,
     /// Autotune decisions recorded on this machine (Inductor's and Triton's): `/autotune?machine=`.
     pub autotune: i64,
+    /// What the latest scan of each root skipped, by reason (most first).
+    pub skips: Vec<SkipRow>,
+}
+
+/// One reason the latest scan of a root skipped something, and how often.
+pub struct SkipRow {
+    pub root: String,
+    pub reason: String,
+    pub count: i64,
+}
+
+/// The latest scan of each root's skip reasons (`scans` oldest first), most frequent first.
+fn skip_rows(scans: &[scans::ScanRow]) -> Vec<SkipRow> {
+    let mut latest: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
+    for s in scans {
+        latest.insert(&s.root, &s.skipped_json);
+    }
+    let mut rows: Vec<SkipRow> = latest
+        .into_iter()
+        .flat_map(|(root, json)| {
+            let by_reason: std::collections::BTreeMap<String, i64> = serde_json::from_str(json).unwrap_or_default();
+            by_reason.into_iter().map(move |(reason, count)| SkipRow { root: root.to_string(), reason, count })
+        })
+        .collect();
+    rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.reason.cmp(&b.reason)));
+    rows.truncate(50);
+    rows
 }
 
 #[derive(Template)]
@@ -91,8 +118,10 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
     let biggest = summaries::biggest_kernels(s.db.pool(), m.id, 10).await?;
     let (disk, disk_total) = disk_rows(scans::root_sizes(s.db.pool(), name).await?);
     let autotune = db::decisions::machine_count(s.db.pool(), name).await?;
+    let skips = skip_rows(&scans);
     Ok(Machine {
         autotune,
+        skips,
         disk,
         disk_total,
         enc: fmt::enc(&m.name),

@@ -1,0 +1,23 @@
+//! Named points where a test can make this process die at once, as `kill -9` would
+//! (`CACHELENS_FAILPOINT=<name>`; unset in any real deployment: then a point costs one load of
+//! a value read once). Used by tests/e2e/contract.rs to kill a server at every write step of
+//! an upload and check that its retry stores exactly what an uninterrupted upload stores.
+
+/// Abort the process here when `CACHELENS_FAILPOINT` names this point.
+pub fn hit(name: &str) {
+    static ARMED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let armed = ARMED.get_or_init(|| std::env::var("CACHELENS_FAILPOINT").ok().filter(|v| !v.is_empty()));
+    if armed.as_deref() == Some(name) {
+        eprintln!("failpoint {name}: aborting");
+        std::process::abort();
+    }
+}
+
+/// An error for the cache root named by `CACHELENS_FAIL_ROOT` (a test's stand-in for any
+/// failure of one root: a full disk, a refused upload).
+pub fn root(path: &std::path::Path) -> anyhow::Result<()> {
+    match std::env::var_os("CACHELENS_FAIL_ROOT") {
+        Some(p) if std::path::Path::new(&p) == path => anyhow::bail!("failpoint: this root fails"),
+        _ => Ok(()),
+    }
+}

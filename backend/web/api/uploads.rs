@@ -1,0 +1,215 @@
+//! Staged uploads (docs/API.md "Uploads"): a scan of any size sent in bounded parts that the
+//! server assembles into one all-or-nothing scan.
+//!
+//! - `POST /api/v1/uploads` `{format: 2, client_id, machine, root, scanned_at}` begins an upload,
+//!   or resumes it (the same `client_id`): the answer lists the parts the server holds, or the
+//!   scan it was committed as.
+//! - `PUT /api/v1/uploads/{id}/parts/{n}`: records of the scan ([`crate::model::ScanPart`]), at
+//!   most [`MAX_PART_BYTES`] decompressed, each record screened on arrival with the scanner's own
+//!   rules (`crate::rules`): what breaks one is skipped with its reason, the rest kept.
+//! - `PUT /api/v1/uploads/{id}/blobs/{sha256}`: one IR text, gzipped, at most the scanner's IR
+//!   cap, checked against its sha256.
+//! - `POST /api/v1/uploads/{id}/commit` `{parts, duration_ms, event_files, beside}`: every part
+//!   stored in one transaction ([`crate::collect::ingest_staged`]); 201 with the scan, or 200
+//!   when it was stored before.
+//!
+//! Every request costs a bounded amount of memory whatever the scan's size: one part (or one
+//! blob) decoded at a time per upload slot, and a commit reads one part and one batch of IR back
+//! at a time.
+
+use super::upload::{answer, authenticate, inflate, is_gzip, parse_json, queue_permit, read_spooled, spool_capped};
+use super::validate;
+use crate::db::staging;
+use crate::model::{PartAnswer, UPLOAD_FORMAT, UploadBegin, UploadResponse, UploadSession};
+use crate::rules::is_sha256;
+use crate::web::AppState;
+use crate::web::error::{ApiError, AppError};
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use sha2::{Digest, Sha256};
+use std::io::Write;
+
+/// The largest part, decompressed (the client makes parts of ~4 MiB). Decoding one costs at
+/// most ~3x this.
+pub const MAX_PART_BYTES: usize = 16 << 20;
+/// The largest IR blob: the scanner's own cap on IR text it keeps.
+pub const MAX_BLOB_BYTES: usize = crate::scan::limits::MAX_TEXT_BYTES as usize;
+/// Begin and commit bodies: a header and the scan's event file marks and `beside` counts.
+const MAX_SMALL_BYTES: usize = 8 << 20;
+
+/// `POST /api/v1/uploads`: begin or resume a staged upload.
+pub async fn begin(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Result<Json<UploadSession>, ApiError> {
+    let machine = authenticate(&s, &headers).await?;
+    let b: UploadBegin = small_body(&s, &headers, body).await?;
+    validate::header(b.format, UPLOAD_FORMAT, &b.client_id, &b.machine, &b.root, &machine)?;
+    crate::rules::within("scanned_at", b.scanned_at, &crate::rules::TIME_MS).map_err(AppError::Unprocessable)?;
+    let session = |upload_id, scan_id, parts| UploadSession {
+        upload_id,
+        scan_id,
+        parts,
+        max_part_bytes: part_cap(&s) as u64,
+        max_blob_bytes: blob_cap(&s) as u64,
+    };
+    if let Some(id) = staging::committed(s.db.pool(), &machine, &b.client_id).await? {
+        return Ok(Json(session(0, Some(id), vec![])));
+    }
+    let up = staging::open(s.db.pool(), &machine, &b.client_id, &b.root, b.scanned_at).await?;
+    crate::failpoint::hit("upload-begun");
+    Ok(Json(session(up.id, None, staging::parts(s.db.pool(), up.id).await?)))
+}
+
+/// `PUT /api/v1/uploads/{id}/parts/{n}`: one part, screened record by record, then staged.
+pub async fn put_part(
+    State(s): State<AppState>,
+    Path((id, n)): Path<(i64, i64)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<PartAnswer>, ApiError> {
+    let machine = authenticate(&s, &headers).await?;
+    let up = open_upload(&s, &machine, id).await?;
+    if !(0..crate::rules::MAX_ITEMS as i64).contains(&n) {
+        return Err(AppError::Unprocessable(format!("part number {n} is out of range")).into());
+    }
+    let gzip = is_gzip(&headers)?;
+    let _queued = queue_permit(&s)?;
+    let cap = part_cap(&s);
+    let spooled =
+        spool_capped(&headers, body, cap, s.config.upload_read_timeout, s.config.spool_dir.as_deref()).await?;
+    let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
+    let (gz, entries, skipped) = tokio::task::spawn_blocking(move || -> Result<_, AppError> {
+        let raw = read_spooled(spooled)?;
+        let part = validate::part(parse_json(&inflate(&raw, gzip, cap)?)?)?;
+        let (entries, skipped) = (part.entries.len() as i64, part.skipped.len() as i64);
+        Ok((gzip_json(&part)?, entries, skipped))
+    })
+    .await
+    .map_err(|e| AppError::Internal(e.into()))??;
+    staging::put_part(s.db.pool(), up.id, n, entries, skipped, &gz).await?;
+    crate::failpoint::hit("part-stored");
+    Ok(Json(PartAnswer { n, entries, skipped }))
+}
+
+/// `PUT /api/v1/uploads/{id}/blobs/{sha256}`: one IR text, checked against its sha256.
+pub async fn put_blob(
+    State(s): State<AppState>,
+    Path((id, sha)): Path<(i64, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<StatusCode, ApiError> {
+    let machine = authenticate(&s, &headers).await?;
+    let up = open_upload(&s, &machine, id).await?;
+    if !is_sha256(&sha) {
+        return Err(AppError::Unprocessable(format!("not a sha256: {:?}", crate::rules::trunc(&sha))).into());
+    }
+    let gzip = is_gzip(&headers)?;
+    let _queued = queue_permit(&s)?;
+    // gzip of incompressible text is a little larger than the text
+    let max = blob_cap(&s);
+    let spooled = spool_capped(
+        &headers,
+        body,
+        max + (max >> 6) + 1024,
+        s.config.upload_read_timeout,
+        s.config.spool_dir.as_deref(),
+    )
+    .await?;
+    let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
+    let want = sha.clone();
+    let (gz, len) = tokio::task::spawn_blocking(move || -> Result<_, AppError> {
+        let raw = read_spooled(spooled)?;
+        let (len, plain) = {
+            let text = inflate(&raw, gzip, max)?;
+            if hex::encode(Sha256::digest(&text)) != want {
+                return Err(AppError::Unprocessable(format!("blob {want} does not match its sha256")));
+            }
+            if std::str::from_utf8(&text).is_err() {
+                return Err(AppError::Unprocessable(format!("blob {want} is not UTF-8 text")));
+            }
+            // kept as the client gzipped it; a plain body is gzipped here
+            (text.len() as i64, if gzip { None } else { Some(gzip_bytes(&text)?) })
+        };
+        Ok((plain.unwrap_or(raw), len))
+    })
+    .await
+    .map_err(|e| AppError::Internal(e.into()))??;
+    staging::put_blob(s.db.pool(), up.id, &sha, len, &gz).await?;
+    crate::failpoint::hit("blob-stored");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /api/v1/uploads/{id}/commit`: every part into one scan, in one transaction.
+pub async fn commit(
+    State(s): State<AppState>,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(StatusCode, Json<UploadResponse>), ApiError> {
+    let machine = authenticate(&s, &headers).await?;
+    let up = open_upload(&s, &machine, id).await?;
+    let w: validate::CommitWire = small_body(&s, &headers, body).await?;
+    let mut skipped = vec![];
+    let c = validate::commit(w, &mut skipped)?;
+    let held = staging::parts(s.db.pool(), up.id).await?;
+    if held.len() as i64 != c.parts || held.iter().enumerate().any(|(i, n)| i as i64 != *n) {
+        let missing: Vec<i64> = (0..c.parts).filter(|n| held.binary_search(n).is_err()).take(20).collect();
+        return Err(AppError::Unprocessable(format!(
+            "the upload holds {} parts, not parts 0..{}: missing {missing:?} (send them, then commit again)",
+            held.len(),
+            c.parts
+        ))
+        .into());
+    }
+    let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
+    let (mut summary, created) = crate::collect::ingest_staged(s.db.pool(), &up, &c, skipped).await?;
+    if created {
+        super::upload::landed(&s, &headers, summary.scan_id).await;
+    } else {
+        staging::discard(s.db.pool(), up.id).await?;
+        super::upload::stored_summary(&s, &mut summary).await?;
+    }
+    tracing::info!(machine = %machine, scan_id = summary.scan_id, created, parts = c.parts, "staged upload");
+    Ok(answer(summary, created))
+}
+
+/// The largest part this server takes: [`MAX_PART_BYTES`], or `--max-upload-mb` when lower.
+fn part_cap(s: &AppState) -> usize {
+    MAX_PART_BYTES.min(s.config.max_upload_bytes)
+}
+
+/// The largest IR blob this server takes: [`MAX_BLOB_BYTES`], or `--max-upload-mb` when lower.
+fn blob_cap(s: &AppState) -> usize {
+    MAX_BLOB_BYTES.min(s.config.max_upload_bytes)
+}
+
+/// The open upload `id` of the token's machine, or 404.
+async fn open_upload(s: &AppState, machine: &str, id: i64) -> Result<staging::Upload, AppError> {
+    staging::get(s.db.pool(), machine, id).await?.ok_or_else(|| {
+        AppError::NotFound(format!("no open upload {id} for machine {machine:?} (committed, expired or never begun)"))
+    })
+}
+
+/// A begin or commit body: small JSON, gzipped or not.
+async fn small_body<T: serde::de::DeserializeOwned + Send + 'static>(
+    s: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<T, AppError> {
+    let gzip = is_gzip(headers)?;
+    let spooled =
+        spool_capped(headers, body, MAX_SMALL_BYTES, s.config.upload_read_timeout, s.config.spool_dir.as_deref())
+            .await?;
+    tokio::task::spawn_blocking(move || parse_json(&inflate(&read_spooled(spooled)?, gzip, MAX_SMALL_BYTES)?))
+        .await
+        .map_err(|e| AppError::Internal(e.into()))?
+}
+
+fn gzip_bytes(b: &[u8]) -> Result<Vec<u8>, AppError> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(b.len() / 4), flate2::Compression::fast());
+    enc.write_all(b).and_then(|()| enc.finish()).map_err(|e| AppError::Internal(e.into()))
+}
+
+fn gzip_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, AppError> {
+    gzip_bytes(&serde_json::to_vec(v).map_err(|e| AppError::Internal(e.into()))?)
+}
