@@ -56,7 +56,9 @@ Exit status:
   0  passed: at most --max-invalidated of the base's kernels would recompile
   1  the gate failed: more would recompile (the report says which, grouped by cause)
   2  the gate could not decide: bad arguments, a missing or unreadable dir or database,
-     no Triton cache in a dir, an unknown machine or scan
+     no Triton cache in a dir, an unknown machine or scan, or a change side that holds no
+     kernel entries, or fewer than 10% of the base's when the base has 10 or more (did its
+     jobs run? --allow-empty-change gates it anyway)
 
 The share counts base kernels that the change compiles again under a new key (the same
 variant: same signature, constexprs and launch options). New variants and removed kernels are
@@ -88,6 +90,10 @@ pub struct GateArgs {
     /// Invalidated kernels listed per cause in the text report.
     #[arg(long, default_value_t = 20)]
     pub show: usize,
+    /// Gate a change side that holds no kernel entries, or fewer than 10% of the base's (by
+    /// default the gate cannot decide then, exit 2: its jobs most likely did not run).
+    #[arg(long)]
+    pub allow_empty_change: bool,
 }
 
 #[derive(Args, Debug)]

@@ -1,5 +1,8 @@
 //! Display formatting shared by the CLI and the pages: sizes, times, ages, durations, URL
-//! encoding. Templates get ready strings; nothing here reads the database or the clock but `age`.
+//! encoding, and [`term`], the one sanitizer for cache text on its way to a terminal or a CI log.
+//! Templates get ready strings; nothing here reads the database or the clock but `age`.
+
+use std::borrow::Cow;
 
 /// `1.5 MiB`, `12.0 KiB`, `900 B`.
 pub fn bytes(n: i64) -> String {
@@ -70,8 +73,53 @@ pub fn enc(s: &str) -> String {
     out
 }
 
+/// Cache text (kernel names, keys, dir names, metadata values, IR lines, reasons) as it may be
+/// printed on a terminal or into a CI log: every control character (C0 with `\n`, `\r`, `\t`
+/// and ESC, DEL, C1), the Unicode bidi overrides and isolates (U+202A-202E, U+2066-2069) and the
+/// line and paragraph separators (U+2028, U+2029) shown escaped: `\n`, `\r`, `\t`, `\x1b`,
+/// `\u{202e}`. So a name can neither move the cursor or retitle the terminal, nor reorder what is
+/// shown, nor start a line of its own (a GitHub Actions workflow command such as `::error::`
+/// needs `::` at the start of a line). The one function every human (non `--json`) output of
+/// `scan`, `gate`, `explain` and `token list` passes cache text through; borrowed when clean.
+pub fn term(s: &str) -> Cow<'_, str> {
+    fn unsafe_char(c: char) -> bool {
+        c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
+    }
+    if !s.chars().any(unsafe_char) {
+        return Cow::Borrowed(s);
+    }
+    use std::fmt::Write;
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_ascii() && unsafe_char(c) => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if unsafe_char(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn term_escapes_control_bidi_and_line_breaks() {
+        use super::term;
+        assert!(matches!(term("add_kernel ü → ok"), std::borrow::Cow::Borrowed("add_kernel ü → ok")));
+        assert_eq!(term("k\n::error title=x::boom"), "k\\n::error title=x::boom");
+        assert_eq!(term("a\r\tb\u{1b}]0;t\u{7}\u{7f}"), "a\\r\\tb\\x1b]0;t\\x07\\x7f");
+        assert_eq!(term("\u{9b}31m \u{85}"), "\\u{9b}31m \\u{85}");
+        assert_eq!(term("x\u{202e}cod.exe\u{2066}\u{2069}\u{2028}"), "x\\u{202e}cod.exe\\u{2066}\\u{2069}\\u{2028}");
+        assert!(!term("\u{0}\u{1f}").chars().any(char::is_control));
+    }
+
     #[test]
     fn formats() {
         assert_eq!(super::bytes(1536), "1.5 KiB");

@@ -5,7 +5,10 @@
 //! base's kernels would recompile than `--max-invalidated` allows.
 //!
 //! Exit status: 0 passed, 1 the gate failed (too many recompiles), 2 the gate could not decide
-//! (bad arguments, a missing or unreadable dir or database, an unknown machine or scan).
+//! (bad arguments, a missing or unreadable dir or database, an unknown machine or scan, a change
+//! side with next to no kernel entries: [`too_empty`], unless `--allow-empty-change`).
+//!
+//! Cache text in the text report and the notes goes through [`crate::fmt::term`].
 
 use crate::cli::GateArgs;
 use crate::explain::load::{self as dbx, ExplainError};
@@ -58,6 +61,26 @@ pub fn parse_limit(s: &str) -> Result<Limit, String> {
         return if (0.0..=1.0).contains(&f) { Ok(Limit::Share(f)) } else { Err(bad()) };
     }
     t.parse::<u64>().map(Limit::Count).map_err(|_| bad())
+}
+
+/// The change side is "(almost) empty" when it holds fewer kernel entries than this share of
+/// the base's ...
+pub const MIN_CHANGE_SHARE: f64 = 0.1;
+/// ... and the base holds at least this many (below it, any non-empty change is compared).
+pub const MIN_BASE_FOR_SHARE: usize = 10;
+
+/// Why the gate cannot decide on `change` kernel entries against `base`: none at all, or fewer
+/// than [`MIN_CHANGE_SHARE`] of a base of [`MIN_BASE_FOR_SHARE`] or more. A change job that
+/// failed or wrote elsewhere leaves such a side, and every base kernel would then count as
+/// "removed", not invalidated: the gate used to pass it.
+pub fn too_empty(base: usize, change: usize) -> Option<String> {
+    let few = base >= MIN_BASE_FOR_SHARE && (change as f64) < MIN_CHANGE_SHARE * base as f64;
+    (change == 0 || few).then(|| {
+        format!(
+            "the change cache holds {change} kernel entries against {base} in the base: nothing to compare \
+             (did its jobs run?); --allow-empty-change gates it anyway"
+        )
+    })
 }
 
 /// Which report of a database: two machines as they are now, or two scans of one machine.
@@ -168,7 +191,10 @@ impl Verdict {
     }
 
     /// The text report: verdict, then the invalidated kernels grouped by cause (`show` per cause).
+    /// Cache text (dirs, kernel names, keys, summaries) goes through [`term`]: the report lands
+    /// in CI logs, where a line of a name must never start a workflow command.
     pub fn text(&self, show: usize) -> String {
+        use crate::fmt::term;
         use std::fmt::Write;
         let mut o = String::new();
         let word = if self.passed { "passed" } else { "FAILED" };
@@ -181,13 +207,14 @@ impl Verdict {
             self.share * 100.0,
             self.limit
         );
-        let _ = writeln!(o, "base:   {} ({} kernels)", self.base, self.base_kernels);
-        let _ = writeln!(o, "change: {} ({} kernels)", self.change, self.change_kernels);
+        let _ = writeln!(o, "base:   {} ({} kernels)", term(&self.base), self.base_kernels);
+        let _ = writeln!(o, "change: {} ({} kernels)", term(&self.change), self.change_kernels);
         for c in &self.by_cause {
             let _ = writeln!(o, "{}: {}", c.cause.as_str(), c.count);
             let rows: Vec<_> = self.report.invalidated.iter().filter(|i| i.cause == c.cause).collect();
             for i in rows.iter().take(show) {
-                let _ = writeln!(o, "  {}  {} -> {}  {}", i.kernel, i.old_key, i.new_key, i.summary);
+                let (k, old, new) = (term(&i.kernel), term(&i.old_key), term(&i.new_key));
+                let _ = writeln!(o, "  {k}  {old} -> {new}  {}", term(&i.summary));
             }
             if rows.len() > show {
                 let _ = writeln!(o, "  ... and {} more (--show N, or --json for all)", rows.len() - show);
@@ -198,7 +225,7 @@ impl Verdict {
             "not counted: {} kept (same key), {} new variants, {} removed",
             self.kept, self.new, self.removed
         );
-        let _ = writeln!(o, "summary: {}", self.summary);
+        let _ = writeln!(o, "summary: {}", term(&self.summary));
         o
     }
 }
@@ -215,13 +242,23 @@ pub async fn run(a: GateArgs) -> ExitCode {
             if v.passed { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::fmt::term(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }
 }
 
 async fn verdict(a: &GateArgs) -> anyhow::Result<Verdict> {
+    let v = compared(a).await?;
+    if !a.allow_empty_change
+        && let Some(why) = too_empty(v.base_kernels, v.change_kernels)
+    {
+        anyhow::bail!(why);
+    }
+    Ok(v)
+}
+
+async fn compared(a: &GateArgs) -> anyhow::Result<Verdict> {
     let given = a.max_invalidated.as_str();
     let limit = parse_limit(given).map_err(|e| anyhow::anyhow!("--max-invalidated {e}"))?;
     let Some(db) = &a.db else {
@@ -255,7 +292,7 @@ async fn verdict(a: &GateArgs) -> anyhow::Result<Verdict> {
 async fn scan_dir(pool: &SqlitePool, machine: &str, dir: &Path, quiet: bool) -> anyhow::Result<()> {
     let mut say = |line: String| {
         if !quiet {
-            eprintln!("{machine}: {line}")
+            eprintln!("{machine}: {}", crate::fmt::term(&line))
         }
     };
     let roots = crate::locate::roots(std::slice::from_ref(&dir.to_path_buf()), &[], false, &mut say)
@@ -288,6 +325,18 @@ mod tests {
         assert!(!Limit::Share(0.1).exceeded(1, 10) && Limit::Share(0.1).exceeded(2, 10));
         assert!(!Limit::Count(6).exceeded(6, 12) && Limit::Count(5).exceeded(6, 12));
         assert!(!parse_limit("50%").unwrap().exceeded(6, 12) && parse_limit("49%").unwrap().exceeded(6, 12));
+    }
+
+    #[test]
+    fn an_almost_empty_change_cannot_be_decided() {
+        for (base, change) in [(0, 0), (45, 0), (5, 0), (10, 0), (10, 0), (100, 9), (45, 4)] {
+            assert!(too_empty(base, change).is_some(), "{base} {change}");
+        }
+        for (base, change) in [(0, 3), (1, 1), (9, 1), (10, 1), (100, 10), (45, 5), (45, 90)] {
+            assert!(too_empty(base, change).is_none(), "{base} {change}");
+        }
+        let m = too_empty(45, 0).unwrap();
+        assert!(m.starts_with("the change cache holds 0 kernel entries against 45 in the base"), "{m}");
     }
 
     #[test]

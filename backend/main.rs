@@ -21,7 +21,8 @@ async fn main() -> ExitCode {
     match cachelens::run::run(Cli::parse()).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // an error may name a dir or file of a cache: one line, escaped like the rest
+            eprintln!("error: {}", cachelens::fmt::term(&format!("{e:#}")));
             ExitCode::from(1)
         }
     }

@@ -35,7 +35,7 @@ impl Bar {
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> "),
         );
-        pb.set_message(format!("scanning {root}"));
+        pb.set_message(format!("scanning {}", crate::fmt::term(root)));
         pb.tick(); // drawn at once: a short scan still shows where it went
         let (bar, c) = (pb.clone(), counts.clone());
         let ticker = tokio::spawn(async move {

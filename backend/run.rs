@@ -1,8 +1,10 @@
-//! What each subcommand does.
+//! What each subcommand does. Cache text they print for people (root paths, dir names, skip
+//! reasons, kernel names) goes through [`crate::fmt::term`]; `--json` prints it as JSON strings.
 
 use crate::cli::{Cli, Command, DbArg, ExplainArgs, ScanArgs, ServeArgs, TokenCommand, UpArgs};
 use crate::collect;
 use crate::db;
+use crate::fmt::term;
 use crate::model::ScanSummary;
 use crate::web::{self, AppState, Config};
 use std::path::PathBuf;
@@ -36,7 +38,7 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     );
     // the roots found go to stdout, or to stderr when stdout is JSON
     let json = a.json;
-    let mut say = |line: String| if json { eprintln!("{line}") } else { println!("{line}") };
+    let mut say = |line: String| if json { eprintln!("{}", term(&line)) } else { println!("{}", term(&line)) };
     let known = match &a.server {
         Some(_) => vec![],
         None => db::scans::roots_of(&db::open(&a.db.path()).await?, &machine).await?,
@@ -159,8 +161,8 @@ fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
         println!(
             "scan {} of {} on {}: {} entries ({:.1} MiB) — {} new, {} changed, {} unchanged, {} removed; {} partial, {} relocated; {} hook events, {} best configs; {} ms",
             s.scan_id,
-            s.root,
-            s.machine,
+            term(&s.root),
+            term(&s.machine),
             s.entries,
             s.bytes as f64 / 1048576.0,
             s.new_entries,
@@ -174,12 +176,12 @@ fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
             s.duration_ms
         );
         for (reason, n) in &s.skipped {
-            println!("  skipped {n}: {reason}");
+            println!("  skipped {n}: {}", term(reason));
         }
         for t in &s.beside {
             let floor = if t.complete { "" } else { "at least " };
             let mib = t.bytes as f64 / 1048576.0;
-            println!("  beside it: {}: {floor}{} files, {mib:.1} MiB in {}", t.tool, t.files, t.path);
+            println!("  beside it: {}: {floor}{} files, {mib:.1} MiB in {}", term(&t.tool), t.files, term(&t.path));
         }
         if s.relocated > 0 {
             println!(
@@ -188,7 +190,7 @@ fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
             );
         }
     }
-    println!("{dest}");
+    println!("{}", term(dest));
 }
 
 /// The README's first command: scan what this machine has, or show the demo, then serve.
@@ -202,7 +204,7 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
             p if p.exists() => db::scans::roots_of(&db::open(&p).await?, &collect::hostname()).await?,
             _ => vec![],
         };
-        crate::locate::roots(&given, &known, true, &mut |line| eprintln!("{line}"))?
+        crate::locate::roots(&given, &known, true, &mut |line| eprintln!("{}", term(&line)))?
     };
     let demo = present.is_empty();
     let db = if demo {
@@ -348,7 +350,8 @@ async fn token(c: TokenCommand) -> anyhow::Result<()> {
             println!("{:>4}  {:<24} {:<8} created", "id", "machine", "state");
             for t in db::tokens::list(&pool).await? {
                 let state = if t.revoked_at.is_some() { "revoked" } else { "active" };
-                println!("{:>4}  {:<24} {:<8} {}", t.id, t.machine, state, crate::fmt::time(Some(t.created_at)));
+                let when = crate::fmt::time(Some(t.created_at));
+                println!("{:>4}  {:<24} {:<8} {when}", t.id, term(&t.machine), state);
             }
         }
         TokenCommand::Revoke { id, db } => {

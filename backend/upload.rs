@@ -126,7 +126,7 @@ pub async fn send_gzipped(
                 // Retry-After, give or take a quarter (50 nodes turned away together do not
                 // all come back in the same second).
                 let d = after.mul_f64(0.75 + rand::random::<f64>() / 2.0);
-                eprintln!("upload: {e}; the server is busy, retrying in {:.0} s", d.as_secs_f64());
+                eprintln!("upload: {}; the server is busy, retrying in {:.0} s", crate::fmt::term(&e), d.as_secs_f64());
                 busy += d;
                 tokio::time::sleep(d).await;
             }
@@ -135,7 +135,8 @@ pub async fn send_gzipped(
                 attempt += 1;
                 if attempt < retry.tries {
                     let d = retry.delay(attempt - 1);
-                    eprintln!("upload: {last}; retrying in {:.1} s ({}/{})", d.as_secs_f64(), attempt + 1, retry.tries);
+                    let why = crate::fmt::term(&last);
+                    eprintln!("upload: {why}; retrying in {:.1} s ({}/{})", d.as_secs_f64(), attempt + 1, retry.tries);
                     tokio::time::sleep(d).await;
                 }
             }

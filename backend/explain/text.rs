@@ -1,11 +1,14 @@
 //! `cachelens explain` output: a [`CompareReport`] as terminal text.
 //!
-//! Kernel names, metadata values and IR lines come from caches that anyone who can write a
-//! cache dir controls: both renderers drop terminal control characters ([`terminal_safe`]) so
-//! that printing a report cannot move the cursor, retitle the terminal or hide lines.
+//! Kernel names, metadata fields and values, notes and IR lines come from caches that anyone who
+//! can write a cache dir controls: both renderers pass each of them through
+//! [`crate::fmt::term`] (control characters, bidi overrides and line breaks shown escaped) so
+//! that printing a report cannot move the cursor, retitle the terminal, reorder or hide text, or
+//! start a line of its own.
 
 use super::Cause;
 use super::report::CompareReport;
+use crate::fmt::term;
 
 /// The comparison as terminal text: headline, differing rows, equal rows summarized by
 /// component, relocation consequences and IR diff stats.
@@ -15,40 +18,40 @@ pub fn render_text(r: &CompareReport) -> String {
     let show = |v: &serde_json::Value| match v {
         serde_json::Value::Null => "-".to_string(),
         serde_json::Value::String(s) if s.is_empty() => "\"\"".into(),
-        serde_json::Value::String(s) => s.clone(),
-        o => o.to_string(),
+        serde_json::Value::String(s) => term(s).into_owned(),
+        o => term(&o.to_string()).into_owned(),
     };
     let clip = |s: String| {
         if s.chars().count() > 60 { format!("{}…", s.chars().take(59).collect::<String>()) } else { s }
     };
     let mut o = String::new();
-    let k = |k: &Option<String>| k.as_deref().map(|k| format!(" ({k})")).unwrap_or_default();
-    let _ = writeln!(o, "A: {}{}\nB: {}{}", c.a, k(&r.kernel_a), c.b, k(&r.kernel_b));
-    let _ = writeln!(o, "\ncause: {}\n{}", c.cause.as_str(), c.summary);
+    let k = |k: &Option<String>| k.as_deref().map(|k| format!(" ({})", term(k))).unwrap_or_default();
+    let _ = writeln!(o, "A: {}{}\nB: {}{}", term(&c.a), k(&r.kernel_a), term(&c.b), k(&r.kernel_b));
+    let _ = writeln!(o, "\ncause: {}\n{}", c.cause.as_str(), term(&c.summary));
     if c.identical_binary {
         let _ = writeln!(o, "identical binary: the same bytes under both keys, pure key churn");
     } else if c.identical_code {
         let _ = writeln!(o, "same machine code: only debug info differs, pure key churn");
     }
     for x in &r.relocated {
-        let _ = writeln!(o, "relocated {}: {}", x.side.to_uppercase(), x.consequence);
+        let _ = writeln!(o, "relocated {}: {}", term(&x.side.to_uppercase()), term(&x.consequence));
     }
     let differing: Vec<_> = c.components.iter().filter(|r| r.differs).collect();
     let _ = writeln!(o, "\ndiffering ({}):", differing.len());
-    let w = differing.iter().map(|r| r.field.len()).max().unwrap_or(5).min(32);
+    let w = differing.iter().map(|r| term(&r.field).len()).max().unwrap_or(5).min(32);
     for row in &differing {
         let tag = if row.note.is_none() && row.component != Cause::None { "*" } else { " " };
         let _ = write!(
             o,
             " {tag} {:<9} {:<w$}  {}  →  {}",
             row.component.as_str(),
-            row.field,
+            term(&row.field),
             clip(show(&row.a)),
             clip(show(&row.b))
         );
         match &row.note {
             Some(n) => {
-                let _ = writeln!(o, "   ({n})");
+                let _ = writeln!(o, "   ({})", term(n));
             }
             None => o.push('\n'),
         }
@@ -78,51 +81,40 @@ pub fn render_text(r: &CompareReport) -> String {
     } else {
         let _ = writeln!(o, "\nIR .{}: not stored for both entries", ir.kind);
     }
-    terminal_safe(&o)
-}
-
-/// `s` without control characters (ESC, CR, BEL, DEL, the C1 range with its one-byte CSI...),
-/// keeping newlines and tabs.
-pub fn terminal_safe(s: &str) -> String {
-    s.chars().filter(|&c| !c.is_control() || c == '\n' || c == '\t').collect()
+    o
 }
 
 /// The IR diff as terminal text: `-`/`+` lines with A's and B's line numbers, equal runs
-/// collapsed to a `…` line (the side-by-side rows of the compare page, one column).
+/// collapsed to a `…` line (the side-by-side rows of the compare page, one column). An IR line's
+/// tabs (PTX indents with them) print as four spaces; anything else goes through [`term`].
 pub fn render_diff(r: &CompareReport) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     if r.ir_rows.is_empty() {
         return o;
     }
-    let _ = writeln!(o, "\n--- A .{}\n+++ B .{}", r.ir.kind, r.ir.kind);
+    let line = |s: &str| term(&s.replace('\t', "    ")).into_owned();
+    let kind = term(&r.ir.kind);
+    let _ = writeln!(o, "\n--- A .{kind}\n+++ B .{kind}");
     let no = |n: Option<usize>| n.map(|n| n.to_string()).unwrap_or_default();
     for row in &r.ir_rows {
         match row.tag {
             "skip" => {
-                let _ = writeln!(o, "  … {}", row.a.as_deref().unwrap_or("equal lines"));
+                let _ = writeln!(o, "  … {}", term(row.a.as_deref().unwrap_or("equal lines")));
             }
             "equal" => {
-                let _ = writeln!(o, "  {:>5} {:>5}  {}", no(row.a_no), no(row.b_no), row.a.as_deref().unwrap_or(""));
+                let _ =
+                    writeln!(o, "  {:>5} {:>5}  {}", no(row.a_no), no(row.b_no), line(row.a.as_deref().unwrap_or("")));
             }
             _ => {
                 if let Some(a) = &row.a {
-                    let _ = writeln!(o, "- {:>5} {:>5}  {a}", no(row.a_no), "");
+                    let _ = writeln!(o, "- {:>5} {:>5}  {}", no(row.a_no), "", line(a));
                 }
                 if let Some(b) = &row.b {
-                    let _ = writeln!(o, "+ {:>5} {:>5}  {b}", "", no(row.b_no));
+                    let _ = writeln!(o, "+ {:>5} {:>5}  {}", "", no(row.b_no), line(b));
                 }
             }
         }
     }
-    terminal_safe(&o)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn terminal_safe_drops_control_characters_but_not_lines() {
-        let s = "k\u{1b}]0;title\u{7}\u{1b}[2Jx\r\n\ty\u{7f}\u{9b}31m";
-        assert_eq!(super::terminal_safe(s), "k]0;title[2Jx\n\ty31m");
-    }
+    o
 }

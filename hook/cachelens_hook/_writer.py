@@ -2,6 +2,14 @@
 
 No Triton import here. Every public function swallows its own errors; after MAX_FAILURES
 consecutive failures the writer switches itself off for the rest of the process.
+
+Whoever can write the cache dir controls what sits in it, so nothing below the event dir's parent
+is opened by path: the event dir is opened with O_NOFOLLOW | O_DIRECTORY from its parent's
+descriptor, and the event file and the rotation lock from the event dir's descriptor with
+O_NOFOLLOW (created with O_EXCL, else opened as they are) and O_NONBLOCK (a FIFO never blocks the
+job). A line is appended only to a regular file of one link owned by this process's uid (fstat);
+anything else (a symlink to `~/.bashrc`, a hard link, a FIFO, another user's file) is refused:
+nothing is recorded and the refusal counts as a failure.
 """
 import itertools
 import json
@@ -9,6 +17,7 @@ import logging
 import os
 import re
 import socket
+import stat
 import sys
 import time
 
@@ -34,7 +43,17 @@ _encode = json.JSONEncoder(separators=(",", ":")).encode
 # (next() on itertools.count is atomic under the GIL; a forked child has its own pid.)
 _seq = itertools.count()
 
-_OPEN_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC
+# The event file and the lock: never through a symlink, never blocking on a FIFO.
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+_LOCK_FLAGS = os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC
+
+
+class Refused(OSError):
+    """A file or dir the hook will not write through (symlink, hard link, not ours, not regular)."""
 
 
 def disabled():
@@ -103,22 +122,69 @@ def format_line(key, kernel, event, compile_ms=None, stages_ms=None, ts=None, pa
     return line + "\n"
 
 
-def _rotate(path, fd, limit):
-    """The file at `path` (open as `fd`) reached the cap: rename it to `.1` under a lock, so that
-    of several processes noticing at once only one renames. Lines appended meanwhile by others
-    land in the `.1` file, whole."""
+def _open_dir(directory):
+    """The event dir as a descriptor: its parent opened as given (the cache dir, or
+    CACHELENS_HOOK_DIR's parent: the operator's paths, which may be symlinks), the dir itself
+    created if missing and opened from the parent's descriptor with O_NOFOLLOW, so a symlink
+    planted as `.cachelens` is refused (ELOOP / ENOTDIR)."""
+    parent, name = os.path.split(os.path.normpath(directory))
+    if not name or name in (".", ".."):
+        raise Refused("not a dir name: %r" % directory)
+    parent = parent or "."
+    if directory not in _dirs_made:
+        os.makedirs(parent, exist_ok=True)
+    pfd = os.open(parent, _DIR_FLAGS)
+    try:
+        if directory not in _dirs_made:
+            try:
+                os.mkdir(name, 0o777, dir_fd=pfd)
+            except FileExistsError:
+                pass
+        return os.open(name, _DIR_FLAGS | _NOFOLLOW, dir_fd=pfd)
+    finally:
+        os.close(pfd)
+
+
+def _check_own_regular(fd, what):
+    """Refuse `fd` unless it is a regular file of one link owned by us; closes it when refused."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.getuid():
+        os.close(fd)
+        raise Refused("%s is not a regular file of ours (mode %o, %d links, uid %d)"
+                      % (what, st.st_mode, st.st_nlink, st.st_uid))
+    return fd
+
+
+def _open_in(dfd, name, flags):
+    """Open `name` in the dir `dfd`: created with O_EXCL, else the existing one, never through a
+    symlink; refused unless a regular file of ours."""
+    for _ in range(2):  # the file may vanish between the two opens (a rotation)
+        try:
+            fd = os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=dfd)
+        except FileExistsError:
+            try:
+                fd = os.open(name, flags, dir_fd=dfd)
+            except FileNotFoundError:
+                continue
+        return _check_own_regular(fd, name)
+    raise FileNotFoundError(name)
+
+
+def _rotate(dfd, name, limit):
+    """The file `name` in `dfd` reached the cap: rename it to `.1` under a lock, so that of
+    several processes noticing at once only one renames. Lines appended meanwhile by others land
+    in the `.1` file, whole."""
     import fcntl
-    d, base = os.path.split(path)
-    lock_path = os.path.join(d, "." + base[:-len(".jsonl")] + ".lock")
-    lfd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+    stem = name[:-len(".jsonl")]
+    lfd = _open_in(dfd, "." + stem + ".lock", _LOCK_FLAGS)
     try:
         fcntl.flock(lfd, fcntl.LOCK_EX)
         try:
-            st = os.stat(path)
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
             return
         if st.st_size >= limit:
-            os.replace(path, path[:-len(".jsonl")] + ".1.jsonl")
+            os.replace(name, stem + ".1.jsonl", src_dir_fd=dfd, dst_dir_fd=dfd)
     finally:
         os.close(lfd)  # releases the lock
 
@@ -130,23 +196,24 @@ def write_line(directory, line):
         return False
     try:
         _hostname()
-        if directory not in _dirs_made:
-            os.makedirs(directory, exist_ok=True)
-            _dirs_made.add(directory)
-        path = os.path.join(directory, "events-" + _host_file + ".jsonl")
         data = line.encode("utf-8")
         limit = _max_bytes()
-        fd = os.open(path, _OPEN_FLAGS, 0o666)
+        name = "events-" + _host_file + ".jsonl"
+        dfd = _open_dir(directory)
+        fd = -1
         try:
+            _dirs_made.add(directory)
+            fd = _open_in(dfd, name, _APPEND_FLAGS)
             if os.fstat(fd).st_size >= limit:
-                _rotate(path, fd, limit)
                 os.close(fd)
                 fd = -1
-                fd = os.open(path, _OPEN_FLAGS, 0o666)
+                _rotate(dfd, name, limit)
+                fd = _open_in(dfd, name, _APPEND_FLAGS)
             n = os.write(fd, data)
         finally:
             if fd >= 0:
                 os.close(fd)
+            os.close(dfd)
         if n != len(data):
             raise OSError("short write (%d of %d bytes)" % (n, len(data)))
         _failures = 0

@@ -379,3 +379,114 @@ fn token_list_json() {
     assert!(rows[0]["revoked_at"].is_null() && rows[1]["revoked_at"].is_i64(), "{v}");
     assert!(!out.contains(token.trim()), "the token itself is never listed");
 }
+
+/// Copy the entry dirs `keys` of `from` into `to` (a new cache dir), files as they are.
+fn copy_entries(from: &Path, to: &Path, keys: &[&String]) {
+    for k in keys {
+        let (src, dst) = (from.join(k), to.join(k));
+        std::fs::create_dir_all(&dst).unwrap();
+        for f in std::fs::read_dir(&src).unwrap() {
+            let f = f.unwrap();
+            if f.file_type().unwrap().is_file() {
+                std::fs::copy(f.path(), dst.join(f.file_name())).unwrap();
+            }
+        }
+    }
+}
+
+/// A change cache that holds (almost) nothing, as a change job that failed or wrote elsewhere
+/// leaves it: the gate cannot decide (exit 2, saying why) instead of passing with every base
+/// kernel "removed"; `--allow-empty-change` gates it anyway (the old behaviour). The rule:
+/// fewer than 10% of the base's kernel entries, with a base of 10 or more, or none at all.
+#[test]
+fn gate_cannot_decide_on_an_almost_empty_change() {
+    let base = cache_of(A100_1);
+    let b = base.to_str().unwrap();
+    let bk = kernels(&base);
+    assert_eq!(bk.len(), 45);
+    let keys: Vec<&String> = bk.keys().collect();
+    let t = tempfile::TempDir::new().unwrap();
+    let (few, enough) = (t.path().join("few"), t.path().join("enough"));
+    copy_entries(&base, &few, &keys[..4]); // 4 of 45: under 10%
+    copy_entries(&base, &enough, &keys[..5]); // 5 of 45: 11%
+    let (f, e) = (few.to_str().unwrap(), enough.to_str().unwrap());
+
+    for json in [false, true] {
+        let mut args = vec!["gate", b, f, "--max-invalidated", "10%"];
+        if json {
+            args.push("--json");
+        }
+        let (code, out, err) = cli(&args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(out.is_empty(), "{out}");
+        assert!(
+            err.contains(
+                "error: the change cache holds 4 kernel entries against 45 in the base: nothing to compare (did its jobs run?)"
+            ),
+            "{err}"
+        );
+    }
+    // --allow-empty-change: compared as before, nothing invalidated, 41 base kernels removed
+    let (code, out, err) = cli(&["gate", b, f, "--max-invalidated", "0", "--allow-empty-change", "--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v = json(&out);
+    assert_eq!((v["change_kernels"].as_u64(), v["kept"].as_u64(), v["removed"].as_u64()), (Some(4), Some(4), Some(41)));
+    // 5 of 45 is compared
+    let (code, out, err) = cli(&["gate", b, e, "--max-invalidated", "0"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("gate passed: 0 of 45 base kernels would recompile"), "{out}");
+
+    // No kernel entry at all: key dirs Triton made for lookups that never compiled.
+    let empty = t.path().join("empty");
+    for k in &keys[..3] {
+        std::fs::create_dir_all(empty.join(k)).unwrap();
+    }
+    let (code, out, err) = cli(&["gate", b, empty.to_str().unwrap(), "--max-invalidated", "10%"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("holds 0 kernel entries against 45") || err.contains("no Triton cache"), "{err}");
+}
+
+/// Kernel names reach CI logs: a name holding a line break then `::error ...::` (a GitHub
+/// Actions workflow command, which needs `::` at the start of a line) is shown escaped on one
+/// line, like every control character; `--json` keeps the name as it is.
+#[test]
+fn gate_escapes_kernel_names_in_its_report() {
+    const EVIL: &str = "\n::error title=x::boom\u{1b}]0;pwned\u{7}\u{202e}";
+    let (_tb, base) = unpacked(A100_1);
+    let (_tc, change) = unpacked(A100_2);
+    let (base, change) = (base.join("triton-cache"), change.join("triton-cache"));
+    for cache in [&base, &change] {
+        for d in std::fs::read_dir(cache).unwrap() {
+            let d = d.unwrap().path();
+            for f in std::fs::read_dir(&d).unwrap() {
+                let f = f.unwrap().path();
+                let name = f.file_name().unwrap().to_str().unwrap().to_string();
+                if let Some(stem) = name.strip_prefix("__grp__").and_then(|n| n.strip_suffix(".json")) {
+                    std::fs::rename(&f, d.join(format!("__grp__{stem}{EVIL}.json"))).unwrap();
+                } else if name.ends_with(".json") && !name.ends_with(".autotune.json") {
+                    let mut m: Value = json(&std::fs::read_to_string(&f).unwrap());
+                    let Some(k) = m["name"].as_str() else { continue };
+                    m["name"] = Value::from(format!("{k}{EVIL}"));
+                    std::fs::write(&f, serde_json::to_vec(&m).unwrap()).unwrap();
+                }
+            }
+        }
+    }
+    let (b, c) = (base.to_str().unwrap(), change.to_str().unwrap());
+    let (code, out, err) = cli(&["gate", b, c, "--max-invalidated", "10%"]);
+    assert_eq!(code, 1, "{out}{err}");
+    for (what, text) in [("stdout", &out), ("stderr", &err)] {
+        let bad: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("::")).collect();
+        assert!(bad.is_empty(), "{what}: lines a CI runner reads as workflow commands: {bad:?}");
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{what}: control characters: {text:?}");
+        assert!(!text.contains('\u{202e}'), "{what}: a bidi override: {text:?}");
+    }
+    let shown = "_kernel\\n::error title=x::boom\\x1b]0;pwned\\x07\\u{202e}  ";
+    assert_eq!(out.matches(shown).count(), 20, "20 rows shown, each name escaped: {out}");
+    // --json: the names as the cache holds them (JSON escapes its own strings)
+    let (code, out, _) = cli(&["gate", b, c, "--max-invalidated", "10%", "--json"]);
+    assert_eq!(code, 1);
+    let v = json(&out);
+    assert!(arr(&v["report"]["invalidated"]).iter().all(|r| r["kernel"].as_str().unwrap().ends_with(EVIL)), "{v}");
+    assert!(!out.lines().any(|l| l.trim_start().starts_with("::")));
+}

@@ -280,7 +280,7 @@ fn scan_refuses_bad_machine_names() {
     assert!(!db.exists(), "nothing was written");
 }
 
-/// `cachelens explain` prints cache text without its terminal control characters.
+/// `cachelens explain` prints cache text with its control characters and line breaks escaped.
 #[tokio::test]
 async fn explain_strips_control_characters() {
     let t = tempfile::TempDir::new().unwrap();
@@ -299,7 +299,7 @@ async fn explain_strips_control_characters() {
                 let mut v: Value = serde_json::from_slice(&std::fs::read(&m).unwrap()).unwrap();
                 // the upgrade's cache holds the old release's entries too: the value differs by release
                 let version = v["triton_version"].as_str().unwrap_or("").to_string();
-                v["debug_note"] = Value::from(format!("\u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{9b}31m {version}"));
+                v["debug_note"] = Value::from(format!("\u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{9b}31m\n::error::x {version}"));
                 std::fs::write(&m, serde_json::to_vec(&v).unwrap()).unwrap();
             }
         }
@@ -313,6 +313,37 @@ async fn explain_strips_control_characters() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("debug_note"), "the differing field is shown: {text}");
-    assert!(text.contains("]0;pwned"), "its printable text stays: {text}");
-    assert!(!text.chars().any(|c| c.is_control() && c != '\n' && c != '\t'), "control characters: {text:?}");
+    assert!(text.contains("\\x1b]0;pwned\\x07\\x1b[2J\\r\\u{9b}31m\\n::error::x"), "shown escaped: {text}");
+    assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "control characters: {text:?}");
+    assert!(!text.lines().any(|l| l.trim_start().starts_with("::")), "a line of the note's own: {text}");
+}
+
+/// `cachelens scan` prints root paths (the dirs found below the path given, which whoever
+/// writes there names) with their control characters and line breaks escaped.
+#[test]
+fn scan_escapes_dir_names() {
+    let t = tempfile::TempDir::new().unwrap();
+    let archive = "a100-upgrade-1-triton-3.4.0";
+    unpack(archive, t.path());
+    let evil = "c\u{1b}[31mred\n::error title=x::boom\u{202e}";
+    let dir = t.path().join("jobs").join(evil);
+    std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+    std::fs::rename(t.path().join(archive).join("triton-cache"), &dir).unwrap();
+    let db = t.path().join("s.db");
+    let out = Command::new(bin())
+        .args(["scan", "--machine", "m", "--db"])
+        .arg(&db)
+        .arg(t.path().join("jobs"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}{stderr}");
+    for text in [&stdout, &stderr] {
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "control characters: {text:?}");
+        assert!(!text.lines().any(|l| l.trim_start().starts_with("::")), "{text}");
+        assert!(!text.contains('\u{202e}'), "{text}");
+    }
+    let shown = "c\\x1b[31mred\\n::error title=x::boom\\u{202e}";
+    assert!(stdout.contains("found Triton cache: ") && stdout.matches(shown).count() >= 2, "{stdout}");
+    assert!(stdout.contains(&format!("{shown} on m: 45 entries")), "the summary names the root escaped: {stdout}");
 }
