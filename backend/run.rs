@@ -51,7 +51,8 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     let pool = db::open(&a.db.path()).await?;
     let mut summaries = vec![];
     for r in &paths {
-        summaries.push(scan_root(&pool, r, &machine, a.full, a.quiet).await?);
+        let opts = collect::Opts { full: a.full, ..collect::Opts::cli(&machine, &a.hook_hosts, a.time_budget) };
+        summaries.push(scan_root(&pool, r, &machine, opts, a.quiet).await?);
     }
     print_summaries(&summaries, a.json, &format!("database: {}", a.db.path().display()));
     Ok(())
@@ -62,11 +63,11 @@ async fn scan_root(
     pool: &sqlx::SqlitePool,
     r: &crate::locate::Root,
     machine: &str,
-    full: bool,
+    opts: collect::Opts,
     quiet: bool,
 ) -> anyhow::Result<ScanSummary> {
     let (bar, counts) = crate::progress::Bar::scan(quiet, &r.path.display().to_string());
-    let s = collect::scan_local_progress(pool, &r.path, machine, full, counts).await;
+    let s = collect::scan_local_opts(pool, &r.path, machine, collect::Opts { progress: counts, ..opts }).await;
     bar.finish();
     let mut s = s?;
     db::scans::record_beside(pool, s.scan_id, &r.beside).await?;
@@ -115,6 +116,9 @@ async fn scan_and_upload(
     let mut prev = crate::upload::server_event_marks(server, token, retry).await?;
     let (bar, counts) = Bar::scan(a.quiet, &r.path.display().to_string());
     prev.progress = counts;
+    let opts = collect::Opts::cli(machine, &a.hook_hosts, a.time_budget);
+    prev.hosts = opts.hosts.clone();
+    prev.deadline = opts.deadline(std::time::Instant::now());
     let (root, m) = (r.path.clone(), machine.to_string());
     let report = tokio::task::spawn_blocking(move || collect::scan_report_from(&root, &m, &prev)).await?;
     bar.finish();
@@ -204,7 +208,8 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         let machine = collect::hostname();
         let mut summaries = vec![];
         for r in &present {
-            summaries.push(scan_root(&pool, r, &machine, false, false).await?);
+            let opts = collect::Opts::cli(&machine, &[], crate::scan::limits::DEFAULT_TIME_BUDGET);
+            summaries.push(scan_root(&pool, r, &machine, opts, false).await?);
         }
         print_summaries(&summaries, false, &format!("database: {}", db.path().display()));
     }

@@ -183,6 +183,7 @@ impl Ingest {
             max_event_bytes: None,
             full: false,
             progress: None,
+            ..Default::default()
         })
     }
 

@@ -150,7 +150,7 @@ fn huge_files_keep_memory_bounded() {
     }
     huge(&cache.join("abc.best_config"));
     std::fs::create_dir(cache.join(".cachelens")).unwrap();
-    huge(&cache.join(".cachelens/events-big.jsonl"));
+    huge(&cache.join(".cachelens/events-huge.jsonl")); // this machine's (--machine huge)
 
     let dbdir = tempfile::TempDir::new().unwrap();
     let db = dbdir.path().join("h.db");
