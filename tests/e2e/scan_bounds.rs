@@ -30,10 +30,10 @@ fn key(d: &Path) -> String {
     d.file_name().unwrap().to_string_lossy().into_owned()
 }
 
-fn query<T: Send + Unpin + 'static>(db: &Path, sql: &str, bind: &str) -> Vec<T>
+/// One column of `sql` (one `?`, bound to `bind`) over the database `db`.
+fn query<T>(db: &Path, sql: &str, bind: &str) -> Vec<T>
 where
-    (T,): for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>,
-    T: for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+    T: Send + Unpin + 'static + for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
 {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let pool = cachelens::db::open(db).await.unwrap();
