@@ -132,6 +132,36 @@ pub struct ScanArgs {
     /// No progress bar (there is none either when stderr is not a terminal).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Stop reading entries of a cache dir after this long (`90s`, `30m`, `2h`, `0`, or `none`):
+    /// the entries not reached are counted as skipped ("time budget reached") and kept as they
+    /// were, never marked removed; the next scan reads on. Each cache dir found has its own.
+    #[arg(long, env = "CACHELENS_TIME_BUDGET", default_value = "30m", value_parser = duration)]
+    pub time_budget: std::time::Duration,
+    /// Hook events are credited by their host: this machine's are those whose host is the
+    /// hostname ($CACHELENS_HOSTNAME if set) or the --machine name. Each --hook-host NAME adds
+    /// a host to credit here (e.g. a container's hostname); `*` credits every host (a cache
+    /// that only this machine's jobs write). Others' events are left for their own scans.
+    #[arg(long = "hook-host", env = "CACHELENS_HOOK_HOSTS", value_delimiter = ',')]
+    pub hook_hosts: Vec<String>,
+}
+
+/// A duration on the command line: seconds (`90`), or with `s`, `m` or `h`; `none` for no limit.
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    if matches!(s, "none" | "off") {
+        return Ok(std::time::Duration::MAX);
+    }
+    let (num, unit) = match s.strip_suffix(['s', 'm', 'h']) {
+        Some(n) => (n, s.as_bytes()[s.len() - 1]),
+        None => (s, b's'),
+    };
+    let n: f64 = num.trim().parse().map_err(|_| format!("{s:?} is not a duration (90s, 30m, 2h, 0, none)"))?;
+    let secs = n * match unit {
+        b'h' => 3600.0,
+        b'm' => 60.0,
+        _ => 1.0,
+    };
+    std::time::Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
 }
 
 #[derive(Args, Debug)]

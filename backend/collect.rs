@@ -27,8 +27,13 @@ pub fn new_client_id() -> String {
     hex::encode(rand::random::<[u8; 16]>())
 }
 
-/// The machine name: `--machine`, else the hostname.
+/// This machine's hostname: `$CACHELENS_HOSTNAME` when set (a container, a test), else the
+/// kernel's (what the hook writes as its lines' `host`). The default machine name, and a host
+/// whose hook events a scan credits ([`hosts_of`]).
 pub fn hostname() -> String {
+    if let Some(h) = std::env::var("CACHELENS_HOSTNAME").ok().filter(|h| !h.trim().is_empty()) {
+        return h.trim().to_string();
+    }
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|s| s.trim().to_string())
@@ -37,7 +42,49 @@ pub fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// Scan `root` into the local database.
+/// Whose hook events a scan for `machine` credits: lines whose host is this machine's
+/// [`hostname`], the machine name, or one of `extra` (`scan --hook-host`); every line when
+/// `extra` holds `*`.
+pub fn hosts_of(machine: &str, extra: &[String]) -> scan::Hosts {
+    if extra.iter().any(|h| h.trim() == "*") {
+        return scan::Hosts::Any;
+    }
+    let mut names = vec![hostname(), machine.to_string()];
+    names.extend(extra.iter().map(|h| h.trim().to_string()).filter(|h| !h.is_empty()));
+    names.dedup();
+    scan::Hosts::Only(names)
+}
+
+/// How a scan runs, besides its root and machine (the CLI's flags).
+#[derive(Debug, Clone, Default)]
+pub struct Opts {
+    /// Check every entry file by file (`scan --full`), not trusting unchanged dir stamps.
+    pub full: bool,
+    /// Counted into as entry dirs are handled (a progress bar).
+    pub progress: Option<std::sync::Arc<scan::Progress>>,
+    /// Whose hook events are credited ([`hosts_of`]; default: every host's).
+    pub hosts: scan::Hosts,
+    /// Stop reading entries after this long from the root's start (`None`: no budget).
+    pub time_budget: Option<std::time::Duration>,
+    /// What other tools keep beside the root, stored with the scan.
+    pub beside: Vec<crate::model::ToolSize>,
+}
+
+impl Opts {
+    /// The CLI's: every bound on, hook events of this machine only.
+    pub fn cli(machine: &str, hook_hosts: &[String], time_budget: std::time::Duration) -> Opts {
+        Opts { hosts: hosts_of(machine, hook_hosts), time_budget: Some(time_budget), ..Opts::default() }
+    }
+
+    /// The instant no entry is read after, for a scan started at `started`.
+    pub fn deadline(&self, started: Instant) -> Option<Instant> {
+        self.time_budget.and_then(|b| started.checked_add(b))
+    }
+}
+
+/// Scan `root` into the local database. Every hook event found is credited to `machine`
+/// whatever its host ([`scan::Hosts::Any`]) and there is no time budget: for a cache known to be
+/// this machine's (the demo, tests); the CLI scans with [`scan_local_opts`] and [`Opts::cli`].
 pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow::Result<ScanSummary> {
     scan_local_with(pool, root, machine, false).await
 }
@@ -45,20 +92,13 @@ pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow
 /// [`scan_local`]; `full`: check every entry file by file (`scan --full`), not trusting
 /// unchanged dir stamps.
 pub async fn scan_local_with(pool: &SqlitePool, root: &Path, machine: &str, full: bool) -> anyhow::Result<ScanSummary> {
-    scan_local_progress(pool, root, machine, full, None, vec![]).await
+    scan_local_opts(pool, root, machine, Opts { full, ..Opts::default() }).await
 }
 
-/// [`scan_local_with`], counting entry dirs into `progress` as they are handled, and storing
-/// what sits `beside` the root with the scan.
-pub async fn scan_local_progress(
-    pool: &SqlitePool,
-    root: &Path,
-    machine: &str,
-    full: bool,
-    progress: Option<std::sync::Arc<scan::Progress>>,
-    beside: Vec<crate::model::ToolSize>,
-) -> anyhow::Result<ScanSummary> {
+/// Scan `root` into the local database as `opts` say.
+pub async fn scan_local_opts(pool: &SqlitePool, root: &Path, machine: &str, opts: Opts) -> anyhow::Result<ScanSummary> {
     let started = Instant::now();
+    let full = opts.full;
     let root = resolve_root(root)?;
     let root_s = root.display().to_string();
     // The root is listed and its entry dirs stamped while the database reads what the previous
@@ -77,7 +117,10 @@ pub async fn scan_local_progress(
     let survey = survey.await?;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: previous loaded");
     prev.full = full;
-    prev.progress = progress;
+    prev.deadline = opts.deadline(started);
+    prev.progress = opts.progress;
+    prev.hosts = opts.hosts;
+    let beside = opts.beside;
     // Entries carry their IR text (~300 KB each in the corpus): keep few in flight and flush
     // batches by size as well as by count, so peak memory stays flat on 100,000-entry caches.
     let (tx, mut rx) = tokio::sync::mpsc::channel(32);
@@ -158,8 +201,10 @@ pub fn scan_report(root: &Path, machine: &str) -> anyhow::Result<ScanReport> {
 }
 
 /// [`scan_report`], reading hook events from `prev.event_marks` on (where the server got to),
-/// at most `prev.max_event_bytes` of them. Entries are always all read: the server compares
-/// their signatures itself, and a report says which entries are gone by leaving them out.
+/// at most `prev.max_event_bytes` of them, of the hosts `prev.hosts` credits. Entries are all
+/// read (the server compares their signatures itself, and a report says which entries are
+/// gone by leaving them out) until `prev.deadline`: those not reached are sent as skipped, which
+/// the server keeps as they were.
 pub fn scan_report_from(root: &Path, machine: &str, prev: &Previous) -> anyhow::Result<ScanReport> {
     let started = Instant::now();
     let root = resolve_root(root)?;
@@ -168,6 +213,8 @@ pub fn scan_report_from(root: &Path, machine: &str, prev: &Previous) -> anyhow::
         event_marks: prev.event_marks.clone(),
         max_event_bytes: prev.max_event_bytes,
         progress: prev.progress.clone(),
+        hosts: prev.hosts.clone(),
+        deadline: prev.deadline,
         ..Default::default()
     };
     let tail = scan::scan(&root, &prev, threads(), |e| entries.push(e));

@@ -299,7 +299,13 @@ async fn scan_dir(pool: &SqlitePool, machine: &str, dir: &Path, quiet: bool) -> 
         .with_context(|| format!("{machine} {}", dir.display()))?;
     for r in roots {
         let (bar, counts) = crate::progress::Bar::scan(quiet, &r.path.display().to_string());
-        let s = crate::collect::scan_local_progress(pool, &r.path, machine, false, counts, vec![]).await;
+        let s = crate::collect::scan_local_opts(
+            pool,
+            &r.path,
+            machine,
+            crate::collect::Opts { progress: counts, ..Default::default() },
+        )
+        .await;
         bar.finish();
         let s = s?;
         let skipped: i64 = s.skipped.values().sum();

@@ -54,8 +54,9 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     let mut summaries = vec![];
     let mut failed = vec![];
     for r in &paths {
+        let opts = collect::Opts { full: a.full, ..collect::Opts::cli(&machine, &a.hook_hosts, a.time_budget) };
         // One root that fails (unreadable, a full disk) never costs the machine's other roots.
-        match scan_root(&pool, r, &machine, a.full, a.quiet).await {
+        match scan_root(&pool, r, &machine, opts, a.quiet).await {
             Ok(s) => summaries.push(s),
             Err(e) => failed.push(root_failed(r, e)),
         }
@@ -86,12 +87,13 @@ async fn scan_root(
     pool: &sqlx::SqlitePool,
     r: &crate::locate::Root,
     machine: &str,
-    full: bool,
+    opts: collect::Opts,
     quiet: bool,
 ) -> anyhow::Result<ScanSummary> {
     crate::failpoint::root(&r.path)?;
     let (bar, counts) = crate::progress::Bar::scan(quiet, &r.path.display().to_string());
-    let s = collect::scan_local_progress(pool, &r.path, machine, full, counts, r.beside.clone()).await;
+    let opts = collect::Opts { progress: counts, beside: r.beside.clone(), ..opts };
+    let s = collect::scan_local_opts(pool, &r.path, machine, opts).await;
     bar.finish();
     s
 }
@@ -142,7 +144,12 @@ async fn scan_and_upload(
     crate::failpoint::root(&r.path)?;
     let retry = crate::upload::Retry::new(a.retries);
     let (bar, counts) = crate::progress::Bar::scan(a.quiet, &r.path.display().to_string());
-    let up = crate::upload::scan_and_upload_beside(server, token, &r.path, machine, retry, &r.beside, counts).await;
+    let opts = collect::Opts {
+        progress: counts,
+        beside: r.beside.clone(),
+        ..collect::Opts::cli(machine, &a.hook_hosts, a.time_budget)
+    };
+    let up = crate::upload::scan_and_upload_opts(server, token, &r.path, machine, retry, opts).await;
     bar.finish();
     up
 }
@@ -225,7 +232,8 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         let machine = collect::hostname();
         let mut summaries = vec![];
         for r in &present {
-            summaries.push(scan_root(&pool, r, &machine, false, false).await?);
+            let opts = collect::Opts::cli(&machine, &[], crate::scan::limits::DEFAULT_TIME_BUDGET);
+            summaries.push(scan_root(&pool, r, &machine, opts, false).await?);
         }
         print_summaries(&summaries, false, &format!("database: {}", db.path().display()));
     }

@@ -234,23 +234,25 @@ pub async fn scan_and_upload(
     machine: &str,
     retry: Retry,
 ) -> anyhow::Result<Uploaded> {
-    scan_and_upload_beside(server, token, root, machine, retry, &[], None).await
+    scan_and_upload_opts(server, token, root, machine, retry, Default::default()).await
 }
 
-/// [`scan_and_upload`], the scan carrying what sits beside the root ([`crate::model::ToolSize`]),
-/// counting entry dirs into `progress` as the scanner handles them. The scan is streamed: the
-/// scanner's entries go out in parts while it reads on.
-pub async fn scan_and_upload_beside(
+/// [`scan_and_upload`] as `opts` say (whose hook events, a time budget, a progress count, and
+/// what sits beside the root). The scan is streamed: the scanner's entries go out in parts
+/// while it reads on.
+pub async fn scan_and_upload_opts(
     server: &str,
     token: &str,
     root: &std::path::Path,
     machine: &str,
     retry: Retry,
-    beside: &[crate::model::ToolSize],
-    progress: Option<std::sync::Arc<crate::scan::Progress>>,
+    opts: crate::collect::Opts,
 ) -> anyhow::Result<Uploaded> {
     let mut prev = server_event_marks(server, token, retry).await?;
-    prev.progress = progress;
+    prev.deadline = opts.deadline(std::time::Instant::now());
+    prev.progress = opts.progress;
+    prev.hosts = opts.hosts;
+    let beside = opts.beside;
     let root = crate::collect::resolve_root(root)?;
     let started = std::time::Instant::now();
     let scanned_at = crate::db::now_ms();
@@ -261,7 +263,7 @@ pub async fn scan_and_upload_beside(
         let (root, m) = (root.clone(), machine.to_string());
         let mut report =
             tokio::task::spawn_blocking(move || crate::collect::scan_report_from(&root, &m, &prev)).await??;
-        report.beside = beside.to_vec();
+        report.beside = beside;
         return upload_whole(server, token, report, retry).await;
     };
     // The scanner's threads hand entries over a short channel: a slow server slows the scan
@@ -283,7 +285,7 @@ pub async fn scan_and_upload_beside(
     let tail = scanner.await?;
     sent?;
     st.records(tail.unchanged, tail.skipped, tail.best_configs, tail.events, tail.inductor_autotune).await?;
-    st.commit(started.elapsed().as_millis() as i64, tail.event_files, beside.to_vec()).await
+    st.commit(started.elapsed().as_millis() as i64, tail.event_files, beside).await
 }
 
 /// Upload one whole report to `server` (base URL, e.g. `https://cachelens.example.org`), as a

@@ -199,6 +199,7 @@ impl Ingest {
             max_event_bytes: None,
             full: false,
             progress: None,
+            ..Default::default()
         })
     }
 

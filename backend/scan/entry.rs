@@ -44,19 +44,24 @@ pub struct Listing {
     pub bad: Vec<String>,
     /// Every symlink in the dir, `(name, reason)`: never followed, counted as skips.
     pub links: Vec<(String, String)>,
+    /// Hard links to files of another owner than the cache dir's, `(name, reason)`: never read
+    /// ([`fsat::foreign_link`]), counted as skips (and in `bad`: the entry is partial).
+    pub foreign: Vec<(String, String)>,
     /// Triton's in-flight temp dirs (`tmp.pid_<pid>_<uuid>/`): `FileCacheManager.put` writes
     /// each file there, then renames it into the entry dir. Never read.
     pub tmp: Vec<String>,
 }
 
 /// List the plain files of an entry dir (the open `dir`, at `abs`) with size and mtime.
+/// Files with more than one link whose owner is not `owner` (the cache dir's) are listed in
+/// `foreign` and `bad`, not in `files`: they are never opened.
 ///
 /// A symlink is never followed: it is listed in `links` with its reason (and, unless it points
 /// to a dir, in `bad`, which makes the entry partial: Triton would read through it). A child
 /// that cannot be stat'ed (no permission) does not make the whole entry unreadable: it is
 /// returned in `bad` with its reason. A plain file that vanished between the listing and the
 /// stat is an error (the entry is being written or deleted: the caller retries).
-pub fn list_files(dir: OwnedFd, abs: &Path, root: &Path) -> io::Result<(Dir, Listing)> {
+pub fn list_files(dir: OwnedFd, abs: &Path, root: &Path, owner: u32) -> io::Result<(Dir, Listing)> {
     let (d, children) = fsat::list(dir)?;
     let fd = d.fd()?;
     let mut l = Listing::default();
@@ -71,8 +76,13 @@ pub fn list_files(dir: OwnedFd, abs: &Path, root: &Path) -> io::Result<(Dir, Lis
                 l.links.push((name, why));
             }
             Kind::Dir if name.starts_with("tmp.") => l.tmp.push(name),
-            Kind::File => match fsat::stat(fd, &c.name) {
-                Ok((size, mtime_ms, Kind::File)) => l.files.push(FileStat { name, raw: c.name, size, mtime_ms }),
+            Kind::File => match fsat::stat_links(fd, &c.name) {
+                Ok((_, _, Kind::File, (nlink, uid))) if fsat::foreign_link(nlink, uid, owner).is_some() => {
+                    let why = fsat::foreign_link(nlink, uid, owner).unwrap_or_default();
+                    l.bad.push(format!("{name}: {why}"));
+                    l.foreign.push((name, why));
+                }
+                Ok((size, mtime_ms, Kind::File, _)) => l.files.push(FileStat { name, raw: c.name, size, mtime_ms }),
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
                 Err(e) => l.bad.push(format!("{name}: {}", super::walk::reason(&e))),
@@ -116,8 +126,8 @@ fn cap(ext: &str) -> u64 {
 }
 
 /// Open and hash one listed file, keeping its bytes in `buf` when under its cap.
-fn read_file(dir: BorrowedFd<'_>, f: &FileStat, cap: u64, buf: &mut Vec<u8>) -> io::Result<fsat::Hashed> {
-    let (file, size) = fsat::open_file(dir, &f.raw)?;
+fn read_file(dir: BorrowedFd<'_>, f: &FileStat, cap: u64, owner: u32, buf: &mut Vec<u8>) -> io::Result<fsat::Hashed> {
+    let (file, size) = fsat::open_file(dir, &f.raw, owner)?;
     if size != f.size {
         return Err(io::Error::other(super::walk::CHANGED));
     }
@@ -125,8 +135,10 @@ fn read_file(dir: BorrowedFd<'_>, f: &FileStat, cap: u64, buf: &mut Vec<u8>) -> 
 }
 
 /// Read and parse one entry dir (open as `fd`, at `abs`; `dir` is relative to the root).
-/// `Err` means the entry was not read at all (the reason goes to the scan's skip list); the
-/// skips returned beside the entry are its files' (symlinks, files over their cap).
+/// `Err` means the entry was not read at all (the reason goes to the scan's skip list): also
+/// when the scan's time budget runs out before its last file ([`super::Bounds`]). The skips
+/// returned beside the entry are its files' (symlinks, hard links of another owner, files over
+/// their cap or hashed only in part).
 pub fn read_entry(
     fd: BorrowedFd<'_>,
     abs: &Path,
@@ -134,11 +146,11 @@ pub fn read_entry(
     l: &Listing,
     sig: String,
     sent: &super::TextSent,
+    bounds: &super::Bounds,
 ) -> Result<(Entry, Vec<Skip>), (SkipKind, String)> {
     let key = dir.rsplit('/').next().unwrap_or(dir).to_string();
     let (files, bad) = (&l.files[..], &l.bad[..]);
-    let mut skips: Vec<Skip> =
-        l.links.iter().map(|(n, why)| Skip::new(format!("{dir}/{n}"), SkipKind::Symlink, why.clone())).collect();
+    let mut skips = listing_skips(dir, l);
     if files.is_empty() && bad.is_empty() {
         return Err(if l.tmp.is_empty() {
             (SkipKind::EmptyDir, "empty entry dir (Triton creates one on every lookup)".into())
@@ -186,8 +198,11 @@ pub fn read_entry(
     let mut cubin: Option<Vec<u8>> = None;
     let mut hsaco: Option<Vec<u8>> = None;
     for f in files {
+        if bounds.spent() {
+            return Err((SkipKind::Other, limits::TIME_BUDGET_REASON.into()));
+        }
         let ext = crate::model::artifact_ext(&f.name);
-        let got = match read_file(fd, f, cap(ext), &mut buf) {
+        let got = match read_file(fd, f, cap(ext), bounds.owner, &mut buf) {
             Ok(h) => h,
             Err(err) => match super::walk::why(&err) {
                 (k @ (SkipKind::Vanished | SkipKind::Changed), why) => return Err((k, why)),
@@ -198,6 +213,11 @@ pub fn read_entry(
             },
         };
         let sha = got.sha256;
+        if got.prefix {
+            let why = limits::hashed_prefix(f.size);
+            skips.push(Skip::new(format!("{dir}/{}", f.name), SkipKind::TooLarge, why.clone()));
+            problems.push(format!("{}: {why}", f.name));
+        }
         if !got.kept && cap(ext) > 0 {
             let what = match ext {
                 "json" => "metadata file",
@@ -311,6 +331,14 @@ pub fn read_entry(
         e.partial = Some(problems.join("; "));
     }
     Ok((e, skips))
+}
+
+/// The skips of an entry's listing, counted on every scan (read or unchanged): its symlinks and
+/// its hard links to files of another owner.
+pub fn listing_skips(dir: &str, l: &Listing) -> Vec<Skip> {
+    let links = l.links.iter().map(|(n, why)| Skip::new(format!("{dir}/{n}"), SkipKind::Symlink, why.clone()));
+    let foreign = l.foreign.iter().map(|(n, why)| Skip::new(format!("{dir}/{n}"), SkipKind::Unreadable, why.clone()));
+    links.chain(foreign).collect()
 }
 
 impl Entry {

@@ -1,5 +1,9 @@
 //! Reading the hook's event files (`<cache>/.cachelens/events-<host>.jsonl`) from where the last
 //! scan stopped. Only whole lines are read; a line being written now is left for the next scan.
+//!
+//! Events are credited by their host ([`super::Hosts`]): a scan reads only its own machine's
+//! files and lines; another host's are left for that host's scan (its file not opened, its
+//! lines passed over) and counted as skipped.
 
 use super::{fsat, limits};
 use crate::model::{EventFileMark, HookEvent, Skip, SkipKind};
@@ -32,16 +36,48 @@ fn inode_sig(md: &fs::Metadata) -> String {
     format!("{}:{}", md.dev(), md.ino())
 }
 
-/// Read the events appended to the event file `rel` (below the root; `shown` is its absolute
-/// path, the mark's key) since `prev` (inode, offset), at most about `budget` bytes of them
-/// (whole lines; the mark says where the next read resumes). What was read is taken off
-/// `budget`, so one budget can span several files.
-///
-/// The file is read in 1 MiB chunks: memory stays bounded whatever its size. A "line" longer
-/// than [`limits::MAX_EVENT_LINE`] (a file of zeros, no newline at all) is passed over once,
-/// counted as malformed, and the mark moves past it: it is not read again by every scan.
-pub fn read_events(
-    root: BorrowedFd<'_>,
+/// The hook's file name part for a host (`_writer.py`'s `_host_file`): every byte but
+/// `[A-Za-z0-9._-]` made `_`, at most 128 characters, `unknown` when empty.
+pub fn host_file(host: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    let s: String = host.chars().map(|c| if safe(c) { c } else { '_' }).take(128).collect();
+    if s.is_empty() { "unknown".into() } else { s }
+}
+
+/// Where and for whom event files are read: the root (open), its owner (a hard link to another
+/// owner's file is not read: [`fsat::foreign_link`]) and the hosts whose lines are credited.
+pub struct EventReader<'a> {
+    pub root: BorrowedFd<'a>,
+    pub owner: u32,
+    pub hosts: &'a super::Hosts,
+}
+
+impl EventReader<'_> {
+    /// Read the events appended to the event file `rel` (below the root; `shown` is its
+    /// absolute path, the mark's key) since `prev` (inode, offset), at most about `budget` bytes
+    /// of them (whole lines; the mark says where the next read resumes). What was read is taken
+    /// off `budget`, so one budget can span several files. Lines of hosts not credited
+    /// ([`super::Hosts::credits`]) are passed over and counted as skipped.
+    ///
+    /// The file is read in 1 MiB chunks: memory stays bounded whatever its size. A "line"
+    /// longer than [`limits::MAX_EVENT_LINE`] (a file of zeros, no newline at all) is passed
+    /// over once, counted as malformed, and the mark moves past it: it is not read again by
+    /// every scan.
+    pub fn events(
+        &self,
+        rel: &Path,
+        shown: &str,
+        prev: Option<&(String, i64)>,
+        budget: &mut u64,
+        out: &mut Vec<HookEvent>,
+        skipped: &mut Vec<Skip>,
+    ) -> Option<EventFileMark> {
+        read_events(self, rel, shown, prev, budget, out, skipped)
+    }
+}
+
+fn read_events(
+    at: &EventReader<'_>,
     rel: &Path,
     shown: &str,
     prev: Option<&(String, i64)>,
@@ -51,8 +87,8 @@ pub fn read_events(
 ) -> Option<EventFileMark> {
     let fail = |skipped: &mut Vec<Skip>, kind: SkipKind, why: String| skipped.push(Skip::new(shown, kind, why));
     let parent = rel.parent().unwrap_or(Path::new(""));
-    let opened = fsat::open_rel(root, parent)
-        .and_then(|d| fsat::open_file(d.as_fd(), rel.file_name().unwrap_or_default()).map(|(f, _)| f));
+    let opened = fsat::open_rel(at.root, parent)
+        .and_then(|d| fsat::open_file(d.as_fd(), rel.file_name().unwrap_or_default(), at.owner).map(|(f, _)| f));
     let mut f = match opened {
         Ok(f) => f,
         Err(e) => {
@@ -112,7 +148,7 @@ pub fn read_events(
             }
             done += line.len() as u64 + 1;
             if !line.is_empty() {
-                parse_line(&line, out, &mut |kind, why| fail(skipped, kind, why));
+                parse_line(&line, at.hosts, out, &mut |kind, why| fail(skipped, kind, why));
             }
             line.clear();
         }
@@ -121,8 +157,13 @@ pub fn read_events(
     Some(EventFileMark { path: shown.to_string(), inode_sig: sig, offset: (start + done) as i64 })
 }
 
-fn parse_line(line: &[u8], out: &mut Vec<HookEvent>, fail: &mut dyn FnMut(SkipKind, String)) {
+fn parse_line(line: &[u8], hosts: &super::Hosts, out: &mut Vec<HookEvent>, fail: &mut dyn FnMut(SkipKind, String)) {
     match serde_json::from_slice::<Line>(line) {
+        Ok(l) if !hosts.credits(&l.host) => {
+            // shown as the hook names its file: no control characters, 64 at most
+            let host: String = host_file(&l.host).chars().take(64).collect();
+            fail(SkipKind::Other, super::other_host(&host))
+        }
         Ok(l) => {
             let event = match l.event.parse() {
                 Ok(event) => event,
@@ -194,7 +235,12 @@ mod tests {
         let root = fsat::open_root(dir).unwrap();
         let (mut out, mut skipped, mut budget) = (vec![], vec![], budget);
         let rel = Path::new(".cachelens/events-h.jsonl");
-        let mark = read_events(root.as_fd(), rel, "x", prev, &mut budget, &mut out, &mut skipped).unwrap();
+        let at = EventReader {
+            root: root.as_fd(),
+            owner: fsat::owner(root.as_fd()).unwrap(),
+            hosts: &super::super::Hosts::Any,
+        };
+        let mark = at.events(rel, "x", prev, &mut budget, &mut out, &mut skipped).unwrap();
         (out, skipped, mark)
     }
 

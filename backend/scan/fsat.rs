@@ -9,9 +9,12 @@
 //! listing and the open cannot redirect the read: no path below the root is resolved by name.
 //! Links are reported with [`symlink_reason`] and counted as skips. A FIFO or device swapped in
 //! for a file neither blocks the open nor is read ([`open_file`] checks it is a regular file).
+//! A hard link to a file of another owner than the cache dir's is not read either
+//! ([`foreign_link`]): `O_NOFOLLOW` does not see hard links.
 //!
 //! Names are bytes: a name that is not UTF-8 is opened as it is and shown with [`display`].
 
+use super::limits;
 use rustix::fs::{AtFlags, CWD, Dir, FileType, Mode, OFlags, openat, statat};
 use sha2::{Digest, Sha256};
 use std::ffi::{OsStr, OsString};
@@ -104,10 +107,36 @@ pub fn list(dir: OwnedFd) -> io::Result<(Dir, Vec<Child>)> {
 
 /// `(size, mtime in ms, kind)` of `name` in `dir`, not following a symlink.
 pub fn stat(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(u64, i64, Kind)> {
+    let (size, ms, kind, _) = stat_links(dir, name)?;
+    Ok((size, ms, kind))
+}
+
+/// [`stat`], with `(link count, owner uid)`.
+pub fn stat_links(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(u64, i64, Kind, (u64, u32))> {
     let st = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)?;
     let ms = st.st_mtime as i64 * 1000 + st.st_mtime_nsec as i64 / 1_000_000;
-    Ok((st.st_size as u64, ms, kind_of(FileType::from_raw_mode(st.st_mode))))
+    let links = (st.st_nlink as u64, st.st_uid);
+    Ok((st.st_size as u64, ms, kind_of(FileType::from_raw_mode(st.st_mode)), links))
 }
+
+/// The owner (uid) of an open dir: a scan's root, whose owner decides which hard links are read
+/// ([`foreign_link`]).
+pub fn owner(dir: BorrowedFd<'_>) -> io::Result<u32> {
+    Ok(rustix::fs::fstat(dir)?.st_uid)
+}
+
+/// Why a regular file with `nlink` links owned by `uid` is not read in a cache dir owned by
+/// `owner`: a hard link (more than one link) to a file of another owner. Hard links are not
+/// symlinks: `O_NOFOLLOW` does not stop them, and a root-run scan would read (and store) a
+/// root-only file that a cache writer linked in (`ln /etc/shadow <cache>/<KEY>/x.ttir`, where
+/// `fs.protected_hardlinks` is off, or on a file system that ignores it). A file of the cache
+/// owner linked twice (a copy made with `cp -al`, a benchmark's windows of one corpus) is read.
+pub fn foreign_link(nlink: u64, uid: u32, owner: u32) -> Option<String> {
+    (nlink > 1 && uid != owner).then(|| format!("{HARD_LINK} owned by uid {uid}"))
+}
+
+/// Start of the skip reason of a hard link to another owner's file ([`foreign_link`]).
+pub const HARD_LINK: &str = "hard link to a file";
 
 /// What identifies one state of a dir's list of names: its inode, mtime and ctime (ns). Any
 /// create, unlink or rename in the dir moves both times; `utimensat` (a copy tool putting the
@@ -166,13 +195,19 @@ pub fn fd_stamp(dir: BorrowedFd<'_>) -> io::Result<Stamp> {
 }
 
 /// Open the regular file `name` of `dir` for reading; a symlink fails (ELOOP), anything but a
-/// regular file is refused. Returns the file and its size.
-pub fn open_file(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(File, u64)> {
+/// regular file is refused, and so is a hard link to a file not owned by `owner` (the cache
+/// dir's owner: [`foreign_link`]; checked on the open file, so a link swapped in after a
+/// listing is refused too). Returns the file and its size.
+pub fn open_file(dir: BorrowedFd<'_>, name: &OsStr, owner: u32) -> io::Result<(File, u64)> {
+    use std::os::unix::fs::MetadataExt;
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let f = File::from(openat(dir, name, flags, Mode::empty())?);
     let md = f.metadata()?;
     if !md.is_file() {
         return Err(io::Error::other("not a regular file"));
+    }
+    if let Some(why) = foreign_link(md.nlink(), md.uid(), owner) {
+        return Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
     }
     Ok((f, md.len()))
 }
@@ -220,18 +255,27 @@ pub fn display(name: &OsStr) -> String {
 
 /// What [`read_capped`] got from a file.
 pub struct Hashed {
-    /// Hex sha256 of all its bytes.
+    /// Hex sha256 of all its bytes, or (`prefix`) of its first [`limits::MAX_HASH_BYTES`]
+    /// followed by its size ([`limits::PARTIAL_HASH`]).
     pub sha256: String,
-    /// Bytes read (the whole file) ...
+    /// Its size ...
     pub size: u64,
-    /// ... and whether they are in the buffer (false: over the cap, hashed as a stream).
+    /// ... whether its bytes are in the buffer (false: over the cap, hashed as a stream) ...
     pub kept: bool,
+    /// ... and whether only its first [`limits::MAX_HASH_BYTES`] were hashed.
+    pub prefix: bool,
 }
 
 /// Hash `f` (of `size` bytes, as its `fstat` said), keeping its bytes in `buf` only when
-/// `size <= cap`; over the cap it is read as a stream through a fixed buffer. An error
-/// "file changed during scan" when the bytes read are not `size`.
-pub fn read_capped(mut f: File, size: u64, cap: u64, buf: &mut Vec<u8>) -> io::Result<Hashed> {
+/// `size <= cap`; over the cap it is read as a stream through a fixed buffer, and over
+/// [`limits::MAX_HASH_BYTES`] only that far ([`Hashed::prefix`]). An error "file changed during
+/// scan" when the bytes read are not `size` (or, for a prefix, fewer than its length).
+pub fn read_capped(f: File, size: u64, cap: u64, buf: &mut Vec<u8>) -> io::Result<Hashed> {
+    read_capped_upto(f, size, cap, limits::MAX_HASH_BYTES, buf)
+}
+
+/// [`read_capped`] hashing at most `most` bytes.
+fn read_capped_upto(mut f: File, size: u64, cap: u64, most: u64, buf: &mut Vec<u8>) -> io::Result<Hashed> {
     buf.clear();
     let changed = || io::Error::other("file changed during scan");
     if size <= cap {
@@ -240,13 +284,17 @@ pub fn read_capped(mut f: File, size: u64, cap: u64, buf: &mut Vec<u8>) -> io::R
         if buf.len() as u64 != size {
             return Err(changed());
         }
-        return Ok(Hashed { sha256: hex::encode(Sha256::digest(&buf[..])), size, kept: true });
+        return Ok(Hashed { sha256: hex::encode(Sha256::digest(&buf[..])), size, kept: true, prefix: false });
     }
     let mut h = Sha256::new();
     let mut chunk = vec![0u8; 256 << 10];
+    let prefix = size > most;
+    let want = size.min(most);
     let mut n = 0u64;
-    loop {
-        let k = match f.read(&mut chunk) {
+    while n < want || !prefix {
+        // a prefix reads exactly `want` bytes; a whole file on to its end (to see it grow)
+        let room = if prefix { (want - n).min(chunk.len() as u64) as usize } else { chunk.len() };
+        let k = match f.read(&mut chunk[..room]) {
             Ok(0) => break,
             Ok(k) => k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -258,10 +306,13 @@ pub fn read_capped(mut f: File, size: u64, cap: u64, buf: &mut Vec<u8>) -> io::R
             return Err(changed());
         }
     }
-    if n != size {
+    if n != want {
         return Err(changed());
     }
-    Ok(Hashed { sha256: hex::encode(h.finalize()), size, kept: false })
+    if prefix {
+        h.update(size.to_le_bytes());
+    }
+    Ok(Hashed { sha256: hex::encode(h.finalize()), size, kept: false, prefix })
 }
 
 #[cfg(test)]
@@ -276,6 +327,31 @@ mod tests {
         assert_eq!(raw, "a\\xffb.ttgir");
         assert_eq!(lookalike, "a\\\\xffb.ttgir");
         assert_ne!(raw, lookalike);
+    }
+
+    /// Over the hash budget: the sha256 of the first bytes followed by the size (8 bytes, little
+    /// endian), never the whole file's; under it, the whole file's.
+    #[test]
+    fn files_over_the_hash_budget_hash_a_prefix_and_their_size() {
+        let t = tempfile::TempDir::new().unwrap();
+        let p = t.path().join("f");
+        let body: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&p, &body).unwrap();
+        let mut buf = vec![];
+        let open = || File::open(&p).unwrap();
+        let got = read_capped_upto(open(), 10_000, 0, 4096, &mut buf).unwrap();
+        let mut want = Sha256::new();
+        want.update(&body[..4096]);
+        want.update(10_000u64.to_le_bytes());
+        assert!(got.prefix && !got.kept);
+        assert_eq!(got.sha256, hex::encode(want.finalize()));
+        assert_ne!(got.sha256, hex::encode(Sha256::digest(&body)));
+        let whole = read_capped_upto(open(), 10_000, 0, 10_000, &mut buf).unwrap();
+        assert!(!whole.prefix);
+        assert_eq!(whole.sha256, hex::encode(Sha256::digest(&body)));
+        // a file shorter than its stat said is a change, prefix or not
+        assert!(read_capped_upto(open(), 20_000, 0, 15_000, &mut buf).is_err());
+        assert!(read_capped_upto(open(), 20_000, 0, 4096, &mut buf).is_ok(), "the prefix was all there");
     }
 
     #[test]

@@ -7,6 +7,13 @@
 //! an entry dir whose stamp (inode, mtime, ctime: [`fsat::Stamp`]) is unchanged is not even
 //! listed: one `fstatat` instead of one per file (docs/ARCHITECTURE.md, "The re-scan dir
 //! stamp", says why that is sound for Triton's writers and where it is not).
+//!
+//! Bounds of one scan ([`limits`]): each file is hashed up to 256 MiB, a root's entries are read
+//! until its time budget ([`Previous::deadline`]) is spent (the rest are counted as skipped and
+//! kept as they were), and hard links to files of another owner than the root's are not read.
+//! Hook events are credited by their host ([`Hosts`]): a scan reads the event files and lines
+//! of its own machine only, so that nodes sharing one cache (NFS) do not count each other's
+//! lookups.
 
 pub mod autotune;
 pub mod beside;
@@ -25,6 +32,7 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -54,6 +62,78 @@ pub struct Previous {
     pub max_event_bytes: Option<u64>,
     /// Counted as entry dirs are found and handled, for a progress bar ([`crate::progress`]).
     pub progress: Option<std::sync::Arc<Progress>>,
+    /// Whose hook events this scan credits (default: every host's).
+    pub hosts: Hosts,
+    /// No entry is read after this instant (`scan --time-budget`, counted from the root's
+    /// start): the entries not reached are counted as skipped ([`limits::TIME_BUDGET_REASON`])
+    /// and the ingest keeps their rows as they were. `None`: no budget.
+    pub deadline: Option<std::time::Instant>,
+}
+
+/// Whose hook events a scan credits to the machine it scans for.
+///
+/// The hook writes `<cache>/.cachelens/events-<host>.jsonl` (rotated to `events-<host>.1.jsonl`),
+/// each line with its `host`. A cache shared by several nodes (NFS) holds every node's files:
+/// credited to whichever machine scans, each lookup would count once per node scanning.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Hosts {
+    /// Every line, whatever its host: for a cache known to be this machine's alone (the bundled
+    /// demo, whose events were recorded on another host; `scan --hook-host '*'`; library callers
+    /// that do not say).
+    #[default]
+    Any,
+    /// Lines whose `host` is one of these names (the CLI: the hostname, `CACHELENS_HOSTNAME` if
+    /// set, the `--machine` name and each `--hook-host`). Event files named for another host are
+    /// not opened and their marks stay where they were; other hosts' lines in a file that is read
+    /// are passed over. Both are counted as skipped, "hook events of host X: credited when X
+    /// scans this cache" (once per file not opened, once per line passed over).
+    Only(Vec<String>),
+}
+
+impl Hosts {
+    /// Whether a line of `host` is this machine's.
+    pub fn credits(&self, host: &str) -> bool {
+        match self {
+            Hosts::Any => true,
+            Hosts::Only(names) => names.iter().any(|n| n == host),
+        }
+    }
+
+    /// The host an event file is named for (`events-<host>.jsonl`, `events-<host>.<n>.jsonl`)
+    /// when that is not this machine: the file is then not read. `None`: read it (this
+    /// machine's, or not named the hook's way: its lines are sorted one by one).
+    pub fn foreign_file(&self, file_name: &OsStr) -> Option<String> {
+        let Hosts::Only(names) = self else { return None };
+        let name = file_name.as_bytes();
+        let mid = name.strip_prefix(b"events-")?.strip_suffix(b".jsonl")?;
+        // the hook's file name: the host with every byte but [A-Za-z0-9._-] made `_`, 128 at most
+        let ours = |part: &[u8]| names.iter().any(|n| events::host_file(n).as_bytes() == part);
+        let unrotated = match mid.iter().rposition(|&b| b == b'.') {
+            Some(i) if i + 1 < mid.len() && mid[i + 1..].iter().all(u8::is_ascii_digit) => &mid[..i],
+            _ => mid,
+        };
+        (!ours(mid) && !ours(unrotated)).then(|| fsat::display(OsStr::from_bytes(unrotated)))
+    }
+}
+
+/// The skip reason of hook events of another host than the scanning machine's.
+pub fn other_host(host: &str) -> String {
+    format!("hook events of host {host}: credited when {host} scans this cache")
+}
+
+/// What every entry read of one scan is bounded by: the root's owner (hard links to another
+/// owner's files are not read: [`fsat::foreign_link`]) and the time budget.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    pub owner: u32,
+    pub deadline: Option<std::time::Instant>,
+}
+
+impl Bounds {
+    /// Whether the time budget is spent.
+    pub fn spent(&self) -> bool {
+        self.deadline.is_some_and(|d| std::time::Instant::now() >= d)
+    }
 }
 
 /// How far a scan is: entry dirs found by the walk, and handled so far (read, unchanged or
@@ -156,6 +236,8 @@ where
 {
     let Survey { root_fd, layout, stamps } = survey;
     let rfd = root_fd.as_fd();
+    // Whose files are read: the root's owner (unknown, fstat failed: every hard link is refused).
+    let bounds = Bounds { owner: fsat::owner(rfd).unwrap_or(u32::MAX), deadline: prev.deadline };
     if let Some(p) = &prev.progress {
         p.found.fetch_add(layout.entries.len(), Ordering::Relaxed);
     }
@@ -174,6 +256,9 @@ where
                 // entries whose stamp is unchanged, handed over once at the end (no lock per entry)
                 let mut same = Vec::new();
                 loop {
+                    if bounds.spent() {
+                        break; // the entries not taken yet are counted below
+                    }
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(dir) = layout.entries.get(i) else { break };
                     if let Some(p) = &prev.progress {
@@ -196,7 +281,7 @@ where
                         same.push(dir.clone());
                         continue;
                     }
-                    match read_one(root, rfd, dir, prev, &sent, settled) {
+                    match read_one(root, rfd, dir, prev, &sent, settled, &bounds) {
                         Ok((e, mut skips)) => {
                             if !skips.is_empty() {
                                 tail.lock().unwrap().skipped.append(&mut skips);
@@ -230,14 +315,19 @@ where
         }
     });
     let mut tail = tail.into_inner().unwrap();
+    // Past the time budget: the entries no thread took are not read, and kept as they were.
+    let taken = next.into_inner().min(layout.entries.len());
+    for dir in &layout.entries[taken..] {
+        tail.skipped.push(Skip::new(dir.clone(), SkipKind::Other, limits::TIME_BUDGET_REASON));
+    }
     for rel in &layout.best_configs {
-        match read_best_config(rfd, rel) {
+        match read_best_config(rfd, rel, bounds.owner) {
             Ok(b) => tail.best_configs.push(b),
             Err((kind, reason)) => tail.skipped.push(Skip::new(walk::shown(rel), kind, reason)),
         }
     }
     for rel in &layout.inductor_autotune {
-        match read_small(rfd, rel, limits::MAX_INDUCTOR_AUTOTUNE_BYTES, "Inductor autotune cache")
+        match read_small(rfd, rel, limits::MAX_INDUCTOR_AUTOTUNE_BYTES, "Inductor autotune cache", bounds.owner)
             .and_then(|t| inductor_autotune::parse(&walk::shown(rel), &t).map_err(|e| (SkipKind::Malformed, e)))
         {
             Ok(mut rows) => tail.inductor_autotune.append(&mut rows),
@@ -246,9 +336,15 @@ where
     }
     let mut budget = prev.max_event_bytes.unwrap_or(u64::MAX).min(limits::MAX_EVENT_BYTES_PER_SCAN);
     for rel in &layout.event_files {
+        if let Some(host) = prev.hosts.foreign_file(rel.file_name().unwrap_or_default()) {
+            // another node's file (a shared cache): left, mark and all, for that node's scan
+            tail.skipped.push(Skip::new(walk::shown(rel), SkipKind::Other, other_host(&host)));
+            continue;
+        }
         let key = root.join(rel).display().to_string();
         let (events, skipped) = (&mut tail.events, &mut tail.skipped);
-        let mark = events::read_events(rfd, rel, &key, prev.event_marks.get(&key), &mut budget, events, skipped);
+        let read = events::EventReader { root: rfd, owner: bounds.owner, hosts: &prev.hosts };
+        let mark = read.events(rel, &key, prev.event_marks.get(&key), &mut budget, events, skipped);
         if let Some(mark) = mark {
             tail.event_files.push(mark);
         }
@@ -326,6 +422,7 @@ fn read_one(
     prev: &Previous,
     sent: &TextSent,
     settled: i64,
+    bounds: &Bounds,
 ) -> Result<(Read, Vec<Skip>), (SkipKind, String)> {
     let abs = root.join(dir);
     let mut last = (SkipKind::Vanished, String::new());
@@ -334,19 +431,18 @@ fn read_one(
         let fd = fsat::open_rel(root_fd, Path::new(dir)).map_err(|e| walk::why(&e))?;
         // Taken before the listing: a change during it moves the dir past this stamp.
         let stamp = fsat::fd_stamp(fd.as_fd()).map_err(|e| walk::why(&e))?;
-        let (d, listing) = entry::list_files(fd, &abs, root).map_err(|e| walk::why(&e))?;
+        let (d, listing) = entry::list_files(fd, &abs, root, bounds.owner).map_err(|e| walk::why(&e))?;
         // Only a plain listing is stamped: symlinks are counted as skips on every scan, and
         // bad children and Triton's temp dirs are looked at again.
         let plain = listing.links.is_empty() && listing.bad.is_empty() && listing.tmp.is_empty();
         let stamp = (plain && stamp.ctime_ns < settled).then(|| stamp.text());
         let sig = entry::signature(&listing);
         if prev.sigs.get(dir) == Some(&sig) {
-            let links = listing.links.into_iter();
-            let skips = links.map(|(n, why)| Skip::new(format!("{dir}/{n}"), SkipKind::Symlink, why)).collect();
+            let skips = entry::listing_skips(dir, &listing);
             return Ok((Read::Unchanged(stamp.filter(|s| prev.stamps.get(dir) != Some(s))), skips));
         }
         let fd = d.fd().map_err(|e| walk::why(&e.into()))?;
-        match entry::read_entry(fd, &abs, dir, &listing, sig, sent) {
+        match entry::read_entry(fd, &abs, dir, &listing, sig, sent, bounds) {
             Ok((mut e, skips)) => {
                 e.dir_stamp = stamp;
                 return Ok((Read::Entry(Box::new(e)), skips));
@@ -358,11 +454,19 @@ fn read_one(
     Err(last)
 }
 
-/// The text of a small file below the root, refused over `cap` bytes.
-fn read_small(root_fd: BorrowedFd<'_>, rel: &Path, cap: u64, what: &str) -> Result<String, (SkipKind, String)> {
+/// The text of a small file below the root, refused over `cap` bytes (or when it is a hard
+/// link to a file of another owner than `owner`).
+fn read_small(
+    root_fd: BorrowedFd<'_>,
+    rel: &Path,
+    cap: u64,
+    what: &str,
+    owner: u32,
+) -> Result<String, (SkipKind, String)> {
     let parent = rel.parent().unwrap_or(Path::new(""));
     let dir = fsat::open_rel(root_fd, parent).map_err(|e| walk::why(&e))?;
-    let (f, size) = fsat::open_file(dir.as_fd(), rel.file_name().unwrap_or_default()).map_err(|e| walk::why(&e))?;
+    let name = rel.file_name().unwrap_or_default();
+    let (f, size) = fsat::open_file(dir.as_fd(), name, owner).map_err(|e| walk::why(&e))?;
     if size > cap {
         return Err((SkipKind::TooLarge, limits::over_cap(what, cap)));
     }
@@ -371,11 +475,11 @@ fn read_small(root_fd: BorrowedFd<'_>, rel: &Path, cap: u64, what: &str) -> Resu
     String::from_utf8(buf).map_err(|e| (SkipKind::Malformed, format!("{what}: not UTF-8: {e}")))
 }
 
-fn read_best_config(root_fd: BorrowedFd<'_>, rel: &Path) -> Result<BestConfig, (SkipKind, String)> {
+fn read_best_config(root_fd: BorrowedFd<'_>, rel: &Path, owner: u32) -> Result<BestConfig, (SkipKind, String)> {
     let parent = rel.parent().unwrap_or(Path::new(""));
     let name = rel.file_name().unwrap_or_default();
     let dir = fsat::open_rel(root_fd, parent).map_err(|e| walk::why(&e))?;
-    let (f, size) = fsat::open_file(dir.as_fd(), name).map_err(|e| walk::why(&e))?;
+    let (f, size) = fsat::open_file(dir.as_fd(), name, owner).map_err(|e| walk::why(&e))?;
     if size > limits::MAX_BEST_CONFIG_BYTES {
         return Err((SkipKind::TooLarge, limits::over_cap("best_config", limits::MAX_BEST_CONFIG_BYTES)));
     }

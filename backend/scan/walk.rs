@@ -47,6 +47,8 @@ pub fn is_key(name: &str) -> bool {
 pub fn reason(e: &io::Error) -> String {
     match e.raw_os_error() {
         Some(40) => "symlink loop".into(),
+        // a hard link refused by `fsat::open_file`: its reason as it is
+        None if e.to_string().starts_with(fsat::HARD_LINK) => e.to_string(),
         _ => match e.kind() {
             io::ErrorKind::PermissionDenied => "permission denied".into(),
             io::ErrorKind::NotFound => "vanished during scan".into(),

@@ -21,6 +21,7 @@ mod pages;
 mod reports;
 mod rescan;
 mod scan;
+mod scan_bounds;
 mod summaries;
 mod tokens;
 mod upload;
