@@ -572,8 +572,10 @@ mod tests {
             .to_string()
         };
         let read = |event: &str| {
-            let w = crate::web::api::upload::decode(report(event).as_bytes(), false, 1 << 20).unwrap();
-            crate::web::api::validate::validate(w, "m").unwrap()
+            let mut stage = crate::web::api::whole::Memory::default();
+            let h = crate::web::api::whole::decode(report(event).as_bytes(), false, 1 << 20, &mut stage).unwrap();
+            assert!(h.check("m").is_ok());
+            stage.parts.remove(0)
         };
         assert_eq!(read("hit").events[0].event, EventKind::Hit);
         let r = read("evicted");

@@ -12,7 +12,7 @@
 //!   (`hits`, `misses`, `compiles`, `inferred_compiles`, `hook_events`, `compile_ms` / 1000),
 //!   from `history::by_machine`, the counting rules of that API.
 //!
-//! The server's own: `cachelens_uploads_total{status}` (`POST /api/v1/scans` by HTTP status),
+//! The server's own: `cachelens_uploads_total{status}` (scan uploads by HTTP status: `POST /api/v1/scans` and staged commits),
 //! `cachelens_upload_bytes_total` (their bodies as received, before decompression) and
 //! `cachelens_http_request_duration_seconds{route,method}` (every request, until its response
 //! headers). `route` is the route's pattern (axum's `MatchedPath`, e.g. `/machines/{name}`),
@@ -185,7 +185,11 @@ impl Metrics {
                 register(&mut reg, s.name, s.help, s.unit, fam);
             }
         }
-        reg.register("cachelens_uploads", "Scan uploads (POST /api/v1/scans) by HTTP status", self.uploads.clone());
+        reg.register(
+            "cachelens_uploads",
+            "Scan uploads (POST /api/v1/scans, staged upload commits) by HTTP status",
+            self.uploads.clone(),
+        );
         let bytes_help = "Bytes of scan upload bodies received, as sent (compressed)";
         register(&mut reg, "cachelens_upload", bytes_help, Some("bytes"), self.upload_bytes.clone());
         let time_help = "Time to answer a request, until its response headers, by route pattern";
@@ -313,12 +317,13 @@ pub async fn track_requests(State(s): State<AppState>, req: Request, next: Next)
     resp
 }
 
-/// Layer of the upload routes: count `POST /api/v1/scans` by status and the bytes of its body
-/// as they are read (a body refused before it is read counts no bytes).
+/// Layer of the upload routes: count scan uploads by status (`POST /api/v1/scans`, and a staged
+/// upload's commit), and the bytes of every upload body as they are read (a whole report, a
+/// staged upload's parts, blobs and commit; a body refused before it is read counts no bytes).
 pub async fn track_uploads(State(s): State<AppState>, req: Request, next: Next) -> Response {
-    let is_scan = req.method() == axum::http::Method::POST
-        && req.extensions().get::<MatchedPath>().is_some_and(|p| p.as_str() == "/api/v1/scans");
-    if !is_scan {
+    let path = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_default();
+    let is_scan = path == "/api/v1/scans" || path == "/api/v1/uploads/{id}/commit";
+    if !(path == "/api/v1/scans" || path.starts_with("/api/v1/uploads")) {
         return next.run(req).await;
     }
     let counter = s.metrics.upload_bytes.clone();
@@ -331,6 +336,8 @@ pub async fn track_uploads(State(s): State<AppState>, req: Request, next: Next) 
         }))
     });
     let resp = next.run(req).await;
-    s.metrics.uploads.get_or_create(&StatusLabel { status: resp.status().as_u16() }).inc();
+    if is_scan {
+        s.metrics.uploads.get_or_create(&StatusLabel { status: resp.status().as_u16() }).inc();
+    }
     resp
 }

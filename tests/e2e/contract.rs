@@ -265,7 +265,6 @@ async fn answers(url: &str, machine: &str) -> Vec<Value> {
     for path in [
         format!("/api/v1/entries?machine={machine}&limit=10000"),
         format!("/api/v1/autotune?machine={machine}&limit=10000"),
-        "/api/v1/machines".to_string(),
         format!("/api/v1/history?machine={machine}&bucket=day"),
     ] {
         out.push(api(url, &path).await);

@@ -97,12 +97,14 @@ fn report_json() -> &'static Vec<u8> {
     })
 }
 
-/// Decode and validate like the handler does; any failure must be a 4xx.
+/// Decode and check like the handler does; any failure must be a 4xx.
 fn check_decoder(body: &[u8], gzip: bool, max: usize) -> Result<(), TestCaseError> {
-    match cachelens::web::api::upload::decode(body, gzip, max) {
-        Ok(r) => {
-            if let Err(e) = cachelens::web::api::upload::validate(r, "fuzz-node") {
-                prop_assert!(is_4xx(&e), "validate gave {e:?}");
+    use cachelens::web::api::whole;
+    let mut stage = whole::Memory::default();
+    match whole::decode(body, gzip, max, &mut stage) {
+        Ok(h) => {
+            if let Err(e) = h.check("fuzz-node") {
+                prop_assert!(is_4xx(&e), "check gave {e:?}");
             }
         }
         Err(e) => prop_assert!(is_4xx(&e), "decode gave {e:?}"),

@@ -134,9 +134,9 @@ async fn same_key_lookups_within_a_millisecond_count_exactly() {
     assert_eq!(part.events.len() + rest.events.len(), 454);
 }
 
-/// Uploaded hook events are checked before anything is stored.
+/// Uploaded hook events are checked one by one: a bad line is skipped with its reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn uploads_with_bad_hook_events_are_refused() {
+async fn uploads_with_bad_hook_events_skip_those_lines() {
     let srv = server(Config::default()).await;
     let token = cachelens::db::tokens::create(&srv.pool, "ev").await.unwrap();
     let ts = now_ms();
@@ -161,14 +161,18 @@ async fn uploads_with_bad_hook_events_are_refused() {
         e[field] = value;
         bad.push(e);
     }
-    for e in bad {
-        let body = serde_json::to_vec(&report(vec![event.clone(), e.clone()])).unwrap();
-        let (status, answer) = post_raw(&srv.url, "/api/v1/scans", Some(&token), body, false).await;
-        assert_eq!(status, 422, "{e} -> {answer}");
-        // an unknown event kind is refused while the report is read (it names the value), the
-        // rest by the checks after it (they name the event)
-        let error = answer["error"].as_str().unwrap();
-        assert!(error.contains("hook event 1") || error.contains("unknown variant `lookup`"), "{answer}");
+    for (i, e) in bad.into_iter().enumerate() {
+        let mut r = report(vec![e.clone()]);
+        r["client_id"] = json!(format!("bad-{i}"));
+        let (status, answer) =
+            post_raw(&srv.url, "/api/v1/scans", Some(&token), serde_json::to_vec(&r).unwrap(), false).await;
+        // the scan is stored; the bad line is skipped with its reason, never the whole scan
+        assert_eq!((status, answer["skipped"].as_i64()), (201, Some(1)), "{e} -> {answer}");
+        let reasons: Vec<&String> = answer["summary"]["skipped"].as_object().unwrap().keys().collect();
+        assert!(
+            reasons.iter().all(|r| r.starts_with("hook event") || r.contains("unknown variant `lookup`")),
+            "{answer}"
+        );
     }
     let stored: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM events").fetch_one(&srv.pool).await.unwrap();
     assert_eq!(stored, 0);

@@ -232,28 +232,6 @@ async fn rejected_uploads_store_nothing() {
         ("wrong shape", Some(&token), br#"{"format": "one"}"#.to_vec(), false, 422),
         ("oversized body", Some(&token), vec![b' '; max + 1], false, 413),
         ("gzip bomb", Some(&token), bomb, true, 413),
-        ("key with ..", Some(&token), with(&|v| v["entries"][0]["key"] = "..".into()), false, 422),
-        ("key with /", Some(&token), with(&|v| v["entries"][0]["key"] = "a/b".into()), false, 422),
-        ("dir absolute", Some(&token), with(&|v| v["entries"][0]["dir"] = "/etc/passwd".into()), false, 422),
-        ("dir escaping", Some(&token), with(&|v| v["entries"][0]["dir"] = "x/../../y".into()), false, 422),
-        ("NUL in dir", Some(&token), with(&|v| v["entries"][0]["dir"] = "a\0b".into()), false, 422),
-        (
-            "artifact name path",
-            Some(&token),
-            with(&|v| v["entries"][0]["artifacts"][0]["name"] = "../x.ttir".into()),
-            false,
-            422,
-        ),
-        (
-            "blob not matching sha",
-            Some(&token),
-            with(&|v| {
-                let sha = v["entries"][0]["artifacts"][0]["sha256"].as_str().unwrap().to_string();
-                v["blobs"][sha] = "forged".into();
-            }),
-            false,
-            422,
-        ),
         ("unknown format", Some(&token), with(&|v| v["format"] = 99.into()), false, 422),
         ("invalid machine name", Some(&token), with(&|v| v["machine"] = "../node-1".into()), false, 422),
     ];
@@ -264,6 +242,34 @@ async fn rejected_uploads_store_nothing() {
         assert_eq!(counts(&srv.pool).await, (0, 0, 0, 0), "{what}: nothing stored");
         let machines: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM machines").fetch_one(&srv.pool).await.unwrap();
         assert_eq!(machines, 0, "{what}: no machine row");
+    }
+    // A record that breaks a rule is skipped with its reason and the rest of the scan stored:
+    // here the one entry (or its blob) of the report.
+    let records: Vec<(&str, Vec<u8>, (i64, i64, i64, i64))> = vec![
+        ("key with ..", with(&|v| v["entries"][0]["key"] = "..".into()), (1, 0, 0, 0)),
+        ("key with /", with(&|v| v["entries"][0]["key"] = "a/b".into()), (1, 0, 0, 0)),
+        ("dir absolute", with(&|v| v["entries"][0]["dir"] = "/etc/passwd".into()), (1, 0, 0, 0)),
+        ("dir escaping", with(&|v| v["entries"][0]["dir"] = "x/../../y".into()), (1, 0, 0, 0)),
+        ("NUL in dir", with(&|v| v["entries"][0]["dir"] = "a\0b".into()), (1, 0, 0, 0)),
+        ("artifact name path", with(&|v| v["entries"][0]["artifacts"][0]["name"] = "../x.ttir".into()), (1, 0, 0, 0)),
+        (
+            "blob not matching sha",
+            with(&|v| {
+                let sha = v["entries"][0]["artifacts"][0]["sha256"].as_str().unwrap().to_string();
+                v["blobs"][sha] = "forged".into();
+            }),
+            (1, 1, 1, 0),
+        ),
+    ];
+    for (i, (what, body, want)) in records.into_iter().enumerate() {
+        let fresh = server(Config { max_upload_bytes: max, ..Config::default() }).await;
+        let t = cachelens::db::tokens::create(&fresh.pool, "node-1").await.unwrap();
+        let mut v: Value = serde_json::from_slice(&body).unwrap();
+        v["client_id"] = json!(format!("rec-{i}"));
+        let (status, resp) =
+            post_raw(&fresh.url, "/api/v1/scans", Some(&t), serde_json::to_vec(&v).unwrap(), false).await;
+        assert_eq!((status, resp["skipped"].as_i64()), (201, Some(1)), "{what}: {resp}");
+        assert_eq!(counts(&fresh.pool).await, want, "{what}: the bad record left out");
     }
     // a body over the limit without Content-Length (chunked) is cut off as it streams
     assert_eq!(chunked_post(&srv.url, &token, max + 4096).await, 413);
@@ -393,20 +399,20 @@ async fn spawn_serve(db: &Path, port: u16) -> tokio::process::Child {
 }
 
 /// A TCP proxy in front of 127.0.0.1:`upstream` that tells `kill` when to kill the server:
-/// during the 1st upload (POST /api/v1/scans) once half its body went through, and during the
-/// 2nd right after its last byte went through (while the server decodes or ingests it).
-/// The 1st upload's connection is then cut; later connections pass through untouched.
+/// during the staged upload's 1st part (PUT .../parts/0) once half its body went through, and
+/// during its 1st commit right after the last byte went through (while the server stores the
+/// scan). The 1st part's connection is then cut; later connections pass through untouched.
 async fn killing_proxy(upstream: u16, kill: tokio::sync::mpsc::Sender<&'static str>) -> u16 {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let uploads = Arc::new(AtomicUsize::new(0));
+    let (parts, commits) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     tokio::spawn(async move {
         loop {
             let (mut client, _) = listener.accept().await.unwrap();
-            let (uploads, kill) = (uploads.clone(), kill.clone());
+            let (parts, commits, kill) = (parts.clone(), commits.clone(), kill.clone());
             tokio::spawn(async move {
                 let Ok(mut server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await else { return };
                 let (mut cr, mut cw) = client.split();
@@ -429,8 +435,16 @@ async fn killing_proxy(upstream: u16, kill: tokio::sync::mpsc::Sender<&'static s
                                     .map(|v| v.trim().parse().unwrap())
                                     .unwrap_or(0);
                                 total = Some(end + 4 + len);
-                                if h.starts_with("post /api/v1/scans") {
-                                    nth = uploads.fetch_add(1, Ordering::SeqCst) + 1;
+                                let line = h.lines().next().unwrap_or("");
+                                if line.starts_with("put /api/v1/uploads/") && line.contains("/parts/") {
+                                    if parts.fetch_add(1, Ordering::SeqCst) == 0 {
+                                        nth = 1;
+                                    }
+                                } else if line.starts_with("post /api/v1/uploads/")
+                                    && line.contains("/commit")
+                                    && commits.fetch_add(1, Ordering::SeqCst) == 0
+                                {
+                                    nth = 2;
                                 }
                             }
                         }

@@ -5,6 +5,7 @@ pub mod history;
 pub mod upload;
 pub mod uploads;
 pub mod validate;
+pub mod whole;
 
 use super::AppState;
 use super::error::{ApiError, AppError};

@@ -9,8 +9,9 @@
 //! stores all of itself or nothing. A scan over [`MAX_REPORT_BYTES`] goes in parts through the
 //! staged upload (`uploads.rs`), which today's client always uses.
 
+use crate::db::staging;
 use crate::db::tokens::{self, Check};
-use crate::model::{MissingRequest, MissingResponse, ScanReport, ScanSummary, UploadResponse};
+use crate::model::{MissingRequest, MissingResponse, ScanSummary, UploadResponse};
 use crate::rules::{is_sha256, trunc};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
@@ -22,11 +23,10 @@ use http_body_util::BodyExt;
 use std::io::Read;
 use std::time::Duration;
 
-pub use super::validate::validate;
-
 /// The largest whole report `POST /api/v1/scans` takes, decompressed: bigger scans are sent in
-/// parts (`POST /api/v1/uploads`). Parsing one costs at most ~3x this in memory.
-pub const MAX_REPORT_BYTES: usize = 32 << 20;
+/// parts (`POST /api/v1/uploads`). Decoding one holds at most its largest JSON string and one
+/// part in memory.
+pub const MAX_REPORT_BYTES: usize = 64 << 20;
 
 /// The machine a bearer token may upload for (401 when missing, unknown or revoked).
 pub async fn authenticate(s: &AppState, headers: &HeaderMap) -> Result<String, AppError> {
@@ -47,6 +47,8 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// `POST /api/v1/scans`: 201 `{scan_id}` for a new scan, 200 with the same id for a repeat.
+/// The body is decoded as it is read into a staged upload (`whole.rs`), then committed as
+/// staged uploads are: one ingest path, memory bounded by one part whatever the body's size.
 pub async fn post_scan(
     State(s): State<AppState>,
     headers: HeaderMap,
@@ -61,27 +63,60 @@ pub async fn post_scan(
     let _queued = queue_permit(&s)?;
     let spooled =
         spool_capped(&headers, body, max, s.config.upload_read_timeout, s.config.spool_dir.as_deref()).await?;
-    // Bounded: at most `upload_slots` reports decoded in memory and ingesting at once (see
-    // AppState); the spooled bodies wait for a slot on disk.
+    // Bounded: at most `upload_slots` bodies decoded and ingesting at once (see AppState).
     let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
-    // Decompressing, parsing and hashing are CPU work: off the async threads, and without the
-    // turn to write, so other uploads keep ingesting and pages keep answering meanwhile.
-    let report = tokio::task::spawn_blocking(move || -> Result<ScanReport, AppError> {
-        let raw = read_spooled(spooled)?;
-        validate(decode(&raw, gzip, max.min(MAX_REPORT_BYTES))?, &machine)
+    let pool = s.db.pool().clone();
+    let staged = staging::open(&pool, &machine, &format!("whole-{}", crate::collect::new_client_id()), "", 0).await?;
+    let (id, handle) = (staged.id, tokio::runtime::Handle::current());
+    let decoded = tokio::task::spawn_blocking(move || -> Result<super::whole::Header, AppError> {
+        let mut f = spooled;
+        std::io::Seek::rewind(&mut f).map_err(|e| AppError::Internal(e.into()))?;
+        let mut stage = DbStage { pool, handle, id, n: 0 };
+        super::whole::decode(f, gzip, max.min(MAX_REPORT_BYTES), &mut stage)
     })
     .await
-    .map_err(|e| AppError::Internal(e.into()))??;
-    // Ingested in one transaction, in this process's turn to write (`db::write`): uploads one
-    // after the other, pages reading meanwhile.
-    let (mut summary, created) = crate::collect::ingest_report(s.db.pool(), &report, "upload").await?;
+    .map_err(|e| AppError::Internal(e.into()));
+    let named = match decoded.and_then(|r| r).and_then(|h| h.check(&machine)) {
+        Ok(n) => n,
+        Err(e) => {
+            staging::discard(s.db.pool(), id).await?;
+            return Err(e.into());
+        }
+    };
+    let up = staging::Upload { client_id: named.client_id, root: named.root, scanned_at: named.scanned_at, ..staged };
+    let (mut summary, created) = crate::collect::ingest_staged(s.db.pool(), &up, &named.commit, named.skipped).await?;
     if created {
         landed(&s, &headers, summary.scan_id).await;
     } else {
+        staging::discard(s.db.pool(), id).await?;
         stored_summary(&s, &mut summary).await?;
     }
-    tracing::info!(machine = %report.machine, scan_id = summary.scan_id, created, entries = report.entries.len(), "upload");
+    tracing::info!(machine = %machine, scan_id = summary.scan_id, created, "upload");
     Ok(answer(summary, created))
+}
+
+/// A whole report's parts and blobs, staged as they are decoded (on a blocking thread).
+struct DbStage {
+    pool: sqlx::SqlitePool,
+    handle: tokio::runtime::Handle,
+    id: i64,
+    n: i64,
+}
+
+impl super::whole::Stage for DbStage {
+    fn part(&mut self, p: crate::model::ScanPart) -> Result<(), AppError> {
+        let (entries, skipped) = (p.entries.len() as i64, p.skipped.len() as i64);
+        let gz = super::uploads::gzip_json(&p)?;
+        self.handle.block_on(staging::put_part(&self.pool, self.id, self.n, entries, skipped, &gz))?;
+        self.n += 1;
+        Ok(())
+    }
+
+    fn blob(&mut self, sha256: &str, text: &str) -> Result<(), AppError> {
+        let gz = super::uploads::gzip_bytes(text.as_bytes())?;
+        self.handle.block_on(staging::put_blob(&self.pool, self.id, sha256, text.len() as i64, &gz))?;
+        Ok(())
+    }
 }
 
 /// What follows a scan's landing: its token's use noted, its invalidation report computed off
@@ -260,10 +295,4 @@ pub(super) fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result
         serde_json::error::Category::Data => AppError::Unprocessable(format!("not a scan report: {e}")),
         _ => AppError::BadRequest(format!("malformed JSON: {e}")),
     })
-}
-
-/// Body bytes → report, each record parsed on its own ([`crate::rules::Item`]): gunzip with
-/// the cap, then parse. Never panics on any input.
-pub fn decode(raw: &[u8], gzip: bool, max: usize) -> Result<super::validate::ReportWire, AppError> {
-    parse_json(&inflate(raw, gzip, max)?)
 }

@@ -205,11 +205,11 @@ async fn small_body<T: serde::de::DeserializeOwned + Send + 'static>(
         .map_err(|e| AppError::Internal(e.into()))?
 }
 
-fn gzip_bytes(b: &[u8]) -> Result<Vec<u8>, AppError> {
+pub(super) fn gzip_bytes(b: &[u8]) -> Result<Vec<u8>, AppError> {
     let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(b.len() / 4), flate2::Compression::fast());
     enc.write_all(b).and_then(|()| enc.finish()).map_err(|e| AppError::Internal(e.into()))
 }
 
-fn gzip_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, AppError> {
+pub(super) fn gzip_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, AppError> {
     gzip_bytes(&serde_json::to_vec(v).map_err(|e| AppError::Internal(e.into()))?)
 }

@@ -7,44 +7,13 @@
 //! rest is stored, so no client, older, newer or hostile, can freeze a node out.
 
 use crate::model::{
-    BestConfig, Entry, EventFileMark, HookEvent, InductorAutotune, REPORT_FORMAT, ScanPart, ScanReport, Skip, ToolSize,
-    valid_machine_name,
+    BestConfig, Entry, EventFileMark, HookEvent, InductorAutotune, ScanPart, Skip, ToolSize, valid_machine_name,
 };
 use crate::rules::{self, Item, screen, trunc};
 use crate::web::error::AppError;
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
 
 pub use crate::rules::is_sha256;
-
-/// An uploaded scan report (`POST /api/v1/scans`), each record parsed on its own.
-#[derive(Deserialize)]
-pub struct ReportWire {
-    pub format: u32,
-    pub client_id: String,
-    pub machine: String,
-    pub root: String,
-    pub scanned_at: i64,
-    pub duration_ms: i64,
-    pub entries: Vec<Item<Entry>>,
-    #[serde(default)]
-    pub unchanged: Vec<Item<String>>,
-    #[serde(default)]
-    pub skipped: Vec<Item<Skip>>,
-    #[serde(default)]
-    pub best_configs: Vec<Item<BestConfig>>,
-    #[serde(default)]
-    pub events: Vec<Item<HookEvent>>,
-    #[serde(default)]
-    pub event_files: Vec<Item<EventFileMark>>,
-    #[serde(default)]
-    pub blobs: BTreeMap<String, String>,
-    #[serde(default)]
-    pub beside: Vec<Item<ToolSize>>,
-    #[serde(default)]
-    pub inductor_autotune: Vec<Item<InductorAutotune>>,
-}
 
 /// One part of a staged upload (`PUT /api/v1/uploads/{id}/parts/{n}`), parsed record by record.
 #[derive(Deserialize, Default)]
@@ -105,13 +74,6 @@ pub fn header(
     Ok(())
 }
 
-/// A scan's numbers of its own.
-fn times(scanned_at: i64, duration_ms: i64) -> Result<(), AppError> {
-    rules::within("scanned_at", scanned_at, &rules::TIME_MS)
-        .and_then(|()| rules::within("duration_ms", duration_ms, &rules::DURATION_MS))
-        .map_err(AppError::Unprocessable)
-}
-
 /// Counts of a report's lists: each at most [`rules::MAX_ITEMS`].
 fn counts(lists: &[(&str, usize)]) -> Result<(), AppError> {
     match lists.iter().find(|(_, n)| *n > rules::MAX_ITEMS) {
@@ -170,56 +132,5 @@ pub fn commit(w: CommitWire, skipped: &mut Vec<Skip>) -> Result<crate::model::Up
         duration_ms: w.duration_ms,
         event_files: screen(w.event_files, rules::event_file, |f| &f.path, skipped),
         beside: screen(w.beside, rules::tool, |t| &t.path, skipped),
-    })
-}
-
-/// A whole report (`POST /api/v1/scans`) checked: its header whole (4xx), each record on its
-/// own (skipped with its reason when it breaks a rule), each blob against its sha256.
-pub fn validate(w: ReportWire, token_machine: &str) -> Result<ScanReport, AppError> {
-    header(w.format, REPORT_FORMAT, &w.client_id, &w.machine, &w.root, token_machine)?;
-    times(w.scanned_at, w.duration_ms)?;
-    counts(&[("event_files", w.event_files.len()), ("beside", w.beside.len())])?;
-    let p = part(PartWire {
-        entries: w.entries,
-        unchanged: w.unchanged,
-        skipped: w.skipped,
-        best_configs: w.best_configs,
-        events: w.events,
-        inductor_autotune: w.inductor_autotune,
-    })?;
-    let mut skipped = p.skipped;
-    let c = commit(
-        CommitWire { parts: 0, duration_ms: w.duration_ms, event_files: w.event_files, beside: w.beside },
-        &mut skipped,
-    )?;
-    let mut blobs = w.blobs;
-    blobs.retain(|sha, text| {
-        let ok = is_sha256(sha)
-            && text.len() <= crate::scan::limits::MAX_TEXT_BYTES as usize
-            && hex::encode(Sha256::digest(text.as_bytes())) == *sha;
-        if !ok {
-            skipped.push(rules::out_of_bounds(
-                sha,
-                "IR blob over the size cap or not matching its sha256: its text not stored".into(),
-            ));
-        }
-        ok
-    });
-    Ok(ScanReport {
-        format: w.format,
-        client_id: w.client_id,
-        machine: w.machine,
-        root: w.root,
-        scanned_at: w.scanned_at,
-        duration_ms: w.duration_ms,
-        entries: p.entries,
-        unchanged: p.unchanged,
-        skipped,
-        best_configs: p.best_configs,
-        events: p.events,
-        event_files: c.event_files,
-        blobs,
-        beside: c.beside,
-        inductor_autotune: p.inductor_autotune,
     })
 }
