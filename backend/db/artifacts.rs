@@ -52,7 +52,9 @@ pub async fn artifact(pool: &SqlitePool, entry_id: i64, name: &str) -> sqlx::Res
 
 /// Text of a stored artifact (IR), by sha256.
 pub async fn blob(pool: &SqlitePool, sha256: &str) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("SELECT content FROM blobs WHERE sha256 = ?").bind(sha256).fetch_optional(pool).await
+    let sql = format!("SELECT {} FROM blobs b WHERE b.sha256 = ?", super::blobs::COLUMNS);
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(sha256).fetch_optional(pool).await?;
+    row.map(|r| super::blobs::Stored::from_row(&r)?.text()).transpose()
 }
 
 /// Of `shas`, those `machine` cannot be told the server has: a blob counts as present only
@@ -99,17 +101,44 @@ pub async fn insert(
         });
         qb.build().execute(&mut *conn).await?;
     }
+    // The texts this ingest has not written yet, less those already stored (a rescan's changed
+    // entries mostly point at stored texts: checked in one query, not compressed again), then
+    // compressed ([`super::blobs`]) and written a few hundred rows a statement.
+    let mut new: Vec<(&str, &str)> = vec![];
     for (_, a) in arts {
         let text = a.text.as_deref().or_else(|| blobs.get(&a.sha256).map(String::as_str));
         if let Some(text) = text
             && stored.insert(a.sha256.clone())
         {
-            sqlx::query("INSERT OR IGNORE INTO blobs(sha256, bytes, content) VALUES (?, ?, ?)")
-                .bind(&a.sha256)
-                .bind(text.len() as i64)
-                .bind(text)
-                .execute(&mut *conn)
-                .await?;
+            new.push((a.sha256.as_str(), text));
+        }
+    }
+    for part in new.chunks(500) {
+        let have: HashSet<String> =
+            sqlx::query_scalar("SELECT sha256 FROM blobs WHERE sha256 IN (SELECT value FROM json_each(?))")
+                .bind(serde_json::to_string(&part.iter().map(|p| p.0).collect::<Vec<_>>()).unwrap_or_default())
+                .fetch_all(&mut *conn)
+                .await?
+                .into_iter()
+                .collect();
+        let mut rows: Vec<(&str, i64, Vec<u8>)> = vec![];
+        for (sha, text) in part.iter().filter(|p| !have.contains(p.0)) {
+            rows.push((sha, text.len() as i64, super::blobs::compress(text)?));
+        }
+        // at most ~32 MiB of compressed text a statement, 3 binds a row
+        let mut at = 0;
+        while at < rows.len() {
+            let (mut end, mut size) = (at, 0);
+            while end < rows.len() && end - at < 300 && (end == at || size + rows[end].2.len() <= 32 << 20) {
+                size += rows[end].2.len();
+                end += 1;
+            }
+            let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO blobs(sha256, bytes, z) ");
+            qb.push_values(&rows[at..end], |mut b, (sha, bytes, z)| {
+                b.push_bind(*sha).push_bind(*bytes).push_bind(z.as_slice());
+            });
+            qb.build().execute(&mut *conn).await?;
+            at = end;
         }
     }
     Ok(())

@@ -143,14 +143,13 @@ pub(crate) async fn parts_of_keys(
 /// Text of one entry's IR artifact of the given extension (`source`, `ttir`, `ttgir`, `llir`,
 /// `ptx`, `amdgcn`), when stored.
 pub async fn ir_of(pool: &SqlitePool, entry_id: i64, ext: &str) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar(
-        "SELECT b.content FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256
+    let sql = format!(
+        "SELECT {} FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256
          WHERE a.entry_id = ? AND a.ext = ? ORDER BY a.name LIMIT 1",
-    )
-    .bind(entry_id)
-    .bind(ext)
-    .fetch_optional(pool)
-    .await
+        super::blobs::COLUMNS
+    );
+    let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(entry_id).bind(ext).fetch_optional(pool).await?;
+    row.map(|r| super::blobs::Stored::from_row(&r)?.text()).transpose()
 }
 
 /// IR texts read by sha256, shared: blobs are content-addressed, so a text read once stays
@@ -207,14 +206,17 @@ pub(crate) async fn texts_by_sha(pool: &SqlitePool, shas: Vec<String>) -> sqlx::
     let missing: Vec<&str> = shas.into_iter().filter(|s| !texts.contains_key(*s)).collect();
     let mut read = HashMap::new();
     for part in missing.chunks(100) {
-        let mut qb = QueryBuilder::<Sqlite>::new("SELECT sha256, content FROM blobs WHERE sha256 IN (");
+        let mut qb = QueryBuilder::<Sqlite>::new(format!(
+            "SELECT b.sha256, {} FROM blobs b WHERE b.sha256 IN (",
+            super::blobs::COLUMNS
+        ));
         let mut sep = qb.separated(", ");
         for s in part {
             sep.push_bind(*s);
         }
         qb.push(")");
         for r in qb.build().fetch_all(pool).await? {
-            let text: String = r.get(1);
+            let text = super::blobs::Stored::from_row(&r)?.text()?;
             read.insert(r.get::<String, _>(0), Arc::<str>::from(text));
         }
     }

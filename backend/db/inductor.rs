@@ -7,7 +7,7 @@
 use super::Page;
 use crate::model::{AutotuneChoice, InductorAutotune};
 use serde::Serialize;
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::{Row, Sqlite, SqlitePool, Transaction};
 
 /// Delete the autotune decisions of `machine_id`'s `root`: a scan replaces them with its own.
 pub async fn clear(tx: &mut Transaction<'static, Sqlite>, machine_id: i64, root: &str) -> sqlx::Result<()> {
@@ -82,32 +82,57 @@ pub fn choice_kind(name: &str) -> &'static str {
 /// Record which Inductor module each of `ids` (entries of `machine_id` just written, with their
 /// artifacts) was compiled from: the first line of its TTIR (`.source` or `.ttir`) is
 /// `#loc = loc("<inductor dir>/<2 chars>/c<51 chars>.py":line:col)` for a kernel Inductor
-/// generated. The same rule as migration 0016's backfill.
+/// generated. The same rule as migration 0016's backfill ([`module_of_first_line`]), applied in
+/// Rust since blob texts are compressed (migration 0030): only the first line is decompressed.
 pub async fn link_modules(conn: &mut sqlx::SqliteConnection, machine_id: i64, ids: &[i64]) -> sqlx::Result<()> {
     for part in ids.chunks(500) {
-        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "INSERT OR IGNORE INTO entry_modules(entry_id, machine_id, module)
-             SELECT entry_id, ",
-        );
-        qb.push_bind(machine_id).push(
-            ", substr(l, p - 52, 52) FROM (
-                SELECT entry_id, l, instr(l, '.py\"') AS p FROM (
-                    SELECT a.entry_id, substr(b.content, 1, instr(b.content, char(10))) AS l
-                    FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256
-                    WHERE a.ext IN ('source', 'ttir') AND a.entry_id IN (",
-        );
+        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+            "SELECT a.entry_id, {} FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256
+             WHERE a.ext IN ('source', 'ttir') AND a.entry_id IN (",
+            super::blobs::COLUMNS
+        ));
         let mut sep = qb.separated(", ");
         for id in part {
             sep.push_bind(*id);
         }
-        qb.push(
-            "))) WHERE l LIKE '#loc = loc(\"%' AND p > 56 AND substr(l, p - 53, 1) = '/'
-               AND substr(l, p - 56, 1) = '/' AND substr(l, p - 52, 1) = 'c'
-               AND substr(l, p - 55, 2) = substr(l, p - 51, 2)",
-        );
-        qb.build().execute(&mut *conn).await?;
+        qb.push(")");
+        let mut found: Vec<(i64, String)> = vec![];
+        for r in qb.build().fetch_all(&mut *conn).await? {
+            let line = super::blobs::Stored::from_row(&r)?.first_line()?;
+            if let Some(m) = module_of_first_line(&line) {
+                found.push((r.try_get(0)?, m));
+            }
+        }
+        for rows in found.chunks(300) {
+            let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+                "INSERT OR IGNORE INTO entry_modules(entry_id, machine_id, module) ",
+            );
+            qb.push_values(rows, |mut b, (id, m)| {
+                b.push_bind(*id).push_bind(machine_id).push_bind(m.clone());
+            });
+            qb.build().execute(&mut *conn).await?;
+        }
     }
     Ok(())
+}
+
+/// The Inductor module a TTIR's first line names: migration 0016's SQL rule, counted in
+/// characters as SQL's `substr` and `instr` count them. The line starts with `#loc = loc("`
+/// (ASCII case aside, as `LIKE`), and the 56 characters before its first `.py"` are
+/// `/<2 chars>/c<51 chars>` whose 2 chars are the module's 2nd and 3rd (Inductor's layout).
+pub fn module_of_first_line(line: &str) -> Option<String> {
+    const PREFIX: &[u8] = b"#loc = loc(\"";
+    if !line.as_bytes().get(..PREFIX.len())?.eq_ignore_ascii_case(PREFIX) {
+        return None;
+    }
+    let before: Vec<char> = line[..line.find(".py\"")?].chars().collect();
+    let n = before.len();
+    let ok = n >= 56
+        && before[n - 53] == '/'
+        && before[n - 56] == '/'
+        && before[n - 52] == 'c'
+        && before[n - 55..n - 53] == before[n - 51..n - 49];
+    ok.then(|| before[n - 52..].iter().collect())
 }
 
 /// A decision as `GET /api/v1/autotune` returns it.
@@ -285,12 +310,17 @@ async fn triton_rows(
         rows.iter().filter_map(|r| Some((r.3.clone(), cache.get(&r.3)?))).collect();
     let missing: Vec<&str> = rows.iter().map(|r| r.3.as_str()).filter(|s| !parsed.contains_key(*s)).collect();
     for part in missing.chunks(500) {
-        let texts: Vec<(String, String)> =
-            sqlx::query_as("SELECT sha256, content FROM blobs WHERE sha256 IN (SELECT value FROM json_each(?))")
-                .bind(serde_json::to_string(part).unwrap_or_default())
-                .fetch_all(pool)
-                .await?;
-        for (sha, text) in texts {
+        let sql = format!(
+            "SELECT b.sha256, {} FROM blobs b WHERE b.sha256 IN (SELECT value FROM json_each(?))",
+            super::blobs::COLUMNS
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(serde_json::to_string(part).unwrap_or_default())
+            .fetch_all(pool)
+            .await?;
+        for r in rows {
+            let sha: String = r.try_get(0)?;
+            let text = super::blobs::Stored::from_row(&r)?.text()?;
             let row = parse_triton(&text).map(std::sync::Arc::new);
             cache.put(sha.clone(), row.clone());
             parsed.insert(sha, row);

@@ -4,6 +4,7 @@
 //! pool setup (WAL, busy timeout, foreign keys), the migrator and the [`Db`] handle.
 
 pub mod artifacts;
+pub mod blobs;
 pub mod classes;
 pub mod decisions;
 pub mod entries;

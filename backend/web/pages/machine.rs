@@ -59,6 +59,8 @@ pub struct Machine {
     pub relocated_paths: Option<(String, String)>,
     /// Autotune decisions recorded on this machine (Inductor's and Triton's): `/autotune?machine=`.
     pub autotune: i64,
+    /// What the database keeps of the text files, in words ([`kept_note`]).
+    pub kept: String,
     /// What the latest scan of each root skipped, by reason (most first).
     pub skips: Vec<SkipRow>,
 }
@@ -119,8 +121,10 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
     let (disk, disk_total) = disk_rows(scans::root_sizes(s.db.pool(), name).await?);
     let autotune = db::decisions::machine_count(s.db.pool(), name).await?;
     let skips = skip_rows(&scans);
+    let kept = kept_note(db::blobs::totals(s.db.pool()).await?);
     Ok(Machine {
         autotune,
+        kept,
         skips,
         disk,
         disk_total,
@@ -170,6 +174,26 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
         relocated_paths,
         name: m.name,
     })
+}
+
+/// The blob store's figures in words: text files are stored once per distinct text for every
+/// machine (compressed since migration 0030), so the figures are the store's, not this machine's.
+fn kept_note(t: db::blobs::Totals) -> String {
+    if t.texts == 0 {
+        return "no text files stored yet".into();
+    }
+    let ratio =
+        if t.stored > 0 { format!(", 1/{:.1} of the text", t.bytes as f64 / t.stored as f64) } else { String::new() };
+    let plain = match t.plain {
+        0 => String::new(),
+        n => format!("; {n} of them written before compression, kept as plain text"),
+    };
+    format!(
+        "{} distinct texts, {} as written, {} stored compressed (zstd{ratio}){plain}",
+        t.texts,
+        fmt::bytes(t.bytes),
+        fmt::bytes(t.stored)
+    )
 }
 
 /// (unix ms, value) points of a chart.
