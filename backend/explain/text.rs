@@ -96,6 +96,9 @@ pub fn render_diff(r: &CompareReport) -> String {
         return o;
     }
     let _ = writeln!(o, "\n--- A .{}\n+++ B .{}", r.ir.kind, r.ir.kind);
+    if let Some(t) = &r.ir.truncated {
+        let _ = writeln!(o, "  (diffed in part: {t})");
+    }
     let no = |n: Option<usize>| n.map(|n| n.to_string()).unwrap_or_default();
     for row in &r.ir_rows {
         match row.tag {
@@ -114,6 +117,9 @@ pub fn render_diff(r: &CompareReport) -> String {
                 }
             }
         }
+    }
+    if let Some(t) = &r.ir.rows_cut {
+        let _ = writeln!(o, "  (cut: {t})");
     }
     terminal_safe(&o)
 }
