@@ -199,6 +199,10 @@ pub struct ServeArgs {
     /// 16 characters.
     #[arg(long, env = "CACHELENS_READ_TOKEN")]
     pub read_token: Option<String>,
+    /// Days a login cookie (`/login?token=`) stays valid; it is also refused as soon as the read
+    /// token changes.
+    #[arg(long, env = "CACHELENS_LOGIN_DAYS", default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..=365))]
+    pub login_days: u64,
     /// How long the invalidations page waits for a report being computed (milliseconds) before
     /// it shows the computation's progress and fills in when the report is stored.
     #[arg(long, env = "CACHELENS_REPORT_WAIT_MS", default_value_t = 50)]

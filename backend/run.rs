@@ -244,6 +244,7 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         max_upload_mb: 256,
         upload_queue: 64,
         read_token: None,
+        login_days: 7,
         report_wait_ms: Config::default().report_wait.as_millis() as u64,
         limits: Default::default(),
     })
@@ -289,6 +290,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let config = Config {
         max_upload_bytes: a.max_upload_mb << 20,
         read_token: a.read_token.clone(),
+        login_max_age: secs(a.login_days * 86_400),
         body_idle_timeout: secs(a.limits.body_timeout),
         upload_read_timeout: secs(a.limits.upload_timeout),
         upload_queue: a.upload_queue,
@@ -330,7 +332,9 @@ async fn explain(a: ExplainArgs) -> anyhow::Result<()> {
     let path = a.db.path();
     anyhow::ensure!(path.exists(), "no database at {} (scan first, or pass --db FILE)", path.display());
     let pool = db::open(&path).await?;
-    let r = crate::explain::load::compare_ids(&pool, &a.a, &a.b, a.ir.as_deref(), !a.keep_locations).await?;
+    let r =
+        crate::explain::load::compare_ids(&pool, &Default::default(), &a.a, &a.b, a.ir.as_deref(), !a.keep_locations)
+            .await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

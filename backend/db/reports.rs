@@ -1,6 +1,13 @@
 //! Stored invalidation reports (migration 0014): the generations that say whether a stored
 //! report is still current, and the report's head, rows, reasons and kernels, written once per
 //! computation and read a page at a time.
+//!
+//! A bounded store (migration 0031): the reports computed when a scan landed are kept, the
+//! latest [`LANDING_KEPT`] per machine ([`mark_landing`]); every other report (those readers
+//! asked for, and landing reports past that number) is evicted oldest computed first once there
+//! are more than [`KEPT`] of them or they hold more than [`KEPT_ROWS`] rows ([`store`]). An
+//! evicted report is computed again on its next visit. Stale reports (a side's generation
+//! moved) stay until evicted or recomputed.
 
 use crate::explain::Cause;
 use crate::explain::report::InvalidatedRow;
@@ -106,19 +113,86 @@ pub struct ToStore<'a> {
 
 const CHUNK: usize = 400;
 
-/// Replaces the report named `spec` by `r`; returns its id.
+/// Reports other than the latest landing ones kept at most (evicted oldest computed first).
+pub const KEPT: i64 = 256;
+
+/// Rows (invalidated, new and removed entries, ~150 bytes each) of the reports other than the
+/// latest landing ones kept at most: ~300 MB. The report just stored is kept whatever its size.
+pub const KEPT_ROWS: i64 = 2_000_000;
+
+/// Landing reports (computed when a scan landed) kept per machine, the latest first.
+pub const LANDING_KEPT: i64 = 4;
+
+/// Marks the report named `spec` as the landing report of `machine`'s latest scan; its landing
+/// reports past the latest [`LANDING_KEPT`] join the evicted ones.
+pub async fn mark_landing(pool: &SqlitePool, spec: &str, machine: &str, kept: (i64, i64)) -> sqlx::Result<()> {
+    let (_turn, mut tx) = super::write::begin(pool).await?;
+    sqlx::query("UPDATE inv_reports SET landing = 1, machine = ?, computed_at = MAX(computed_at, ?) WHERE spec = ?")
+        .bind(machine)
+        .bind(super::now_ms())
+        .bind(spec)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "UPDATE inv_reports SET landing = 0 WHERE landing = 1 AND machine = ?1 AND id NOT IN
+           (SELECT id FROM inv_reports WHERE landing = 1 AND machine = ?1 ORDER BY computed_at DESC, id DESC LIMIT ?2)",
+    )
+    .bind(machine)
+    .bind(LANDING_KEPT)
+    .execute(&mut *tx)
+    .await?;
+    evict(&mut tx, None, kept).await?;
+    tx.commit().await
+}
+
+/// Deletes the reports past `kept` (count, rows: [`KEPT`] and [`KEPT_ROWS`] on a server;
+/// landing ones aside), oldest computed first, never `keep`.
+async fn evict(tx: &mut sqlx::SqliteConnection, keep: Option<i64>, kept: (i64, i64)) -> sqlx::Result<u64> {
+    let gone = sqlx::query(
+        "DELETE FROM inv_reports WHERE id IN (
+           SELECT id FROM (
+             SELECT id, ROW_NUMBER() OVER w AS n, SUM(n_rows) OVER w AS rows FROM inv_reports
+             WHERE landing = 0 WINDOW w AS (ORDER BY computed_at DESC, id DESC))
+           WHERE (n > ?1 OR rows > ?2) AND id IS NOT ?3)",
+    )
+    .bind(kept.0)
+    .bind(kept.1)
+    .bind(keep)
+    .execute(tx)
+    .await?
+    .rows_affected();
+    if gone > 0 {
+        tracing::debug!(reports = gone, "stored invalidation reports evicted");
+    }
+    Ok(gone)
+}
+
+/// Stored reports: (all, landing ones).
+pub async fn count(pool: &SqlitePool) -> sqlx::Result<(i64, i64)> {
+    sqlx::query_as("SELECT COUNT(*), COALESCE(SUM(landing), 0) FROM inv_reports").fetch_one(pool).await
+}
+
+/// Replaces the report named `spec` by `r` (a landing report stays one), then evicts past the
+/// store's bounds (see the module docs); returns its id.
 pub async fn store(
     pool: &SqlitePool,
     spec: &str,
     gens: (i64, i64),
     r: &ToStore<'_>,
     compute_ms: i64,
+    kept: (i64, i64),
 ) -> sqlx::Result<i64> {
     let (_turn, mut tx) = super::write::begin(pool).await?;
-    sqlx::query("DELETE FROM inv_reports WHERE spec = ?").bind(spec).execute(&mut *tx).await?;
+    let was: Option<(i64, Option<String>)> =
+        sqlx::query_as("DELETE FROM inv_reports WHERE spec = ? RETURNING landing, machine")
+            .bind(spec)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let (landing, machine) = was.unwrap_or((0, None));
+    let n_rows = (r.invalidated.len() + r.new.len() + r.removed.len()) as i64;
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO inv_reports(spec, old_gen, new_gen, head_json, computed_at, compute_ms)
-         VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
+        "INSERT INTO inv_reports(spec, old_gen, new_gen, head_json, computed_at, compute_ms, landing, machine, n_rows)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
     )
     .bind(spec)
     .bind(gens.0)
@@ -126,6 +200,9 @@ pub async fn store(
     .bind(serde_json::to_string(r.head).map_err(|e| sqlx::Error::Encode(e.into()))?)
     .bind(super::now_ms())
     .bind(compute_ms)
+    .bind(landing)
+    .bind(machine)
+    .bind(n_rows)
     .fetch_one(&mut *tx)
     .await?;
     let rows_sql =
@@ -170,6 +247,7 @@ pub async fn store(
         });
         qb.build().execute(&mut *tx).await?;
     }
+    evict(&mut tx, Some(id), kept).await?;
     tx.commit().await?;
     Ok(id)
 }

@@ -5,6 +5,10 @@
 //! `#locN = ...` lines, and SSA value names (Triton names values after Python variables when
 //! line info is on, `%0`, `%1`, ... when `TRITON_DISABLE_LINE_INFO=1`, `%arg0` in older
 //! releases). Comparisons here ignore all of that.
+//!
+//! Line diffs read at most the first [`DIFF_MAX_LINES`] lines and [`DIFF_MAX_BYTES`] bytes of
+//! each text ([`diff_prefix`]): a diff costs memory and time in the size of its input (two
+//! 16 MiB texts took +650 MB and 2.7 s), and past that bound its answer says it covers a part.
 
 use serde::Serialize;
 use similar::{Algorithm, DiffOp, capture_diff_slices_deadline};
@@ -12,6 +16,36 @@ use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
+
+/// Lines of each text that a line diff reads at most ([`diff_prefix`]).
+pub const DIFF_MAX_LINES: usize = 20_000;
+
+/// Bytes of each text that a line diff reads at most ([`diff_prefix`]).
+pub const DIFF_MAX_BYTES: usize = 2 << 20;
+
+/// The part of `text` that a line diff reads: its first [`DIFF_MAX_LINES`] lines, cut at the
+/// end of the last whole line within [`DIFF_MAX_BYTES`] (a first line longer than that is cut
+/// at a character boundary); and whether anything was left out.
+pub fn diff_prefix(text: &str) -> (&str, bool) {
+    let mut end = 0;
+    let mut lines = 0;
+    for (i, _) in text.match_indices('\n') {
+        if i + 1 > DIFF_MAX_BYTES || lines == DIFF_MAX_LINES {
+            break;
+        }
+        end = i + 1;
+        lines += 1;
+    }
+    if lines < DIFF_MAX_LINES && end < text.len() {
+        // The last line without its newline, or a line past the byte bound.
+        if text.len() <= DIFF_MAX_BYTES {
+            end = text.len();
+        } else if end == 0 {
+            end = text.floor_char_boundary(DIFF_MAX_BYTES);
+        }
+    }
+    (&text[..end], end < text.len())
+}
 
 /// IR text with location noise stripped: `loc(...)` attributes, `#locN = ...` lines and
 /// trailing whitespace. SSA value names are kept.
@@ -289,9 +323,15 @@ impl Prepared {
         }
     }
 
-    /// The stripped lines of the text, value names blanked (what a line diff compares).
+    /// The stripped lines of the text's [`diff_prefix`], value names blanked (what a line diff
+    /// compares).
     pub fn blanked_lines(&self) -> &[String] {
-        self.blanked.get_or_init(|| stripped(&self.text).iter().map(|l| blank_names(l)).collect())
+        self.blanked.get_or_init(|| stripped(diff_prefix(&self.text).0).iter().map(|l| blank_names(l)).collect())
+    }
+
+    /// Whether a line diff of this text reads only a part of it ([`diff_prefix`]).
+    pub fn diff_cut(&self) -> bool {
+        diff_prefix(&self.text).1
     }
 }
 

@@ -22,6 +22,10 @@ pub enum ExplainError {
     /// The work would exceed a report's limits ([`LIMITS`]): 422, with what was over.
     #[error("this report is too big to compute: {0}")]
     OverBudget(String),
+    /// A request that names things that exist but make no sense together (a report from a
+    /// scan to itself or to an earlier one): 422.
+    #[error("{0}")]
+    Unprocessable(String),
     /// Too many reports waiting to be computed: 503, ask again later.
     #[error("{0}")]
     Busy(String),
@@ -47,10 +51,54 @@ pub async fn load_id(pool: &SqlitePool, id: &str) -> Result<Loaded, ExplainError
     load(pool, m, k).await?.ok_or_else(|| ExplainError::NotFound(format!("no entry {m}:{k}")))
 }
 
+/// Comparisons (entry loads, analyses and IR diffs) run at once at most, and how long one more
+/// waits for its turn before it is answered 503 (`ExplainError::Busy`). One per server
+/// (`web::AppState`), one per CLI run. A comparison holds its turn from the loading of its
+/// entries to the end of its diff, and the work runs on a blocking thread
+/// (`spawn_blocking`), never on the async workers that answer every other request: two 16 MiB
+/// texts took 2.7 s of CPU and +650 MB before the diff's bound ([`super::ir::DIFF_MAX_LINES`]).
+#[derive(Debug, Clone)]
+pub struct DiffSlots {
+    sem: std::sync::Arc<tokio::sync::Semaphore>,
+    n: usize,
+    wait: std::time::Duration,
+}
+
+/// Comparisons at once on a server ([`DiffSlots`]).
+pub const DIFF_SLOTS: usize = 2;
+
+/// How long a comparison waits for a [`DiffSlots`] turn before it is answered 503.
+pub const DIFF_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl DiffSlots {
+    /// `n` comparisons at once, others waiting at most `wait`.
+    pub fn new(n: usize, wait: std::time::Duration) -> DiffSlots {
+        DiffSlots { sem: std::sync::Arc::new(tokio::sync::Semaphore::new(n.max(1))), n: n.max(1), wait }
+    }
+
+    async fn turn(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ExplainError> {
+        match tokio::time::timeout(self.wait, self.sem.clone().acquire_owned()).await {
+            Ok(Ok(p)) => Ok(p),
+            _ => Err(ExplainError::Busy(format!(
+                "the server is busy comparing entries ({} comparisons at once, none finished within {} s): ask again in a few seconds",
+                self.n,
+                self.wait.as_secs()
+            ))),
+        }
+    }
+}
+
+impl Default for DiffSlots {
+    fn default() -> Self {
+        DiffSlots::new(DIFF_SLOTS, DIFF_WAIT)
+    }
+}
+
 /// The comparison of two entries, with the IR diff of `ir` (default: `.source` when both have
-/// one, else `.ttir`).
+/// one, else `.ttir`), in one of `slots`' turns, computed on a blocking thread.
 pub async fn compare_ids(
     pool: &SqlitePool,
+    slots: &DiffSlots,
     a: &str,
     b: &str,
     ir: Option<&str>,
@@ -59,33 +107,49 @@ pub async fn compare_ids(
     if let Some(k) = ir.filter(|k| !report::IR_KINDS.contains(k)) {
         return Err(ExplainError::Bad(format!("unknown IR {k:?}: one of {}", report::IR_KINDS.join(", "))));
     }
+    parse_id(a)?;
+    parse_id(b)?;
+    // The turn is taken before the entries are loaded: their texts (up to 16 MiB each) are
+    // held only by the comparisons that run.
+    let turn = slots.turn().await?;
     let (la, lb) = (load_id(pool, a).await?, load_id(pool, b).await?);
     let kind = ir.unwrap_or(if la.side.source.is_some() && lb.side.source.is_some() { "source" } else { "ttir" });
-    let text = |l: &Loaded| -> Option<String> {
+    // Shared with the sides, not copied (each up to 16 MiB).
+    let text = |l: &Loaded| -> Option<std::sync::Arc<str>> {
         match kind {
-            "source" => l.side.source.as_deref().map(str::to_string),
-            "ttir" => l.side.ttir.as_deref().map(str::to_string),
+            "source" => l.side.source.clone(),
+            "ttir" => l.side.ttir.clone(),
             _ => None,
         }
     };
     let (ta, tb) = match kind {
         "source" | "ttir" => (text(&la), text(&lb)),
-        _ => (ir_of(pool, la.row.id, kind).await?, ir_of(pool, lb.row.id, kind).await?),
+        _ => (
+            ir_of(pool, la.row.id, kind).await?.map(std::sync::Arc::from),
+            ir_of(pool, lb.row.id, kind).await?.map(std::sync::Arc::from),
+        ),
     };
-    let (ir_stats, ir_rows) = report::ir_report(kind, ta.as_deref(), tb.as_deref(), strip, 3);
-    let relocated = [("a", &la), ("b", &lb)]
-        .into_iter()
-        .filter(|(_, l)| l.side.relocated)
-        .map(|(s, l)| report::Relocated::new(s, format!("{}:{}", l.row.machine, l.row.key), l.group_at.clone()))
-        .collect();
-    Ok(CompareReport {
-        cmp: compare(&la.side, &lb.side),
-        kernel_a: la.side.kernel_name().map(str::to_string),
-        kernel_b: lb.side.kernel_name().map(str::to_string),
-        relocated,
-        ir: ir_stats,
-        ir_rows,
-    })
+    let kind = kind.to_string();
+    let work = move || {
+        let _turn = turn;
+        let (ir_stats, ir_rows) = report::ir_report(&kind, ta.as_deref(), tb.as_deref(), strip, 3);
+        let relocated = [("a", &la), ("b", &lb)]
+            .into_iter()
+            .filter(|(_, l)| l.side.relocated)
+            .map(|(s, l)| report::Relocated::new(s, format!("{}:{}", l.row.machine, l.row.key), l.group_at.clone()))
+            .collect();
+        CompareReport {
+            cmp: compare(&la.side, &lb.side),
+            kernel_a: la.side.kernel_name().map(str::to_string),
+            kernel_b: lb.side.kernel_name().map(str::to_string),
+            relocated,
+            ir: ir_stats,
+            ir_rows,
+        }
+    };
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ExplainError::Db(sqlx::Error::Protocol(format!("the comparison failed: {e}"))))
 }
 
 /// A neighbour of an entry.
@@ -299,6 +363,15 @@ pub async fn pick_scans(
         None => all.iter().rev().find(|s| s.root == to.root && (s.scanned_at, s.id) < (to.scanned_at, to.id)).cloned(),
     };
     if let Some(f) = &from
+        && (f.scanned_at, f.id) >= (to.scanned_at, to.id)
+    {
+        let what = if f.id == to.id { "the same scan as" } else { "a later scan than" };
+        return Err(ExplainError::Unprocessable(format!(
+            "from={} is {what} to={}: a report goes from an earlier scan of the machine to a later one",
+            f.id, to.id
+        )));
+    }
+    if let Some(f) = &from
         && f.root != to.root
     {
         return Err(ExplainError::Bad(format!(
@@ -322,11 +395,20 @@ pub struct Limits {
     pub pairs: usize,
     /// Wall time.
     pub time: std::time::Duration,
+    /// The store a computed report joins (`db::reports`): reports kept at most beside the
+    /// latest landing ones, and their rows at most ([`crate::db::reports::KEPT`],
+    /// [`crate::db::reports::KEPT_ROWS`]); past either the oldest are evicted.
+    pub kept: (i64, i64),
 }
 
 /// The limits every report runs under.
-pub const LIMITS: Limits =
-    Limits { rows: 2_000_000, group_entries: 2_000, pairs: 250_000, time: std::time::Duration::from_secs(60) };
+pub const LIMITS: Limits = Limits {
+    rows: 2_000_000,
+    group_entries: 2_000,
+    pairs: 250_000,
+    time: std::time::Duration::from_secs(60),
+    kept: (crate::db::reports::KEPT, crate::db::reports::KEPT_ROWS),
+};
 
 /// One side of a report: its machine and its entries (ids and keys).
 pub struct SideSet {

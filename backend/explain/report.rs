@@ -48,7 +48,24 @@ pub struct IrStats {
     pub deleted: usize,
     /// Lines only in B.
     pub inserted: usize,
+    /// Set when the diff covers only the first part of a text (past
+    /// [`DIFF_MAX_LINES`](super::ir::DIFF_MAX_LINES) lines or
+    /// [`DIFF_MAX_BYTES`](super::ir::DIFF_MAX_BYTES) bytes a side): says what it covers.
+    pub truncated: Option<String>,
+    /// Set when the side-by-side rows were cut at [`SHOWN_ROWS`] rows or [`SHOWN_BYTES`] of text
+    /// (pages only).
+    #[serde(skip)]
+    pub rows_cut: Option<String>,
 }
+
+/// Side-by-side rows a diff shows at most: the compare page stays small whatever the texts.
+pub const SHOWN_ROWS: usize = 4_000;
+
+/// Text of the side-by-side rows shown at most (both sides together).
+pub const SHOWN_BYTES: usize = 1 << 20;
+
+/// Characters of one line shown at most (the rest replaced by `…`).
+pub const SHOWN_LINE: usize = 1_000;
 
 /// One row of a side-by-side diff (`None` text: nothing on that side).
 #[derive(Debug, Clone, Serialize)]
@@ -92,6 +109,22 @@ pub fn ir_report(kind: &str, a: Option<&str>, b: Option<&str>, strip: bool, cont
     let (Some(a), Some(b)) = (a, b) else {
         return (st, vec![]);
     };
+    // Only the first part of a long text is diffed (the diff's cost grows with its input).
+    let ((a, cut_a), (b, cut_b)) = (super::ir::diff_prefix(a), super::ir::diff_prefix(b));
+    if cut_a || cut_b {
+        let side = match (cut_a, cut_b) {
+            (true, true) => "both texts are",
+            (true, false) => "A's text is",
+            _ => "B's text is",
+        };
+        st.truncated = Some(format!(
+            "{side} longer than the {} lines or {} MiB a diff reads: this is the diff of the first {} lines ({} MiB at most) of each side",
+            super::ir::DIFF_MAX_LINES,
+            super::ir::DIFF_MAX_BYTES >> 20,
+            super::ir::DIFF_MAX_LINES,
+            super::ir::DIFF_MAX_BYTES >> 20,
+        ));
+    }
     let (a, b) =
         if strip { (debug_info_blanked(kind, a), debug_info_blanked(kind, b)) } else { (a.to_string(), b.to_string()) };
     let (a, b) = (a.as_str(), b.as_str());
@@ -138,7 +171,41 @@ pub fn ir_report(kind: &str, a: Option<&str>, b: Option<&str>, strip: bool, cont
         }
         i += dels.len() + ins.len();
     }
-    (st, collapse(rows, context))
+    let rows = collapse(rows, context);
+    let (rows, cut) = shown(rows);
+    st.rows_cut = cut;
+    (st, rows)
+}
+
+/// The rows a page shows: at most [`SHOWN_ROWS`] rows and [`SHOWN_BYTES`] of text, each line at
+/// most [`SHOWN_LINE`] characters; and a note when rows were left out.
+fn shown(rows: Vec<SbsRow>) -> (Vec<SbsRow>, Option<String>) {
+    let total = rows.len();
+    let mut bytes = 0;
+    let mut out = Vec::with_capacity(total.min(SHOWN_ROWS));
+    let cut_line = |t: Option<String>| -> Option<String> {
+        t.map(|t| match t.char_indices().nth(SHOWN_LINE) {
+            Some((i, _)) => format!("{}…", &t[..i]),
+            None => t,
+        })
+    };
+    for mut r in rows {
+        if out.len() == SHOWN_ROWS || bytes >= SHOWN_BYTES {
+            break;
+        }
+        r.a = cut_line(r.a.take());
+        r.b = cut_line(r.b.take());
+        bytes += r.a.as_ref().map_or(0, String::len) + r.b.as_ref().map_or(0, String::len);
+        out.push(r);
+    }
+    let cut = (out.len() < total).then(|| {
+        format!(
+            "the diff is shown up to its row {} of {total} (a page shows at most {SHOWN_ROWS} rows and {} KiB of text)",
+            out.len(),
+            SHOWN_BYTES >> 10
+        )
+    });
+    (out, cut)
 }
 
 /// Location noise of the lowered IRs, which [`strip_locations`] (MLIR `loc(...)`) does not know:

@@ -96,7 +96,12 @@ pub(crate) fn compare_ir(evidence: &str, pa: &Prepared, pb: &Prepared, flags: Fl
         pairs = d.1.clone();
     }
     facts.changed_lines = if pa.canon == pb.canon { Some(0) } else { changed };
-    let lines_note = changed.map(|n| format!("{n} lines changed")).unwrap_or_else(|| "differs".into());
+    let cut = if changed.is_some() && (pa.diff_cut() || pb.diff_cut()) {
+        format!(" in the first {} lines", super::ir::DIFF_MAX_LINES)
+    } else {
+        String::new()
+    };
+    let lines_note = changed.map(|n| format!("{n} lines changed{cut}")).unwrap_or_else(|| "differs".into());
     let constexpr_phrase = || -> Option<String> {
         if !pairs.is_empty() {
             let p: Vec<String> = pairs.iter().take(3).map(|(a, b)| format!("{a} → {b}")).collect();

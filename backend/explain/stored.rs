@@ -5,6 +5,12 @@
 //! moved). A computation runs in a task of its own, one per report and two at a time, so concurrent
 //! first visits cannot multiply memory; a page waits for it briefly ([`lookup`]) and shows its
 //! progress when it takes longer.
+//!
+//! The stored reports are a bounded store (`db::reports`): the latest landing reports of each
+//! machine (computed by [`after_scan`]) stay, the others are evicted oldest first past
+//! `db::reports::KEPT` reports or `db::reports::KEPT_ROWS` rows, and computed again when
+//! visited. Meaningless scan pairs (`from` not before `to`, a scan of another machine, an unknown
+//! scan) are refused before anything is computed (`load::pick_scans`: 422, 404).
 
 use super::Cause;
 use super::load::{ExplainError, Limits, machine_sides, report_of, scan_sides};
@@ -287,7 +293,7 @@ async fn compute(
     let matched = t.elapsed();
     add_compile_times(pool, &mut r).await?;
     let timed = t.elapsed();
-    persist(pool, &spec.name(), gens, &r, t.elapsed().as_millis() as i64).await?;
+    persist(pool, &spec.name(), gens, &r, t.elapsed().as_millis() as i64, limits.kept).await?;
     tracing::debug!(
         spec = spec.name(),
         matched_ms = matched.as_millis() as u64,
@@ -364,6 +370,7 @@ async fn persist(
     gens: (i64, i64),
     r: &InvalidationsReport,
     ms: i64,
+    kept: (i64, i64),
 ) -> sqlx::Result<Stored> {
     let mut by_cause = Vec::new();
     let (mut rows, mut whys, mut kernels) = (Vec::new(), Vec::new(), Vec::new());
@@ -425,7 +432,7 @@ async fn persist(
         timed: total.timed,
     };
     let to_store = ToStore { head: &head, invalidated: rows, whys, kernels, new: &r.new, removed: &r.removed };
-    let id = reports::store(pool, spec, gens, &to_store, ms).await?;
+    let id = reports::store(pool, spec, gens, &to_store, ms, kept).await?;
     Ok(Stored { id, head })
 }
 
@@ -509,6 +516,7 @@ pub async fn after_scan(pool: SqlitePool, scan_id: i64, refresh_pairs: bool) {
         let (from, to, _) = super::load::pick_scans(&pool, &to.machine, None, Some(to.id)).await?;
         let machine = to.machine.clone();
         let spec = Spec::Scans { from, to };
+        let name = spec.name();
         if refresh_pairs {
             stored(&pool, &spec, super::load::LIMITS).await?;
         } else {
@@ -520,6 +528,8 @@ pub async fn after_scan(pool: SqlitePool, scan_id: i64, refresh_pairs: bool) {
                 compute(&pool, &spec, gens, super::load::LIMITS, &Progress::default(), false).await?;
             }
         }
+        // Kept beside the machine's latest landing reports, out of the evicted ones.
+        reports::mark_landing(&pool, &name, &machine, super::load::LIMITS.kept).await?;
         // The machine's kernel key sets, so that the first visit of a pair with it reads them.
         crate::db::keysets::current(&pool, &machine).await?;
         if refresh_pairs {

@@ -96,6 +96,9 @@ pub fn render_diff(r: &CompareReport) -> String {
     let line = |s: &str| term(&s.replace('\t', "    ")).into_owned();
     let kind = term(&r.ir.kind);
     let _ = writeln!(o, "\n--- A .{kind}\n+++ B .{kind}");
+    if let Some(t) = &r.ir.truncated {
+        let _ = writeln!(o, "  (diffed in part: {})", term(t));
+    }
     let no = |n: Option<usize>| n.map(|n| n.to_string()).unwrap_or_default();
     for row in &r.ir_rows {
         match row.tag {
@@ -115,6 +118,9 @@ pub fn render_diff(r: &CompareReport) -> String {
                 }
             }
         }
+    }
+    if let Some(t) = &r.ir.rows_cut {
+        let _ = writeln!(o, "  (cut: {})", term(t));
     }
     o
 }

@@ -51,6 +51,7 @@ impl From<ExplainError> for AppError {
         match e {
             ExplainError::Bad(m) => AppError::BadRequest(m),
             ExplainError::NotFound(m) => AppError::NotFound(m),
+            ExplainError::Unprocessable(m) => AppError::Unprocessable(m),
             e @ ExplainError::OverBudget(_) => AppError::Unprocessable(e.to_string()),
             ExplainError::Busy(m) => AppError::Unavailable(m),
             ExplainError::Db(e) => e.into(),

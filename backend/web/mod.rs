@@ -24,6 +24,9 @@ pub struct Config {
     /// When set, reading pages and the read API needs it (see auth.rs). Checked by
     /// [`auth::check_read_token`] at start-up: never empty or short.
     pub read_token: Option<String>,
+    /// How long a login cookie stays valid (`serve --login-days`, 7 by default): its value
+    /// carries its issue time under a MAC keyed by the read token (see auth.rs).
+    pub login_max_age: Duration,
     /// Longest wait for the next chunk of any request body.
     pub body_idle_timeout: Duration,
     /// Longest time an upload body may take to arrive whole.
@@ -49,6 +52,7 @@ impl Default for Config {
         Config {
             max_upload_bytes: 256 << 20,
             read_token: None,
+            login_max_age: Duration::from_secs(7 * 86_400),
             body_idle_timeout: Duration::from_secs(30),
             upload_read_timeout: Duration::from_secs(300),
             upload_queue: 64,
@@ -77,6 +81,12 @@ pub struct AppState {
     pub upload_queue: Arc<tokio::sync::Semaphore>,
     /// The server's Prometheus metrics (`GET /metrics`, see metrics.rs).
     pub metrics: Arc<metrics::Metrics>,
+    /// Entry comparisons (`/compare`, `/api/v1/compare`) at once: two, others wait 10 s at most
+    /// then get 503 (`explain::load::DiffSlots`).
+    pub diff_slots: crate::explain::load::DiffSlots,
+    /// Read-token guesses (`/login`, wrong bearer or basic-auth tokens): per client address and
+    /// in all, 429 past them (`auth::Attempts`).
+    pub attempts: Arc<auth::Attempts>,
 }
 
 impl AppState {
@@ -91,6 +101,8 @@ impl AppState {
             upload_queue: Arc::new(tokio::sync::Semaphore::new(queue)),
             upload_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
             metrics: Arc::default(),
+            diff_slots: Default::default(),
+            attempts: Arc::default(),
         }
     }
 }

@@ -65,9 +65,9 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits, shutdown:
             p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
             _ = &mut shutdown => return,
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // EMFILE/ENFILE/ECONNABORTED...: the loop must neither die nor spin.
                     tracing::warn!("accept failed: {e}; pausing accepts for 100 ms");
@@ -77,7 +77,12 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits, shutdown:
             },
             _ = &mut shutdown => return,
         };
-        let service = TowerToHyperService::new(app.clone());
+        // The client's address for the handlers (`auth`'s guess limits per address).
+        let inner = TowerToHyperService::new(app.clone());
+        let service = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+            hyper::service::Service::call(&inner, req)
+        });
         let builder = builder.clone();
         tokio::spawn(async move {
             let _permit = permit;

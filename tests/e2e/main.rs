@@ -2,6 +2,7 @@
 mod api_read;
 mod bench_routes;
 mod blobs;
+mod bounded;
 mod common;
 mod contract;
 mod damaged;

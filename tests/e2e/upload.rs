@@ -245,7 +245,9 @@ async fn rejected_uploads_store_nothing() {
     }
     // A record that breaks a rule is skipped with its reason and the rest of the scan stored:
     // here the one entry (or its blob) of the report.
-    let records: Vec<(&str, Vec<u8>, (i64, i64, i64, i64))> = vec![
+    // (what, body, the (scans, entries, artifacts, blobs) stored)
+    type Record<'a> = (&'a str, Vec<u8>, (i64, i64, i64, i64));
+    let records: Vec<Record> = vec![
         ("key with ..", with(&|v| v["entries"][0]["key"] = "..".into()), (1, 0, 0, 0)),
         ("key with /", with(&|v| v["entries"][0]["key"] = "a/b".into()), (1, 0, 0, 0)),
         ("dir absolute", with(&|v| v["entries"][0]["dir"] = "/etc/passwd".into()), (1, 0, 0, 0)),

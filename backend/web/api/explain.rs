@@ -25,7 +25,9 @@ type ApiResult<T> = Result<Json<T>, ApiError>;
 /// `GET /api/v1/compare?a=M:KEY&b=M:KEY[&ir=ttgir][&strip=0]`.
 async fn compare(State(s): State<AppState>, ApiQuery(q): ApiQuery<CompareQuery>) -> ApiResult<CompareReport> {
     let (a, b) = q.ids()?;
-    Ok(Json(dbx::compare_ids(s.db.pool(), a, b, q.ir.as_deref(), q.strip()).await.map_err(AppError::from)?))
+    Ok(Json(
+        dbx::compare_ids(s.db.pool(), &s.diff_slots, a, b, q.ir.as_deref(), q.strip()).await.map_err(AppError::from)?,
+    ))
 }
 
 /// The answer of `/api/v1/nearest`.

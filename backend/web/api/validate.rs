@@ -84,7 +84,7 @@ fn counts(lists: &[(&str, usize)]) -> Result<(), AppError> {
     }
 }
 
-fn unchanged_dir(d: &String) -> Result<(), String> {
+fn unchanged_dir(d: &str) -> Result<(), String> {
     if rules::is_rel_path(d) {
         Ok(())
     } else {
@@ -109,7 +109,7 @@ pub fn part(w: PartWire) -> Result<ScanPart, AppError> {
     let mut skipped = vec![];
     let mut p = ScanPart {
         entries: screen(w.entries, rules::entry, |e| &e.dir, &mut skipped),
-        unchanged: screen(w.unchanged, unchanged_dir, |d| d, &mut skipped),
+        unchanged: screen(w.unchanged, |d: &String| unchanged_dir(d), |d| d, &mut skipped),
         skipped: vec![],
         best_configs: screen(w.best_configs, rules::best_config, |b| &b.path, &mut skipped),
         events: screen(w.events, rules::event, |e| &e.key, &mut skipped),

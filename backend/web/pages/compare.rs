@@ -62,7 +62,7 @@ pub async fn compare_page(State(s): State<AppState>, hx: Hx, Query(q): Query<Com
         None
     } else {
         let (ia, ib) = q.ids()?;
-        Some(dbx::compare_ids(s.db.pool(), ia, ib, q.ir(), q.strip()).await?)
+        Some(dbx::compare_ids(s.db.pool(), &s.diff_slots, ia, ib, q.ir(), q.strip()).await?)
     };
     let ir = r.as_ref().map(|r| r.ir.kind.clone()).unwrap_or_else(|| "source".into());
     let base = compare_url(&a, &b);
