@@ -299,11 +299,12 @@ pub async fn ingest_staged(
     let mut unchanged = vec![];
     for n in 0..commit.parts {
         let part = staging::read_part(ingest.tx(), up.id, n).await?;
+        let shas: Vec<&str> = part.entries.iter().flat_map(|e| e.artifacts.iter().map(|a| a.sha256.as_str())).collect();
+        let sizes = staging::blob_sizes(ingest.tx(), up.id, &shas).await?;
         let mut batch: Vec<crate::model::Entry> = Vec::with_capacity(256);
         let mut text = 0i64;
         for e in part.entries {
-            let shas: Vec<&str> = e.artifacts.iter().map(|a| a.sha256.as_str()).collect();
-            text += staging::blob_bytes(ingest.tx(), up.id, &shas).await?;
+            text += e.artifacts.iter().filter_map(|a| sizes.get(&a.sha256)).sum::<i64>();
             batch.push(e);
             if batch.len() == 256 || text > COMMIT_BATCH_TEXT {
                 store_staged_batch(&mut ingest, up.id, &batch).await?;

@@ -179,16 +179,21 @@ pub async fn read_blobs(
     Ok(out)
 }
 
-/// Text bytes of the given blobs that the upload holds: a commit sizes its batches by them.
-pub async fn blob_bytes(tx: &mut Transaction<'static, Sqlite>, id: i64, shas: &[&str]) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
-        "SELECT COALESCE(SUM(text_bytes), 0) FROM upload_blobs
+/// Text bytes of each of the given blobs that the upload holds: a commit sizes its batches by them.
+pub async fn blob_sizes(
+    tx: &mut Transaction<'static, Sqlite>,
+    id: i64,
+    shas: &[&str],
+) -> sqlx::Result<std::collections::HashMap<String, i64>> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT sha256, text_bytes FROM upload_blobs
          WHERE upload_id = ? AND sha256 IN (SELECT value FROM json_each(?))",
     )
     .bind(id)
     .bind(serde_json::to_string(shas).unwrap_or_default())
-    .fetch_one(&mut **tx)
-    .await
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows.into_iter().collect())
 }
 
 /// Delete an upload and everything staged for it.
