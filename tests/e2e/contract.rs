@@ -389,3 +389,28 @@ async fn token_for(db: &Path, machine: &str) -> String {
     pool.close().await;
     t
 }
+
+/// Any cache can be uploaded, whatever its size against the server's limit: it goes in parts
+/// below the limit (here 1 MiB against a 2.5 MiB gzip scan, which used to be a final 413), and
+/// IR text over the limit is listed as skipped with its reason, its entry stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_bigger_than_the_servers_limit_is_uploaded_in_parts() {
+    let (_t, jit) = unpacked("h100-jit-3.6.0");
+    let cache = jit.join("triton-cache");
+    let srv = server(Config { max_upload_bytes: 1 << 20, ..Config::default() }).await;
+    let token = cachelens::db::tokens::create(&srv.pool, "parts").await.unwrap();
+    let out = cli_upload(&srv.url, &token, "parts", &cache, &["--json"]).await;
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let local = cachelens::collect::scan_report(&cache, "parts").unwrap();
+    let stored = count(&srv.pool, "SELECT COUNT(*) FROM entries").await;
+    assert_eq!(stored as usize, local.entries.len(), "every entry stored");
+    let parts = count(&srv.pool, "SELECT COUNT(*) FROM uploads").await;
+    assert_eq!(parts, 0, "nothing left staged");
+    let big = local.blobs.values().filter(|t| t.len() > 1 << 20).count();
+    let blobs = count(&srv.pool, "SELECT COUNT(*) FROM blobs").await as usize;
+    assert_eq!(blobs, local.blobs.len() - big, "every IR text under the limit stored");
+    if big > 0 {
+        assert!(stdout.contains("IR text over the server's limit"), "{stdout}");
+    }
+}
