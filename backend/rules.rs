@@ -96,6 +96,25 @@ pub fn trunc(s: &str) -> &str {
     }
 }
 
+/// An IR blob: UTF-8 text of at most `max` bytes whose sha256 is `sha` (both the staged
+/// upload's blob route and a whole report's `blobs` check it so).
+pub fn blob(sha: &str, text: &[u8], max: usize) -> Result<(), String> {
+    use sha2::Digest;
+    if !is_sha256(sha) {
+        return Err(format!("not a sha256: {:?}", trunc(sha)));
+    }
+    if text.len() > max {
+        return Err(format!("blob {sha}: {} bytes of text, over the {max} allowed", text.len()));
+    }
+    if hex::encode(sha2::Sha256::digest(text)) != sha {
+        return Err(format!("blob {sha} does not match its sha256"));
+    }
+    if std::str::from_utf8(text).is_err() {
+        return Err(format!("blob {sha} is not UTF-8 text"));
+    }
+    Ok(())
+}
+
 /// One entry: plain key, dir inside the cache, every number within its bound, sane artifacts.
 pub fn entry(e: &Entry) -> Result<(), String> {
     if !is_name(&e.key) {

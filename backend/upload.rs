@@ -197,7 +197,8 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-fn gzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
+/// Gzip (fast level): every upload body, and what the server stages of one.
+pub fn gzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
     let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 4), flate2::Compression::fast());
     enc.write_all(bytes)?;
     Ok(enc.finish()?)

@@ -28,8 +28,6 @@ use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
-use sha2::{Digest, Sha256};
-use std::io::Write;
 
 /// The largest part, decompressed (the client makes parts of ~4 MiB). Decoding one costs at
 /// most ~3x this.
@@ -121,12 +119,7 @@ pub async fn put_blob(
         let raw = read_spooled(spooled)?;
         let (len, plain) = {
             let text = inflate(&raw, gzip, max)?;
-            if hex::encode(Sha256::digest(&text)) != want {
-                return Err(AppError::Unprocessable(format!("blob {want} does not match its sha256")));
-            }
-            if std::str::from_utf8(&text).is_err() {
-                return Err(AppError::Unprocessable(format!("blob {want} is not UTF-8 text")));
-            }
+            crate::rules::blob(&want, &text, max).map_err(AppError::Unprocessable)?;
             // kept as the client gzipped it; a plain body is gzipped here
             (text.len() as i64, if gzip { None } else { Some(gzip_bytes(&text)?) })
         };
@@ -205,9 +198,9 @@ async fn small_body<T: serde::de::DeserializeOwned + Send + 'static>(
         .map_err(|e| AppError::Internal(e.into()))?
 }
 
+/// Gzip as the client does ([`crate::upload::gzip`]), for a body stored as staged.
 pub(super) fn gzip_bytes(b: &[u8]) -> Result<Vec<u8>, AppError> {
-    let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(b.len() / 4), flate2::Compression::fast());
-    enc.write_all(b).and_then(|()| enc.finish()).map_err(|e| AppError::Internal(e.into()))
+    crate::upload::gzip(b).map_err(AppError::Internal)
 }
 
 pub(super) fn gzip_json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, AppError> {

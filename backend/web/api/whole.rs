@@ -116,14 +116,13 @@ impl Sink<'_> {
     }
 
     fn blob(&mut self, sha: String, text: String) -> Result<(), AppError> {
-        use sha2::Digest;
-        let fits = text.len() <= crate::scan::limits::MAX_TEXT_BYTES as usize;
-        if rules::is_sha256(&sha) && fits && hex::encode(sha2::Sha256::digest(text.as_bytes())) == sha {
-            self.stage.blob(&sha, &text)
-        } else {
-            let why = "IR blob over the size cap or not matching its sha256: its text not stored";
-            self.header.skipped.push(rules::out_of_bounds(&sha, why.into()));
-            Ok(())
+        match rules::blob(&sha, text.as_bytes(), crate::scan::limits::MAX_TEXT_BYTES as usize) {
+            Ok(()) => self.stage.blob(&sha, &text),
+            Err(why) => {
+                let why = format!("{why}: its text not stored");
+                self.header.skipped.push(rules::out_of_bounds(&sha, why));
+                Ok(())
+            }
         }
     }
 }
