@@ -296,7 +296,7 @@ pub async fn ingest_staged(
         }
     };
     crate::failpoint::hit("commit-begun");
-    let mut unchanged = vec![];
+    let (mut unchanged, mut stamps) = (vec![], vec![]);
     for n in 0..commit.parts {
         let part = staging::read_part(ingest.tx(), up.id, n).await?;
         let shas: Vec<&str> = part.entries.iter().flat_map(|e| e.artifacts.iter().map(|a| a.sha256.as_str())).collect();
@@ -313,6 +313,7 @@ pub async fn ingest_staged(
             }
         }
         store_staged_batch(&mut ingest, up.id, &batch).await?;
+        ingest.present(&part.present).await?;
         crate::failpoint::hit("commit-entries");
         let records = Records {
             best_configs: &part.best_configs,
@@ -321,13 +322,14 @@ pub async fn ingest_staged(
         };
         ingest.records(records).await?;
         unchanged.extend(part.unchanged);
+        stamps.extend(part.stamps);
         skipped.extend(part.skipped);
         crate::failpoint::hit("commit-records");
     }
     let summary = ingest
         .finish(Finish {
             unchanged,
-            stamps: vec![],
+            stamps,
             skipped,
             event_files: commit.event_files.clone(),
             duration_ms: commit.duration_ms,

@@ -173,10 +173,94 @@ pub struct Entry {
     /// Names, sizes and mtimes of the files: a re-scan re-reads the entry only when this changes.
     pub sig: String,
     /// The entry dir's stamp ([`crate::scan::fsat::Stamp`]) when the scanner may trust it: a
-    /// local re-scan skips the files of a dir whose stamp is unchanged. Never sent in a report
-    /// (an upload always reads every entry).
-    #[serde(skip)]
+    /// re-scan skips the files of a dir whose stamp is unchanged (an upload's re-scan too: the
+    /// server hands the stamps back, `POST /api/v1/uploads/{id}/previous`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir_stamp: Option<String>,
+}
+
+impl Entry {
+    /// Whether the entry's facts are all in its files' contents, the same on every machine that
+    /// holds the same files (and sits them where they were written, or not: `relocated`, sent
+    /// along): not partial (a write in progress), no autotune timings (measured on this
+    /// machine's GPU). Only such an entry may be sent as a [`Present`] record.
+    pub fn facts_are_content(&self) -> bool {
+        self.kind != EntryKind::Partial && self.partial.is_none() && self.autotune.is_none()
+    }
+
+    /// Whether its group file points to another path than where it sits (Triton misses on it).
+    pub fn relocated(&self) -> bool {
+        self.group.as_ref().is_some_and(|g| g.relocated)
+    }
+
+    /// The digest of the entry's content ([`fact_digest`] of its key, kind and files).
+    pub fn fact(&self) -> String {
+        fact_digest(&self.key, self.kind.as_str(), self.artifacts.iter().map(|a| (a.name.as_str(), a.sha256.as_str())))
+    }
+}
+
+/// What identifies an entry's facts: its key, its kind and every file's name and sha256 (the
+/// group file too: it names the paths it was written at). Two machines whose entry dirs hold
+/// the same files have the same facts; the scanner read them from those bytes alone. 128 bits
+/// of sha256 over `key NUL kind NUL (name NUL sha256 NUL)*` with the files sorted by name, in
+/// hex. The client computes it from what it read, the server from what it stored.
+pub fn fact_digest<'a>(key: &str, kind: &str, files: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    use sha2::Digest;
+    let mut files: Vec<(&str, &str)> = files.collect();
+    files.sort_unstable();
+    let mut h = sha2::Sha256::new();
+    for part in [key, kind] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    for (name, sha) in files {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(sha.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+/// An entry the server already holds the facts of (from this machine or another): only what is
+/// this machine's own goes on the wire. The server copies the rest from an entry with the same
+/// [`fact_digest`] (`POST /api/v1/uploads/{id}/facts` said it holds one).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Present {
+    pub key: String,
+    /// The entry dir, when it is not the key itself (an Inductor `triton/0/KEY`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+    pub fact: String,
+    pub sig: String,
+    /// Metadata mtime (unix ms): when Triton wrote the entry on this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stamp: Option<String>,
+    /// Its group file points elsewhere than where it sits here: its facts are copied from an
+    /// entry that is relocated too (the two differ in that flag and in the class it enters).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub relocated: bool,
+}
+
+impl Present {
+    /// The record of an entry whose facts the server holds.
+    pub fn of(e: &Entry, fact: String) -> Present {
+        Present {
+            key: e.key.clone(),
+            dir: (e.dir != e.key).then(|| e.dir.clone()),
+            fact,
+            sig: e.sig.clone(),
+            created_at: e.created_at,
+            stamp: e.dir_stamp.clone(),
+            relocated: e.relocated(),
+        }
+    }
+
+    pub fn dir(&self) -> &str {
+        self.dir.as_deref().unwrap_or(&self.key)
+    }
 }
 
 /// A `__grp__<name>.json` file.
@@ -486,11 +570,19 @@ pub struct ScanPart {
     pub events: Vec<HookEvent>,
     #[serde(default)]
     pub inductor_autotune: Vec<InductorAutotune>,
+    /// Entries whose facts the server holds: only this machine's own part of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub present: Vec<Present>,
+    /// (entry dir, dir stamp) of unchanged entries whose stamp is new.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stamps: Vec<(String, String)>,
 }
 
 impl ScanPart {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+            && self.present.is_empty()
+            && self.stamps.is_empty()
             && self.unchanged.is_empty()
             && self.skipped.is_empty()
             && self.best_configs.is_empty()
@@ -518,6 +610,29 @@ pub struct UploadCommit {
     pub event_files: Vec<EventFileMark>,
     #[serde(default)]
     pub beside: Vec<ToolSize>,
+}
+
+/// `POST /api/v1/uploads/{id}/facts`: which of these [`fact_digest`]s the server lacks (it
+/// then needs the whole entry); the others go as [`Present`] records.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct FactsRequest {
+    pub facts: Vec<String>,
+    /// Facts of relocated entries (held only by a relocated entry).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relocated: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct FactsAnswer {
+    pub missing: Vec<String>,
+}
+
+/// `POST /api/v1/uploads/{id}/previous`: what the server holds of the upload's root on this
+/// machine, so the client's scanner skips what is unchanged as a local re-scan does: for each
+/// live entry, `[dir, sig, stamp]` (the stamp `null` when none was trusted).
+#[derive(Debug, Serialize, Deserialize, Default)]
+pub struct PreviousAnswer {
+    pub entries: Vec<(String, String, Option<String>)>,
 }
 
 /// `POST /api/v1/blobs/missing` body and answer.

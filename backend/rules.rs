@@ -126,6 +126,9 @@ pub fn entry(e: &Entry) -> Result<(), String> {
     if e.sig.len() > MAX_RECORD_BYTES {
         return Err("entry signature too long".into());
     }
+    if let Some(st) = &e.dir_stamp {
+        stamp(st)?;
+    }
     let f = |name: &str| format!("entry {}: {name}", trunc(&e.key));
     within(&f("bytes"), e.bytes, &FILE_BYTES)?;
     within_opt(&f("created_at"), e.created_at, &TIME_MS)?;
@@ -158,6 +161,45 @@ pub fn entry(e: &Entry) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A dir stamp as the scanner writes it (`fsat::Stamp`: three hex numbers and two dots).
+pub fn stamp(st: &str) -> Result<(), String> {
+    if st.is_empty() || st.len() > 64 || !st.bytes().all(|b| b.is_ascii_hexdigit() || b == b'.') {
+        return Err(format!("dir stamp {:?} is not a stamp", trunc(st)));
+    }
+    Ok(())
+}
+
+/// An entry the server holds the facts of ([`crate::model::Present`]).
+pub fn present(p: &crate::model::Present) -> Result<(), String> {
+    if !is_name(&p.key) {
+        return Err(format!("entry key {:?} is not a plain name", trunc(&p.key)));
+    }
+    if !is_rel_path(p.dir()) {
+        return Err(format!("entry dir {:?} is not a relative path inside the cache", trunc(p.dir())));
+    }
+    if !is_fact(&p.fact) {
+        return Err(format!("entry {}: fact {:?} is not a fact digest", trunc(&p.key), trunc(&p.fact)));
+    }
+    if p.sig.is_empty() || p.sig.len() > 64 || !p.sig.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!("entry {}: signature {:?} is not a signature", trunc(&p.key), trunc(&p.sig)));
+    }
+    within_opt(&format!("entry {}: created_at", trunc(&p.key)), p.created_at, &TIME_MS)?;
+    p.stamp.as_deref().map_or(Ok(()), stamp)
+}
+
+/// A [`crate::model::fact_digest`]: 32 lowercase hex digits.
+pub fn is_fact(s: &str) -> bool {
+    s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// An unchanged entry's new dir stamp: (entry dir, stamp).
+pub fn restamp((dir, st): &(String, String)) -> Result<(), String> {
+    if !is_rel_path(dir) {
+        return Err(format!("entry dir {:?} is not a relative path inside the cache", trunc(dir)));
+    }
+    stamp(st)
 }
 
 /// An Inductor `.best_config`.

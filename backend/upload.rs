@@ -2,9 +2,13 @@
 //!
 //! It first asks the server how far it has read this machine's hook event files and scans
 //! events from there on (an upload carries only new lines, and at most [`MAX_EVENT_BYTES`]).
-//! Then it streams the scan as a staged upload (`/api/v1/uploads`, [`Stager`]): entries go out
-//! in parts of about [`PART_TARGET`] as the scanner reads them, each part's IR blobs that the
-//! server lacks (`POST /api/v1/blobs/missing`) just before it, and a commit makes them one scan.
+//! Then it streams the scan as a staged upload (`/api/v1/uploads`, [`Stager`]): the server first
+//! says what it holds of this root (`previous`: each entry's signature and dir stamp), so the
+//! scanner skips what is unchanged as a local re-scan does; entries go out in parts of about
+//! [`PART_TARGET`] as the scanner reads them: each part first asks which entries' facts the
+//! server lacks (`facts`): those go whole, the others as `present` records (this machine's own
+//! part of the entry: dir, signature, compile time, stamp); then its IR blobs that the server
+//! lacks (`POST /api/v1/blobs/missing`), then the part; a commit makes them one scan.
 //! Memory stays one part whatever the cache's size. A server without staged uploads (404) gets
 //! the whole report in one POST to `/api/v1/scans`, as before. Connection errors, 5xx and 429
 //! are retried with exponential backoff and jitter, each request on its own (a cut upload goes
@@ -12,7 +16,8 @@
 //! final. Every retry sends the very same bytes under the same `client_id`: the server stores
 //! the scan once.
 
-use crate::model::{Entry, MissingRequest, MissingResponse, ScanPart, UploadResponse};
+use crate::model::{Entry, FactsAnswer, FactsRequest, MissingRequest, MissingResponse, Present, PreviousAnswer};
+use crate::model::{ScanPart, UploadResponse};
 use crate::model::{ScanReport, UPLOAD_FORMAT, UploadBegin, UploadCommit, UploadSession};
 use anyhow::Context;
 use std::collections::BTreeMap;
@@ -32,6 +37,9 @@ pub struct Uploaded {
     pub tries: u32,
     /// Hook event lines the report carried.
     pub events_sent: usize,
+    /// Entries sent whole, and entries whose facts the server held (sent as `present`).
+    pub entries_sent: usize,
+    pub present_sent: usize,
 }
 
 /// Retry policy: `tries` attempts in all, waiting `base`·2ⁿ (capped at 30 s, ±50% jitter).
@@ -267,6 +275,14 @@ pub async fn scan_and_upload_opts(
         report.beside = beside;
         return upload_whole(server, token, report, retry).await;
     };
+    if let Some(held) = st.previous().await? {
+        for (dir, sig, stamp) in held.entries {
+            if let Some(stamp) = stamp {
+                prev.stamps.insert(dir.clone(), stamp);
+            }
+            prev.sigs.insert(dir, sig);
+        }
+    }
     // The scanner's threads hand entries over a short channel: a slow server slows the scan
     // down rather than filling memory.
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Entry>(32);
@@ -285,7 +301,8 @@ pub async fn scan_and_upload_opts(
     drop(rx); // a failed send stops the scanner at its next entry
     let tail = scanner.await?;
     sent?;
-    st.records(tail.unchanged, tail.skipped, tail.best_configs, tail.events, tail.inductor_autotune).await?;
+    st.records(tail.unchanged, tail.stamps, tail.skipped, tail.best_configs, tail.events, tail.inductor_autotune)
+        .await?;
     st.commit(started.elapsed().as_millis() as i64, tail.event_files, beside).await
 }
 
@@ -303,7 +320,7 @@ pub async fn upload_report(server: &str, token: &str, report: ScanReport, retry:
         }
         st.entry(e).await?;
     }
-    st.records(unchanged, skipped, best_configs, events, report.inductor_autotune).await?;
+    st.records(unchanged, vec![], skipped, best_configs, events, report.inductor_autotune).await?;
     st.commit(report.duration_ms, event_files, beside).await
 }
 
@@ -324,6 +341,11 @@ pub struct Stager {
     part_bytes: usize,
     /// IR text of the next part's entries, by sha256 (each sha256 once per upload).
     texts: BTreeMap<String, String>,
+    /// Entries of the next part that may go as `present` records (their facts are their
+    /// files'), held whole until the server says which facts it lacks.
+    pending: Vec<Entry>,
+    /// The server takes `present` records and hands back what it holds (`previous`, `facts`).
+    facts: bool,
     /// The first 128 bits of each IR sha256 this upload has carried (each text goes once).
     seen: std::collections::HashSet<[u8; 16]>,
     max_blob: usize,
@@ -384,6 +406,8 @@ impl Stager {
             part: ScanPart::default(),
             part_bytes: 0,
             texts: BTreeMap::new(),
+            pending: vec![],
+            facts: false,
             seen: Default::default(),
             max_blob: usize::try_from(s.max_blob_bytes).unwrap_or(usize::MAX),
             target: PART_TARGET.min(usize::try_from(s.max_part_bytes / 2).unwrap_or(usize::MAX)).max(1),
@@ -395,6 +419,8 @@ impl Stager {
                 blobs_total: 0,
                 tries: 0,
                 events_sent: 0,
+                entries_sent: 0,
+                present_sent: 0,
             },
             machine: machine.into(),
             client_id: client_id.into(),
@@ -403,8 +429,38 @@ impl Stager {
         }))
     }
 
-    /// Add one entry (its IR text moves to the part's blobs); send the part when it is full.
-    pub async fn entry(&mut self, mut e: Entry) -> anyhow::Result<()> {
+    /// What the server holds of this upload's root (each entry's dir, signature and stamp), for
+    /// the scanner to skip what is unchanged. `None` from a server without it (404): it then
+    /// takes whole entries only.
+    pub async fn previous(&mut self) -> anyhow::Result<Option<PreviousAnswer>> {
+        let url = format!("{}/api/v1/uploads/{}/previous", self.base, self.id);
+        if self.done.is_some() {
+            return Ok(None);
+        }
+        let text = match send_gzipped(&self.http, reqwest::Method::POST, &url, &self.token, &[], self.retry).await {
+            Err(e) if [" 404 ", " 405 "].iter().any(|c| e.to_string().contains(c)) => return Ok(None),
+            r => r?.1,
+        };
+        self.facts = true;
+        Ok(Some(serde_json::from_str(&text).context("server's answer to previous")?))
+    }
+
+    /// Add one entry; send the part when it is full. An entry whose facts are its files' waits
+    /// in the part for the server to say whether it holds them ([`Stager::flush`]); any other
+    /// goes whole.
+    pub async fn entry(&mut self, e: Entry) -> anyhow::Result<()> {
+        if self.facts && e.facts_are_content() {
+            self.part_bytes += serde_json::to_vec(&e).map_or(0, |v| v.len())
+                + e.artifacts.iter().filter_map(|a| a.text.as_ref()).map(String::len).sum::<usize>();
+            self.pending.push(e);
+        } else {
+            self.whole(e);
+        }
+        self.flush_if_full().await
+    }
+
+    /// Put an entry into the part whole (its IR text moves to the part's blobs).
+    fn whole(&mut self, mut e: Entry) {
         for a in &mut e.artifacts {
             let Some(t) = a.text.take() else { continue };
             if t.len() > self.max_blob {
@@ -421,14 +477,44 @@ impl Stager {
             }
         }
         self.part_bytes += serde_json::to_vec(&e).map_or(0, |v| v.len());
+        self.stats.entries_sent += 1;
         self.part.entries.push(e);
-        self.flush_if_full().await
+    }
+
+    /// The pending entries into the part: as `present` records where the server holds their
+    /// facts, whole where it lacks them.
+    async fn settle_pending(&mut self) -> anyhow::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let facts: Vec<String> = pending.iter().map(Entry::fact).collect();
+        let mut ask = FactsRequest { facts: vec![], relocated: vec![] };
+        for (e, f) in pending.iter().zip(&facts) {
+            if e.relocated() { &mut ask.relocated } else { &mut ask.facts }.push(f.clone());
+        }
+        let body = gzip(&serde_json::to_vec(&ask)?)?;
+        let url = format!("{}/api/v1/uploads/{}/facts", self.base, self.id);
+        let text = self.send(reqwest::Method::POST, &url, body).await?;
+        let answer: FactsAnswer = serde_json::from_str(&text).context("server's answer to facts")?;
+        let missing: std::collections::HashSet<String> = answer.missing.into_iter().collect();
+        for (e, fact) in pending.into_iter().zip(facts) {
+            if missing.contains(&fact) {
+                self.whole(e);
+            } else {
+                self.stats.present_sent += 1;
+                self.part.present.push(Present::of(&e, fact));
+            }
+        }
+        Ok(())
     }
 
     /// Add the scan's other records, in parts of bounded size too.
+    #[allow(clippy::too_many_arguments)]
     pub async fn records(
         &mut self,
         unchanged: Vec<String>,
+        stamps: Vec<(String, String)>,
         skipped: Vec<crate::model::Skip>,
         best_configs: Vec<crate::model::BestConfig>,
         events: Vec<crate::model::HookEvent>,
@@ -445,6 +531,7 @@ impl Stager {
             };
         }
         add!(unchanged, unchanged);
+        add!(stamps, stamps);
         add!(skipped, skipped);
         add!(best_configs, best_configs);
         add!(events, events);
@@ -458,16 +545,19 @@ impl Stager {
 
     /// Send the part gathered so far: first its IR blobs the server lacks, then the part.
     async fn flush(&mut self) -> anyhow::Result<()> {
-        if self.part.is_empty() && self.texts.is_empty() {
+        if self.part.is_empty() && self.texts.is_empty() && self.pending.is_empty() {
             return Ok(());
         }
         let n = self.next;
         self.next += 1;
-        let (part, texts) = (std::mem::take(&mut self.part), std::mem::take(&mut self.texts));
         self.part_bytes = 0;
         if self.done.is_some() || self.held.contains(&n) {
-            return Ok(()); // the server has it (a resumed or finished upload)
+            // the server has it (a resumed or finished upload)
+            (self.part, self.texts, self.pending) = Default::default();
+            return Ok(());
         }
+        self.settle_pending().await?;
+        let (part, texts) = (std::mem::take(&mut self.part), std::mem::take(&mut self.texts));
         self.stats.blobs_total += texts.len();
         if !texts.is_empty() {
             let shas: Vec<String> = texts.keys().cloned().collect();
@@ -559,8 +649,18 @@ pub async fn upload_whole(server: &str, token: &str, mut report: ScanReport, ret
     }
     let blobs_sent = report.blobs.len();
     let events_sent = report.events.len();
+    let entries_sent = report.entries.len();
     let body = tokio::task::spawn_blocking(move || gzip(&serde_json::to_vec(&report)?)).await??;
     let (_, text, tries) = post_gzipped(&http, &format!("{base}/api/v1/scans"), token, &body, retry).await?;
     let response: UploadResponse = serde_json::from_str(&text).context("server's answer to the upload")?;
-    Ok(Uploaded { response, body_bytes: body.len(), blobs_sent, blobs_total, tries, events_sent })
+    Ok(Uploaded {
+        response,
+        body_bytes: body.len(),
+        blobs_sent,
+        blobs_total,
+        tries,
+        events_sent,
+        entries_sent,
+        present_sent: 0,
+    })
 }

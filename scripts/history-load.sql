@@ -19,13 +19,13 @@ WITH RECURSIVE seq(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM seq WHERE n + 1 <
      c AS (SELECT * FROM seq, t ORDER BY n, t.id LIMIT 50000)
 INSERT INTO entries(machine_id, root, dir, key, kind, kernel, backend, arch, warp_size, num_warps, num_stages, num_ctas,
                     triton_version, meta_hash, signature, shapes, created_at, bytes, registers, spills, shared_bytes,
-                    resources_json, metadata_json, group_json, relocated, partial, binary_sha256, sig,
+                    resources_json, metadata_json, group_json, relocated, partial, binary_sha256, sig, fact,
                     first_scan_id, last_scan_id, first_seen_at, last_seen_at)
 SELECT s.machine_id, '/bench/cache', c.key || c.id || '-' || c.n, c.key || c.id || '-' || c.n, c.kind,
        c.kernel || '_v' || (c.n % 100), c.backend, c.arch, c.warp_size, c.num_warps, c.num_stages, c.num_ctas,
        c.triton_version, c.meta_hash, c.signature, c.shapes, c.created_at - (c.n % 30) * 86400000, c.bytes,
        c.registers, c.spills, c.shared_bytes, c.resources_json, c.metadata_json, c.group_json, c.relocated, c.partial,
-       c.binary_sha256, 'bench:' || c.id, s.id, s.id, s.scanned_at, s.scanned_at
+       c.binary_sha256, 'bench:' || c.id, c.fact, s.id, s.id, s.scanned_at, s.scanned_at
 FROM scans s JOIN machines bm ON bm.id = s.machine_id, c WHERE bm.name LIKE 'bench-%';
 INSERT INTO artifacts(entry_id, name, ext, bytes, sha256)
 SELECT ne.id, a.name, a.ext, a.bytes, a.sha256 FROM entries ne

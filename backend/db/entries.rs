@@ -262,10 +262,15 @@ pub struct EntryDetail {
 }
 
 pub async fn entry_detail(pool: &SqlitePool, id: i64) -> sqlx::Result<EntryDetail> {
-    sqlx::query_as("SELECT root, dir, metadata_json, group_json, resources_json FROM entries WHERE id = ?")
-        .bind(id)
-        .fetch_one(pool)
-        .await
+    sqlx::query_as(
+        "SELECT e.root, e.dir, COALESCE(e.metadata_json, t.metadata_json) AS metadata_json,
+                COALESCE(e.group_json, t.group_json) AS group_json,
+                COALESCE(e.resources_json, t.resources_json) AS resources_json
+         FROM entries e LEFT JOIN fact_texts t ON t.fact = e.fact AND t.relocated = e.relocated WHERE e.id = ?",
+    )
+    .bind(id)
+    .fetch_one(pool)
+    .await
 }
 
 /// Live entries of one kernel (every kind) in variant order, capped at `limit`: read in the order
@@ -312,7 +317,9 @@ pub async fn relocated_example(
     machine_id: i64,
 ) -> sqlx::Result<Option<(String, String, Option<String>)>> {
     sqlx::query_as(
-        "SELECT root, dir, group_json FROM entries WHERE machine_id = ? AND relocated = 1 AND removed_at IS NULL LIMIT 1",
+        "SELECT e.root, e.dir, COALESCE(e.group_json, t.group_json) FROM entries e
+           LEFT JOIN fact_texts t ON t.fact = e.fact AND t.relocated = e.relocated
+         WHERE e.machine_id = ? AND e.relocated = 1 AND e.removed_at IS NULL LIMIT 1",
     )
     .bind(machine_id)
     .fetch_optional(pool)
@@ -329,6 +336,45 @@ pub async fn is_best_config(pool: &SqlitePool, machine: &str, key: &str) -> sqlx
     .bind(key)
     .fetch_one(pool)
     .await
+}
+
+/// What the server holds of a machine's root for an upload's scanner (`PreviousAnswer`): the
+/// live entries as one JSON text `[[dir, sig, stamp], ...]` (the stamp `null` when none was
+/// trusted), read from the `entries_rescan` index and `entry_stamps` alone, as an ingest reads
+/// them. `[]` for a machine or root the server has not seen.
+pub async fn previous_json(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<String> {
+    let rows = super::explain::rows_json("json_array(e.dir, e.sig, s.stamp)");
+    let text: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT {rows} FROM entries e INDEXED BY entries_rescan LEFT JOIN entry_stamps s ON s.entry_id = e.id
+         WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?) AND e.root = ? AND e.removed_at IS NULL"
+    )))
+    .bind(machine)
+    .bind(root)
+    .fetch_one(pool)
+    .await?;
+    Ok(format!("{{\"entries\":{}}}", text.as_deref().unwrap_or("[]")))
+}
+
+/// Which of these facts (`model::fact_digest`) the server holds in a row it may copy them
+/// from: one relocated or not as `relocated` says (`Ingest::present`).
+pub async fn facts_held(
+    pool: &SqlitePool,
+    facts: &[String],
+    relocated: bool,
+) -> sqlx::Result<std::collections::HashSet<String>> {
+    let mut held = std::collections::HashSet::new();
+    for chunk in facts.chunks(5000) {
+        let rows: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT fact FROM entries INDEXED BY entries_fact
+             WHERE fact IN (SELECT value FROM json_each(?)) AND relocated = ?",
+        )
+        .bind(serde_json::to_string(chunk).unwrap_or_default())
+        .bind(relocated)
+        .fetch_all(pool)
+        .await?;
+        held.extend(rows);
+    }
+    Ok(held)
 }
 
 #[cfg(test)]

@@ -391,8 +391,14 @@ async fn sides(pool: &SqlitePool, sql: &str, binds: &[&str]) -> sqlx::Result<Vec
 const SIDE_FIELDS: &str =
     "id, machine, key, kernel, metadata_json, binary_sha256, code_sha256, relocated, source_sha, ttir_sha";
 
-const SIDE_COLUMNS: &str = "e.id, m.name AS machine, e.key, e.kernel, e.metadata_json, e.binary_sha256,
-     json_extract(e.resources_json, '$.code_sha256') AS code_sha256, e.relocated,
+const SIDE_COLUMNS: &str = "e.id, m.name AS machine, e.key, e.kernel,
+     COALESCE(e.metadata_json, (SELECT t.metadata_json FROM fact_texts t WHERE t.fact = e.fact AND t.relocated = e.relocated))
+       AS metadata_json,
+     e.binary_sha256,
+     json_extract(COALESCE(e.resources_json, (SELECT t.resources_json FROM fact_texts t
+                                              WHERE t.fact = e.fact AND t.relocated = e.relocated)),
+                  '$.code_sha256') AS code_sha256,
+     e.relocated,
      (SELECT a.sha256 FROM artifacts a WHERE a.entry_id = e.id AND a.ext = 'source' ORDER BY a.name LIMIT 1)
        AS source_sha,
      (SELECT a.sha256 FROM artifacts a WHERE a.entry_id = e.id AND a.ext = 'ttir' ORDER BY a.name LIMIT 1)

@@ -5,7 +5,7 @@
 //! first and last scan (for a live row the last scan is the root's latest: see `finish`); entries of the scanned root not seen any more are marked removed, never
 //! deleted. Local scans and uploads go through the same [`Ingest`].
 
-use crate::model::{BestConfig, Entry, EntryKind, EventFileMark, HookEvent, ScanSummary, Skip, SkipKind};
+use crate::model::{BestConfig, Entry, EntryKind, EventFileMark, HookEvent, Present, ScanSummary, Skip, SkipKind};
 use crate::scan::{FastMap, FastSet, Previous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -212,31 +212,7 @@ impl Ingest {
     /// Store a batch of entries read by the scanner. `blobs` supplies IR text for uploads
     /// (local scans carry it in `Artifact::text`).
     pub async fn entries(&mut self, batch: &[Entry], blobs: &BTreeMap<String, String>) -> sqlx::Result<()> {
-        let mut fresh: Vec<&Entry> = Vec::with_capacity(batch.len());
-        for e in batch {
-            if let Some(other) = self.elsewhere.get(&e.key) {
-                let reason = crate::scan::duplicate_key(other);
-                self.dup_skips.push(Skip::new(e.dir.clone(), SkipKind::Duplicate, reason));
-                continue;
-            }
-            if !self.seen.insert(e.key.clone()) {
-                // the same key twice in one report: keep the first, count the other
-                let reason = "duplicate key (twice in the report)".to_string();
-                self.dup_skips.push(Skip::new(e.dir.clone(), SkipKind::Duplicate, reason));
-                continue;
-            }
-            match self.existing.get(&e.key) {
-                Some(x) if !x.removed && x.sig == e.sig => self.summary.unchanged_entries += 1,
-                Some(x) if !x.removed => {
-                    self.summary.changed_entries += 1;
-                    fresh.push(e);
-                }
-                _ => {
-                    self.summary.new_entries += 1;
-                    fresh.push(e);
-                }
-            }
-        }
+        let fresh: Vec<&Entry> = batch.iter().filter(|e| self.is_fresh(&e.key, &e.dir, &e.sig)).collect();
         for e in &fresh {
             let relocated = e.group.as_ref().is_some_and(|g| g.relocated);
             self.written.insert(e.key.clone(), (e.bytes, relocated, e.kind == EntryKind::Partial));
@@ -247,18 +223,183 @@ impl Ingest {
         Ok(())
     }
 
+    /// Whether a record of this scan is to be written: not a duplicate (another root's key,
+    /// or twice in the scan: those are counted as skips) and new or changed (its signature);
+    /// counted on the summary either way.
+    fn is_fresh(&mut self, key: &str, dir: &str, sig: &str) -> bool {
+        if let Some(other) = self.elsewhere.get(key) {
+            let reason = crate::scan::duplicate_key(other);
+            self.dup_skips.push(Skip::new(dir.to_string(), SkipKind::Duplicate, reason));
+            return false;
+        }
+        if !self.seen.insert(key.to_string()) {
+            // the same key twice in one report: keep the first, count the other
+            let reason = "duplicate key (twice in the report)".to_string();
+            self.dup_skips.push(Skip::new(dir.to_string(), SkipKind::Duplicate, reason));
+            return false;
+        }
+        match self.existing.get(key) {
+            Some(x) if !x.removed && x.sig == sig => {
+                self.summary.unchanged_entries += 1;
+                false
+            }
+            Some(x) if !x.removed => {
+                self.summary.changed_entries += 1;
+                true
+            }
+            _ => {
+                self.summary.new_entries += 1;
+                true
+            }
+        }
+    }
+
+    /// Store entries whose facts the server holds ([`Present`] records of an upload): each
+    /// row's facts are copied from a live or removed row with the same fact, relocated as it is,
+    /// its artifacts and class with them; what is this machine's own (dir, signature, compile
+    /// time, dir stamp) comes from the record. A record whose fact the server does not hold
+    /// (a row it was told of went meanwhile) is a skip, and its row, if any, kept as it was.
+    pub async fn present(&mut self, batch: &[Present]) -> sqlx::Result<()> {
+        let fresh: Vec<&Present> = batch.iter().filter(|p| self.is_fresh(&p.key, p.dir(), &p.sig)).collect();
+        for chunk in fresh.chunks(200) {
+            let facts: Vec<&str> = chunk.iter().map(|p| p.fact.as_str()).collect();
+            let donors: HashMap<(String, bool), i64> = sqlx::query_as::<_, (String, bool, i64)>(
+                "SELECT fact, relocated, MIN(id) FROM entries INDEXED BY entries_fact
+                 WHERE fact IN (SELECT value FROM json_each(?)) GROUP BY fact, relocated",
+            )
+            .bind(serde_json::to_string(&facts).unwrap_or_default())
+            .fetch_all(&mut *self.tx)
+            .await?
+            .into_iter()
+            .map(|(fact, relocated, id)| ((fact, relocated), id))
+            .collect();
+            let donors: HashMap<&str, i64> = chunk
+                .iter()
+                .filter_map(|p| Some((p.key.as_str(), *donors.get(&(p.fact.clone(), p.relocated))?)))
+                .collect();
+            let (held, lost): (Vec<&Present>, Vec<&Present>) =
+                chunk.iter().partition(|p| donors.contains_key(p.key.as_str()));
+            for p in lost {
+                let why = "the server no longer holds this entry's facts: sent again by the next scan";
+                self.dup_skips.push(Skip::new(p.dir().to_string(), SkipKind::Other, why));
+                self.written.remove(&p.key);
+            }
+            if !held.is_empty() {
+                self.copy_facts(&held, &donors).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the rows of `chunk` (new or changed), each from its donor row (by key).
+    async fn copy_facts(&mut self, chunk: &[&Present], donors: &HashMap<&str, i64>) -> sqlx::Result<()> {
+        let (scan, now, mid, root) = (self.scan_id, self.now, self.machine_id, self.root.clone());
+        let mut qb: QueryBuilder<Sqlite> =
+            QueryBuilder::new("WITH v(dir, sig, created_at, relocated, donor) AS (SELECT * FROM (VALUES ");
+        let mut sep = qb.separated(", ");
+        for p in chunk {
+            sep.push("(");
+            sep.push_bind_unseparated(p.dir().to_string())
+                .push_unseparated(", ")
+                .push_bind_unseparated(p.sig.clone())
+                .push_unseparated(", ")
+                .push_bind_unseparated(p.created_at)
+                .push_unseparated(", ")
+                .push_bind_unseparated(p.relocated)
+                .push_unseparated(", ")
+                .push_bind_unseparated(donors[p.key.as_str()])
+                .push_unseparated(")");
+        }
+        qb.push(
+            "))
+             INSERT INTO entries(machine_id, root, dir, key, kind, kernel, backend, arch, warp_size, num_warps,
+              num_stages, num_ctas, triton_version, meta_hash, signature, shapes, created_at, bytes, registers,
+              spills, shared_bytes, resources_json, metadata_json, group_json, relocated, partial, binary_sha256,
+              sig, fact, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
+             SELECT ",
+        );
+        qb.push_bind(mid).push(", ").push_bind(root).push(
+            ", v.dir, d.key, d.kind, d.kernel, d.backend, d.arch, d.warp_size, d.num_warps, d.num_stages,
+              d.num_ctas, d.triton_version, d.meta_hash, d.signature, d.shapes, v.created_at, d.bytes, d.registers,
+              d.spills, d.shared_bytes, d.resources_json, d.metadata_json, d.group_json, v.relocated, d.partial,
+              d.binary_sha256, v.sig, d.fact, ",
+        );
+        qb.push_bind(scan).push(", ").push_bind(scan).push(", ").push_bind(now).push(", ").push_bind(now);
+        qb.push(" FROM v JOIN entries d ON d.id = v.donor WHERE true ");
+        qb.push(UPSERT_SET);
+        qb.push(" RETURNING id, key, bytes");
+        let rows: Vec<(i64, String, i64)> = qb.build_query_as().fetch_all(&mut *self.tx).await?;
+        let by_key: HashMap<&str, &Present> = chunk.iter().map(|p| (p.key.as_str(), *p)).collect();
+        // (new row, the row its facts came from)
+        let mut pairs: Vec<(i64, i64)> = Vec::with_capacity(rows.len());
+        let mut compiled: Vec<(i64, i64)> = vec![];
+        let mut stamps: Vec<(i64, &str)> = vec![];
+        for (id, key, bytes) in &rows {
+            let Some(p) = by_key.get(key.as_str()) else { continue };
+            pairs.push((*id, donors[key.as_str()]));
+            self.written.insert(key.clone(), (*bytes, p.relocated, false));
+            compiled.extend(p.created_at.map(|t| (*id, t)));
+            stamps.extend(p.stamp.as_deref().map(|st| (*id, st)));
+        }
+        let ids: Vec<i64> = pairs.iter().map(|p| p.0).collect();
+        let pairs_json = serde_json::to_string(&pairs).unwrap_or_default();
+        self.clear_rows(&ids).await?;
+        sqlx::query("DELETE FROM entry_classes WHERE entry_id IN (SELECT value FROM json_each(?))")
+            .bind(super::explain::json_ids(&ids))
+            .execute(&mut *self.tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO artifacts(entry_id, name, ext, bytes, sha256)
+             SELECT p.value ->> 0, a.name, a.ext, a.bytes, a.sha256
+             FROM json_each(?) p JOIN artifacts a ON a.entry_id = p.value ->> 1",
+        )
+        .bind(&pairs_json)
+        .execute(&mut *self.tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO entry_classes(kernel, entry_id, class, machine_id, key, kind)
+             SELECT c.kernel, p.value ->> 0, c.class, ?, c.key, c.kind
+             FROM json_each(?) p JOIN entry_classes c ON c.entry_id = p.value ->> 1",
+        )
+        .bind(mid)
+        .bind(&pairs_json)
+        .execute(&mut *self.tx)
+        .await?;
+        store_compiles(&mut self.tx, &compiled).await?;
+        store_stamps(&mut self.tx, &stamps).await?;
+        super::inductor::link_modules(&mut self.tx, mid, &ids).await
+    }
+
+    /// Drop what hangs off rows about to be written again (their files, autotune rows, dir
+    /// stamps and Inductor module links): the write puts back what the scan read.
+    async fn clear_rows(&mut self, ids: &[i64]) -> sqlx::Result<()> {
+        for table in ["artifacts", "autotune", "entry_stamps", "entry_modules"] {
+            let mut del = QueryBuilder::<Sqlite>::new(format!("DELETE FROM {table} WHERE entry_id IN ("));
+            let mut sep = del.separated(", ");
+            for id in ids {
+                sep.push_bind(*id);
+            }
+            del.push(")");
+            del.build().execute(&mut *self.tx).await?;
+        }
+        Ok(())
+    }
+
     async fn upsert(&mut self, chunk: &[&Entry], blobs: &BTreeMap<String, String>) -> sqlx::Result<()> {
         let (scan, now, mid, root) = (self.scan_id, self.now, self.machine_id, self.root.clone());
         let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(
             "INSERT INTO entries(machine_id, root, dir, key, kind, kernel, backend, arch, warp_size, num_warps,
               num_stages, num_ctas, triton_version, meta_hash, signature, shapes, created_at, bytes, registers,
               spills, shared_bytes, resources_json, metadata_json, group_json, relocated, partial, binary_sha256,
-              sig, first_scan_id, last_scan_id, first_seen_at, last_seen_at) ",
+              sig, fact, first_scan_id, last_scan_id, first_seen_at, last_seen_at) ",
         );
         // The metadata's text, stored and hashed into the entry's class.
         let metadata: Vec<Option<String>> = chunk.iter().map(|e| e.metadata.as_ref().map(|v| v.to_string())).collect();
-        qb.push_values(chunk.iter().zip(&metadata), |mut b, (e, metadata)| {
-            let js = |v: &Option<serde_json::Value>| v.as_ref().map(|v| v.to_string());
+        // The texts are stored once per fact and relocation (`fact_texts`); the row holds none.
+        let facts: Vec<String> = chunk.iter().map(|e| e.fact()).collect();
+        store_fact_texts(&mut self.tx, chunk, &metadata, &facts).await?;
+        let none: Option<String> = None;
+        qb.push_values(chunk.iter().zip(&facts), |mut b, (e, fact)| {
             b.push_bind(mid)
                 .push_bind(root.clone())
                 .push_bind(e.dir.clone())
@@ -280,31 +421,21 @@ impl Ingest {
                 .push_bind(e.registers)
                 .push_bind(e.spills)
                 .push_bind(e.shared_bytes)
-                .push_bind(js(&e.resources))
-                .push_bind(metadata.clone())
-                .push_bind(e.group.as_ref().map(|g| serde_json::to_string(g).unwrap_or_default()))
-                .push_bind(e.group.as_ref().is_some_and(|g| g.relocated))
+                .push_bind(none.clone())
+                .push_bind(none.clone())
+                .push_bind(none.clone())
+                .push_bind(e.relocated())
                 .push_bind(e.partial.clone())
                 .push_bind(e.binary_sha256().map(str::to_string))
                 .push_bind(e.sig.clone())
+                .push_bind(fact.clone())
                 .push_bind(scan)
                 .push_bind(scan)
                 .push_bind(now)
                 .push_bind(now);
         });
-        qb.push(
-            " ON CONFLICT(machine_id, key) DO UPDATE SET root=excluded.root, dir=excluded.dir, kind=excluded.kind,
-              kernel=excluded.kernel, backend=excluded.backend, arch=excluded.arch, warp_size=excluded.warp_size,
-              num_warps=excluded.num_warps, num_stages=excluded.num_stages, num_ctas=excluded.num_ctas,
-              triton_version=excluded.triton_version, meta_hash=excluded.meta_hash, signature=excluded.signature,
-              shapes=excluded.shapes, created_at=excluded.created_at, bytes=excluded.bytes,
-              registers=excluded.registers, spills=excluded.spills, shared_bytes=excluded.shared_bytes,
-              resources_json=excluded.resources_json, metadata_json=excluded.metadata_json,
-              group_json=excluded.group_json, relocated=excluded.relocated, partial=excluded.partial,
-              binary_sha256=excluded.binary_sha256, sig=excluded.sig, last_scan_id=excluded.last_scan_id,
-              last_seen_at=excluded.last_seen_at, removed_at=NULL, removed_scan_id=NULL
-             RETURNING id, key",
-        );
+        qb.push(UPSERT_SET);
+        qb.push(" RETURNING id, key");
         let ids: HashMap<String, i64> = qb
             .build()
             .fetch_all(&mut *self.tx)
@@ -315,13 +446,7 @@ impl Ingest {
         // `created_at` above is the entry's latest compile (metadata mtime); a recompile in
         // place overwrites it. Every distinct compile time seen is kept for history.
         let compiled: Vec<(i64, i64)> = chunk.iter().filter_map(|e| e.created_at.map(|t| (ids[&e.key], t))).collect();
-        if !compiled.is_empty() {
-            let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO entry_compiles(entry_id, compiled_at) ");
-            qb.push_values(&compiled, |mut b, (id, t)| {
-                b.push_bind(*id).push_bind(*t);
-            });
-            qb.build().execute(&mut *self.tx).await?;
-        }
+        store_compiles(&mut self.tx, &compiled).await?;
         // Classes of the entries with a kernel name (a rewrite may have dropped the name).
         let classes: Vec<super::classes::Stored> = chunk
             .iter()
@@ -340,15 +465,7 @@ impl Ingest {
         let nameless: Vec<i64> = chunk.iter().filter(|e| e.kernel.is_none()).map(|e| ids[&e.key]).collect();
         super::classes::store(&mut self.tx, &classes, &nameless).await?;
         let id_list: Vec<i64> = ids.values().copied().collect();
-        for table in ["artifacts", "autotune", "entry_stamps", "entry_modules"] {
-            let mut del = QueryBuilder::<Sqlite>::new(format!("DELETE FROM {table} WHERE entry_id IN ("));
-            let mut sep = del.separated(", ");
-            for id in &id_list {
-                sep.push_bind(*id);
-            }
-            del.push(")");
-            del.build().execute(&mut *self.tx).await?;
-        }
+        self.clear_rows(&id_list).await?;
         let stamps: Vec<(i64, &str)> =
             chunk.iter().filter_map(|e| Some((ids[&e.key], e.dir_stamp.as_deref()?))).collect();
         store_stamps(&mut self.tx, &stamps).await?;
@@ -548,6 +665,55 @@ impl Ingest {
         crate::failpoint::hit("commit-done");
         Ok(self.summary)
     }
+}
+
+/// The upsert of an entry row by (machine, key): a row seen again is rewritten whole, live.
+const UPSERT_SET: &str = " ON CONFLICT(machine_id, key) DO UPDATE SET root=excluded.root, dir=excluded.dir,
+      kind=excluded.kind, kernel=excluded.kernel, backend=excluded.backend, arch=excluded.arch,
+      warp_size=excluded.warp_size, num_warps=excluded.num_warps, num_stages=excluded.num_stages,
+      num_ctas=excluded.num_ctas, triton_version=excluded.triton_version, meta_hash=excluded.meta_hash,
+      signature=excluded.signature, shapes=excluded.shapes, created_at=excluded.created_at, bytes=excluded.bytes,
+      registers=excluded.registers, spills=excluded.spills, shared_bytes=excluded.shared_bytes,
+      resources_json=excluded.resources_json, metadata_json=excluded.metadata_json,
+      group_json=excluded.group_json, relocated=excluded.relocated, partial=excluded.partial,
+      binary_sha256=excluded.binary_sha256, sig=excluded.sig, fact=excluded.fact,
+      last_scan_id=excluded.last_scan_id, last_seen_at=excluded.last_seen_at, removed_at=NULL,
+      removed_scan_id=NULL";
+
+/// The metadata, resources and group JSON of entries, once per (fact, relocated): the first
+/// writer's stays (the same files give the same texts).
+async fn store_fact_texts(
+    tx: &mut Transaction<'static, Sqlite>,
+    chunk: &[&Entry],
+    metadata: &[Option<String>],
+    facts: &[String],
+) -> sqlx::Result<()> {
+    let js = |v: &Option<serde_json::Value>| v.as_ref().map(|v| v.to_string());
+    let mut qb = QueryBuilder::<Sqlite>::new(
+        "INSERT OR IGNORE INTO fact_texts(fact, relocated, metadata_json, resources_json, group_json) ",
+    );
+    qb.push_values(chunk.iter().zip(metadata).zip(facts), |mut b, ((e, m), fact)| {
+        b.push_bind(fact.clone())
+            .push_bind(e.relocated())
+            .push_bind(m.clone())
+            .push_bind(js(&e.resources))
+            .push_bind(e.group.as_ref().map(|g| serde_json::to_string(g).unwrap_or_default()));
+    });
+    qb.build().execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// Keep every distinct compile time seen of each entry (`created_at` is its latest: a
+/// recompile in place overwrites it), for history.
+async fn store_compiles(tx: &mut Transaction<'static, Sqlite>, compiled: &[(i64, i64)]) -> sqlx::Result<()> {
+    for chunk in compiled.chunks(400) {
+        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO entry_compiles(entry_id, compiled_at) ");
+        qb.push_values(chunk, |mut b, (id, t)| {
+            b.push_bind(*id).push_bind(*t);
+        });
+        qb.build().execute(&mut **tx).await?;
+    }
+    Ok(())
 }
 
 /// Store entries' dir stamps (replacing what they had).

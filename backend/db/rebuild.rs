@@ -313,8 +313,10 @@ const REBUILD: &[&str] = &[
      WITHOUT ROWID",
     "DELETE FROM temp.dup_code",
     "INSERT INTO temp.dup_code(kernel, code)
-     SELECT kernel, json_extract(resources_json, '$.code_sha256') AS c FROM entries
-     WHERE removed_at IS NULL AND kernel IS NOT NULL AND resources_json IS NOT NULL AND c IS NOT NULL
+     SELECT kernel, json_extract(COALESCE(resources_json, (SELECT t.resources_json FROM fact_texts t
+                                     WHERE t.fact = entries.fact AND t.relocated = entries.relocated)),
+                                 '$.code_sha256') AS c FROM entries
+     WHERE removed_at IS NULL AND kernel IS NOT NULL AND c IS NOT NULL
      GROUP BY kernel, c HAVING COUNT(DISTINCT key) > 1",
     "INSERT INTO temp.staged_variant_cells(kernel, backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind,
                                     entries, machines, reg_min, reg_max, spill_min, spill_max, shared_min, shared_max,
@@ -328,7 +330,10 @@ const REBUILD: &[&str] = &[
             SUM(EXISTS(SELECT 1 FROM best_configs b WHERE b.triton_cache_hash = e.key AND b.machine_id = e.machine_id)),
             MIN(e.id), MAX(e.id),
             SUM(EXISTS(SELECT 1 FROM temp.dup_code d WHERE d.kernel = e.kernel
-                                                      AND d.code = json_extract(e.resources_json, '$.code_sha256'))),
+                                                      AND d.code = json_extract(COALESCE(e.resources_json,
+                                                          (SELECT t.resources_json FROM fact_texts t
+                                                           WHERE t.fact = e.fact AND t.relocated = e.relocated)),
+                                                          '$.code_sha256'))),
             -- the machine and key of the entries MIN(e.id) and MAX(e.id): the zero-padded id
             -- sorts as the id does
             substr(MIN(printf('%020d', e.id) || m.name || char(9) || e.key), 21),

@@ -12,7 +12,7 @@ use tempfile::TempDir;
 
 /// The whole demo (every archive, as `serve --demo` loads it) in a fresh database:
 /// (database dir, the caches' dir, pool).
-async fn demo_db() -> (TempDir, TempDir, SqlitePool) {
+pub(crate) async fn demo_db() -> (TempDir, TempDir, SqlitePool) {
     let (dbdir, pool) = fresh_db().await;
     let work = TempDir::new().unwrap();
     cachelens::demo::load(&pool, work.path()).await.unwrap();
@@ -144,7 +144,7 @@ async fn demo_ir_is_stored_compressed_and_reads_back_as_written() {
 
 /// Answers that read blob text: the IR viewer (page and raw), compare's IR diff (page and API),
 /// the explainer's reports, nearest (IR texts by sha256), autotune results (`.autotune.json`).
-async fn answers(state: &AppState, pool: &SqlitePool) -> Vec<(String, String)> {
+pub(crate) async fn answers(state: &AppState, pool: &SqlitePool) -> Vec<(String, String)> {
     let mut uris = vec![];
     // two entries of each kernel (other machines or releases): compared, with their IR diff
     let pairs: Vec<(String, String)> = sqlx::query_as(

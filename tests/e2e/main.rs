@@ -9,6 +9,7 @@ mod damaged;
 mod explain;
 mod explain_exact;
 mod explain_generated;
+mod facts;
 mod fuzz;
 mod gate;
 mod history;

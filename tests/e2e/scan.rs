@@ -125,41 +125,48 @@ pub struct Row_ {
 }
 
 pub async fn rows(pool: &SqlitePool, machine: &str) -> BTreeMap<String, Row_> {
-    sqlx::query("SELECT e.* FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? ORDER BY e.dir")
-        .bind(machine)
-        .fetch_all(pool)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| {
-            let row = Row_ {
-                id: r.get("id"),
-                key: r.get("key"),
-                dir: r.get("dir"),
-                kind: r.get("kind"),
-                kernel: r.get("kernel"),
-                backend: r.get("backend"),
-                arch: r.get("arch"),
-                warp_size: r.get("warp_size"),
-                num_warps: r.get("num_warps"),
-                num_stages: r.get("num_stages"),
-                triton_version: r.get("triton_version"),
-                meta_hash: r.get("meta_hash"),
-                created_at: r.get("created_at"),
-                bytes: r.get("bytes"),
-                registers: r.get("registers"),
-                spills: r.get("spills"),
-                relocated: r.get("relocated"),
-                partial: r.get("partial"),
-                removed_at: r.get("removed_at"),
-                first_scan_id: r.get("first_scan_id"),
-                last_scan_id: r.get("last_scan_id"),
-                metadata_json: r.get("metadata_json"),
-                group_json: r.get("group_json"),
-            };
-            (row.dir.clone(), row)
-        })
-        .collect()
+    // the texts of a row with a fact are kept once per fact (`fact_texts`)
+    sqlx::query(
+        "SELECT e.*, COALESCE(e.metadata_json, t.metadata_json) AS metadata_json,
+                COALESCE(e.group_json, t.group_json) AS group_json
+         FROM entries e JOIN machines m ON m.id = e.machine_id
+           LEFT JOIN fact_texts t ON t.fact = e.fact AND t.relocated = e.relocated
+         WHERE m.name = ? ORDER BY e.dir",
+    )
+    .bind(machine)
+    .fetch_all(pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|r| {
+        let row = Row_ {
+            id: r.get("id"),
+            key: r.get("key"),
+            dir: r.get("dir"),
+            kind: r.get("kind"),
+            kernel: r.get("kernel"),
+            backend: r.get("backend"),
+            arch: r.get("arch"),
+            warp_size: r.get("warp_size"),
+            num_warps: r.get("num_warps"),
+            num_stages: r.get("num_stages"),
+            triton_version: r.get("triton_version"),
+            meta_hash: r.get("meta_hash"),
+            created_at: r.get("created_at"),
+            bytes: r.get("bytes"),
+            registers: r.get("registers"),
+            spills: r.get("spills"),
+            relocated: r.get("relocated"),
+            partial: r.get("partial"),
+            removed_at: r.get("removed_at"),
+            first_scan_id: r.get("first_scan_id"),
+            last_scan_id: r.get("last_scan_id"),
+            metadata_json: r.get("metadata_json"),
+            group_json: r.get("group_json"),
+        };
+        (row.dir.clone(), row)
+    })
+    .collect()
 }
 
 fn mtime_ms(p: &Path) -> i64 {
@@ -351,7 +358,10 @@ async fn corpus_scans_match_the_files() {
             count(
                 &pool,
                 &format!(
-                    "SELECT COUNT(*) FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = '{m}' AND {cond}"
+                    "SELECT COUNT(*) FROM entries e JOIN machines m ON m.id = e.machine_id
+                       JOIN fact_texts t ON t.fact = e.fact AND t.relocated = e.relocated
+                     WHERE m.name = '{m}' AND {}",
+                    cond.replace("metadata_json", "t.metadata_json")
                 ),
             )
             .await

@@ -41,6 +41,8 @@ pub fn upload_router() -> Router<AppState> {
         .route("/api/v1/uploads/{id}/parts/{n}", put(uploads::put_part))
         .route("/api/v1/uploads/{id}/blobs/{sha256}", put(uploads::put_blob))
         .route("/api/v1/uploads/{id}/commit", post(uploads::commit))
+        .route("/api/v1/uploads/{id}/previous", post(uploads::previous))
+        .route("/api/v1/uploads/{id}/facts", post(uploads::facts))
 }
 
 /// The most rows one page of a list endpoint returns (docs/API.md; `Page::new` caps at it too).

@@ -9,6 +9,12 @@
 //!   rules (`crate::rules`): what breaks one is skipped with its reason, the rest kept.
 //! - `PUT /api/v1/uploads/{id}/blobs/{sha256}`: one IR text, gzipped, at most the scanner's IR
 //!   cap, checked against its sha256.
+//! - `POST /api/v1/uploads/{id}/previous`: what the server holds of the upload's root on this
+//!   machine (each live entry's dir, signature and dir stamp, gzipped), so the client's scanner
+//!   skips the unchanged entries as a local re-scan does: an unchanged node re-reads nothing.
+//! - `POST /api/v1/uploads/{id}/facts` `{facts: [digest, ...]}`: which entry facts
+//!   (`model::fact_digest`) the server lacks; the client sends the others as `present` records
+//!   (this machine's own part of the entry only) and the whole entry for these.
 //! - `POST /api/v1/uploads/{id}/commit` `{parts, duration_ms, event_files, beside}`: every part
 //!   stored in one transaction ([`crate::collect::ingest_staged`]); 201 with the scan, or 200
 //!   when it was stored before.
@@ -20,7 +26,7 @@
 use super::upload::{answer, authenticate, inflate, is_gzip, parse_json, queue_permit, read_spooled, spool_capped};
 use super::validate;
 use crate::db::staging;
-use crate::model::{PartAnswer, UPLOAD_FORMAT, UploadBegin, UploadResponse, UploadSession};
+use crate::model::{FactsAnswer, FactsRequest, PartAnswer, UPLOAD_FORMAT, UploadBegin, UploadResponse, UploadSession};
 use crate::rules::is_sha256;
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
@@ -164,6 +170,57 @@ pub async fn commit(
     }
     tracing::info!(machine = %machine, scan_id = summary.scan_id, created, parts = c.parts, "staged upload");
     Ok(answer(summary, created))
+}
+
+/// `POST /api/v1/uploads/{id}/previous`: the live entries of the upload's root on the token's
+/// machine (`PreviousAnswer`), gzipped. Its size is the root's entries (~120 bytes each before
+/// gzip), which the commit reads anyway.
+pub async fn previous(
+    State(s): State<AppState>,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+) -> Result<axum::response::Response, ApiError> {
+    let machine = authenticate(&s, &headers).await?;
+    let up = open_upload(&s, &machine, id).await?;
+    let text = crate::db::entries::previous_json(s.db.pool(), &machine, &up.root).await?;
+    let gz = tokio::task::spawn_blocking(move || gzip_bytes(text.as_bytes()))
+        .await
+        .map_err(|e| AppError::Internal(e.into()))??;
+    Ok(axum::response::Response::builder()
+        .header(axum::http::header::CONTENT_TYPE, "application/json")
+        .header(axum::http::header::CONTENT_ENCODING, "gzip")
+        .body(Body::from(gz))
+        .map_err(|e| AppError::Internal(e.into()))?)
+}
+
+/// The most fact digests one `facts` request may ask about (a part holds fewer).
+pub const MAX_FACTS: usize = 50_000;
+
+/// `POST /api/v1/uploads/{id}/facts`: which of the facts the server lacks. It answers only
+/// for facts the client proves it read: a digest covers every file's sha256 of an entry, so
+/// it cannot be made without the entry's bytes (docs/THREAT-MODEL.md).
+pub async fn facts(
+    State(s): State<AppState>,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<FactsAnswer>, ApiError> {
+    let machine = authenticate(&s, &headers).await?;
+    open_upload(&s, &machine, id).await?;
+    let r: FactsRequest = small_body(&s, &headers, body).await?;
+    let n = r.facts.len() + r.relocated.len();
+    if n > MAX_FACTS {
+        return Err(AppError::Unprocessable(format!("{n} facts asked about, more than the {MAX_FACTS} allowed")).into());
+    }
+    if let Some(bad) = r.facts.iter().chain(&r.relocated).find(|f| !crate::rules::is_fact(f)) {
+        return Err(AppError::Unprocessable(format!("not a fact digest: {:?}", crate::rules::trunc(bad))).into());
+    }
+    let mut missing = vec![];
+    for (facts, relocated) in [(r.facts, false), (r.relocated, true)] {
+        let held = crate::db::entries::facts_held(s.db.pool(), &facts, relocated).await?;
+        missing.extend(facts.into_iter().filter(|f| !held.contains(f)));
+    }
+    Ok(Json(FactsAnswer { missing }))
 }
 
 /// The largest part this server takes: [`MAX_PART_BYTES`], or `--max-upload-mb` when lower.

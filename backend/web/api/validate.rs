@@ -7,7 +7,8 @@
 //! rest is stored, so no client, older, newer or hostile, can freeze a node out.
 
 use crate::model::{
-    BestConfig, Entry, EventFileMark, HookEvent, InductorAutotune, ScanPart, Skip, ToolSize, valid_machine_name,
+    BestConfig, Entry, EventFileMark, HookEvent, InductorAutotune, Present, ScanPart, Skip, ToolSize,
+    valid_machine_name,
 };
 use crate::rules::{self, Item, screen, trunc};
 use crate::web::error::AppError;
@@ -30,6 +31,10 @@ pub struct PartWire {
     pub events: Vec<Item<HookEvent>>,
     #[serde(default)]
     pub inductor_autotune: Vec<Item<InductorAutotune>>,
+    #[serde(default)]
+    pub present: Vec<Item<Present>>,
+    #[serde(default)]
+    pub stamps: Vec<Item<(String, String)>>,
 }
 
 /// The commit of a staged upload, its records parsed on their own.
@@ -105,6 +110,8 @@ pub fn part(w: PartWire) -> Result<ScanPart, AppError> {
         ("best_configs", w.best_configs.len()),
         ("events", w.events.len()),
         ("inductor_autotune", w.inductor_autotune.len()),
+        ("present", w.present.len()),
+        ("stamps", w.stamps.len()),
     ])?;
     let mut skipped = vec![];
     let mut p = ScanPart {
@@ -114,6 +121,8 @@ pub fn part(w: PartWire) -> Result<ScanPart, AppError> {
         best_configs: screen(w.best_configs, rules::best_config, |b| &b.path, &mut skipped),
         events: screen(w.events, rules::event, |e| &e.key, &mut skipped),
         inductor_autotune: screen(w.inductor_autotune, rules::decision, |a| &a.path, &mut skipped),
+        present: screen(w.present, rules::present, |p| p.dir(), &mut skipped),
+        stamps: screen(w.stamps, rules::restamp, |s| &s.0, &mut skipped),
     };
     let sent = screen(w.skipped, no_check, |s| &s.path, &mut skipped);
     p.skipped = sent.into_iter().chain(skipped).map(rules::skip).collect();
