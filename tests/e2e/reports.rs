@@ -332,6 +332,9 @@ async fn a_kernel_over_the_entries_loaded_at_once_is_paired_in_pieces() {
             assert_eq!(whole[f], want[f], "group_entries {n}: field {f} differs");
         }
         same_as_fresh(&small, "machine=a100-1", spec).await;
+        // Across backends (CUDA's num_stages default against HIP's: no split by num_stages).
+        let pair = Spec::Machines { a: "a100-1".into(), b: "mi300-1".into() };
+        same_as_fresh(&small, "a=a100-1&b=mi300-1", pair).await;
     }
 }
 
