@@ -69,10 +69,12 @@ fn memory() -> (u64, u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_in_place_upgrade_of_10000_entries_of_one_kernel_is_paired_whole() {
-    let old = cachelens::collect::scan_report(&corpus_read_only("a100-upgrade-1-triton-3.4.0").join("triton-cache"), "t")
-        .unwrap();
-    let both = cachelens::collect::scan_report(&corpus_read_only("a100-upgrade-2-triton-3.5.1").join("triton-cache"), "t")
-        .unwrap();
+    let old =
+        cachelens::collect::scan_report(&corpus_read_only("a100-upgrade-1-triton-3.4.0").join("triton-cache"), "t")
+            .unwrap();
+    let both =
+        cachelens::collect::scan_report(&corpus_read_only("a100-upgrade-2-triton-3.5.1").join("triton-cache"), "t")
+            .unwrap();
     fn kernels(entries: Vec<&Entry>) -> Vec<&Entry> {
         let mut v: Vec<&Entry> = entries.into_iter().filter(|e| e.kernel.is_some() && e.metadata.is_some()).collect();
         v.sort_by(|a, b| (&a.kernel, &a.key).cmp(&(&b.kernel, &b.key)));
@@ -128,7 +130,7 @@ async fn an_in_place_upgrade_of_10000_entries_of_one_kernel_is_paired_whole() {
     );
 
     // The peak from here on: the report alone (other tests running beside it count too).
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
     let (_, rss_before) = memory();
     let t = std::time::Instant::now();
     let (st, body) = get(&state, "/api/v1/invalidations?machine=up&limit=10").await;
@@ -136,7 +138,7 @@ async fn an_in_place_upgrade_of_10000_entries_of_one_kernel_is_paired_whole() {
     let (peak, rss_after) = memory();
     println!(
         "report of {N} + {N} entries of one kernel: {st} in {:.1} s; VmRSS {rss_before} MiB before, \
-         peak {peak} MiB while computing, {rss_after} MiB after",
+         peak {peak} MiB while computing (peak reset: {reset}), {rss_after} MiB after",
         took.as_secs_f64()
     );
     assert_eq!(st, 200, "{body}");
@@ -150,7 +152,10 @@ async fn an_in_place_upgrade_of_10000_entries_of_one_kernel_is_paired_whole() {
     assert_eq!((r["new_total"].as_u64(), r["removed_total"].as_u64()), (Some(0), Some(0)), "{r}");
     assert_eq!(r["by_cause"], json!([{"cause": "compiler", "count": N}]), "{r}");
     assert!(
-        r["summary"].as_str().unwrap().starts_with(&format!("{N} of {N} entries recompiled after Triton 3.4.0 → 3.5.1")),
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{N} of {N} entries recompiled after Triton 3.4.0 → 3.5.1")),
         "{}",
         r["summary"]
     );

@@ -121,7 +121,8 @@ pub(super) async fn kernel_part(
         last.insert(r.key.as_str(), r);
     }
     let mut seen = HashSet::new();
-    let new: Vec<&LightRow> = new.iter().filter(|r| seen.insert(r.key.as_str())).map(|r| last[r.key.as_str()]).collect();
+    let new: Vec<&LightRow> =
+        new.iter().filter(|r| seen.insert(r.key.as_str())).map(|r| last[r.key.as_str()]).collect();
     let old_keys: HashSet<&str> = old.iter().map(|r| r.key.as_str()).collect();
     let new_keys: HashSet<&str> = new.iter().map(|r| r.key.as_str()).collect();
     let fresh: Vec<usize> = (0..new.len()).filter(|&i| !old_keys.contains(new[i].key.as_str())).collect();
@@ -216,8 +217,9 @@ pub(super) async fn kernel_part(
         let ncs: Vec<usize> = chunk.iter().map(|p| p.1).collect();
         let os = reps(pool, old_machine, &oc, &ocs, &by_id_old).await?;
         let ns = reps(pool, new_machine, &nc, &ncs, &by_id_new).await?;
-        let b = blocking(shared, move |sh| os.iter().zip(&ns).map(|(o, n)| pieces::built(o, n, sh)).collect::<Vec<_>>())
-            .await?;
+        let b =
+            blocking(shared, move |sh| os.iter().zip(&ns).map(|(o, n)| pieces::built(o, n, sh)).collect::<Vec<_>>())
+                .await?;
         built.extend(chunk.iter().copied().zip(b));
     }
 
@@ -246,7 +248,11 @@ pub(super) async fn kernel_part(
         kept: new.iter().filter(|r| old_keys.contains(r.key.as_str())).map(|r| r.key.clone()).collect(),
         invalidated,
         phrases,
-        new: fresh.iter().filter(|n| !used_new.contains(*n)).map(|&n| (kernel.to_string(), new[n].key.clone())).collect(),
+        new: fresh
+            .iter()
+            .filter(|n| !used_new.contains(*n))
+            .map(|&n| (kernel.to_string(), new[n].key.clone()))
+            .collect(),
         removed: (0..old.len())
             .filter(|o| !new_keys.contains(old[*o].key.as_str()) && !used_old.contains(o))
             .map(|o| (kernel.to_string(), old[o].key.clone()))

@@ -163,7 +163,11 @@ pub fn assign(
             if used[i] {
                 continue;
             }
-            let best = table[c].iter().filter(|(dd, _)| *dd == d).filter_map(|&(_, oc)| Some((*queues[oc].front()?, oc))).min();
+            let best = table[c]
+                .iter()
+                .filter(|(dd, _)| *dd == d)
+                .filter_map(|&(_, oc)| Some((*queues[oc].front()?, oc)))
+                .min();
             if let Some((o, oc)) = best {
                 queues[oc].pop_front();
                 used[i] = true;
