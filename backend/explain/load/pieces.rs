@@ -24,6 +24,7 @@ use crate::explain::pieces::{self, Built, Facts, Splitter, SubKey, Verdict};
 use crate::explain::{Invalidated, Part, Shared, Side};
 use sqlx::SqlitePool;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 /// One side's classes: facts, and one member's id each.
 #[derive(Default)]
@@ -87,16 +88,39 @@ async fn classify(
     Ok(of)
 }
 
-/// The sides of one member of each class of `which`, by class.
-async fn reps(
-    pool: &SqlitePool,
-    machine: &str,
-    classes: &Classes,
-    which: &[usize],
-    rows: &HashMap<i64, &LightRow>,
-) -> Result<Vec<Side>, ExplainError> {
-    let rs: Vec<&LightRow> = which.iter().map(|&c| rows[&classes.rep[c]]).collect();
-    read(pool, machine, &rs).await
+/// One member's side of each class, read when asked for, or all held when the kernel's classes
+/// fit in one batch (most kernels: their sub-groups then cost no read each).
+struct Reps<'a> {
+    machine: &'a str,
+    classes: &'a Classes,
+    rows: HashMap<i64, &'a LightRow>,
+    held: Option<Vec<Arc<Side>>>,
+}
+
+impl<'a> Reps<'a> {
+    async fn new(
+        pool: &SqlitePool,
+        machine: &'a str,
+        classes: &'a Classes,
+        rows: HashMap<i64, &'a LightRow>,
+        hold: bool,
+    ) -> Result<Reps<'a>, ExplainError> {
+        let mut r = Reps { machine, classes, rows, held: None };
+        if hold {
+            let all: Vec<usize> = (0..classes.rep.len()).collect();
+            r.held = Some(r.get(pool, &all).await?);
+        }
+        Ok(r)
+    }
+
+    /// The sides of classes `which`, in order.
+    async fn get(&self, pool: &SqlitePool, which: &[usize]) -> Result<Vec<Arc<Side>>, ExplainError> {
+        if let Some(h) = &self.held {
+            return Ok(which.iter().map(|&c| h[c].clone()).collect());
+        }
+        let rs: Vec<&LightRow> = which.iter().map(|&c| self.rows[&self.classes.rep[c]]).collect();
+        Ok(read(pool, self.machine, &rs).await?.into_iter().map(Arc::new).collect())
+    }
 }
 
 /// The match of one named kernel: `old` and `new` its entries on each side (as listed: by key),
@@ -127,8 +151,6 @@ pub(super) async fn kernel_part(
     let new_keys: HashSet<&str> = new.iter().map(|r| r.key.as_str()).collect();
     let fresh: Vec<usize> = (0..new.len()).filter(|&i| !old_keys.contains(new[i].key.as_str())).collect();
     let fresh_rows: Vec<&LightRow> = fresh.iter().map(|&i| new[i]).collect();
-    let by_id_old: HashMap<i64, &LightRow> = old.iter().map(|r| (r.id, *r)).collect();
-    let by_id_new: HashMap<i64, &LightRow> = fresh_rows.iter().map(|r| (r.id, *r)).collect();
 
     // 1. classes
     let (mut oc, mut nc) = (Classes::default(), Classes::default());
@@ -145,6 +167,19 @@ pub(super) async fn kernel_part(
         subs.entry(split.key(f)).or_default().1.push(c);
     }
 
+    let hold = oc.rep.len() + nc.rep.len() <= batch;
+    let old_reps = Reps::new(pool, old_machine, &oc, old.iter().map(|r| (r.id, *r)).collect(), hold).await?;
+    let new_reps = Reps::new(pool, new_machine, &nc, fresh_rows.iter().map(|r| (r.id, *r)).collect(), hold).await?;
+    // each class's entries: old by index, new by index in the kernel's new list
+    let mut old_members: Vec<Vec<usize>> = vec![vec![]; oc.facts.len()];
+    for (o, &c) in old_class.iter().enumerate() {
+        old_members[c].push(o);
+    }
+    let mut new_members: Vec<Vec<usize>> = vec![vec![]; nc.facts.len()];
+    for (k, &c) in fresh_class.iter().enumerate() {
+        new_members[c].push(fresh[k]);
+    }
+
     // 3. each sub-group's class verdicts, then its entries assigned
     let mut matched: Vec<(usize, usize)> = Vec::new(); // (new index, old index) in the kernel
     let half = (batch / 2).max(1);
@@ -154,14 +189,13 @@ pub(super) async fn kernel_part(
         let mut table: Vec<Vec<((usize, usize), usize)>> = vec![vec![]; ncs.len()];
         let mut analysed = 0usize;
         for (oi, ochunk) in ocs.chunks(half).enumerate() {
-            let os = reps(pool, old_machine, &oc, ochunk, &by_id_old).await?;
-            let os = std::sync::Arc::new(os);
+            let os = Arc::new(old_reps.get(pool, ochunk).await?);
             for (ni, nchunk) in ncs.chunks(half).enumerate() {
                 analysed += ochunk.len() * nchunk.len();
                 if analysed > limits.pairs {
                     return Err(ExplainError::OverBudget(super::pairs_over(limits)));
                 }
-                let ns = reps(pool, new_machine, &nc, nchunk, &by_id_new).await?;
+                let ns = new_reps.get(pool, nchunk).await?;
                 let os = os.clone();
                 let found: Vec<(usize, usize, Verdict)> = blocking(shared, move |sh| {
                     let mut v = Vec::new();
@@ -180,12 +214,14 @@ pub(super) async fn kernel_part(
                 }
             }
         }
-        let place = |cs: &[usize]| -> HashMap<usize, usize> { cs.iter().enumerate().map(|(i, &c)| (c, i)).collect() };
-        let (op, np) = (place(ocs), place(ncs));
-        let olds: Vec<(usize, usize)> =
-            old_class.iter().enumerate().filter_map(|(o, c)| Some((o, *op.get(c)?))).collect();
-        let news: Vec<(usize, usize)> =
-            fresh_class.iter().enumerate().filter_map(|(k, c)| Some((fresh[k], *np.get(c)?))).collect();
+        // the sub-group's entries (index in the kernel, class's place), by index
+        let members = |cs: &[usize], of: &[Vec<usize>]| -> Vec<(usize, usize)> {
+            let mut v: Vec<(usize, usize)> =
+                cs.iter().enumerate().flat_map(|(p, &c)| of[c].iter().map(move |&i| (i, p))).collect();
+            v.sort_unstable();
+            v
+        };
+        let (olds, news) = (members(ocs, &old_members), members(ncs, &new_members));
         matched.extend(pieces::assign(&news, &olds, ocs.len(), &table));
     }
     let fresh_place: HashMap<usize, usize> = fresh.iter().enumerate().map(|(k, &n)| (n, k)).collect();
@@ -215,8 +251,7 @@ pub(super) async fn kernel_part(
     for chunk in needed.chunks(half) {
         let ocs: Vec<usize> = chunk.iter().map(|p| p.0).collect();
         let ncs: Vec<usize> = chunk.iter().map(|p| p.1).collect();
-        let os = reps(pool, old_machine, &oc, &ocs, &by_id_old).await?;
-        let ns = reps(pool, new_machine, &nc, &ncs, &by_id_new).await?;
+        let (os, ns) = (old_reps.get(pool, &ocs).await?, new_reps.get(pool, &ncs).await?);
         let b =
             blocking(shared, move |sh| os.iter().zip(&ns).map(|(o, n)| pieces::built(o, n, sh)).collect::<Vec<_>>())
                 .await?;
