@@ -10,6 +10,8 @@ use crate::db::scans::{ScanRef, scans_of};
 use sqlx::SqlitePool;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+mod pieces;
+
 /// Why an explain request cannot be answered.
 #[derive(Debug, thiserror::Error)]
 pub enum ExplainError {
@@ -382,19 +384,25 @@ pub async fn pick_scans(
     Ok((from, to, all))
 }
 
-/// Bounds on the work of one report computation: over any of them, the computation stops
-/// with [`ExplainError::OverBudget`] instead of growing.
+/// Bounds on the work of one report computation. Memory is bounded by doing the work in pieces
+/// (`group_entries`); `rows`, `pairs` and `time` end the computation with
+/// [`ExplainError::OverBudget`] instead of growing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Entries of both sides listed (ids and keys only).
+    /// Entries of both sides listed (ids and keys only): the listing and the answer are held
+    /// whole.
     pub rows: usize,
-    /// Entries of one kernel loaded in full (metadata and IR) at once: bounds memory (an entry
-    /// with its `.source`/`.ttir` and their prepared forms holds ~150 KB in the corpus).
+    /// Entries loaded in full (metadata and IR) at once: a kernel with more is paired in pieces
+    /// of this size (`load/pieces.rs`), never refused. An entry with its `.source`/`.ttir` and
+    /// their prepared forms holds ~150 KB in the corpus.
     pub group_entries: usize,
-    /// Entry pairs analysed.
+    /// Pairs of distinct entry contents analysed in one sub-group of a kernel (entries whose
+    /// num_warps, num_stages and IR variant identity are the same): its verdicts are held at
+    /// once.
     pub pairs: usize,
-    /// Wall time.
-    pub time: std::time::Duration,
+    /// Wall time, for a report computed in a request (`None`: a stored report, computed in the
+    /// background however long it takes).
+    pub time: Option<std::time::Duration>,
     /// The store a computed report joins (`db::reports`): reports kept at most beside the
     /// latest landing ones, and their rows at most ([`crate::db::reports::KEPT`],
     /// [`crate::db::reports::KEPT_ROWS`]); past either the oldest are evicted.
@@ -406,7 +414,7 @@ pub const LIMITS: Limits = Limits {
     rows: 2_000_000,
     group_entries: 2_000,
     pairs: 250_000,
-    time: std::time::Duration::from_secs(60),
+    time: Some(std::time::Duration::from_secs(60)),
     kept: (crate::db::reports::KEPT, crate::db::reports::KEPT_ROWS),
 };
 
@@ -436,9 +444,10 @@ fn light(machine: &str, r: &LightRow) -> Side {
     }
 }
 
-/// The match of two sides, kernel by kernel: only the kernels with new keys are loaded in full
-/// (their old entries as candidates, their new keys), one kernel at a time, and matched off
-/// the async workers. Equal to [`invalidations`] of the two sides loaded whole.
+/// The match of two sides, kernel by kernel: only the kernels with new keys are read in full
+/// (their old entries as candidates, their new keys), one kernel at a time, in pieces of at
+/// most `limits.group_entries` entries (`load/pieces.rs`), and matched off the async workers.
+/// Equal to [`invalidations`] of the two sides loaded whole.
 pub async fn invalidations_grouped(
     pool: &SqlitePool,
     old: &SideSet,
@@ -485,19 +494,20 @@ pub async fn invalidations_grouped(
             parts.push(match_part(&os, &ns, &mut budget, &mut shared).map_err(|_| over(pairs_over(limits)))?);
             continue;
         }
-        if o.len() + fresh.len() > limits.group_entries {
-            return Err(over(format!(
-                "kernel {} has {} old and {} new entries to pair: over the limit of {} loaded at once",
-                kernel.unwrap_or("(unnamed)"),
-                o.len(),
-                fresh.len(),
-                limits.group_entries
-            )));
-        }
-        if started.elapsed() > limits.time {
-            return Err(over(format!("the report took over {} s", limits.time.as_secs())));
+        if let Some(t) = limits.time
+            && started.elapsed() > t
+        {
+            return Err(over(format!("the report took over {} s", t.as_secs())));
         }
         let t = std::time::Instant::now();
+        // A named kernel: paired in pieces, whatever its size.
+        if let Some(k) = kernel {
+            let machines = (old.machine.as_str(), new.machine.as_str());
+            parts.push(pieces::kernel_part(pool, machines, k, &o, &n, limits, &mut shared).await?);
+            loading += t.elapsed();
+            continue;
+        }
+        // Entries without a kernel name (partial entries): loaded whole.
         let os = sides_of_ids(pool, &old.machine, &o.iter().map(|r| r.id).collect::<Vec<_>>()).await?;
         let mut full: HashMap<String, Side> =
             sides_of_ids(pool, &new.machine, &fresh).await?.into_iter().map(|s| (s.key.clone(), s)).collect();
@@ -525,7 +535,10 @@ pub async fn invalidations_grouped(
 }
 
 fn pairs_over(limits: Limits) -> String {
-    format!("over {} entry pairs to analyse: too many variants of one kernel share an identity", limits.pairs)
+    format!(
+        "over {} entry pairs to analyse: too many distinct compiles of one kernel share a variant identity",
+        limits.pairs
+    )
 }
 
 fn inv_report(inv: crate::explain::Invalidations, old: &SideSet, new: &SideSet) -> InvalidationsReport {

@@ -7,6 +7,8 @@ use super::{Cause, Side};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
+pub mod pieces;
+
 /// A new entry that replaced (recompiled) an old one.
 #[derive(Debug, Clone, Serialize)]
 pub struct Invalidated {

@@ -35,7 +35,7 @@ pub use compare::compare;
 pub use ir::{DiffLine, ir_diff, strip_locations};
 pub use matching::{
     Budget, Invalidated, Invalidations, Near, OverBudget, Part, Shared, finish, invalidations, match_part, nearest,
-    nearest_classes,
+    nearest_classes, pieces,
 };
 pub use text::{render_diff, render_text};
 

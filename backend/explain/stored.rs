@@ -289,7 +289,9 @@ async fn compute(
         false => Some(COMPUTING.acquire().await.map_err(|e| ExplainError::Db(sqlx::Error::Protocol(e.to_string())))?),
     };
     let t = std::time::Instant::now();
-    let mut r = fresh_with(pool, spec, limits, progress).await?;
+    // In the background, stored: however long it takes (the wait is the reader's, bounded by
+    // `lookup`); memory stays bounded by the pieces it is computed in.
+    let mut r = fresh_with(pool, spec, Limits { time: None, ..limits }, progress).await?;
     let matched = t.elapsed();
     add_compile_times(pool, &mut r).await?;
     let timed = t.elapsed();

@@ -1,6 +1,7 @@
 //! The one integration test binary: real corpus caches, real SQLite files, real servers.
 mod api_read;
 mod bench_routes;
+mod big_report;
 mod blobs;
 mod bounded;
 mod common;

@@ -289,9 +289,8 @@ async fn upgrades(config: Config) -> (Vec<TempDir>, AppState) {
 #[tokio::test]
 async fn work_over_the_limits_ends_with_a_clear_error_and_stores_nothing() {
     for (limits, says) in [
-        (Limits { pairs: 10, ..LIMITS }, "over 10 entry pairs to analyse"),
+        (Limits { pairs: 0, ..LIMITS }, "over 0 entry pairs to analyse"),
         (Limits { rows: 50, ..LIMITS }, "over the limit of 50 a report may list"),
-        (Limits { group_entries: 2, ..LIMITS }, "over the limit of 2 loaded at once"),
     ] {
         let (_keep, state) = upgrades(Config { report_limits: limits, ..Config::default() }).await;
         // The scans' reports were stored as the scans landed (under the default limits): as if
@@ -310,6 +309,32 @@ async fn work_over_the_limits_ends_with_a_clear_error_and_stores_nothing() {
         let fine = AppState::new(state.db.pool().clone(), Config::default());
         let r = get_json(&fine, "/api/v1/invalidations?machine=a100-1").await;
         assert_eq!(r["invalidated_total"], 45);
+    }
+}
+
+/// A kernel over `group_entries` is paired in pieces of that size, not refused: the report
+/// equals the one computed with every kernel read at once, and the whole-set match.
+#[tokio::test]
+async fn a_kernel_over_the_entries_loaded_at_once_is_paired_in_pieces() {
+    let (_keep, state) = upgrades(Config::default()).await;
+    let whole = get_json(&state, "/api/v1/invalidations?machine=a100-1&limit=1000").await;
+    assert_eq!(whole["invalidated_total"], 45);
+    for n in [2, 3, 7] {
+        let limits = Limits { group_entries: n, ..LIMITS };
+        let small = AppState::new(state.db.pool().clone(), Config { report_limits: limits, ..Config::default() });
+        sqlx::query("DELETE FROM inv_reports").execute(small.db.pool()).await.unwrap();
+        let (from, to) = latest(&small, "a100-1").await;
+        let spec = Spec::Scans { from: from.clone(), to: to.clone() };
+        let mut want = fresh(small.db.pool(), &spec, limits).await.unwrap();
+        add_compile_times(small.db.pool(), &mut want).await.unwrap();
+        let want = serde_json::to_value(&want).unwrap();
+        for f in FIELDS {
+            assert_eq!(whole[f], want[f], "group_entries {n}: field {f} differs");
+        }
+        same_as_fresh(&small, "machine=a100-1", spec).await;
+        // Across backends (CUDA's num_stages default against HIP's: no split by num_stages).
+        let pair = Spec::Machines { a: "a100-1".into(), b: "mi300-1".into() };
+        same_as_fresh(&small, "a=a100-1&b=mi300-1", pair).await;
     }
 }
 
