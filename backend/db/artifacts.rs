@@ -4,7 +4,7 @@
 use super::entries::EntryRow;
 use crate::model::Artifact;
 use serde::Serialize;
-use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{FromRow, QueryBuilder, Sqlite, SqliteConnection, SqlitePool};
 use std::collections::{BTreeMap, HashSet};
 
 #[derive(Debug, Serialize, serde::Deserialize, Clone, FromRow)]
@@ -27,7 +27,7 @@ pub async fn with_artifacts(pool: &SqlitePool, rows: &mut [EntryRow]) -> sqlx::R
         let sql = format!(
             "SELECT {} FROM (SELECT entry_id, json_group_array(json_object('name', name, 'ext', ext, 'bytes', bytes,
                                                                              'sha256', sha256) ORDER BY name) AS list
-                              FROM artifacts WHERE entry_id IN (SELECT value FROM json_each(?)) GROUP BY entry_id)",
+                              FROM entry_files WHERE entry_id IN (SELECT value FROM json_each(?)) GROUP BY entry_id)",
             super::explain::rows_json("json_array(entry_id, json(list))")
         );
         let text: String =
@@ -43,7 +43,7 @@ pub async fn with_artifacts(pool: &SqlitePool, rows: &mut [EntryRow]) -> sqlx::R
 
 /// An artifact with the sha256 of its text (IR is stored in `blobs`; binaries are not).
 pub async fn artifact(pool: &SqlitePool, entry_id: i64, name: &str) -> sqlx::Result<Option<ArtifactRow>> {
-    sqlx::query_as("SELECT name, ext, bytes, sha256 FROM artifacts WHERE entry_id = ? AND name = ?")
+    sqlx::query_as("SELECT name, ext, bytes, sha256 FROM entry_files WHERE entry_id = ? AND name = ?")
         .bind(entry_id)
         .bind(name)
         .fetch_optional(pool)
@@ -63,37 +63,41 @@ pub async fn blob(pool: &SqlitePool, sha256: &str) -> sqlx::Result<Option<String
 pub async fn missing_blobs(pool: &SqlitePool, machine: &str, shas: &[String]) -> sqlx::Result<Vec<String>> {
     let mut missing = vec![];
     for part in shas.chunks(500) {
-        let mut qb = QueryBuilder::<Sqlite>::new(
-            "SELECT DISTINCT a.sha256 FROM artifacts a JOIN entries e ON e.id = a.entry_id
-             JOIN machines m ON m.id = e.machine_id JOIN blobs b ON b.sha256 = a.sha256
-             WHERE m.name = ",
-        );
-        qb.push_bind(machine.to_string()).push(" AND a.sha256 IN (");
-        let mut sep = qb.separated(", ");
-        for s in part {
-            sep.push_bind(s.clone());
-        }
-        qb.push(")");
-        let have: std::collections::HashSet<String> =
-            qb.build().fetch_all(pool).await?.into_iter().map(|r| r.get::<String, _>(0)).collect();
+        // the machine's own files: its entries' facts' files, and the rows from before facts
+        let have: HashSet<String> = sqlx::query_scalar(
+            "SELECT f.sha256 FROM fact_files f INDEXED BY fact_files_sha JOIN entries e ON e.fact = f.fact
+             JOIN blobs b ON b.sha256 = f.sha256
+             WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND f.sha256 IN (SELECT value FROM json_each(?2))
+             UNION
+             SELECT a.sha256 FROM artifacts a JOIN entries e ON e.id = a.entry_id JOIN blobs b ON b.sha256 = a.sha256
+             WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND a.sha256 IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(machine)
+        .bind(serde_json::to_string(part).unwrap_or_default())
+        .fetch_all(pool)
+        .await?
+        .into_iter()
+        .collect();
         missing.extend(part.iter().filter(|s| !have.contains(*s)).cloned());
     }
     Ok(missing)
 }
 
-/// Store the files of (re)written entries, `(entry id, file)`, and the IR texts not stored yet:
-/// from the file itself (local scans) or from the report's `blobs` (uploads). `stored` holds
-/// the sha256s this ingest has written, so a text shared by many entries is written once.
+/// Store the files of (re)written entries, `(fact, file)`, once per fact (`fact_files`: the
+/// first list stored of a fact stays; the same fact is the same files), and the IR texts not
+/// stored yet: from the file itself (local scans) or from the report's `blobs` (uploads).
+/// `stored` holds the sha256s this ingest has written, so a text shared by many entries is
+/// written once.
 pub async fn insert(
     conn: &mut SqliteConnection,
-    arts: &[(i64, &Artifact)],
+    arts: &[(&str, &Artifact)],
     blobs: &BTreeMap<String, String>,
     stored: &mut HashSet<String>,
 ) -> sqlx::Result<()> {
     for part in arts.chunks(1000) {
-        let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO artifacts(entry_id, name, ext, bytes, sha256) ");
-        qb.push_values(part, |mut b, (id, a)| {
-            b.push_bind(*id)
+        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO fact_files(fact, name, ext, bytes, sha256) ");
+        qb.push_values(part, |mut b, (fact, a)| {
+            b.push_bind(fact.to_string())
                 .push_bind(a.name.clone())
                 .push_bind(a.ext().to_string())
                 .push_bind(a.bytes)

@@ -144,7 +144,7 @@ pub(crate) async fn parts_of_keys(
 /// `ptx`, `amdgcn`), when stored.
 pub async fn ir_of(pool: &SqlitePool, entry_id: i64, ext: &str) -> sqlx::Result<Option<String>> {
     let sql = format!(
-        "SELECT {} FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256
+        "SELECT {} FROM entry_files a JOIN blobs b ON b.sha256 = a.sha256
          WHERE a.entry_id = ? AND a.ext = ? ORDER BY a.name LIMIT 1",
         super::blobs::COLUMNS
     );
@@ -399,9 +399,11 @@ const SIDE_COLUMNS: &str = "e.id, m.name AS machine, e.key, e.kernel,
                                               WHERE t.fact = e.fact AND t.relocated = e.relocated)),
                   '$.code_sha256') AS code_sha256,
      e.relocated,
-     (SELECT a.sha256 FROM artifacts a WHERE a.entry_id = e.id AND a.ext = 'source' ORDER BY a.name LIMIT 1)
+     COALESCE((SELECT f.sha256 FROM fact_files f WHERE f.fact = e.fact AND f.ext = 'source' ORDER BY f.name LIMIT 1),
+              (SELECT a.sha256 FROM artifacts a WHERE a.entry_id = e.id AND a.ext = 'source' ORDER BY a.name LIMIT 1))
        AS source_sha,
-     (SELECT a.sha256 FROM artifacts a WHERE a.entry_id = e.id AND a.ext = 'ttir' ORDER BY a.name LIMIT 1)
+     COALESCE((SELECT f.sha256 FROM fact_files f WHERE f.fact = e.fact AND f.ext = 'ttir' ORDER BY f.name LIMIT 1),
+              (SELECT a.sha256 FROM artifacts a WHERE a.entry_id = e.id AND a.ext = 'ttir' ORDER BY a.name LIMIT 1))
        AS ttir_sha";
 
 /// Kernel entries of the scan's machine and root that were present right after that scan:

@@ -87,7 +87,7 @@ pub fn choice_kind(name: &str) -> &'static str {
 pub async fn link_modules(conn: &mut sqlx::SqliteConnection, machine_id: i64, ids: &[i64]) -> sqlx::Result<()> {
     for part in ids.chunks(500) {
         let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-            "SELECT a.entry_id, {} FROM artifacts a JOIN blobs b ON b.sha256 = a.sha256
+            "SELECT a.entry_id, {} FROM entry_files a JOIN blobs b ON b.sha256 = a.sha256
              WHERE a.ext IN ('source', 'ttir') AND a.entry_id IN (",
             super::blobs::COLUMNS
         ));
@@ -294,7 +294,7 @@ async fn triton_rows(
     let rows: Vec<(String, Option<String>, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT m.name, e.kernel, e.key, a.sha256 FROM machines m
          JOIN entries e INDEXED BY entries_autotune ON e.machine_id = m.id
-         JOIN artifacts a ON a.entry_id = e.id AND a.ext = 'autotune.json'
+         JOIN entry_files a ON a.entry_id = e.id AND a.ext = 'autotune.json'
          WHERE e.kind = 'autotune' AND e.removed_at IS NULL AND {machine_filter} AND {kernel_filter}
            AND EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = a.sha256)
          ORDER BY m.name, e.kernel, e.key LIMIT ?3 OFFSET ?4"

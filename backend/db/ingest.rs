@@ -256,7 +256,7 @@ impl Ingest {
 
     /// Store entries whose facts the server holds ([`Present`] records of an upload): each
     /// row's facts are copied from a live or removed row with the same fact, relocated as it is,
-    /// its artifacts and class with them; what is this machine's own (dir, signature, compile
+    /// its class with them (its texts and files are the fact's: `fact_texts`, `fact_files`); what is this machine's own (dir, signature, compile
     /// time, dir stamp) comes from the record. A record whose fact the server does not hold
     /// (a row it was told of went meanwhile) is a skip, and its row, if any, kept as it was.
     pub async fn present(&mut self, batch: &[Present]) -> sqlx::Result<()> {
@@ -348,14 +348,7 @@ impl Ingest {
             .bind(super::explain::json_ids(&ids))
             .execute(&mut *self.tx)
             .await?;
-        sqlx::query(
-            "INSERT INTO artifacts(entry_id, name, ext, bytes, sha256)
-             SELECT p.value ->> 0, a.name, a.ext, a.bytes, a.sha256
-             FROM json_each(?) p JOIN artifacts a ON a.entry_id = p.value ->> 1",
-        )
-        .bind(&pairs_json)
-        .execute(&mut *self.tx)
-        .await?;
+        // (its files are the fact's: `fact_files`, nothing to copy)
         sqlx::query(
             "INSERT INTO entry_classes(kernel, entry_id, class, machine_id, key, kind)
              SELECT c.kernel, p.value ->> 0, c.class, ?, c.key, c.kind
@@ -469,8 +462,8 @@ impl Ingest {
         let stamps: Vec<(i64, &str)> =
             chunk.iter().filter_map(|e| Some((ids[&e.key], e.dir_stamp.as_deref()?))).collect();
         store_stamps(&mut self.tx, &stamps).await?;
-        let arts: Vec<(i64, &crate::model::Artifact)> =
-            chunk.iter().flat_map(|e| e.artifacts.iter().map(|a| (ids[&e.key], a))).collect();
+        let arts: Vec<(&str, &crate::model::Artifact)> =
+            chunk.iter().zip(&facts).flat_map(|(e, f)| e.artifacts.iter().map(move |a| (f.as_str(), a))).collect();
         super::artifacts::insert(&mut self.tx, &arts, blobs, &mut self.stored_blobs).await?;
         super::inductor::link_modules(&mut self.tx, mid, &id_list).await?;
         for e in chunk {

@@ -298,8 +298,16 @@ const REBUILD: &[&str] = &[
                                               WHERE k.machine_id = e.machine_id AND v IS NOT NULL ORDER BY v))
      FROM entries e WHERE e.removed_at IS NULL GROUP BY e.machine_id",
     "INSERT INTO temp.staged_ext_stats(ext, files, bytes)
-     SELECT a.ext, COUNT(*), CAST(TOTAL(a.bytes) AS INTEGER) FROM artifacts a JOIN entries e ON e.id = a.entry_id
-     WHERE e.removed_at IS NULL GROUP BY a.ext",
+     SELECT ext, SUM(files), CAST(TOTAL(bytes) AS INTEGER) FROM (
+       SELECT a.ext, COUNT(*) AS files, TOTAL(a.bytes) AS bytes FROM artifacts a JOIN entries e ON e.id = a.entry_id
+       WHERE e.removed_at IS NULL GROUP BY a.ext
+       UNION ALL
+       -- a fact's files count once for each live entry holding them
+       SELECT f.ext, SUM(n.live), TOTAL(f.bytes * n.live) FROM fact_files f
+       JOIN (SELECT fact, COUNT(*) AS live FROM entries WHERE removed_at IS NULL AND fact IS NOT NULL GROUP BY fact) n
+         ON n.fact = f.fact
+       GROUP BY f.ext)
+     GROUP BY ext",
     // binaries that two or more keys of a kernel share (pure key churn)
     "CREATE TEMP TABLE IF NOT EXISTS dup_binaries(kernel TEXT NOT NULL, sha TEXT NOT NULL, PRIMARY KEY (kernel, sha))
      WITHOUT ROWID",

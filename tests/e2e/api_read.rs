@@ -220,7 +220,7 @@ async fn entries_carry_exactly_their_own_artifacts() {
     let mut files = 0;
     for e in all {
         let want: Vec<(String, String, i64, String)> = sqlx::query_as(
-            "SELECT a.name, a.ext, a.bytes, a.sha256 FROM artifacts a JOIN entries e ON e.id = a.entry_id
+            "SELECT a.name, a.ext, a.bytes, a.sha256 FROM entry_files a JOIN entries e ON e.id = a.entry_id
              JOIN machines m ON m.id = e.machine_id WHERE m.name = ? AND e.key = ? ORDER BY a.name",
         )
         .bind(e["machine"].as_str().unwrap())

@@ -66,7 +66,7 @@ async fn back_to_plain_rows(pool: &SqlitePool) {
 /// (machine, key, artifact name, the file's bytes).
 async fn on_disk(pool: &SqlitePool) -> Vec<(String, String, String, Vec<u8>)> {
     let rows: Vec<(String, String, String, String, String, String)> = sqlx::query_as(
-        "SELECT m.name, e.key, e.root, e.dir, a.name, a.sha256 FROM artifacts a
+        "SELECT m.name, e.key, e.root, e.dir, a.name, a.sha256 FROM entry_files a
          JOIN entries e ON e.id = a.entry_id JOIN machines m ON m.id = e.machine_id
          WHERE e.removed_at IS NULL AND a.sha256 IN (SELECT sha256 FROM blobs)
          ORDER BY a.sha256, m.name, e.key, a.name",
@@ -113,7 +113,7 @@ async fn demo_ir_is_stored_compressed_and_reads_back_as_written() {
     let ratio = t.bytes as f64 / t.stored as f64;
     let ir: (i64, i64) = sqlx::query_as(
         "SELECT SUM(bytes), SUM(length(z)) FROM blobs WHERE sha256 IN
-         (SELECT sha256 FROM artifacts WHERE ext IN ('source', 'ttir', 'ttgir', 'llir', 'ptx', 'amdgcn'))",
+         (SELECT sha256 FROM entry_files WHERE ext IN ('source', 'ttir', 'ttgir', 'llir', 'ptx', 'amdgcn'))",
     )
     .fetch_one(&pool)
     .await
@@ -161,9 +161,9 @@ pub(crate) async fn answers(state: &AppState, pool: &SqlitePool) -> Vec<(String,
         uris.push(format!("/api/v1/compare?a={a}&b={b}"));
     }
     let arts: Vec<(String, String, String, String)> = sqlx::query_as(
-        "SELECT m.name, e.key, a.name, a.ext FROM artifacts a JOIN entries e ON e.id = a.entry_id
+        "SELECT m.name, e.key, a.name, a.ext FROM entry_files a JOIN entries e ON e.id = a.entry_id
          JOIN machines m ON m.id = e.machine_id WHERE a.sha256 IN (SELECT sha256 FROM blobs)
-         ORDER BY a.sha256 LIMIT 40",
+         ORDER BY a.sha256, m.name, e.key, a.name LIMIT 40",
     )
     .fetch_all(pool)
     .await
@@ -272,7 +272,7 @@ async fn module_by_sql(pool: &SqlitePool, text: &str) -> Option<String> {
 async fn inductor_module_rule_is_migration_0016s_sql() {
     let (_db, _work, pool) = demo_db().await;
     let sql = format!(
-        "SELECT b.sha256, {} FROM blobs b WHERE b.sha256 IN (SELECT sha256 FROM artifacts WHERE ext IN ('source', 'ttir'))",
+        "SELECT b.sha256, {} FROM blobs b WHERE b.sha256 IN (SELECT sha256 FROM entry_files WHERE ext IN ('source', 'ttir'))",
         blobs::COLUMNS
     );
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(&pool).await.unwrap();

@@ -21,7 +21,7 @@ async fn rows_of(pool: &SqlitePool, machine: &str) -> Vec<(String, String)> {
                 COALESCE(e.metadata_json, t.metadata_json), COALESCE(e.group_json, t.group_json),
                 e.relocated, e.partial, e.binary_sha256, e.sig, e.fact, e.removed_at IS NULL,
                 (SELECT json_group_array(json_array(a.name, a.ext, a.bytes, a.sha256))
-                   FROM (SELECT * FROM artifacts WHERE entry_id = e.id ORDER BY name) a),
+                   FROM (SELECT * FROM entry_files WHERE entry_id = e.id ORDER BY name) a),
                 (SELECT json_array(c.kernel, hex(c.class), c.key, c.kind) FROM entry_classes c WHERE c.entry_id = e.id),
                 (SELECT json_group_array(compiled_at)
                    FROM (SELECT compiled_at FROM entry_compiles WHERE entry_id = e.id ORDER BY 1)),
@@ -139,8 +139,8 @@ async fn get_json_at_sorted(url: &str) -> serde_json::Value {
 }
 
 /// Turn a database into what the release before migration 0032 made: each row's texts in its
-/// own columns, no `fact` column, no `fact_texts`, and 0032-0033 not applied (the next open
-/// applies them).
+/// own columns and its files in `artifacts`, no `fact` column, no `fact_texts` nor
+/// `fact_files`, and 0032-0034 not applied (the next open applies them).
 async fn back_to_rows_with_their_texts(pool: &SqlitePool) {
     let mut tx = pool.begin().await.unwrap();
     sqlx::raw_sql(
@@ -151,10 +151,14 @@ async fn back_to_rows_with_their_texts(pool: &SqlitePool) {
                                                       WHERE t.fact = entries.fact AND t.relocated = entries.relocated)),
            group_json = COALESCE(group_json, (SELECT t.group_json FROM fact_texts t
                                               WHERE t.fact = entries.fact AND t.relocated = entries.relocated));
+         INSERT INTO artifacts(entry_id, name, ext, bytes, sha256)
+           SELECT e.id, f.name, f.ext, f.bytes, f.sha256 FROM entries e JOIN fact_files f ON f.fact = e.fact;
+         DROP VIEW entry_files;
+         DROP TABLE fact_files;
          DROP TABLE fact_texts;
          DROP INDEX entries_fact;
          ALTER TABLE entries DROP COLUMN fact;
-         DELETE FROM _sqlx_migrations WHERE version IN (32, 33);",
+         DELETE FROM _sqlx_migrations WHERE version IN (32, 33, 34);",
     )
     .execute(&mut *tx)
     .await
@@ -189,6 +193,7 @@ async fn a_database_made_before_facts_answers_the_same_after_its_migration() {
     pool.close().await;
     let pool = cachelens::db::open(&db.path().join("test.db")).await.unwrap();
     assert_eq!(count(&pool, "SELECT COUNT(*) FROM entries WHERE fact IS NOT NULL").await, 0);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM fact_files").await, 0);
     let state = AppState::new(pool.clone(), Config::default());
     state.db.fresh_summaries().await.unwrap();
     let mut after = crate::blobs::answers(&state, &pool).await;
@@ -196,7 +201,8 @@ async fn a_database_made_before_facts_answers_the_same_after_its_migration() {
         after.push((u.clone(), get(&state, &u).await.1));
     }
     assert_eq!(before.len(), after.len());
-    for ((u, a), (_, b)) in before.iter().zip(&after) {
+    for ((u, a), (v, b)) in before.iter().zip(&after) {
+        assert_eq!(u, v);
         assert!(a == b, "{u}: the answer changed with the migration");
     }
     // A later scan of the same caches stores facts and keeps the texts once per fact: every

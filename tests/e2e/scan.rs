@@ -191,7 +191,7 @@ async fn check_against_files(pool: &SqlitePool, machine: &str, root: &Path) -> B
         let size: u64 = names.iter().map(|n| std::fs::metadata(d.join(n)).unwrap().len()).sum();
         assert_eq!(r.bytes, size as i64, "{rel}: bytes");
         // every artifact with its sha256
-        let arts: BTreeMap<String, String> = sqlx::query("SELECT name, sha256 FROM artifacts WHERE entry_id = ?")
+        let arts: BTreeMap<String, String> = sqlx::query("SELECT name, sha256 FROM entry_files WHERE entry_id = ?")
             .bind(r.id)
             .fetch_all(pool)
             .await
@@ -497,7 +497,7 @@ async fn corpus_scans_match_the_files() {
         "the corpus repeats files (a100-1 is inside a100-2): {all_text} vs {}",
         distinct.len()
     );
-    let orphans = count(&pool, "SELECT COUNT(*) FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM artifacts)").await;
+    let orphans = count(&pool, "SELECT COUNT(*) FROM blobs WHERE sha256 NOT IN (SELECT sha256 FROM entry_files)").await;
     assert_eq!(orphans, 0);
     // each text read back (compressed at rest, `db/blobs.rs`) is as long as its row says
     let sql = format!("SELECT b.sha256, {} FROM blobs b", cachelens::db::blobs::COLUMNS);
@@ -669,7 +669,7 @@ async fn rescan_rereads_only_changed_entries() {
     let s3 = scan(&pool, &cache, "m").await;
     assert_eq!((s3.new_entries, s3.changed_entries, s3.unchanged_entries, s3.removed_entries), (0, 1, 121, 0));
     let sha = hex::encode(Sha256::digest(text.as_bytes()));
-    assert_eq!(count(&pool, &format!("SELECT COUNT(*) FROM artifacts WHERE sha256 = '{sha}'")).await, 1);
+    assert_eq!(count(&pool, &format!("SELECT COUNT(*) FROM entry_files WHERE sha256 = '{sha}'")).await, 1);
     assert_eq!(count(&pool, &format!("SELECT COUNT(*) FROM blobs WHERE sha256 = '{sha}'")).await, 1);
 
     // a touch alone (same bytes, new mtime) is a change too for a file-by-file check (`--full`;
@@ -699,7 +699,7 @@ async fn rescan_rereads_only_changed_entries() {
         .unwrap();
     assert_eq!(last_seen, s3b_at);
     assert_eq!(
-        count(&pool, &format!("SELECT COUNT(*) FROM artifacts WHERE entry_id = {}", r.id)).await as usize,
+        count(&pool, &format!("SELECT COUNT(*) FROM entry_files WHERE entry_id = {}", r.id)).await as usize,
         file_names(&saved).len()
     );
     let s5 = scan(&pool, &cache, "m").await;
@@ -959,7 +959,7 @@ async fn cloned_entries_share_their_ir_and_each_shows_it() {
         "SELECT a.ext, COUNT(*), COUNT(b.sha256), COUNT(DISTINCT a.sha256),
                 COUNT(DISTINCT CASE WHEN e.key NOT LIKE 'CLONE%' THEN a.sha256 END),
                 SUM(e.key LIKE 'CLONE%')
-         FROM artifacts a JOIN entries e ON e.id = a.entry_id
+         FROM entry_files a JOIN entries e ON e.id = a.entry_id
          LEFT JOIN blobs b ON b.sha256 = a.sha256 WHERE a.ext IN ('llir', 'ptx', 'ttgir') GROUP BY a.ext",
     )
     .fetch_all(&pool)

@@ -86,7 +86,7 @@ fn a_sparse_32_gib_file_is_hashed_in_part() {
     };
     let got = query::<String>(
         &db,
-        "SELECT a.sha256 || ' ' || a.bytes FROM artifacts a JOIN entries e ON e.id = a.entry_id
+        "SELECT a.sha256 || ' ' || a.bytes FROM entry_files a JOIN entries e ON e.id = a.entry_id
          WHERE e.key = ? AND a.name = 'huge.bin'",
         &key(d),
     );
@@ -184,7 +184,7 @@ fn hard_links_to_another_owners_files_are_not_read() {
     let arts = |d: &Path| {
         query::<String>(
             &db,
-            "SELECT a.name FROM artifacts a JOIN entries e ON e.id = a.entry_id WHERE e.key = ?",
+            "SELECT a.name FROM entry_files a JOIN entries e ON e.id = a.entry_id WHERE e.key = ?",
             &key(d),
         )
     };

@@ -29,7 +29,7 @@ pub async fn server(config: Config) -> Server {
 /// Row counts of the tables an upload writes: (scans, entries, artifacts, blobs).
 pub async fn counts(pool: &SqlitePool) -> (i64, i64, i64, i64) {
     sqlx::query_as(
-        "SELECT (SELECT COUNT(*) FROM scans), (SELECT COUNT(*) FROM entries), (SELECT COUNT(*) FROM artifacts),
+        "SELECT (SELECT COUNT(*) FROM scans), (SELECT COUNT(*) FROM entries), (SELECT COUNT(*) FROM entry_files),
                 (SELECT COUNT(*) FROM blobs)",
     )
     .fetch_one(pool)
