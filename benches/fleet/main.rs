@@ -126,7 +126,7 @@ fn plan(a: &Args) -> pool::Plan {
     } else if stride == 0 {
         a.entries
     } else {
-        reach.min((a.entries as f64 / (1.0 - a.overlap)).ceil() as usize)
+        reach.min((a.entries as f64 / (1.0 - a.overlap) - 1e-6).ceil() as usize)
     };
     pool::Plan { nodes: a.nodes, entries: a.entries, pool, stride, variety: a.variety, link_groups: a.link_groups }
 }
@@ -174,7 +174,12 @@ async fn main() -> anyhow::Result<()> {
         a.parallel,
         a.readers,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     println!("disk: {} (pool at {})", fleet.built, fleet.pool.display());
     let mut bins = vec![];
@@ -206,9 +211,23 @@ async fn main() -> anyhow::Result<()> {
     println!("\n== figures{}", if runs.len() == 2 { ": before / after" } else { "" });
     let names: Vec<&str> = runs.iter().map(|r| r.0.name.as_str()).collect();
     println!("| figure | {} |\n| --- |{}", names.join(" | "), " --- |".repeat(runs.len()));
-    for (i, (k, _)) in runs[0].1.iter().enumerate() {
+    // every figure of either run (the builds' tables may differ), in the first run's order, each
+    // figure only the other has after the one it follows there
+    let mut keys: Vec<&String> = runs[0].1.iter().map(|x| &x.0).collect();
+    for r in &runs[1..] {
+        for (i, (k, _)) in r.1.iter().enumerate() {
+            if !keys.contains(&k) {
+                let at = i
+                    .checked_sub(1)
+                    .and_then(|p| keys.iter().position(|x| *x == &r.1[p].0))
+                    .map_or(keys.len(), |p| p + 1);
+                keys.insert(at, k);
+            }
+        }
+    }
+    for k in keys {
         let cells: Vec<String> =
-            runs.iter().map(|r| r.1.iter().find(|x| &x.0 == k).or(r.1.get(i)).map_or("-".into(), |x| x.1.clone())).collect();
+            runs.iter().map(|r| r.1.iter().find(|x| &x.0 == k).map_or("-".into(), |x| x.1.clone())).collect();
         println!("| {k} | {} |", cells.join(" | "));
     }
     if !a.skip_routes {

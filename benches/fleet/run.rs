@@ -388,9 +388,11 @@ async fn routes_after(a: &Args, s: &mut Server, f: &Facts) -> anyhow::Result<Vec
 
 fn show_after(r: &RouteAfter) -> String {
     let (p50, p99, n) = match r.load {
-        Some((p50, p99, n, bad)) => {
-            (format!("{p50:.1}"), format!("{p99:.1}"), format!("{n}{}", if bad > 0 { format!(" +{bad}") } else { String::new() }))
-        }
+        Some((p50, p99, n, bad)) => (
+            format!("{p50:.1}"),
+            format!("{p99:.1}"),
+            format!("{n}{}", if bad > 0 { format!(" +{bad}") } else { String::new() }),
+        ),
         None => ("-".into(), "-".into(), "not driven".into()),
     };
     format!("  {:<34} {:>22} {:>9} {:>9} {:>6}", r.label, r.cold, p50, p99, n)
@@ -400,7 +402,13 @@ fn show_after(r: &RouteAfter) -> String {
 /// (ms), and the answers not timed by kind.
 type Reads = (BTreeMap<&'static str, Vec<f64>>, BTreeMap<String, usize>);
 
-fn readers(n: usize, url: &str, f: &Facts, timeout: Duration, done: Arc<AtomicBool>) -> Vec<tokio::task::JoinHandle<Reads>> {
+fn readers(
+    n: usize,
+    url: &str,
+    f: &Facts,
+    timeout: Duration,
+    done: Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<Reads>> {
     (0..n)
         .map(|c| {
             let (done, url, f) = (done.clone(), url.to_string(), f.clone());
@@ -413,7 +421,9 @@ fn readers(n: usize, url: &str, f: &Facts, timeout: Duration, done: Arc<AtomicBo
                     match get(&http, &url, &fill(route, &f, i), timeout).await {
                         Outcome::Ok(d, _) => lat.entry(route.label).or_default().push(d.as_secs_f64() * 1000.0),
                         Outcome::Pending(_) => *bad.entry("202 computing".to_string()).or_default() += 1,
-                        Outcome::Status(code, _) => *bad.entry(format!("HTTP {code} ({})", route.label)).or_default() += 1,
+                        Outcome::Status(code, _) => {
+                            *bad.entry(format!("HTTP {code} ({})", route.label)).or_default() += 1
+                        }
                         Outcome::Timeout => *bad.entry(format!("timeout ({})", route.label)).or_default() += 1,
                         Outcome::Error(_) => *bad.entry("connection error".to_string()).or_default() += 1,
                     }
@@ -470,7 +480,12 @@ fn fresh(db: &Path) {
     }
 }
 
-async fn serve(a: &Args, bin: &Path, db: &Path, fleet: &Fleet) -> anyhow::Result<(Server, Proxy, BTreeMap<String, String>)> {
+async fn serve(
+    a: &Args,
+    bin: &Path,
+    db: &Path,
+    fleet: &Fleet,
+) -> anyhow::Result<(Server, Proxy, BTreeMap<String, String>)> {
     fresh(db);
     let mut s = Server::new(bin, db, a.rss_cap_mb);
     let _ = std::fs::remove_file(&s.log);
@@ -514,7 +529,8 @@ pub async fn run_binary(a: &Args, fleet: &Fleet, name: &str, bin: &Path) -> anyh
         let (mut s, px, tokens) = serve(a, bin, &db, fleet).await?;
         let done = Arc::new(AtomicBool::new(false));
         let rs = if a.skip_routes { vec![] } else { readers(a.readers, &s.url, &f, a.timeout, done.clone()) };
-        let label = format!("first uploads into a fresh database, with {} readers", if a.skip_routes { 0 } else { a.readers });
+        let label =
+            format!("first uploads into a fresh database, with {} readers", if a.skip_routes { 0 } else { a.readers });
         let p = parallel(a, &s, &px, &fleet.nodes, &tokens, &label).await;
         done.store(true, Ordering::Relaxed);
         let mut lat = BTreeMap::<&'static str, Vec<f64>>::new();
@@ -561,6 +577,11 @@ pub fn figures(a: &Args, fleet: &Fleet, r: &BinRun) -> Vec<(String, String)> {
             out.push((format!("{l}: nodes not started (--pass-minutes)"), p.skipped.to_string()));
         }
         out.push((format!("{l}: client wall time, sum over nodes"), format!("{:.1} s", p.wall)));
+        let (partial, relocated) = p.rows.iter().fold((0, 0), |(a, b), x| (a + x.partial, b + x.relocated));
+        out.push((
+            format!("{l}: entries partial / relocated, as the scanner saw them"),
+            format!("{partial} / {relocated}"),
+        ));
         out.push((format!("{l}: ingest rate"), format!("{:.0} entries/s", n as f64 / p.wall.max(1e-9))));
         let (r0, rest) = p.rows.split_first().map_or((None, &[][..]), |(a, b)| (Some(a), b));
         if let Some(r0) = r0 {
@@ -569,7 +590,8 @@ pub fn figures(a: &Args, fleet: &Fleet, r: &BinRun) -> Vec<(String, String)> {
                 format!("{} (+{} after)", per_k(r0.cpu_ms, r0.entries), per_k(r0.bg_ms, r0.entries)),
             ));
         }
-        let (cpu, bg, n_rest) = rest.iter().fold((0.0, 0.0, 0), |(c, b, n), x| (c + x.cpu_ms, b + x.bg_ms, n + x.entries));
+        let (cpu, bg, n_rest) =
+            rest.iter().fold((0.0, 0.0, 0), |(c, b, n), x| (c + x.cpu_ms, b + x.bg_ms, n + x.entries));
         out.push((
             format!("{l}: server CPU ms per 1,000 entries, other nodes"),
             format!("{} (+{} after)", per_k(cpu, n_rest), per_k(bg, n_rest)),
@@ -584,7 +606,10 @@ pub fn figures(a: &Args, fleet: &Fleet, r: &BinRun) -> Vec<(String, String)> {
     }
     let db = |d: &DbSize, label: &str, out: &mut Vec<(String, String)>| {
         let total = d.file + d.wal;
-        out.push((format!("{label}: database file + WAL after a checkpoint"), format!("{} + {}", mb(d.file), mb(d.wal))));
+        out.push((
+            format!("{label}: database file + WAL after a checkpoint"),
+            format!("{} + {}", mb(d.file), mb(d.wal)),
+        ));
         out.push((
             format!("{label}: database bytes per machine-entry / per distinct key"),
             format!("{:.0} / {:.0} ({distinct} keys)", total as f64 / machine_entries, total as f64 / distinct as f64),
@@ -598,7 +623,10 @@ pub fn figures(a: &Args, fleet: &Fleet, r: &BinRun) -> Vec<(String, String)> {
         }
     };
     db(&r.db, "after both sequential passes", &mut out);
-    out.push(("server VmRSS / VmHWM after the sequential passes and routes".into(), format!("{} / {} MB", r.mem.0, r.mem.1)));
+    out.push((
+        "server VmRSS / VmHWM after the sequential passes and routes".into(),
+        format!("{} / {} MB", r.mem.0, r.mem.1),
+    ));
     if let Some(p) = &r.par {
         let n = p.entries();
         let l = format!("{} at a time with {} readers", a.parallel, if a.skip_routes { 0 } else { a.readers });
@@ -607,7 +635,10 @@ pub fn figures(a: &Args, fleet: &Fleet, r: &BinRun) -> Vec<(String, String)> {
         if p.skipped > 0 {
             out.push((format!("{l}: nodes not started (--pass-minutes)"), p.skipped.to_string()));
         }
-        out.push((format!("{l}: wall time / ingest rate"), format!("{:.1} s / {:.0} entries/s", p.wall, n as f64 / p.wall.max(1e-9))));
+        out.push((
+            format!("{l}: wall time / ingest rate"),
+            format!("{:.1} s / {:.0} entries/s", p.wall, n as f64 / p.wall.max(1e-9)),
+        ));
         out.push((format!("{l}: server CPU ms per 1,000 entries (readers' requests included)"), per_k(p.cpu_ms, n)));
         let per_e = |b: u64| if n > 0 { format!("{:.0} B", b as f64 / n as f64) } else { "-".into() };
         out.push((format!("{l}: wire bytes per entry up / down"), format!("{} / {}", per_e(p.up), per_e(p.down))));
@@ -618,7 +649,10 @@ pub fn figures(a: &Args, fleet: &Fleet, r: &BinRun) -> Vec<(String, String)> {
         }
         out.push((format!("{l}: server VmRSS / VmHWM"), format!("{} / {} MB", r.par_mem.0, r.par_mem.1)));
         let bad: usize = r.during_bad.values().sum();
-        out.push((format!("{l}: reads timed / not timed"), format!("{} / {bad}", r.during.iter().map(|d| d.3).sum::<usize>())));
+        out.push((
+            format!("{l}: reads timed / not timed"),
+            format!("{} / {bad}", r.during.iter().map(|d| d.3).sum::<usize>()),
+        ));
     }
     out
 }
@@ -637,7 +671,8 @@ pub fn route_cells(r: &BinRun) -> Vec<(&'static str, String, String, String)> {
                 .map_or("-".into(), |d| format!("{:.1} / {:.1} ({})", d.1, d.2, d.3));
             let after = r.after.iter().find(|x| x.label == rt.label);
             let cold = after.map_or("-".into(), |x| x.cold.clone());
-            let load = after.and_then(|x| x.load).map_or("-".into(), |(p50, p99, n, _)| format!("{p50:.1} / {p99:.1} ({n})"));
+            let load =
+                after.and_then(|x| x.load).map_or("-".into(), |(p50, p99, n, _)| format!("{p50:.1} / {p99:.1} ({n})"));
             (rt.label, during, cold, load)
         })
         .collect()
