@@ -23,10 +23,8 @@ mod run;
 #[allow(dead_code)]
 #[path = "../load/server.rs"]
 mod server;
-#[allow(dead_code)]
-#[path = "../../backend/test_corpus.rs"]
-mod test_corpus;
 
+use fleet::test_corpus;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
