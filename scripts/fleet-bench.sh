@@ -6,7 +6,7 @@
 #   scripts/fleet-bench.sh [FLAGS]                                    # this checkout's release build
 #   CACHELENS_BIN=path scripts/fleet-bench.sh                         # another build
 #   CACHELENS_BIN_BEFORE=old CACHELENS_BIN=new scripts/fleet-bench.sh # both, side by side, one run
-#   scripts/fleet-bench.sh --nodes 4 --entries 2000                   # a short run (~2 min)
+#   scripts/fleet-bench.sh --nodes 4 --entries 2000                   # a short run (~7 min)
 #
 # What it does:
 #  1. A pool of distinct real cache entries on disk, <work>/pool-*: every key dir of the H100
