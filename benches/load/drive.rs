@@ -2,51 +2,15 @@
 //! under concurrent clients, the fleet-scale upload phase; and the figures' tables.
 
 use crate::fleet::{self, Corpus, Facts};
-use crate::routes::{ROUTES, Route};
+use crate::request::{Load, kb, ms, pct};
+pub use crate::request::{Outcome, client, fill, get};
+use crate::routes::ROUTES;
 use crate::server::Server;
 use crate::{Args, Run};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// How one request went.
-#[derive(Clone, Debug)]
-pub enum Outcome {
-    Ok(Duration, usize),
-    /// 202 with `Retry-After`: a report being computed, answered at once with its progress (the
-    /// page asks again by itself). Timed apart from the answers that hold the report.
-    Pending(Duration),
-    Status(u16, Duration),
-    Timeout,
-    Error(String),
-}
-
-impl Outcome {
-    fn ms(&self) -> Option<f64> {
-        match self {
-            Outcome::Ok(d, _) => Some(d.as_secs_f64() * 1000.0),
-            _ => None,
-        }
-    }
-    fn show(&self) -> String {
-        match self {
-            Outcome::Ok(d, b) => format!("{} ({})", ms(d.as_secs_f64() * 1000.0), kb(*b)),
-            Outcome::Pending(d) => format!("202 in {}", ms(d.as_secs_f64() * 1000.0)),
-            Outcome::Status(s, d) => format!("HTTP {s} in {}", ms(d.as_secs_f64() * 1000.0)),
-            Outcome::Timeout => "timeout".into(),
-            Outcome::Error(e) => format!("error: {}", e.chars().take(60).collect::<String>()),
-        }
-    }
-}
-
-fn ms(v: f64) -> String {
-    if v >= 10_000.0 { format!("{:.1} s", v / 1000.0) } else { format!("{v:.1} ms") }
-}
-
-fn kb(b: usize) -> String {
-    if b >= 1 << 20 { format!("{:.1} MB", b as f64 / 1048576.0) } else { format!("{:.0} KB", b as f64 / 1024.0) }
-}
 
 /// One route's figures.
 pub struct Row {
@@ -60,103 +24,6 @@ pub struct Row {
     /// Answers under load that were 202 (a report being computed, shown with its progress):
     /// (count, p99 ms). They are not in `load`'s figures.
     pub pending: Option<(usize, f64)>,
-}
-
-pub async fn get(http: &reqwest::Client, base: &str, url: &str, timeout: Duration) -> Outcome {
-    let (hx, path) = match url.strip_prefix("HX ") {
-        Some(p) => (true, p),
-        None => (false, url),
-    };
-    let mut req = http.get(format!("{base}{path}")).timeout(timeout);
-    if hx {
-        req = req.header("HX-Request", "true");
-    }
-    let t = Instant::now();
-    let resp = match req.send().await {
-        Ok(r) => r,
-        Err(e) if e.is_timeout() => return Outcome::Timeout,
-        Err(e) => return Outcome::Error(e.to_string()),
-    };
-    let status = resp.status();
-    let pending = status == reqwest::StatusCode::ACCEPTED && resp.headers().contains_key("retry-after");
-    match resp.bytes().await {
-        Ok(_) if pending => Outcome::Pending(t.elapsed()),
-        Ok(b) if status.is_success() || status.is_redirection() => Outcome::Ok(t.elapsed(), b.len()),
-        Ok(_) => Outcome::Status(status.as_u16(), t.elapsed()),
-        Err(e) if e.is_timeout() => Outcome::Timeout,
-        Err(e) => Outcome::Error(e.to_string()),
-    }
-}
-
-pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).pool_max_idle_per_host(64).build().unwrap()
-}
-
-/// The `i`-th URL of a route, its placeholders filled from the fleet.
-pub fn fill(r: &Route, f: &Facts, i: usize) -> String {
-    let t = r.urls[i % r.urls.len()];
-    let enc = cachelens::fmt::enc;
-    let (m, key, art) = &f.entries[i % f.entries.len()];
-    let (old, new) = &f.upgrade_pairs[i % f.upgrade_pairs.len()];
-    let terms = ["soft", "matmul", "layer", "add_k", "fused", "poi", "per_", "red", "kernel_v1", "mul"];
-    t.replace("{machine2}", &f.machines[(i + 1) % f.machines.len()])
-        .replace("{machine}", m)
-        .replace("{key}", key)
-        .replace("{artifact}", &enc(art))
-        .replace("{kernel}", &enc(&f.kernels[i % f.kernels.len()]))
-        .replace("{q}", terms[i % terms.len()])
-        .replace("{up}", &f.up)
-        .replace("{from}", &f.from.to_string())
-        .replace("{to}", &f.to.to_string())
-        .replace("{old}", old)
-        .replace("{new}", new)
-        .replace("{pair_old}", &f.pair_old)
-        .replace("{pair_new}", &f.pair_new)
-        .replace("{autotune}", &f.autotune)
-        .replace("{decision}", &f.decision.to_string())
-        .replace("{deep}", &f.deep.to_string())
-}
-
-fn pct(v: &[f64], p: f64) -> f64 {
-    v.get(((v.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(f64::NAN)
-}
-
-/// `clients` concurrent clients on one route, until `requests` or `route_secs` are spent.
-async fn drive(a: &Args, base: &str, r: &'static Route, f: &Facts) -> (Vec<f64>, Vec<f64>, usize, usize, f64) {
-    let http = client();
-    let t = Instant::now();
-    let mut tasks = vec![];
-    for c in 0..a.clients {
-        let (http, base, f, timeout, budget) =
-            (http.clone(), base.to_string(), f.clone(), a.timeout, Duration::from_secs_f64(a.route_secs));
-        let (requests, clients) = (a.requests, a.clients);
-        tasks.push(tokio::spawn(async move {
-            let (mut lat, mut pending, mut timeouts, mut errors) = (vec![], vec![], 0, 0);
-            for i in (c..requests).step_by(clients) {
-                if t.elapsed() > budget {
-                    break;
-                }
-                match get(&http, &base, &fill(r, &f, i), timeout).await {
-                    Outcome::Ok(d, _) => lat.push(d.as_secs_f64() * 1000.0),
-                    Outcome::Pending(d) => pending.push(d.as_secs_f64() * 1000.0),
-                    Outcome::Timeout => timeouts += 1,
-                    _ => errors += 1,
-                }
-            }
-            (lat, pending, timeouts, errors)
-        }));
-    }
-    let (mut all, mut pend, mut to, mut er) = (vec![], vec![], 0, 0);
-    for t in tasks {
-        let (l, p, a, b) = t.await.unwrap();
-        all.extend(l);
-        pend.extend(p);
-        to += a;
-        er += b;
-    }
-    all.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    pend.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (all, pend, to, er, t.elapsed().as_secs_f64())
 }
 
 /// Upload the fleet; returns its facts and the ingest figure.
@@ -361,7 +228,9 @@ pub async fn run_binary(a: &Args, c: &Corpus, name: &str, bin: &Path) -> anyhow:
                 s.restart().await?;
                 settle(a, &s).await;
             } else if cold.ms().is_some_and(|m| m < a.slow_ms) {
-                let (lat, pend, to, er, secs) = drive(a, &s.url, r, &f).await;
+                let load_of =
+                    Load { clients: a.clients, requests: a.requests, route_secs: a.route_secs, timeout: a.timeout };
+                let (lat, pend, to, er, secs) = crate::request::drive(load_of, &s.url, r, &f).await;
                 pending = (!pend.is_empty()).then(|| (pend.len(), pct(&pend, 0.99)));
                 load =
                     Some((pct(&lat, 0.5), pct(&lat, 0.99), pct(&lat, 1.0), lat.len(), to, er, lat.len() as f64 / secs));

@@ -13,7 +13,7 @@
 //!   cloned: the autotune pages need real choices linked to real entries.
 
 #[path = "../../backend/test_corpus.rs"]
-mod test_corpus;
+pub mod test_corpus;
 
 use cachelens::model::{Entry, HookEvent, ScanReport};
 use std::collections::BTreeMap;

@@ -13,6 +13,7 @@
 mod drive;
 mod drive_upload;
 mod fleet;
+mod request;
 mod routes;
 mod server;
 
