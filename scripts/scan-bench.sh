@@ -33,7 +33,7 @@ if [ ! -f "$CACHE/.complete" ]; then
     rm -rf "$BENCH_DIR/src" "$CACHE"
     mkdir -p "$BENCH_DIR/src"
     # the corpus in demo/, but for h100-hook-3.6.0 and h100-inductor-autotune (added later):
-    # the figures in docs/PERFORMANCE.md were measured on the other seven
+    # the scanner figures are measured on the other seven
     for a in demo/*.tar.xz; do
         case "$(basename "$a")" in
             h100-hook-*|h100-inductor-autotune-*) ;;
