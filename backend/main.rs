@@ -8,7 +8,8 @@ use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of glibc's malloc: a server's requests allocate many small, short-lived
 /// values (parsed metadata, findings, rows) across threads, and glibc's arenas spent about a
-/// fifth of a loaded server's CPU in locking and consolidation (measured in the commit that chose it: `git log -S mimalloc`).
+/// fifth of a loaded server's CPU in locking and consolidation (measured in the commit that
+/// chose it: `git log -S mimalloc`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
