@@ -149,6 +149,7 @@ async fn scan_and_upload(
     let opts = collect::Opts {
         progress: counts,
         beside: r.beside.clone(),
+        full: a.full,
         ..collect::Opts::cli(machine, &a.hook_hosts, a.time_budget)
     };
     let up = crate::upload::scan_and_upload_opts(server, token, &r.path, machine, retry, opts).await;

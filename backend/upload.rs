@@ -259,6 +259,7 @@ pub async fn scan_and_upload_opts(
 ) -> anyhow::Result<Uploaded> {
     let mut prev = server_event_marks(server, token, retry).await?;
     prev.deadline = opts.deadline(std::time::Instant::now());
+    prev.full = opts.full; // `--full`: the server's stamps are not trusted either
     prev.progress = opts.progress;
     prev.hosts = opts.hosts;
     let beside = opts.beside;

@@ -255,10 +255,11 @@ impl Ingest {
     }
 
     /// Store entries whose facts the server holds ([`Present`] records of an upload): each
-    /// row's facts are copied from a live or removed row with the same fact, relocated as it is,
-    /// its class with them (its texts and files are the fact's: `fact_texts`, `fact_files`); what is this machine's own (dir, signature, compile
-    /// time, dir stamp) comes from the record. A record whose fact the server does not hold
-    /// (a row it was told of went meanwhile) is a skip, and its row, if any, kept as it was.
+    /// row's columns and class are copied from a live or removed row with the same fact,
+    /// relocated as it is (its texts and files are the fact's: `fact_texts`, `fact_files`);
+    /// what is this machine's own (dir, signature, compile time, dir stamp) comes from the
+    /// record. A record whose fact the server does not hold (a row it was told of went
+    /// meanwhile) is a skip, and its row, if any, kept as it was.
     pub async fn present(&mut self, batch: &[Present]) -> sqlx::Result<()> {
         let fresh: Vec<&Present> = batch.iter().filter(|p| self.is_fresh(&p.key, p.dir(), &p.sig)).collect();
         for chunk in fresh.chunks(200) {
@@ -282,7 +283,6 @@ impl Ingest {
             for p in lost {
                 let why = "the server no longer holds this entry's facts: sent again by the next scan";
                 self.dup_skips.push(Skip::new(p.dir().to_string(), SkipKind::Other, why));
-                self.written.remove(&p.key);
             }
             if !held.is_empty() {
                 self.copy_facts(&held, &donors).await?;
