@@ -29,6 +29,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 async fn scan(a: ScanArgs) -> anyhow::Result<()> {
+    if let Some(server) = &a.server {
+        // what is wrong with --server or --token, said before anything is scanned
+        crate::upload::server_base(server)?;
+        anyhow::ensure!(a.token.is_some(), "--server needs --token (or CACHELENS_TOKEN): see `cachelens token create`");
+    }
     let machine = a.machine.clone().unwrap_or_else(collect::hostname);
     // The server's rule for uploaded names, applied to local scans too: the name becomes a URL
     // part of every page of this machine.

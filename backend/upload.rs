@@ -71,6 +71,34 @@ pub fn install_crypto() {
     });
 }
 
+/// The `--server` URL checked before anything is scanned: an http or https URL of the server's
+/// base (no path, query or fragment), returned without a trailing `/`. A mistyped one fails at
+/// once with what is wrong, instead of as six failed tries after the scan.
+pub fn server_base(s: &str) -> anyhow::Result<String> {
+    let hint = "give the server's base URL, e.g. http://cachelens.example.org:8600";
+    let u = reqwest::Url::parse(s).map_err(|e| anyhow::anyhow!("--server {s:?} is not a URL ({e}): {hint}"))?;
+    if !matches!(u.scheme(), "http" | "https") {
+        let no_scheme = if s.contains("://") { String::new() } else { format!(" (no scheme? write http://{s})") };
+        anyhow::bail!("--server {s:?}: the scheme {:?} is not http or https{no_scheme}", u.scheme());
+    }
+    if u.host_str().is_none_or(str::is_empty) {
+        anyhow::bail!("--server {s:?} names no host: {hint}");
+    }
+    if !matches!(u.path(), "" | "/") || u.query().is_some() || u.fragment().is_some() {
+        let base = u.origin().ascii_serialization();
+        let what = if matches!(u.path(), "" | "/") {
+            "a query or fragment".to_string()
+        } else {
+            format!("the path {:?}", u.path())
+        };
+        anyhow::bail!(
+            "--server takes the server's base URL, not a page or an API path: {s:?} has {what}; \
+             uploads go to the base URL ({base}) with a machine token"
+        );
+    }
+    Ok(s.trim_end_matches('/').to_string())
+}
+
 /// An HTTP client for talking to a cachelens server.
 pub fn client() -> anyhow::Result<reqwest::Client> {
     install_crypto();

@@ -541,3 +541,36 @@ async fn server_killed_mid_upload_restarts_and_the_retry_stores_the_scan_once() 
             .unwrap();
     assert_eq!(orphans, 0);
 }
+
+/// A mistyped `--server` or a missing `--token` fails at once, before anything is scanned, and
+/// says what is wrong (it used to fail after the scan, as six tries of a connection error).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_server_or_a_missing_token_fails_before_the_scan() {
+    let cache = corpus_read_only("h100-jit-3.6.0").join("triton-cache");
+    let cases: [(&str, Option<&str>, &str); 6] = [
+        ("htp://127.0.0.1:9", Some("t"), "the scheme \"htp\" is not http or https"),
+        ("localhost:8600", Some("t"), "no scheme? write http://localhost:8600"),
+        (
+            "http://127.0.0.1:9/api/v1/scans",
+            Some("t"),
+            "has the path \"/api/v1/scans\"; uploads go to the base URL (http://127.0.0.1:9)",
+        ),
+        ("https://h.example/?token=x", Some("t"), "has a query or fragment"),
+        ("http://", Some("t"), "is not a URL"),
+        ("http://127.0.0.1:9", None, "--server needs --token"),
+    ];
+    for (url, token, says) in cases {
+        let t0 = std::time::Instant::now();
+        let mut cmd = tokio::process::Command::new(bin());
+        cmd.arg("scan").arg(&cache).args(["--server", url, "--machine", "m"]).env_remove("CACHELENS_TOKEN");
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
+        }
+        let out = cmd.env("CACHELENS_UPLOAD_BACKOFF_MS", "100").output().await.unwrap();
+        let (stdout, stderr) = text(&out);
+        assert!(!out.status.success(), "{url}: {stdout}");
+        assert!(stderr.contains(says), "{url}: {stderr}");
+        assert!(stdout.is_empty(), "{url}: nothing is scanned: {stdout}");
+        println!("{url}: failed in {:?}", t0.elapsed());
+    }
+}
