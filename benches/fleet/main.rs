@@ -172,12 +172,7 @@ async fn main() -> anyhow::Result<()> {
         a.parallel,
         a.readers,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
+        request::load_average()
     );
     println!("disk: {} (pool at {})", fleet.built, fleet.pool.display());
     let mut bins = vec![];

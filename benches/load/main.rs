@@ -143,12 +143,7 @@ async fn main() -> anyhow::Result<()> {
         a.events,
         a.clients,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
+        request::load_average()
     );
     let mut runs = vec![];
     for (name, bin) in &bins {

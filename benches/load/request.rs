@@ -152,3 +152,14 @@ pub async fn drive(a: Load, base: &str, r: &'static Route, f: &Facts) -> (Vec<f6
     pend.sort_by(|a, b| a.partial_cmp(b).unwrap());
     (all, pend, to, er, t.elapsed().as_secs_f64())
 }
+
+/// The machine's load average (1, 5, 15 minutes) as /proc/loadavg says it: both benches print it
+/// beside their figures (the machine is shared with other work).
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
