@@ -358,8 +358,12 @@ async fn token(c: TokenCommand) -> anyhow::Result<()> {
     match c {
         TokenCommand::Create { machine, db } => {
             anyhow::ensure!(crate::model::valid_machine_name(&machine), "invalid machine name {machine:?}");
-            let pool = db::open(&db.path()).await?;
+            let path = db.path();
+            let pool = db::open(&path).await?;
             println!("{}", db::tokens::create(&pool, &machine).await?);
+            // stdout is the token alone (scripts read it); where it went, on stderr: a server
+            // started on another database does not know it
+            eprintln!("token for machine {machine} stored in {} (serve this database: --db)", path.display());
         }
         TokenCommand::List { db, json } => {
             let pool = db::open(&db.path()).await?;

@@ -175,6 +175,18 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 /// WAL lets readers go on while one writer ingests; the busy timeout makes a second writer wait
 /// instead of failing.
 pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
+    // `--db postgres://u@host/db` once made a file `./postgres:/u@host/db` and served it: a URL
+    // of a store is refused here, before anything is created.
+    let text = path.to_string_lossy();
+    if let Some((scheme, _)) = text.split_once("://")
+        && !scheme.is_empty()
+        && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
+    {
+        anyhow::bail!(
+            "--db {text:?} is a URL of a {scheme:?} store, which this build does not have: \
+             give the path of an SQLite file (e.g. --db team.db)"
+        );
+    }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }

@@ -167,3 +167,43 @@ async fn read_token_guards_pages_and_api_but_not_uploads() {
     let open = server(Config::default()).await;
     get_json_at(&format!("{}/api/v1/machines", open.url)).await;
 }
+
+/// A `--db` that is a URL of a store (PostgreSQL, ...) is refused at once, and nothing is
+/// created: it was taken as a file path (`./postgres:/u@host:5432/db`) and served as an empty
+/// SQLite database.
+#[test]
+fn a_db_url_of_a_store_not_built_in_is_refused_and_creates_nothing() {
+    let dir = tempfile::TempDir::new().unwrap();
+    for args in [
+        vec!["serve", "--db", "postgres://u@host:5432/db", "--listen", "127.0.0.1:0"],
+        vec!["token", "create", "--machine", "m", "--db", "postgresql://u@host/db"],
+        vec!["scan", ".", "--db", "mysql://u@host/db"],
+    ] {
+        let out = std::process::Command::new(bin()).args(&args).current_dir(dir.path()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            stderr.contains("which this build does not have") && stderr.contains("SQLite file"),
+            "{args:?}: {stderr}"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "created {left:?}");
+}
+
+/// `token create` prints the token alone on stdout and says on stderr which database holds it.
+#[test]
+fn token_create_says_which_database_it_wrote_to() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = dir.path().join("team.db");
+    let out = std::process::Command::new(bin())
+        .args(["token", "create", "--machine", "gpu-1", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(stdout.trim().starts_with("cl_"), "{stdout}");
+    assert!(stderr.contains(&format!("stored in {}", db.display())) && stderr.contains("gpu-1"), "{stderr}");
+}
