@@ -478,18 +478,22 @@ impl Stager {
     /// in the part for the server to say whether it holds them ([`Stager::flush`]); any other
     /// goes whole.
     pub async fn entry(&mut self, e: Entry) -> anyhow::Result<()> {
+        let record = serde_json::to_vec(&e).map_or(0, |v| v.len());
         if self.facts && e.facts_are_content() {
-            self.part_bytes += serde_json::to_vec(&e).map_or(0, |v| v.len())
-                + e.artifacts.iter().filter_map(|a| a.text.as_ref()).map(String::len).sum::<usize>();
+            self.part_bytes +=
+                record + e.artifacts.iter().filter_map(|a| a.text.as_ref()).map(String::len).sum::<usize>();
             self.pending.push(e);
         } else {
-            self.whole(e);
+            self.part_bytes += record + self.whole(e);
         }
         self.flush_if_full().await
     }
 
-    /// Put an entry into the part whole (its IR text moves to the part's blobs).
-    fn whole(&mut self, mut e: Entry) {
+    /// Put an entry into the part whole (its IR text moves to the part's blobs); returns the
+    /// bytes of text it added. (The part's size is counted by [`Stager::entry`]: a pending
+    /// entry settled whole at the flush was counted when it came.)
+    fn whole(&mut self, mut e: Entry) -> usize {
+        let mut added = 0;
         for a in &mut e.artifacts {
             let Some(t) = a.text.take() else { continue };
             if t.len() > self.max_blob {
@@ -501,13 +505,13 @@ impl Stager {
                     why,
                 ));
             } else if self.seen.insert(sha_prefix(&a.sha256)) {
-                self.part_bytes += t.len();
+                added += t.len();
                 self.texts.insert(a.sha256.clone(), t);
             }
         }
-        self.part_bytes += serde_json::to_vec(&e).map_or(0, |v| v.len());
         self.stats.entries_sent += 1;
         self.part.entries.push(e);
+        added
     }
 
     /// The pending entries into the part: as `present` records where the server holds their
