@@ -132,12 +132,7 @@ fn plan(a: &Args) -> pool::Plan {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
     cachelens::upload::install_crypto();
-    tokio::spawn(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
-        tokio::select! { _ = tokio::signal::ctrl_c() => {}, _ = term.recv() => {} }
-        server::kill_all();
-        std::process::exit(130);
-    });
+    server::kill_all_on_signal();
     let mut a = args();
     std::fs::create_dir_all(&a.work)?;
     a.work = a.work.canonicalize()?;

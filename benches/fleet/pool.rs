@@ -67,17 +67,6 @@ impl Template {
     }
 }
 
-/// True for names Triton uses as cache keys (as the scanner's `walk::is_key`).
-fn is_key(name: &str) -> bool {
-    let ok = |f: fn(u8) -> bool| name.bytes().all(f);
-    match name.len() {
-        52 => ok(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b)),
-        43 => ok(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
-        64 => ok(|b| b.is_ascii_hexdigit()),
-        _ => false,
-    }
-}
-
 fn find_entries(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for d in std::fs::read_dir(dir)? {
         let d = d?;
@@ -85,7 +74,7 @@ fn find_entries(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> std::io::Re
         if !d.file_type()?.is_dir() || name == ".cachelens" {
             continue;
         }
-        if is_key(&name) {
+        if cachelens::scan::walk::is_key(&name) {
             out.push(d.path());
         } else if depth < 6 {
             find_entries(&d.path(), depth + 1, out)?;

@@ -41,6 +41,17 @@ pub fn kill_all() {
     }
 }
 
+/// Kill every server this benchmark started and exit on SIGINT / SIGTERM (call once, from
+/// `main`, inside the runtime).
+pub fn kill_all_on_signal() {
+    tokio::spawn(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap();
+        tokio::select! { _ = tokio::signal::ctrl_c() => {}, _ = term.recv() => {} }
+        kill_all();
+        std::process::exit(130);
+    });
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
