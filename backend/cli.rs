@@ -40,6 +40,11 @@ pub enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Manage the machines a database holds (on the server).
+    Machine {
+        #[command(subcommand)]
+        command: MachineCommand,
+    },
     /// CI gate: fail when a change (a Triton upgrade, an env var, ...) would recompile more of
     /// the base's kernels than allowed: `cachelens gate BASE_DIR CHANGE_DIR --max-invalidated 10%`.
     #[command(after_help = GATE_HELP)]
@@ -207,8 +212,37 @@ pub struct ServeArgs {
     /// it shows the computation's progress and fills in when the report is stored.
     #[arg(long, env = "CACHELENS_REPORT_WAIT_MS", default_value_t = 50)]
     pub report_wait_ms: u64,
+    /// How long removed entries (gone from their cache) and stored invalidation reports are
+    /// kept before they are deleted, checked hourly: `90d`, `12h`, `2w`, or `forever`. Hour and
+    /// day history keeps what aged out; reports are computed again when asked.
+    #[arg(long, env = "CACHELENS_KEEP_REMOVED", default_value = "90d", value_parser = parse_keep)]
+    pub keep_removed: Keep,
     #[command(flatten)]
     pub limits: LimitArgs,
+}
+
+/// How long `serve` keeps removed entries and stored reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    Forever,
+    For(std::time::Duration),
+}
+
+impl Default for Keep {
+    fn default() -> Keep {
+        Keep::For(std::time::Duration::from_secs(90 * 86_400))
+    }
+}
+
+fn parse_keep(s: &str) -> Result<Keep, String> {
+    if s == "forever" {
+        return Ok(Keep::Forever);
+    }
+    match humantime::parse_duration(s) {
+        Ok(d) if d >= std::time::Duration::from_secs(3600) => Ok(Keep::For(d)),
+        Ok(_) => Err("at least 1h (or `forever`)".to_string()),
+        Err(e) => Err(format!("{e}: give a duration such as 90d, 12h or 2w, or `forever`")),
+    }
 }
 
 /// Connection limits of `serve` (docs/THREAT-MODEL.md says what each protects).
@@ -256,6 +290,22 @@ pub struct ExplainArgs {
     /// Keep location noise (`loc(...)`, `#loc` lines, `.loc`/`.file` directives) in the IR diff.
     #[arg(long)]
     pub keep_locations: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MachineCommand {
+    /// Delete a machine that left the fleet and everything that is only its: entries, scans,
+    /// hook events and their history (subtracted from the fleet's), summaries, staged uploads,
+    /// its landing reports; its tokens are revoked. A node that uploads again under the name
+    /// starts afresh (with a new token).
+    Retire {
+        name: String,
+        #[command(flatten)]
+        db: DbArg,
+        /// Print what was deleted as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

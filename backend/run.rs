@@ -1,7 +1,7 @@
 //! What each subcommand does. Cache text they print for people (root paths, dir names, skip
 //! reasons, kernel names) goes through [`crate::fmt::term`]; `--json` prints it as JSON strings.
 
-use crate::cli::{Cli, Command, DbArg, ExplainArgs, ScanArgs, ServeArgs, TokenCommand, UpArgs};
+use crate::cli::{Cli, Command, DbArg, ExplainArgs, Keep, MachineCommand, ScanArgs, ServeArgs, TokenCommand, UpArgs};
 use crate::collect;
 use crate::db;
 use crate::fmt::term;
@@ -18,6 +18,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => serve(a).await,
         Command::Explain(a) => explain(a).await,
         Command::Token { command } => token(command).await,
+        Command::Machine { command } => machine(command).await,
         Command::Gate(a) => return Ok(crate::gate::run(a).await),
         Command::Completions { shell } => {
             use clap::CommandFactory;
@@ -254,6 +255,7 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         read_token: None,
         login_days: 7,
         report_wait_ms: Config::default().report_wait.as_millis() as u64,
+        keep_removed: Keep::default(),
         limits: Default::default(),
     })
     .await
@@ -312,6 +314,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     state.db.rebuild_soon(); // a database scanned or migrated while no server ran
     state.db.fill_classes_soon(); // entries stored before classes were (migration 0025)
     tokio::spawn(db::keysets::warm(state.db.pool().clone())); // the same, for machine-pair reports
+    if let Keep::For(keep) = a.keep_removed {
+        tokio::spawn(db::retention::age_out_every(state.db.pool().clone(), keep, secs(3600)));
+    }
     let app = web::app(state);
     let listener = tokio::net::TcpListener::bind(a.listen).await?;
     eprintln!(
@@ -349,6 +354,32 @@ async fn explain(a: ExplainArgs) -> anyhow::Result<()> {
         print!("{}", crate::explain::render_text(&r));
         if a.diff {
             print!("{}", crate::explain::render_diff(&r));
+        }
+    }
+    Ok(())
+}
+
+async fn machine(c: MachineCommand) -> anyhow::Result<()> {
+    match c {
+        MachineCommand::Retire { name, db, json } => {
+            let path = db.path();
+            anyhow::ensure!(path.exists(), "no database at {} (pass --db FILE)", path.display());
+            let pool = db::open(&path).await?;
+            let r = db::retention::retire(&pool, &name).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!(
+                    "retired machine {} from {}: {} entries, {} scans, {} hook events, {} stored reports deleted; {} tokens revoked",
+                    term(&r.machine),
+                    path.display(),
+                    r.entries,
+                    r.scans,
+                    r.events,
+                    r.reports,
+                    r.tokens_revoked
+                );
+            }
         }
     }
     Ok(())

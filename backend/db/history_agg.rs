@@ -37,6 +37,11 @@ const CONTRIB: &str = "
     WHERE en.machine_id = ?1 AND en.key IN (SELECT key FROM temp.history_touch) AND c.inferred_kernel IS NOT NULL
     GROUP BY 1, 2";
 
+/// The per-(kernel, hour) differences [`apply`] adds to the tables.
+const DELTA_TABLE: &str =
+    "CREATE TEMP TABLE IF NOT EXISTS history_delta(kernel TEXT NOT NULL, hour INTEGER NOT NULL, hits INTEGER,
+           misses INTEGER, compiles INTEGER, inferred INTEGER, compile_ms REAL, timed INTEGER, hook_events INTEGER)";
+
 /// Re-count the given keys of a machine (after their events or compile times changed) and apply
 /// the difference to the hour tables. Runs inside the caller's transaction.
 pub async fn account(conn: &mut SqliteConnection, machine_id: i64, keys: &[&str]) -> sqlx::Result<()> {
@@ -45,8 +50,7 @@ pub async fn account(conn: &mut SqliteConnection, machine_id: i64, keys: &[&str]
     }
     for sql in [
         "CREATE TEMP TABLE IF NOT EXISTS history_touch(key TEXT PRIMARY KEY) WITHOUT ROWID",
-        "CREATE TEMP TABLE IF NOT EXISTS history_delta(kernel TEXT NOT NULL, hour INTEGER NOT NULL, hits INTEGER,
-           misses INTEGER, compiles INTEGER, inferred INTEGER, compile_ms REAL, timed INTEGER, hook_events INTEGER)",
+        DELTA_TABLE,
         "DELETE FROM temp.history_touch",
         "DELETE FROM temp.history_delta",
     ] {
@@ -92,6 +96,22 @@ pub async fn account(conn: &mut SqliteConnection, machine_id: i64, keys: &[&str]
         sqlx::query(sql).bind(machine_id).execute(&mut *conn).await?;
     }
     sqlx::query(sqlx::AssertSqlSafe(delta(""))).bind(machine_id).execute(&mut *conn).await?;
+    apply(conn, machine_id).await
+}
+
+/// Subtract everything machine ?1 contributed to the hour tables and roll-ups (it is being
+/// retired: `db::retention::retire`). Its per-(kernel, hour) rows are its whole contribution.
+pub(crate) async fn forget_machine(conn: &mut SqliteConnection, machine_id: i64) -> sqlx::Result<()> {
+    for sql in [DELTA_TABLE, "DELETE FROM temp.history_delta"] {
+        sqlx::query(sql).execute(&mut *conn).await?;
+    }
+    sqlx::query(
+        "INSERT INTO temp.history_delta SELECT kernel, hour, -hits, -misses, -compiles, -inferred, -compile_ms,
+           -timed, -hook_events FROM history_hours WHERE machine_id = ?1",
+    )
+    .bind(machine_id)
+    .execute(&mut *conn)
+    .await?;
     apply(conn, machine_id).await
 }
 

@@ -19,6 +19,7 @@ pub mod memo;
 pub mod nearest;
 pub mod rebuild;
 pub mod reports;
+pub mod retention;
 pub mod scans;
 pub mod staging;
 pub mod summaries;

@@ -24,6 +24,7 @@ mod nearest;
 mod pages;
 mod reports;
 mod rescan;
+mod retention;
 mod scan;
 mod scan_bounds;
 mod summaries;
