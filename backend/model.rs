@@ -551,6 +551,9 @@ pub struct UploadSession {
     /// The largest part and the largest IR blob the server takes, decompressed.
     pub max_part_bytes: u64,
     pub max_blob_bytes: u64,
+    /// The salt of this upload's blob proofs (absent from older servers: no proofs taken).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub salt: Option<String>,
 }
 
 /// `PUT /api/v1/uploads/{id}/parts/{n}`: records of one scan, a bounded share of it. A part's
@@ -625,6 +628,30 @@ pub struct FactsRequest {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct FactsAnswer {
     pub missing: Vec<String>,
+}
+
+/// `POST /api/v1/uploads/{id}/proofs`: IR texts this machine holds and the server may hold from
+/// another machine, each as `[sha256, blob_proof(salt, text)]`. The server answers those it holds
+/// and whose proof matches its own text; the client sends the others. Only a client that holds a
+/// text can learn that the server has it (the salt is the upload's, chosen by the server).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ProofsRequest {
+    pub proofs: Vec<(String, String)>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ProofsAnswer {
+    pub held: Vec<String>,
+}
+
+/// The proof of holding `text`: sha256 of the upload's salt (hex) and the text, in hex.
+pub fn blob_proof(salt: &str, text: &[u8]) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update(salt.as_bytes());
+    h.update([0]);
+    h.update(text);
+    hex::encode(h.finalize())
 }
 
 /// `POST /api/v1/uploads/{id}/previous`: what the server holds of the upload's root on this

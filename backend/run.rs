@@ -121,12 +121,13 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[crate::locat
         };
         if !a.json {
             println!(
-                "uploaded {:.1} KiB (gzip): {} entries whole, {} whose facts the server held, {} of {} IR blobs the server lacked, {} hook event lines{}",
+                "uploaded {:.1} KiB (gzip): {} entries whole, {} whose facts the server held, {} of {} IR blobs the server lacked ({} more it held, proven by hash), {} hook event lines{}",
                 up.body_bytes as f64 / 1024.0,
                 up.entries_sent,
                 up.present_sent,
                 up.blobs_sent,
                 up.blobs_total,
+                up.blobs_proven,
                 up.events_sent,
                 if up.response.created {
                     String::new()

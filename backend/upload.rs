@@ -16,7 +16,10 @@
 //! final. Every retry sends the very same bytes under the same `client_id`: the server stores
 //! the scan once.
 
-use crate::model::{Entry, FactsAnswer, FactsRequest, MissingRequest, MissingResponse, Present, PreviousAnswer};
+use crate::model::{
+    Entry, FactsAnswer, FactsRequest, MissingRequest, MissingResponse, Present, PreviousAnswer, ProofsAnswer,
+    ProofsRequest,
+};
 use crate::model::{ScanPart, UploadResponse};
 use crate::model::{ScanReport, UPLOAD_FORMAT, UploadBegin, UploadCommit, UploadSession};
 use anyhow::Context;
@@ -30,9 +33,11 @@ pub struct Uploaded {
     pub response: UploadResponse,
     /// Gzipped bytes of the report as sent.
     pub body_bytes: usize,
-    /// IR blobs sent / referenced by the report.
+    /// IR blobs sent / referenced by the report / not sent because the server held them and
+    /// this node proved it holds them too (`proofs`).
     pub blobs_sent: usize,
     pub blobs_total: usize,
+    pub blobs_proven: usize,
     /// Tries the POST of the report took.
     pub tries: u32,
     /// Hook event lines the report carried.
@@ -41,6 +46,9 @@ pub struct Uploaded {
     pub entries_sent: usize,
     pub present_sent: usize,
 }
+
+/// Proofs per `proofs` request (the server takes up to 20,000).
+const PROOFS_PER_REQUEST: usize = 5_000;
 
 /// Retry policy: `tries` attempts in all, waiting `base`·2ⁿ (capped at 30 s, ±50% jitter).
 #[derive(Debug, Clone, Copy)]
@@ -378,6 +386,8 @@ pub struct Stager {
     /// The first 128 bits of each IR sha256 this upload has carried (each text goes once).
     seen: std::collections::HashSet<[u8; 16]>,
     max_blob: usize,
+    /// The salt of this upload's blob proofs (`None`: an older server, texts go whole).
+    salt: Option<String>,
     /// Send a part once it holds this many bytes: [`PART_TARGET`], or half the server's part
     /// limit when that is lower.
     target: usize,
@@ -439,6 +449,7 @@ impl Stager {
             facts: false,
             seen: Default::default(),
             max_blob: usize::try_from(s.max_blob_bytes).unwrap_or(usize::MAX),
+            salt: s.salt,
             target: PART_TARGET.min(usize::try_from(s.max_part_bytes / 2).unwrap_or(usize::MAX)).max(1),
             done,
             stats: Uploaded {
@@ -446,6 +457,7 @@ impl Stager {
                 body_bytes: 0,
                 blobs_sent: 0,
                 blobs_total: 0,
+                blobs_proven: 0,
                 tries: 0,
                 events_sent: 0,
                 entries_sent: 0,
@@ -598,8 +610,9 @@ impl Stager {
             let url = format!("{}/api/v1/blobs/missing", self.base);
             let (_, text, _) = post_gzipped(&self.http, &url, &self.token, &body, self.retry).await?;
             let missing: MissingResponse = serde_json::from_str(&text).context("server's answer to blobs/missing")?;
+            let held = self.prove(&missing.missing, &texts).await?;
             for sha in missing.missing {
-                let Some(t) = texts.get(&sha) else { continue };
+                let Some(t) = texts.get(&sha).filter(|_| !held.contains(&sha)) else { continue };
                 let url = format!("{}/api/v1/uploads/{}/blobs/{sha}", self.base, self.id);
                 self.send(reqwest::Method::PUT, &url, gzip(t.as_bytes())?).await?;
                 self.stats.blobs_sent += 1;
@@ -609,6 +622,37 @@ impl Stager {
         let body = gzip(&serde_json::to_vec(&part)?)?;
         self.send(reqwest::Method::PUT, &url, body).await?;
         Ok(())
+    }
+
+    /// Of `shas` (texts this node holds that the server may not), those the server holds from
+    /// elsewhere, proven by hashing each text with the upload's salt: they need not be sent.
+    async fn prove(
+        &mut self,
+        shas: &[String],
+        texts: &BTreeMap<String, String>,
+    ) -> anyhow::Result<std::collections::HashSet<String>> {
+        let Some(salt) = self.salt.clone().filter(|_| !shas.is_empty()) else { return Ok(Default::default()) };
+        let mut held = std::collections::HashSet::new();
+        let url = format!("{}/api/v1/uploads/{}/proofs", self.base, self.id);
+        for part in shas.chunks(PROOFS_PER_REQUEST) {
+            let proofs = part
+                .iter()
+                .filter_map(|sha| Some((sha.clone(), crate::model::blob_proof(&salt, texts.get(sha)?.as_bytes()))))
+                .collect();
+            let body = gzip(&serde_json::to_vec(&ProofsRequest { proofs })?)?;
+            let text = match self.send(reqwest::Method::POST, &url, body).await {
+                // a server without proofs: every text goes
+                Err(e) if [" 404 ", " 405 "].iter().any(|c| e.to_string().contains(c)) => {
+                    self.salt = None;
+                    return Ok(held);
+                }
+                r => r?,
+            };
+            let answer: ProofsAnswer = serde_json::from_str(&text).context("server's answer to proofs")?;
+            held.extend(answer.held.into_iter().filter(|sha| part.contains(sha)));
+        }
+        self.stats.blobs_proven += held.len();
+        Ok(held)
     }
 
     async fn send(&mut self, method: reqwest::Method, url: &str, body: Vec<u8>) -> anyhow::Result<String> {
@@ -691,6 +735,7 @@ pub async fn upload_whole(server: &str, token: &str, mut report: ScanReport, ret
         body_bytes: body.len(),
         blobs_sent,
         blobs_total,
+        blobs_proven: 0,
         tries,
         events_sent,
         entries_sent,

@@ -20,6 +20,20 @@ pub const LEVEL: i32 = 1;
 /// order (it reads them by name).
 pub const COLUMNS: &str = "b.bytes, b.content, b.z";
 
+/// The stored texts of `shas` that the store holds, as stored (not decoded).
+pub async fn stored(
+    pool: &sqlx::SqlitePool,
+    shas: impl Iterator<Item = &str>,
+) -> sqlx::Result<std::collections::HashMap<String, Stored>> {
+    let shas: Vec<&str> = shas.collect();
+    let sql = format!("SELECT b.sha256, {COLUMNS} FROM blobs b WHERE b.sha256 IN (SELECT value FROM json_each(?))");
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(serde_json::to_string(&shas).unwrap_or_default())
+        .fetch_all(pool)
+        .await?;
+    rows.iter().map(|r| Ok((r.try_get("sha256")?, Stored::from_row(r)?))).collect()
+}
+
 /// A text as stored: plain or compressed.
 #[derive(Debug, Clone)]
 pub struct Stored {

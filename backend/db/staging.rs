@@ -25,6 +25,8 @@ pub struct Upload {
     pub client_id: String,
     pub root: String,
     pub scanned_at: i64,
+    /// Random hex chosen when the upload was opened: the salt of its blob proofs.
+    pub salt: Option<String>,
 }
 
 /// Find the open upload of (`machine`, `client_id`) or open one; drop expired uploads and the
@@ -53,7 +55,7 @@ pub async fn open(
         drop_upload(&mut tx, id).await?;
     }
     sqlx::query(
-        "INSERT INTO uploads(machine, client_id, root, scanned_at, started_at, touched_at) VALUES (?, ?, ?, ?, ?, ?)
+        "INSERT INTO uploads(machine, client_id, root, scanned_at, started_at, touched_at, salt) VALUES (?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT(machine, client_id) DO UPDATE SET touched_at = excluded.touched_at",
     )
     .bind(machine)
@@ -62,10 +64,11 @@ pub async fn open(
     .bind(scanned_at)
     .bind(now)
     .bind(now)
+    .bind(hex::encode(rand::random::<[u8; 16]>()))
     .execute(&mut *tx)
     .await?;
     let u = sqlx::query_as(
-        "SELECT id, machine, client_id, root, scanned_at FROM uploads WHERE machine = ? AND client_id = ?",
+        "SELECT id, machine, client_id, root, scanned_at, salt FROM uploads WHERE machine = ? AND client_id = ?",
     )
     .bind(machine)
     .bind(client_id)
@@ -95,7 +98,7 @@ pub async fn discard(pool: &SqlitePool, id: i64) -> sqlx::Result<()> {
 
 /// The open upload `id` of `machine` (another machine's id reads as none).
 pub async fn get(pool: &SqlitePool, machine: &str, id: i64) -> sqlx::Result<Option<Upload>> {
-    sqlx::query_as("SELECT id, machine, client_id, root, scanned_at FROM uploads WHERE id = ? AND machine = ?")
+    sqlx::query_as("SELECT id, machine, client_id, root, scanned_at, salt FROM uploads WHERE id = ? AND machine = ?")
         .bind(id)
         .bind(machine)
         .fetch_optional(pool)

@@ -43,6 +43,7 @@ pub fn upload_router() -> Router<AppState> {
         .route("/api/v1/uploads/{id}/commit", post(uploads::commit))
         .route("/api/v1/uploads/{id}/previous", post(uploads::previous))
         .route("/api/v1/uploads/{id}/facts", post(uploads::facts))
+        .route("/api/v1/uploads/{id}/proofs", post(uploads::proofs))
 }
 
 /// The most rows one page of a list endpoint returns (docs/API.md; `Page::new` caps at it too).

@@ -26,7 +26,10 @@
 use super::upload::{answer, authenticate, inflate, is_gzip, parse_json, queue_permit, read_spooled, spool_capped};
 use super::validate;
 use crate::db::staging;
-use crate::model::{FactsAnswer, FactsRequest, PartAnswer, UPLOAD_FORMAT, UploadBegin, UploadResponse, UploadSession};
+use crate::model::{
+    FactsAnswer, FactsRequest, PartAnswer, ProofsAnswer, ProofsRequest, UPLOAD_FORMAT, UploadBegin, UploadResponse,
+    UploadSession,
+};
 use crate::rules::is_sha256;
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
@@ -49,19 +52,20 @@ pub async fn begin(State(s): State<AppState>, headers: HeaderMap, body: Body) ->
     let b: UploadBegin = small_body(&s, &headers, body).await?;
     validate::header(b.format, UPLOAD_FORMAT, &b.client_id, &b.machine, &b.root, &machine)?;
     crate::rules::within("scanned_at", b.scanned_at, &crate::rules::TIME_MS).map_err(AppError::Unprocessable)?;
-    let session = |upload_id, scan_id, parts| UploadSession {
+    let session = |upload_id, scan_id, parts, salt| UploadSession {
         upload_id,
         scan_id,
         parts,
         max_part_bytes: part_cap(&s) as u64,
         max_blob_bytes: blob_cap(&s) as u64,
+        salt,
     };
     if let Some(id) = staging::committed(s.db.pool(), &machine, &b.client_id).await? {
-        return Ok(Json(session(0, Some(id), vec![])));
+        return Ok(Json(session(0, Some(id), vec![], None)));
     }
     let up = staging::open(s.db.pool(), &machine, &b.client_id, &b.root, b.scanned_at).await?;
     crate::failpoint::hit("upload-begun");
-    Ok(Json(session(up.id, None, staging::parts(s.db.pool(), up.id).await?)))
+    Ok(Json(session(up.id, None, staging::parts(s.db.pool(), up.id).await?, up.salt)))
 }
 
 /// `PUT /api/v1/uploads/{id}/parts/{n}`: one part, screened record by record, then staged.
@@ -221,6 +225,70 @@ pub async fn facts(
         missing.extend(facts.into_iter().filter(|f| !held.contains(f)));
     }
     Ok(Json(FactsAnswer { missing }))
+}
+
+/// The most proofs one `proofs` request may carry (a part's texts are fewer).
+pub const MAX_PROOFS: usize = 20_000;
+
+/// Stored text one `proofs` request decodes and hashes at most: past it the remaining proofs
+/// are answered as not held (the client sends those texts), so a request's CPU is bounded.
+const MAX_PROVEN_BYTES: i64 = 256 << 20;
+
+/// `POST /api/v1/uploads/{id}/proofs`: of the IR texts the client proves it holds, those the
+/// server holds too (it need not send them). A proof is the text hashed with the upload's salt,
+/// so only a client holding a text learns whether the server has it.
+pub async fn proofs(
+    State(s): State<AppState>,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<ProofsAnswer>, ApiError> {
+    let machine = authenticate(&s, &headers).await?;
+    let up = open_upload(&s, &machine, id).await?;
+    let r: ProofsRequest = small_body(&s, &headers, body).await?;
+    if r.proofs.len() > MAX_PROOFS {
+        let n = r.proofs.len();
+        return Err(AppError::Unprocessable(format!("{n} proofs, more than the {MAX_PROOFS} allowed")).into());
+    }
+    if let Some((bad, _)) = r.proofs.iter().find(|(sha, proof)| !is_sha256(sha) || !is_sha256(proof)) {
+        let bad = crate::rules::trunc(bad);
+        return Err(AppError::Unprocessable(format!("not a sha256 and its proof (64 hex digits each): {bad:?}")).into());
+    }
+    let Some(salt) = up.salt else { return Ok(Json(ProofsAnswer { held: vec![] })) };
+    let _queued = queue_permit(&s)?;
+    let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
+    let mut held = vec![];
+    let mut budget = MAX_PROVEN_BYTES;
+    for part in r.proofs.chunks(64) {
+        let stored = crate::db::blobs::stored(s.db.pool(), part.iter().map(|(sha, _)| sha.as_str())).await?;
+        let salt = salt.clone();
+        let part = part.to_vec();
+        let (ok, spent) = tokio::task::spawn_blocking(move || {
+            let mut stored = stored;
+            let mut ok = vec![];
+            let mut spent = 0;
+            for (sha, proof) in part {
+                let Some(text) = stored.remove(&sha) else { continue };
+                if spent >= budget {
+                    break;
+                }
+                spent += text.bytes;
+                let text = text.text().map_err(AppError::from)?;
+                if crate::model::blob_proof(&salt, text.as_bytes()) == proof {
+                    ok.push(sha);
+                }
+            }
+            Ok::<_, AppError>((ok, spent))
+        })
+        .await
+        .map_err(|e| AppError::Internal(e.into()))??;
+        held.extend(ok);
+        budget -= spent;
+        if budget <= 0 {
+            break;
+        }
+    }
+    Ok(Json(ProofsAnswer { held }))
 }
 
 /// The largest part this server takes: [`MAX_PART_BYTES`], or `--max-upload-mb` when lower.
