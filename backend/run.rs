@@ -19,6 +19,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Explain(a) => explain(a).await,
         Command::Token { command } => token(command).await,
         Command::Gate(a) => return Ok(crate::gate::run(a).await),
+        Command::Prune(a) => crate::prune::cmd::run(a).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "cachelens", &mut std::io::stdout());
