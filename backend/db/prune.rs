@@ -59,3 +59,16 @@ pub async fn hook_since(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::R
     .fetch_one(pool)
     .await
 }
+
+/// Inodes the live entries of `root` on `machine` use: one per entry dir and one per file.
+pub async fn cache_inodes(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) + COALESCE(SUM((SELECT COUNT(*) FROM entry_files f WHERE f.entry_id = e.id)), 0)
+         FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE m.name = ? AND e.root = ? AND e.removed_at IS NULL",
+    )
+    .bind(machine)
+    .bind(root)
+    .fetch_one(pool)
+    .await
+}

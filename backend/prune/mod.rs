@@ -134,9 +134,7 @@ pub struct Rules {
     pub max_inodes: Option<i64>,
 }
 
-/// A temp dir is an orphan when its mtime is older than this (ms): Triton's writer renames
-/// each file out of it within one `put`.
-pub const ORPHAN_AGE_MS: i64 = 3_600_000;
+pub use crate::scan::hazards::ORPHAN_AGE_MS;
 
 /// IR file extensions: what `TRITON_STORE_BINARY_ONLY=1` does not write (it keeps the binary,
 /// the metadata `.json`, the group file and, 3.4+, `.source`).
