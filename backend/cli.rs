@@ -49,6 +49,10 @@ pub enum Command {
     /// the base's kernels than allowed: `cachelens gate BASE_DIR CHANGE_DIR --max-invalidated 10%`.
     #[command(after_help = GATE_HELP)]
     Gate(GateArgs),
+    /// What can go from Triton caches (relocated, superseded, unused, orphaned temp dirs, IR
+    /// files, over a budget): a dry run prints it per class with the command that applies it.
+    #[command(after_help = PRUNE_HELP)]
+    Prune(PruneArgs),
     /// Print a shell completion script: `cachelens completions bash > /etc/bash_completion.d/cachelens`.
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -99,6 +103,101 @@ pub struct GateArgs {
     /// default the gate cannot decide then, exit 2: its jobs most likely did not run).
     #[arg(long)]
     pub allow_empty_change: bool,
+}
+
+const PRUNE_HELP: &str = "\
+A dry run scans each cache dir into the database (as `scan`), prints per class the entries,
+bytes and inodes it would free, saves the plan (--plan) and prints the command that applies it.
+`--apply --plan FILE` removes only that plan's items whose files are as planned; `--apply`
+with paths plans and applies at once. Each entry is taken out of Triton's key namespace
+before it is removed; a scan afterwards records what went.";
+
+#[derive(Args, Debug)]
+pub struct PruneArgs {
+    /// Dirs to search for Triton caches, as for `scan` (default: every default location that exists).
+    pub paths: Vec<PathBuf>,
+    /// Entries neither hit nor compiled for this long can go (`30d`, `12h`, `none`: keep them).
+    #[arg(long, default_value = "30d", value_parser = age)]
+    pub unused_for: Age,
+    /// Also remove the IR files (.ttir, .ttgir, .llir, .ptx, .amdgcn) of kept entries, keeping what
+    /// TRITON_STORE_BINARY_ONLY=1 keeps: the binary, metadata, group file (rewritten) and .source.
+    #[arg(long)]
+    pub ir: bool,
+    /// Then remove least recently used entries until each cache dir holds at most this many bytes
+    /// (`500M`, `20G`, `1T`, or bytes).
+    #[arg(long, value_parser = size)]
+    pub max_bytes: Option<i64>,
+    /// ... and at most this many inodes (files and dirs; `200k`, `1M`, or a count).
+    #[arg(long, value_parser = size)]
+    pub max_inodes: Option<i64>,
+    /// Remove: the --plan file's items, or (with paths or none) what this run plans.
+    #[arg(long)]
+    pub apply: bool,
+    /// The plan file: written by a dry run, read by --apply (default: prune-plan.json beside the database).
+    #[arg(long)]
+    pub plan: Option<PathBuf>,
+    /// Prune a cache dir owned by another user (its jobs are not yours).
+    #[arg(long)]
+    pub allow_other_owner: bool,
+    /// How long a reader that found an entry's group file before it was set aside may take to
+    /// load the entry, before the entry is renamed out (`1s`, `0.2`: seconds).
+    #[arg(long, default_value = "1s", value_parser = duration)]
+    pub grace: std::time::Duration,
+    /// Machine name to record (default: the hostname).
+    #[arg(long, env = "CACHELENS_MACHINE")]
+    pub machine: Option<String>,
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Hosts whose hook events are this machine's (see `scan --help`).
+    #[arg(long = "hook-host", env = "CACHELENS_HOOK_HOSTS", value_delimiter = ',')]
+    pub hook_hosts: Vec<String>,
+    /// Print the plan (and what was removed) as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// An age in ms (`None`: no limit).
+#[derive(Debug, Clone, Copy)]
+pub struct Age(pub Option<i64>);
+
+/// An age on the command line: a duration with `d` for days too; `none` for no limit.
+pub fn age(s: &str) -> Result<Age, String> {
+    let t = s.trim();
+    if matches!(t, "none" | "off") {
+        return Ok(Age(None));
+    }
+    let d = match t.strip_suffix('d') {
+        Some(n) => n
+            .trim()
+            .parse::<f64>()
+            .map(|n| n * 86_400.0)
+            .map_err(|_| format!("{s:?} is not an age (30d, 12h, none)"))?,
+        None => duration(t)?.as_secs_f64(),
+    };
+    Ok(Age(Some((d * 1000.0) as i64)))
+}
+
+/// A size or count with an optional k/M/G/T suffix (powers of 1024 for bytes and counts alike).
+pub fn size(s: &str) -> Result<i64, String> {
+    let t = s.trim().trim_end_matches(['B', 'i']);
+    let (n, mul) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let mul = match c.to_ascii_lowercase() {
+                'k' => 1i64 << 10,
+                'm' => 1 << 20,
+                'g' => 1 << 30,
+                't' => 1 << 40,
+                _ => return Err(format!("{s:?}: unknown unit (k, M, G, T)")),
+            };
+            (&t[..i], mul)
+        }
+        _ => (t, 1),
+    };
+    let n: f64 = n.trim().parse().map_err(|_| format!("{s:?} is not a size (500M, 20G, 200k, 1000)"))?;
+    (n >= 0.0).then_some((n * mul as f64) as i64).ok_or_else(|| format!("{s:?} is negative"))
 }
 
 #[derive(Args, Debug)]

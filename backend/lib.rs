@@ -15,6 +15,7 @@ pub mod gate;
 pub mod locate;
 pub mod model;
 pub mod progress;
+pub mod prune;
 pub mod rules;
 pub mod run;
 pub mod scan;

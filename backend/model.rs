@@ -494,6 +494,34 @@ pub struct ScanSummary {
     /// What other tools keep beside this cache dir.
     #[serde(default)]
     pub beside: Vec<ToolSize>,
+    /// Where the cache sits (a local scan's; `None` from a server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hazards: Option<Hazards>,
+}
+
+/// What a scan says about where its cache sits (`scan::hazards`): its file system, how full it
+/// is, orphaned temp dirs, other hosts writing it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Hazards {
+    /// Inodes the cache's entries use (entry dirs and their files).
+    pub cache_inodes: i64,
+    /// The file system's name (`ext4`, `nfs`, `lustre`, ...; `0x…` when unknown).
+    pub fs_type: String,
+    /// Whether it is a network or cluster file system.
+    pub network: bool,
+    pub fs_bytes: u64,
+    pub fs_bytes_free: u64,
+    pub fs_inodes: u64,
+    pub fs_inodes_free: u64,
+    /// Writers' temp dirs (`tmp.pid_*`) older than an hour: left by a crashed or killed job.
+    pub orphan_temps: i64,
+    /// Hosts other than the scanning one whose hook event files are in the cache: several
+    /// nodes write it (a shared cache).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_hosts: Vec<String>,
+    /// What to tell people, one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// The size of what one tool keeps beside a Triton cache dir: Inductor's FX graph

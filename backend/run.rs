@@ -20,6 +20,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Token { command } => token(command).await,
         Command::Machine { command } => machine(command).await,
         Command::Gate(a) => return Ok(crate::gate::run(a).await),
+        Command::Prune(a) => crate::prune::cmd::run(a).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "cachelens", &mut std::io::stdout());
@@ -98,10 +99,28 @@ async fn scan_root(
 ) -> anyhow::Result<ScanSummary> {
     crate::failpoint::root(&r.path)?;
     let (bar, counts) = crate::progress::Bar::scan(quiet, &r.path.display().to_string());
+    let hosts = opts.hosts.clone();
     let opts = collect::Opts { progress: counts, beside: r.beside.clone(), ..opts };
     let s = collect::scan_local_opts(pool, &r.path, machine, opts).await;
     bar.finish();
-    s
+    let mut s = s?;
+    s.hazards = hazards(pool, &s, &hosts).await;
+    Ok(s)
+}
+
+/// Where the scanned cache sits (`scan::hazards`), with the inodes its entries use. `None` when
+/// its file system cannot be read (the scan itself stands).
+async fn hazards(
+    pool: &sqlx::SqlitePool,
+    s: &ScanSummary,
+    hosts: &crate::scan::Hosts,
+) -> Option<crate::model::Hazards> {
+    let root = PathBuf::from(&s.root);
+    let hosts = hosts.clone();
+    let h = tokio::task::spawn_blocking(move || crate::scan::hazards::of(&root, db::now_ms(), &hosts)).await.ok()?;
+    let mut h = h.map_err(|e| tracing::warn!("file system of {}: {e}", s.root)).ok()?;
+    h.cache_inodes = db::prune::cache_inodes(pool, &s.machine, &s.root).await.ok()?;
+    Some(h)
 }
 
 /// `scan --server`: scan each root into a report and upload it.
@@ -199,6 +218,21 @@ fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
             let floor = if t.complete { "" } else { "at least " };
             let mib = t.bytes as f64 / 1048576.0;
             println!("  beside it: {}: {floor}{} files, {mib:.1} MiB in {}", term(&t.tool), t.files, term(&t.path));
+        }
+        if let Some(h) = &s.hazards {
+            println!(
+                "  file system: {}{}, {} of {} free, {} of {} inodes free; this cache uses {} inodes",
+                h.fs_type,
+                if h.network { " (network)" } else { "" },
+                crate::fmt::bytes(h.fs_bytes_free as i64),
+                crate::fmt::bytes(h.fs_bytes as i64),
+                h.fs_inodes_free,
+                h.fs_inodes,
+                h.cache_inodes
+            );
+            for w in &h.warnings {
+                println!("  warning: {}", term(w));
+            }
         }
         if s.relocated > 0 {
             println!(

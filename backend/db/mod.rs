@@ -17,6 +17,7 @@ pub mod ingest;
 pub mod keysets;
 pub mod memo;
 pub mod nearest;
+pub mod prune;
 pub mod rebuild;
 pub mod reports;
 pub mod retention;

@@ -21,6 +21,7 @@ pub mod discover;
 pub mod entry;
 pub mod events;
 pub mod fsat;
+pub mod hazards;
 pub mod inductor_autotune;
 pub mod limits;
 pub mod resources;

@@ -22,6 +22,7 @@ mod layouts;
 mod metrics;
 mod nearest;
 mod pages;
+mod prune;
 mod reports;
 mod rescan;
 mod retention;

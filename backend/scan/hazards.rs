@@ -1,0 +1,175 @@
+//! Hazards of where a cache sits: its file system (type from `statfs`'s magic number, free
+//! bytes and inodes from `statvfs`), orphaned temp dirs of writers, and other hosts writing the
+//! same cache. Read from the open root and below it only, never through a symlink.
+
+use super::fsat::{self, Kind};
+use super::walk;
+pub use crate::model::Hazards;
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::Path;
+
+/// A temp dir is an orphan when its mtime is older than this (ms): Triton's writer renames
+/// each file out of it within one `put`.
+pub const ORPHAN_AGE_MS: i64 = 3_600_000;
+
+/// The failure modes of a Triton cache on a network file system, as users report them.
+pub const NETWORK_FS_WARNING: &str = "Triton's cache on a network file system: jobs fail with EBUSY, \
+FileNotFoundError or \"Stale file handle\" while another node writes or cleans it (triton#11512, \
+pytorch#173679), and many small files can exhaust an inode quota long before the bytes (triton#11778); \
+set TRITON_CACHE_DIR to node-local disk";
+
+/// A `statfs` magic number's name and whether the file system is reached over a network.
+/// FUSE may be either (sshfs, s3fs, GlusterFS: network; others local): counted as network.
+pub fn classify(magic: u64) -> (&'static str, bool) {
+    match magic {
+        0x6969 => ("nfs", true),
+        0x517B => ("smb", true),
+        0xFF53_4D42 => ("cifs", true),
+        0xFE53_4D42 => ("smb2", true),
+        0x0BD0_0BD0 => ("lustre", true),
+        0x4750_4653 => ("gpfs", true),
+        0x00C3_6400 => ("ceph", true),
+        0x1983_0326 => ("beegfs", true),
+        0xAAD7_AAEA => ("panfs", true),
+        0x2003_0528 => ("orangefs", true),
+        0x5346_414F => ("afs", true),
+        0x0102_1997 => ("9p", true),
+        0x6573_5546 => ("fuse", true),
+        0xEF53 => ("ext4", false),
+        0x5846_5342 => ("xfs", false),
+        0x9123_683E => ("btrfs", false),
+        0x2FC1_2FC1 => ("zfs", false),
+        0x0102_1994 => ("tmpfs", false),
+        0x794C_7630 => ("overlayfs", false),
+        0xF2F5_2010 => ("f2fs", false),
+        _ => ("", false),
+    }
+}
+
+/// The hazards of the cache at `root` (canonical), scanned for a machine whose hook host names
+/// are `mine`.
+pub fn of(root: &Path, now_ms: i64, mine: &super::Hosts) -> std::io::Result<Hazards> {
+    let fd = fsat::open_root(root)?;
+    let fs = rustix::fs::fstatfs(&fd)?;
+    let vfs = rustix::fs::fstatvfs(&fd)?;
+    #[allow(clippy::unnecessary_cast)] // `f_type`'s width differs by target
+    let magic = fs.f_type as u64 & 0xFFFF_FFFF;
+    let (name, network) = classify(magic);
+    let mut h = Hazards {
+        fs_type: if name.is_empty() { format!("{magic:#x}") } else { name.into() },
+        network,
+        fs_bytes: vfs.f_blocks.saturating_mul(vfs.f_frsize),
+        fs_bytes_free: vfs.f_bavail.saturating_mul(vfs.f_frsize),
+        fs_inodes: vfs.f_files,
+        fs_inodes_free: vfs.f_favail,
+        ..Hazards::default()
+    };
+    let layout = walk::walk(root, fd.as_fd());
+    h.orphan_temps = orphan_temps(fd.as_fd(), &layout, now_ms);
+    for f in &layout.event_files {
+        if let Some(host) = mine.foreign_file(f.file_name().unwrap_or_default())
+            && !h.other_hosts.contains(&host)
+        {
+            h.other_hosts.push(host);
+        }
+    }
+    if network {
+        h.warnings.push(format!("on {}: {NETWORK_FS_WARNING}", h.fs_type));
+    }
+    if !h.other_hosts.is_empty() {
+        h.warnings.push(format!(
+            "shared cache: hook events of {} are here too: several nodes write it{}",
+            h.other_hosts.join(", "),
+            if network { "" } else { " (through a mount this file system type does not show)" }
+        ));
+    }
+    if h.fs_inodes > 0 && h.fs_inodes_free * 20 < h.fs_inodes {
+        h.warnings.push(format!("its file system has {} of {} inodes free (under 5%)", h.fs_inodes_free, h.fs_inodes));
+    }
+    if h.orphan_temps > 0 {
+        h.warnings.push(format!(
+            "{} temp dirs of writers older than an hour (a crashed job's): `cachelens prune` removes them",
+            h.orphan_temps
+        ));
+    }
+    Ok(h)
+}
+
+/// Temp dirs (`tmp.*`) older than [`ORPHAN_AGE_MS`] where the walk looks for keys
+/// and inside entry dirs (one listing per entry dir).
+fn orphan_temps(root: BorrowedFd<'_>, layout: &walk::Layout, now_ms: i64) -> i64 {
+    let old = |parent: BorrowedFd<'_>, name: &OsStr| {
+        fsat::dir_stamp(parent, name).ok().flatten().is_some_and(|st| now_ms - st.mtime_ns / 1_000_000 > ORPHAN_AGE_MS)
+    };
+    let mut n = 0;
+    for s in layout.skipped.iter().filter(|s| s.kind == crate::model::SkipKind::WriteInProgress) {
+        let (up, name) = s.path.rsplit_once('/').unwrap_or(("", &s.path));
+        if let Ok(p) = fsat::open_rel(root, Path::new(up))
+            && old(p.as_fd(), OsStr::new(name))
+        {
+            n += 1;
+        }
+    }
+    for dir in &layout.entries {
+        let Ok((d, kids)) = fsat::open_rel(root, Path::new(dir)).and_then(fsat::list) else { continue };
+        let Ok(dfd) = d.fd() else { continue };
+        for k in kids.iter().filter(|k| k.kind == Kind::Dir && k.name.as_encoded_bytes().starts_with(b"tmp.")) {
+            if old(dfd, &k.name) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Magic numbers as `statfs(2)` and the file systems' own headers define them.
+    #[test]
+    fn network_file_systems_are_told_from_local_ones_by_their_magic() {
+        for (magic, name) in [
+            (0x6969, "nfs"),
+            (0x0BD0_0BD0, "lustre"),
+            (0x4750_4653, "gpfs"),
+            (0x00C3_6400, "ceph"),
+            (0xFF53_4D42, "cifs"),
+            (0xFE53_4D42, "smb2"),
+            (0x1983_0326, "beegfs"),
+            (0x6573_5546, "fuse"),
+        ] {
+            assert_eq!(classify(magic), (name, true), "{magic:#x}");
+        }
+        for (magic, name) in
+            [(0xEF53, "ext4"), (0x5846_5342, "xfs"), (0x0102_1994, "tmpfs"), (0x794C_7630, "overlayfs")]
+        {
+            assert_eq!(classify(magic), (name, false), "{magic:#x}");
+        }
+        assert_eq!(classify(0x1234_5678), ("", false));
+    }
+
+    /// The root's own file system, read for real: a temp dir's, with its free space and inodes,
+    /// and an old writer's temp dir inside an entry counted.
+    #[test]
+    fn a_real_root_reports_its_file_system_and_old_temp_dirs() {
+        let t = tempfile::TempDir::new().unwrap();
+        let root = t.path().canonicalize().unwrap();
+        let key = root.join("A".repeat(52));
+        std::fs::create_dir(&key).unwrap();
+        std::fs::write(key.join("k.json"), "{}").unwrap();
+        let tmp = key.join("tmp.pid_1_x");
+        std::fs::create_dir(&tmp).unwrap();
+        std::fs::create_dir(key.join("tmp.pid_2_fresh")).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+        std::fs::File::open(&tmp).unwrap().set_modified(old).unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let h = of(&root, now, &super::super::Hosts::Any).unwrap();
+        let want = rustix::fs::statvfs(&root).unwrap();
+        assert_eq!(h.fs_inodes, want.f_files);
+        assert!(h.fs_bytes > 0 && h.fs_bytes_free <= h.fs_bytes, "{h:?}");
+        assert!(!h.fs_type.is_empty());
+        assert_eq!(h.orphan_temps, 1, "{h:?}");
+    }
+}
