@@ -126,9 +126,21 @@ pub struct ScanArgs {
     /// Upload token (see `cachelens token create`).
     #[arg(long, env = "CACHELENS_TOKEN")]
     pub token: Option<String>,
-    /// Give up uploading after this many tries.
+    /// Tries per request of an upload (a failed one says on stderr what failed and when the
+    /// next try is).
     #[arg(long, default_value_t = 6)]
     pub retries: u32,
+    /// Give up connecting to the server after this long (a try failed).
+    #[arg(long, env = "CACHELENS_CONNECT_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub connect_timeout: std::time::Duration,
+    /// A try fails when the server sends nothing for this long; bytes flowing either way (a
+    /// slow link) keep it going.
+    #[arg(long, env = "CACHELENS_READ_TIMEOUT", default_value = "120s", value_parser = duration)]
+    pub read_timeout: std::time::Duration,
+    /// Bound on each cache root's upload as a whole: its requests, their tries and waits on a
+    /// busy server; past it the upload fails (exit 1) and the next scan goes on from it.
+    #[arg(long, env = "CACHELENS_GIVE_UP_AFTER", default_value = "2h", value_parser = duration)]
+    pub give_up_after: std::time::Duration,
     /// No progress bar (there is none either when stderr is not a terminal).
     #[arg(long, short)]
     pub quiet: bool,

@@ -149,7 +149,12 @@ async fn scan_and_upload(
     machine: &str,
 ) -> anyhow::Result<crate::upload::Uploaded> {
     crate::failpoint::root(&r.path)?;
-    let retry = crate::upload::Retry::new(a.retries);
+    let retry = crate::upload::Retry {
+        connect: a.connect_timeout,
+        read: a.read_timeout,
+        deadline: std::time::Instant::now().checked_add(a.give_up_after),
+        ..crate::upload::Retry::new(a.retries)
+    };
     let (bar, counts) = crate::progress::Bar::scan(a.quiet, &r.path.display().to_string());
     let opts = collect::Opts {
         progress: counts,
