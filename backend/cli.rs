@@ -30,6 +30,7 @@ pub enum Command {
     /// (with no cache on this machine: load the bundled demo caches instead).
     Up(UpArgs),
     /// Read Triton cache dirs into the database (or upload them to a server).
+    #[command(after_help = SCAN_HELP)]
     Scan(ScanArgs),
     /// Serve the dashboard and the JSON API.
     Serve(ServeArgs),
@@ -50,6 +51,14 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
 }
+
+const SCAN_HELP: &str = "\
+Exit status:
+  0  every cache root was scanned (and uploaded, with --server)
+  1  an error, or a root failed (the others were still scanned)
+  3  another `cachelens scan` is scanning one of these roots into the same database or server
+     (one at a time: a lock file per root and destination in cachelens' data dir, beside the
+     default database); nothing was scanned. --wait-lock waits for it first";
 
 const GATE_HELP: &str = "\
 Exit status:
@@ -155,6 +164,10 @@ pub struct ScanArgs {
     /// that only this machine's jobs write). Others' events are left for their own scans.
     #[arg(long = "hook-host", env = "CACHELENS_HOOK_HOSTS", value_delimiter = ',')]
     pub hook_hosts: Vec<String>,
+    /// When another scan of one of these roots is running, wait this long for it (`0`: stop at
+    /// once, exit 3).
+    #[arg(long, env = "CACHELENS_WAIT_LOCK", default_value = "0", value_parser = duration)]
+    pub wait_lock: std::time::Duration,
 }
 
 /// A duration on the command line: seconds (`90`), or with `s`, `m` or `h`; `none` for no limit.

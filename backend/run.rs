@@ -52,6 +52,18 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     if paths.is_empty() {
         say("no Triton cache found (--allow-empty): nothing scanned".into());
     }
+    // every root's lock before any is scanned: a scan already at work on one stops this one
+    let dest = match &a.server {
+        Some(s) => s.trim_end_matches('/').to_string(),
+        None => {
+            let db = a.db.path();
+            std::fs::canonicalize(&db).unwrap_or(db).display().to_string()
+        }
+    };
+    let mut _locks = vec![];
+    for r in &paths {
+        _locks.push(crate::lock::lock(&r.path, &dest, a.wait_lock).await?);
+    }
     if let Some(server) = &a.server {
         return upload(&a, server, &machine, &paths).await;
     }

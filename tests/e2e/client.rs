@@ -164,3 +164,57 @@ async fn https_against_a_plain_http_server_fails_at_once() {
     assert!(stderr.contains(&format!("answers plain HTTP, not https: use {srv_url}")), "{stderr}");
     assert!(!stderr.contains(" (at "), "no retry: {stderr}");
 }
+
+/// Two real processes on one root: while the first is at work (uploading to a server that never
+/// answers), a second scan of that root to the same server stops at once with exit 3, saying who
+/// holds it; with --wait-lock it waits that long first. Into another destination it goes on. The
+/// lock file is in cachelens' data dir, not in the cache, and is free once the first is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_scan_of_a_root_stops_while_one_runs() {
+    let data = tempfile::TempDir::new().unwrap();
+    let cache = corpus_read_only("h100-jit-3.6.0").join("triton-cache");
+    let url = silent_listener();
+    let scan = |extra: &[&str]| {
+        let mut cmd = tokio::process::Command::new(bin());
+        cmd.arg("scan").arg(&cache).args(["--machine", "node-1", "--quiet"]).args(extra);
+        cmd.env("XDG_DATA_HOME", data.path()).env_remove("CACHELENS_DB").env("CACHELENS_UPLOAD_BACKOFF_MS", "100");
+        cmd.kill_on_drop(true);
+        cmd
+    };
+    let upload = ["--server", &url, "--token", "t", "--retries", "1"];
+    let mut first = scan(&[&upload[..], &["--read-timeout", "10m"]].concat()).spawn().unwrap();
+    let pid = first.id().unwrap();
+    let locks = data.path().join("cachelens/locks");
+    let held = format!("pid {pid},");
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_dir(&locks)
+        .is_ok_and(|d| d.flatten().any(|f| std::fs::read_to_string(f.path()).is_ok_and(|s| s.starts_with(&held))))
+    {
+        assert!(t0.elapsed() < HANG, "the first scan never took its lock");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = |o: std::process::Output| (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned(), o.stdout);
+    let (code, stderr, stdout) = out(scan(&upload).output().await.unwrap());
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("is being scanned by another cachelens scan (pid "), "{stderr}");
+    assert!(stderr.contains(&held) && stderr.contains("--wait-lock"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&stdout);
+    assert!(!stdout.contains(" entries"), "nothing scanned: {stdout}");
+    let (code, stderr, _) = out(scan(&[&upload[..], &["--wait-lock", "1s"]].concat()).output().await.unwrap());
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("(waited 1 s)"), "{stderr}");
+    // another destination: a local database
+    let db = data.path().join("other.db");
+    let (code, stderr, _) = out(scan(&["--db", db.to_str().unwrap()]).output().await.unwrap());
+    assert_eq!(code, Some(0), "{stderr}");
+    // nothing of the lock in the cache
+    let in_cache = std::process::Command::new("find").arg(&cache).args(["-name", "*.lock"]).output().unwrap();
+    assert!(in_cache.stdout.is_empty(), "{}", String::from_utf8_lossy(&in_cache.stdout));
+    // killed (as kill -9 would), the first scan's lock is free: the next one runs (and fails
+    // on the silent server, exit 1, not 3)
+    first.kill().await.unwrap();
+    let (code, stderr, _) =
+        out(scan(&[&upload[..], &["--read-timeout", "1s", "--wait-lock", "30s"]].concat()).output().await.unwrap());
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("sent nothing"), "{stderr}");
+}
