@@ -218,7 +218,7 @@ pub async fn send_gzipped(
                 }
                 let d = retry.delay(attempt - 1);
                 let why = crate::fmt::term(&last);
-                eprintln!("upload: {why}; try {}/{} {}", attempt + 1, retry.tries, when(d));
+                eprintln!("upload: {why}; retrying, try {}/{} {}", attempt + 1, retry.tries, when(d));
                 d
             }
         };

@@ -50,7 +50,7 @@ async fn a_server_that_never_answers_fails_each_try_and_the_upload_gives_up() {
     // one line per retry, saying when the next try is
     let retries: Vec<&str> = stderr.lines().filter(|l| l.starts_with("upload: ") && l.contains(" (at ")).collect();
     assert_eq!(retries.len(), 2, "{stderr}");
-    assert!(retries[0].contains("try 2/3 in ") && retries[1].contains("try 3/3 in "), "{stderr}");
+    assert!(retries[0].contains("retrying, try 2/3 in ") && retries[1].contains("retrying, try 3/3 in "), "{stderr}");
     assert!(stderr.contains("gave up after 3 tries"), "{stderr}");
 
     // The bound on the whole upload: however many tries are left.
@@ -91,8 +91,9 @@ impl hyper::body::Body for Trickle {
     }
 }
 
-/// The real app, on 127.0.0.1:0, each answer's body trickled in 8 pieces 200 ms apart (1.6 s
-/// or more, for a client whose read timeout is 1 s); `on_commit` runs at the first commit.
+/// The real app, on 127.0.0.1:0, the bodies of the answers to `blobs/missing` and the commit
+/// trickled in 16 pieces 400 ms apart (6 s, for a client whose read timeout is 5 s); `on_commit`
+/// runs at the first commit.
 async fn slow_server(state: AppState, on_commit: impl Fn(AppState) + Send + Sync + 'static) -> String {
     let first = Arc::new(AtomicBool::new(true));
     let on_commit = Arc::new(on_commit);
@@ -101,13 +102,18 @@ async fn slow_server(state: AppState, on_commit: impl Fn(AppState) + Send + Sync
         move |req: axum::extract::Request, next: axum::middleware::Next| {
             let (first, on_commit, st) = (first.clone(), on_commit.clone(), st.clone());
             async move {
-                if req.uri().path().ends_with("/commit") && first.swap(false, Ordering::SeqCst) {
+                let path = req.uri().path().to_string();
+                if path.ends_with("/commit") && first.swap(false, Ordering::SeqCst) {
                     on_commit(st);
                 }
-                let (parts, body) = next.run(req).await.into_parts();
+                let resp = next.run(req).await;
+                if !(path.ends_with("/commit") || path.ends_with("/blobs/missing")) {
+                    return resp;
+                }
+                let (parts, body) = resp.into_parts();
                 let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-                let piece = bytes.len().div_ceil(8).max(1);
-                let body = Trickle { rest: bytes, piece, gap: Duration::from_millis(200), sleep: None };
+                let piece = bytes.len().div_ceil(16).max(1);
+                let body = Trickle { rest: bytes, piece, gap: Duration::from_millis(400), sleep: None };
                 axum::response::Response::from_parts(parts, Body::new(body))
             }
         },
@@ -123,7 +129,7 @@ async fn a_slow_but_steady_server_is_waited_for() {
     let (_d, pool) = fresh_db().await;
     let token = cachelens::db::tokens::create(&pool, "node-1").await.unwrap();
     let url = slow_server(AppState::new(pool.clone(), Config::default()), |_| {}).await;
-    let (ok, stdout, stderr) = run(&url, &token, &["--read-timeout", "1s", "--retries", "1"]).await;
+    let (ok, stdout, stderr) = run(&url, &token, &["--read-timeout", "5s", "--retries", "1"]).await;
     assert!(ok, "{stdout}\n{stderr}");
     assert!(!stderr.contains("sent nothing"), "{stderr}");
     let (scans, entries, _, _) = counts(&pool).await;
@@ -133,7 +139,7 @@ async fn a_slow_but_steady_server_is_waited_for() {
 }
 
 /// A commit whose ingest waits longer than the client's read timeout (every ingest slot taken
-/// for 6 s, as by other machines' uploads): the server answers 202 meanwhile and the client asks
+/// for 12 s, as by other machines' uploads): the server answers 202 meanwhile and the client asks
 /// again until the scan is stored, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_commit_is_asked_again_not_timed_out() {
@@ -143,12 +149,12 @@ async fn a_long_commit_is_asked_again_not_timed_out() {
         let n = st.upload_slots.available_permits() as u32;
         let busy = st.upload_slots.clone().try_acquire_many_owned(n).unwrap();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(6)).await;
+            tokio::time::sleep(Duration::from_secs(12)).await;
             drop(busy);
         });
     };
     let url = slow_server(AppState::new(pool.clone(), Config::default()), hold).await;
-    let (ok, stdout, stderr) = run(&url, &token, &["--read-timeout", "2s", "--retries", "1"]).await;
+    let (ok, stdout, stderr) = run(&url, &token, &["--read-timeout", "5s", "--retries", "1"]).await;
     assert!(ok, "{stdout}\n{stderr}");
     assert!(stderr.contains("the server is storing the scan"), "{stderr}");
     assert_eq!(counts(&pool).await.0, 1, "stored once");
