@@ -30,6 +30,7 @@ pub enum Command {
     /// (with no cache on this machine: load the bundled demo caches instead).
     Up(UpArgs),
     /// Read Triton cache dirs into the database (or upload them to a server).
+    #[command(after_help = SCAN_HELP)]
     Scan(ScanArgs),
     /// Serve the dashboard and the JSON API.
     Serve(ServeArgs),
@@ -59,6 +60,14 @@ pub enum Command {
         shell: clap_complete::Shell,
     },
 }
+
+const SCAN_HELP: &str = "\
+Exit status:
+  0  every cache root was scanned (and uploaded, with --server)
+  1  an error, or a root failed (the others were still scanned)
+  3  another `cachelens scan` is scanning one of these roots into the same database or server
+     (one at a time: a lock file per root and destination in cachelens' data dir, beside the
+     default database); nothing was scanned. --wait-lock waits for it first";
 
 const GATE_HELP: &str = "\
 Exit status:
@@ -230,9 +239,21 @@ pub struct ScanArgs {
     /// Upload token (see `cachelens token create`).
     #[arg(long, env = "CACHELENS_TOKEN")]
     pub token: Option<String>,
-    /// Give up uploading after this many tries.
+    /// Tries per request of an upload (a failed one says on stderr what failed and when the
+    /// next try is).
     #[arg(long, default_value_t = 6)]
     pub retries: u32,
+    /// Give up connecting to the server after this long (a try failed).
+    #[arg(long, env = "CACHELENS_CONNECT_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub connect_timeout: std::time::Duration,
+    /// A try fails when the server sends nothing for this long; bytes flowing either way (a
+    /// slow link) keep it going.
+    #[arg(long, env = "CACHELENS_READ_TIMEOUT", default_value = "120s", value_parser = duration)]
+    pub read_timeout: std::time::Duration,
+    /// Bound on each cache root's upload as a whole: its requests, their tries and waits on a
+    /// busy server; past it the upload fails (exit 1) and the next scan goes on from it.
+    #[arg(long, env = "CACHELENS_GIVE_UP_AFTER", default_value = "2h", value_parser = duration)]
+    pub give_up_after: std::time::Duration,
     /// No progress bar (there is none either when stderr is not a terminal).
     #[arg(long, short)]
     pub quiet: bool,
@@ -247,6 +268,10 @@ pub struct ScanArgs {
     /// that only this machine's jobs write). Others' events are left for their own scans.
     #[arg(long = "hook-host", env = "CACHELENS_HOOK_HOSTS", value_delimiter = ',')]
     pub hook_hosts: Vec<String>,
+    /// When another scan of one of these roots is running, wait this long for it (`0`: stop at
+    /// once, exit 3).
+    #[arg(long, env = "CACHELENS_WAIT_LOCK", default_value = "0", value_parser = duration)]
+    pub wait_lock: std::time::Duration,
 }
 
 /// A duration on the command line: seconds (`90`), or with `s`, `m` or `h`; `none` for no limit.

@@ -13,6 +13,7 @@ pub mod failpoint;
 pub mod fmt;
 pub mod gate;
 pub mod locate;
+pub mod lock;
 pub mod model;
 pub mod progress;
 pub mod prune;

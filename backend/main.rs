@@ -1,4 +1,5 @@
-//! `cachelens`: clap → tracing → run(); exit 1 on error (the gate sets its own status).
+//! `cachelens`: clap → tracing → run(); exit 1 on error, 3 when a scan finds its root locked
+//! (the gate sets its own status).
 #![forbid(unsafe_code)]
 
 use cachelens::cli::Cli;
@@ -21,6 +22,10 @@ async fn main() -> ExitCode {
         .init();
     match cachelens::run::run(Cli::parse()).await {
         Ok(code) => code,
+        Err(e) if e.is::<cachelens::lock::Locked>() => {
+            eprintln!("error: {}", cachelens::fmt::term(&format!("{e:#}")));
+            ExitCode::from(cachelens::lock::EXIT_LOCKED)
+        }
         Err(e) => {
             // an error may name a dir or file of a cache: one line, escaped like the rest
             eprintln!("error: {}", cachelens::fmt::term(&format!("{e:#}")));

@@ -54,6 +54,18 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     if paths.is_empty() {
         say("no Triton cache found (--allow-empty): nothing scanned".into());
     }
+    // every root's lock before any is scanned: a scan already at work on one stops this one
+    let dest = match &a.server {
+        Some(s) => s.trim_end_matches('/').to_string(),
+        None => {
+            let db = a.db.path();
+            std::fs::canonicalize(&db).unwrap_or(db).display().to_string()
+        }
+    };
+    let mut _locks = vec![];
+    for r in &paths {
+        _locks.push(crate::lock::lock(&r.path, &dest, a.wait_lock).await?);
+    }
     if let Some(server) = &a.server {
         return upload(&a, server, &machine, &paths).await;
     }
@@ -68,23 +80,32 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
             Err(e) => failed.push(root_failed(r, e)),
         }
     }
-    print_summaries(&summaries, a.json, &format!("database: {}", a.db.path().display()));
+    let dest = Dest { database: Some(a.db.path().display().to_string()), server: None };
+    print_summaries(&summaries, &failed, a.json, &dest);
     roots_failed(&failed, paths.len())
 }
 
+/// A cache root that failed, and why (`scan --json`'s `failed`).
+#[derive(serde::Serialize)]
+struct Failed {
+    root: String,
+    error: String,
+}
+
 /// Say on stderr that one root failed, and why (the others go on).
-fn root_failed(r: &crate::locate::Root, e: anyhow::Error) -> String {
-    let line = format!("{}: {e:#}", r.path.display());
-    eprintln!("error: scanning {line}");
-    line
+fn root_failed(r: &crate::locate::Root, e: anyhow::Error) -> Failed {
+    let f = Failed { root: r.path.display().to_string(), error: format!("{e:#}") };
+    eprintln!("error: scanning {}: {}", term(&f.root), term(&f.error));
+    f
 }
 
 /// An error (exit 1) when any root failed, after every other root was done.
-fn roots_failed(failed: &[String], of: usize) -> anyhow::Result<()> {
+fn roots_failed(failed: &[Failed], of: usize) -> anyhow::Result<()> {
     match failed {
         [] => Ok(()),
         _ => {
-            anyhow::bail!("{} of {of} cache roots failed (the others were stored): {}", failed.len(), failed.join("; "))
+            let each: Vec<String> = failed.iter().map(|f| format!("{}: {}", f.root, f.error)).collect();
+            anyhow::bail!("{} of {of} cache roots failed (the others were stored): {}", failed.len(), each.join("; "))
         }
     }
 }
@@ -157,7 +178,8 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[crate::locat
         }
         summaries.push(up.response.summary);
     }
-    print_summaries(&summaries, a.json, &format!("server: {server}"));
+    let dest = Dest { database: None, server: Some(server.trim_end_matches('/').to_string()) };
+    print_summaries(&summaries, &failed, a.json, &dest);
     roots_failed(&failed, paths.len())
 }
 
@@ -170,7 +192,12 @@ async fn scan_and_upload(
     machine: &str,
 ) -> anyhow::Result<crate::upload::Uploaded> {
     crate::failpoint::root(&r.path)?;
-    let retry = crate::upload::Retry::new(a.retries);
+    let retry = crate::upload::Retry {
+        connect: a.connect_timeout,
+        read: a.read_timeout,
+        deadline: std::time::Instant::now().checked_add(a.give_up_after),
+        ..crate::upload::Retry::new(a.retries)
+    };
     let (bar, counts) = crate::progress::Bar::scan(a.quiet, &r.path.display().to_string());
     let opts = collect::Opts {
         progress: counts,
@@ -183,14 +210,28 @@ async fn scan_and_upload(
     up
 }
 
-fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
+/// Where a scan's results went: a database file or a server.
+#[derive(serde::Serialize)]
+struct Dest {
+    database: Option<String>,
+    server: Option<String>,
+}
+
+/// `scan --json`: one object whatever the number of roots (README "Scan output").
+#[derive(serde::Serialize)]
+struct ScanOutput<'a> {
+    /// One summary per cache root scanned, in the order found.
+    scans: &'a [ScanSummary],
+    /// Roots that failed, and why (the others were scanned).
+    failed: &'a [Failed],
+    #[serde(flatten)]
+    dest: &'a Dest,
+}
+
+fn print_summaries(summaries: &[ScanSummary], failed: &[Failed], json: bool, dest: &Dest) {
     if json {
-        let out = if summaries.len() == 1 {
-            serde_json::to_string_pretty(&summaries[0])
-        } else {
-            serde_json::to_string_pretty(summaries)
-        };
-        println!("{}", out.unwrap_or_default());
+        let out = ScanOutput { scans: summaries, failed, dest };
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return;
     }
     for s in summaries {
@@ -241,7 +282,11 @@ fn print_summaries(summaries: &[ScanSummary], json: bool, dest: &str) {
             );
         }
     }
-    println!("{}", term(dest));
+    match dest {
+        Dest { server: Some(s), .. } => println!("server: {}", term(s)),
+        Dest { database: Some(d), .. } => println!("database: {}", term(d)),
+        _ => {}
+    }
 }
 
 /// The README's first command: scan what this machine has, or show the demo, then serve.
@@ -279,7 +324,8 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
             let opts = collect::Opts::cli(&machine, &[], crate::scan::limits::DEFAULT_TIME_BUDGET);
             summaries.push(scan_root(&pool, r, &machine, opts, false).await?);
         }
-        print_summaries(&summaries, false, &format!("database: {}", db.path().display()));
+        let dest = Dest { database: Some(db.path().display().to_string()), server: None };
+        print_summaries(&summaries, &[], false, &dest);
     }
     serve(ServeArgs {
         db,

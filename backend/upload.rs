@@ -50,23 +50,48 @@ pub struct Uploaded {
 /// Proofs per `proofs` request (the server takes up to 20,000).
 const PROOFS_PER_REQUEST: usize = 5_000;
 
-/// Retry policy: `tries` attempts in all, waiting `base`·2ⁿ (capped at 30 s, ±50% jitter).
+/// How patient the client is: `tries` attempts per request, waiting `base`·2ⁿ between them
+/// (capped at 30 s, ±50% jitter); `connect` for a connection; `read` for the server's silence
+/// (no byte sent or received for this long fails the try, however long the request as a whole
+/// takes while bytes flow); and no new try, nor any wait, past `deadline` (the bound on an
+/// upload as a whole: its requests, their tries and a busy server's waits together).
 #[derive(Debug, Clone, Copy)]
 pub struct Retry {
     pub tries: u32,
     pub base: Duration,
+    pub connect: Duration,
+    pub read: Duration,
+    pub deadline: Option<std::time::Instant>,
 }
 
+/// Default connect timeout.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default read timeout: longer than the server is ever silent on purpose (a commit answers 202
+/// after 10 s, a part waits 20 s at most for its turn), yet a hung server is told in minutes.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(120);
+
 impl Retry {
-    /// `tries` attempts; the base delay is 500 ms, or `$CACHELENS_UPLOAD_BACKOFF_MS`.
+    /// `tries` attempts; the base delay is 500 ms, or `$CACHELENS_UPLOAD_BACKOFF_MS`; the
+    /// default timeouts; no deadline.
     pub fn new(tries: u32) -> Retry {
         let ms = std::env::var("CACHELENS_UPLOAD_BACKOFF_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
-        Retry { tries: tries.max(1), base: Duration::from_millis(ms) }
+        Retry {
+            tries: tries.max(1),
+            base: Duration::from_millis(ms),
+            connect: CONNECT_TIMEOUT,
+            read: READ_TIMEOUT,
+            deadline: None,
+        }
     }
 
     fn delay(&self, attempt: u32) -> Duration {
         let exp = self.base.saturating_mul(1 << attempt.min(16)).min(Duration::from_secs(30));
         exp.mul_f64(0.5 + rand::random::<f64>())
+    }
+
+    /// Time left before the deadline (`None`: no deadline).
+    fn left(&self) -> Option<Duration> {
+        self.deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()))
     }
 }
 
@@ -107,15 +132,18 @@ pub fn server_base(s: &str) -> anyhow::Result<String> {
     Ok(s.trim_end_matches('/').to_string())
 }
 
-/// An HTTP client for talking to a cachelens server.
+/// An HTTP client for talking to a cachelens server, with the default connect timeout.
 pub fn client() -> anyhow::Result<reqwest::Client> {
+    client_for(&Retry::new(1))
+}
+
+/// An HTTP client that connects within `retry.connect`. The read timeout is [`send_gzipped`]'s
+/// own: it counts from the last byte either way, reqwest's from the request's start.
+pub fn client_for(retry: &Retry) -> anyhow::Result<reqwest::Client> {
     install_crypto();
     Ok(reqwest::Client::builder()
         .user_agent(concat!("cachelens/", env!("CARGO_PKG_VERSION")))
-        .connect_timeout(Duration::from_secs(15))
-        .timeout(Duration::from_secs(900))
-        // A POST may wait long for its answer (POST_TIMEOUT): keepalive probes tell a dead
-        // server from a busy one meanwhile.
+        .connect_timeout(retry.connect)
         .tcp_keepalive(Duration::from_secs(30))
         .build()?)
 }
@@ -125,6 +153,8 @@ enum Failure {
     Retry(String),
     /// 503 with Retry-After: the server is busy, not failing.
     Busy(String, Duration),
+    /// 202 with Retry-After: the server is at work on it (a commit ingesting); ask again.
+    Pending(Duration),
     Final(String),
 }
 
@@ -132,10 +162,6 @@ enum Failure {
 /// queue is full) with Retry-After. Those answers do not use up [`Retry`]'s tries: 50 nodes
 /// uploading at once into a queue of fewer places is normal load, not a failure.
 const BUSY_WAIT: Duration = Duration::from_secs(3600);
-
-/// Longest one POST may take, the server's queue included: it answers once the scan is
-/// ingested, after every upload queued ahead of it (tens of seconds each for 50,000 entries).
-const POST_TIMEOUT: Duration = Duration::from_secs(7200);
 
 /// POST an already gzipped body (a scan report, a `blobs/missing` request) to `url` with the
 /// token, as [`upload_report`] does: retries as [`Retry`] says, waits on a busy server.
@@ -150,7 +176,9 @@ pub async fn post_gzipped(
     send_gzipped(http, reqwest::Method::POST, url, token, body, retry).await
 }
 
-/// [`post_gzipped`] with another method (a staged upload PUTs its parts and blobs).
+/// [`post_gzipped`] with another method (a staged upload PUTs its parts and blobs). Each
+/// failed try says on stderr what failed and when the next one is; none starts, and no wait
+/// goes, past the retry's deadline.
 pub async fn send_gzipped(
     http: &reqwest::Client,
     method: reqwest::Method,
@@ -159,34 +187,128 @@ pub async fn send_gzipped(
     body: &[u8],
     retry: Retry,
 ) -> anyhow::Result<(reqwest::StatusCode, String, u32)> {
+    let body = hyper::body::Bytes::copy_from_slice(body);
     let mut last = String::new();
-    let (mut attempt, mut tries, mut busy) = (0u32, 0u32, Duration::ZERO);
+    let (mut attempt, mut tries, mut busy, mut told) = (0u32, 0u32, Duration::ZERO, false);
     while attempt < retry.tries {
         tries += 1;
-        match try_send(http, method.clone(), url, token, body).await {
+        let sent = try_send(http, method.clone(), url, token, body.clone(), retry.read);
+        let r = match retry.left() {
+            Some(left) => tokio::time::timeout(left, sent)
+                .await
+                .unwrap_or_else(|_| Err(Failure::Final(format!("{url}: no answer before the upload's time limit")))),
+            None => sent.await,
+        };
+        let wait = match r {
             Ok((status, text)) => return Ok((status, text, tries)),
             Err(Failure::Final(e)) => anyhow::bail!("{e}"),
+            Err(Failure::Pending(after)) => {
+                if !told {
+                    eprintln!("upload: the server is storing the scan; asking again every {} s", after.as_secs());
+                    told = true;
+                }
+                tries -= 1; // asking again is no new try
+                after
+            }
             Err(Failure::Busy(e, after)) if busy + after <= BUSY_WAIT => {
                 // Retry-After, give or take a quarter (50 nodes turned away together do not
                 // all come back in the same second).
                 let d = after.mul_f64(0.75 + rand::random::<f64>() / 2.0);
-                eprintln!("upload: {}; the server is busy, retrying in {:.0} s", crate::fmt::term(&e), d.as_secs_f64());
+                eprintln!("upload: {}; the server is busy, retrying {}", crate::fmt::term(&e), when(d));
                 busy += d;
-                tokio::time::sleep(d).await;
+                d
             }
             Err(Failure::Retry(e) | Failure::Busy(e, _)) => {
                 last = e;
                 attempt += 1;
-                if attempt < retry.tries {
-                    let d = retry.delay(attempt - 1);
-                    let why = crate::fmt::term(&last);
-                    eprintln!("upload: {why}; retrying in {:.1} s ({}/{})", d.as_secs_f64(), attempt + 1, retry.tries);
-                    tokio::time::sleep(d).await;
+                if attempt >= retry.tries {
+                    break;
                 }
+                let d = retry.delay(attempt - 1);
+                let why = crate::fmt::term(&last);
+                eprintln!("upload: {why}; retrying, try {}/{} {}", attempt + 1, retry.tries, when(d));
+                d
+            }
+        };
+        if retry.left().is_some_and(|left| left < wait) {
+            anyhow::bail!("gave up: the upload's time limit comes before the next try (last: {last})");
+        }
+        tokio::time::sleep(wait).await;
+    }
+    anyhow::bail!("gave up after {} tries: {last}", retry.tries)
+}
+
+/// "in 2.5 s (at 14:03:07)": when the next try is.
+fn when(d: Duration) -> String {
+    let at = chrono::Local::now() + d;
+    format!("in {:.1} s (at {})", d.as_secs_f64(), at.format("%H:%M:%S"))
+}
+
+/// When a request last moved a byte, either way: its body counts what it hands to the
+/// connection, the answer what comes back.
+#[derive(Clone)]
+struct Moved(std::sync::Arc<std::sync::atomic::AtomicU64>, std::time::Instant);
+
+impl Moved {
+    fn new() -> Moved {
+        Moved(Default::default(), std::time::Instant::now())
+    }
+
+    fn now(&self) {
+        let ms = self.1.elapsed().as_millis() as u64;
+        self.0.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn silent_for(&self) -> Duration {
+        let last = Duration::from_millis(self.0.load(std::sync::atomic::Ordering::Relaxed));
+        self.1.elapsed().saturating_sub(last)
+    }
+
+    /// `fut`, unless the connection stays silent for `read` first.
+    async fn within<T>(&self, read: Duration, fut: impl std::future::Future<Output = T>) -> Result<T, Duration> {
+        tokio::pin!(fut);
+        loop {
+            let left = read.saturating_sub(self.silent_for());
+            if left.is_zero() {
+                return Err(read);
+            }
+            if let Ok(v) = tokio::time::timeout(left, &mut fut).await {
+                return Ok(v);
             }
         }
     }
-    anyhow::bail!("gave up after {} tries: {last}", retry.tries)
+}
+
+/// A request body handed over in chunks, each one noting that bytes moved.
+struct Sending {
+    rest: hyper::body::Bytes,
+    moved: Moved,
+}
+
+impl hyper::body::Body for Sending {
+    type Data = hyper::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        if self.rest.is_empty() {
+            return std::task::Poll::Ready(None);
+        }
+        self.moved.now();
+        let n = self.rest.len().min(64 << 10);
+        let chunk = self.rest.split_to(n);
+        std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.rest.len() as u64)
+    }
 }
 
 async fn try_send(
@@ -194,26 +316,49 @@ async fn try_send(
     method: reqwest::Method,
     url: &str,
     token: &str,
-    body: &[u8],
+    body: hyper::body::Bytes,
+    read: Duration,
 ) -> Result<(reqwest::StatusCode, String), Failure> {
-    let resp = http
+    let moved = Moved::new();
+    let silent = |what: &str, d: Duration| {
+        Failure::Retry(format!("{url}: {what}: the server sent nothing for {} s (--read-timeout)", d.as_secs_f64()))
+    };
+    let sending = http
         .request(method, url)
         .bearer_auth(token)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(reqwest::header::CONTENT_ENCODING, "gzip")
-        .timeout(POST_TIMEOUT)
-        .body(body.to_vec())
-        .send()
+        // a commit answers 202 while it ingests, rather than keep the connection silent
+        .header("prefer", format!("respond-async, wait={}", (read / 2).as_secs().max(1)))
+        .body(reqwest::Body::wrap(Sending { rest: body, moved: moved.clone() }))
+        .send();
+    let mut resp = moved
+        .within(read, sending)
         .await
-        .map_err(|e| Failure::Retry(format!("{url}: {}", error_chain(&e))))?;
+        .map_err(|d| silent("waiting for the answer", d))?
+        .map_err(|e| send_failed(url, &e))?;
     let status = resp.status();
     let after = resp
         .headers()
         .get(reqwest::header::RETRY_AFTER)
         .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
         .map(|s| Duration::from_secs(s.clamp(1, 300)));
-    let text =
-        resp.text().await.map_err(|e| Failure::Retry(format!("{url}: reading the answer: {}", error_chain(&e))))?;
+    let mut bytes = vec![];
+    loop {
+        moved.now();
+        match moved.within(read, resp.chunk()).await {
+            Err(d) => return Err(silent("reading the answer", d)),
+            Ok(Err(e)) => return Err(Failure::Retry(format!("{url}: reading the answer: {}", error_chain(&e)))),
+            Ok(Ok(Some(c))) => bytes.extend_from_slice(&c),
+            Ok(Ok(None)) => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    if status == reqwest::StatusCode::ACCEPTED
+        && let Some(after) = after
+    {
+        return Err(Failure::Pending(after));
+    }
     if status.is_success() {
         return Ok((status, text));
     }
@@ -226,6 +371,21 @@ async fn try_send(
         Some(after) if status == reqwest::StatusCode::SERVICE_UNAVAILABLE => Err(Failure::Busy(msg, after)),
         _ if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS => Err(Failure::Retry(msg)),
         _ => Err(Failure::Final(msg)),
+    }
+}
+
+/// A request that got no answer: a wrong scheme is final (no try would go otherwise), the
+/// rest may pass.
+fn send_failed(url: &str, e: &reqwest::Error) -> Failure {
+    let chain = error_chain(e);
+    match url.split_once("://") {
+        Some(("https", rest)) if chain.contains("InvalidContentType") => {
+            Failure::Final(format!("{url}: the server answers plain HTTP, not https: use http://{rest}"))
+        }
+        Some(("http", rest)) if chain.contains("invalid HTTP version") => {
+            Failure::Final(format!("{url}: the server does not answer plain HTTP: https://{rest}?"))
+        }
+        _ => Failure::Retry(format!("{url}: {chain}")),
     }
 }
 
@@ -252,7 +412,7 @@ pub fn gzip(bytes: &[u8]) -> anyhow::Result<Vec<u8>> {
 /// most event bytes to put in one upload. Asked through `blobs/missing` with no blobs; a server
 /// that does not say (an older one) gets every event line, which it dedupes.
 pub async fn server_event_marks(server: &str, token: &str, retry: Retry) -> anyhow::Result<crate::scan::Previous> {
-    let http = client()?;
+    let http = client_for(&retry)?;
     let base = server.trim_end_matches('/');
     let body = gzip(&serde_json::to_vec(&MissingRequest { sha256: vec![] })?)?;
     let (_, text, _) = post_gzipped(&http, &format!("{base}/api/v1/blobs/missing"), token, &body, retry).await?;
@@ -411,7 +571,7 @@ impl Stager {
         root: &str,
         scanned_at: i64,
     ) -> anyhow::Result<Option<Stager>> {
-        let http = client()?;
+        let http = client_for(&retry)?;
         let base = server.trim_end_matches('/').to_string();
         let b = UploadBegin {
             format: UPLOAD_FORMAT,
@@ -713,7 +873,7 @@ fn empty_response() -> UploadResponse {
 
 /// Upload one report in one body (`POST /api/v1/scans`): for servers without staged uploads.
 pub async fn upload_whole(server: &str, token: &str, mut report: ScanReport, retry: Retry) -> anyhow::Result<Uploaded> {
-    let http = client()?;
+    let http = client_for(&retry)?;
     let base = server.trim_end_matches('/');
     let blobs_total = report.blobs.len();
     if blobs_total > 0 {

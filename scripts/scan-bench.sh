@@ -90,7 +90,7 @@ run_scan() { # LABEL [BIN DB [FLAGS...]]
     local rss
     rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$log")
     printf '%-12s cachelens scan: %6.2fs  peak RSS %d MB  %s\n' "$label" "$(echo "$t1 - $t0" | bc)" "$((rss / 1024))" \
-        "$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print("entries=%d new=%d changed=%d unchanged=%d skipped=%s" % (s["entries"], s["new_entries"], s["changed_entries"], s["unchanged_entries"], s["skipped"]))' "$BENCH_DIR/$label.json")"
+        "$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["scans"][0]; print("entries=%d new=%d changed=%d unchanged=%d skipped=%s" % (s["entries"], s["new_entries"], s["changed_entries"], s["unchanged_entries"], s["skipped"]))' "$BENCH_DIR/$label.json")"
     echo "$t1 - $t0" | bc > "$BENCH_DIR/$label.secs"
 }
 run_scan cold

@@ -137,7 +137,7 @@ for mode in ("manager", "listener"):
     assert got == {"miss": keys, "compile": keys, "hit": keys}, (mode, got)
     first_pid = min(lines, key=lambda x: x["ts"])["pid"]
     assert all((x["event"] == "hit") == (x["pid"] != first_pid) for x in lines), mode
-    scan = json.load(open(os.path.join(tmp, f"scan-{mode}.json")))
+    scan = json.load(open(os.path.join(tmp, f"scan-{mode}.json")))["scans"][0]
     assert scan["entries"] == len(keys) and scan["events"] == 3 * len(keys), (mode, scan)
     machine = "(SELECT id FROM machines WHERE name = ?)"
     rows = db.execute(f"SELECT event, key FROM events WHERE machine_id = {machine}", ("wheel-" + mode,)).fetchall()

@@ -79,6 +79,8 @@ pub struct AppState {
     /// client's kernel gives up on the connection (ETIMEDOUT after a minute or two, seen with
     /// 50 nodes uploading at once).
     pub upload_queue: Arc<tokio::sync::Semaphore>,
+    /// Commits answered 202 and still ingesting (`Prefer: respond-async`, see `api::uploads`).
+    pub commits: Arc<api::uploads::Commits>,
     /// The server's Prometheus metrics (`GET /metrics`, see metrics.rs).
     pub metrics: Arc<metrics::Metrics>,
     /// Entry comparisons (`/compare`, `/api/v1/compare`) at once: two, others wait 10 s at most
@@ -100,6 +102,7 @@ impl AppState {
             config: Arc::new(config),
             upload_queue: Arc::new(tokio::sync::Semaphore::new(queue)),
             upload_slots: Arc::new(tokio::sync::Semaphore::new(slots)),
+            commits: Arc::default(),
             metrics: Arc::default(),
             diff_slots: Default::default(),
             attempts: Arc::default(),

@@ -134,7 +134,7 @@ fn run_client(bin: &Path, dir: &Path, url: &str, token: &str, machine: &str, tmp
         Ok(o) => {
             let v: Option<serde_json::Value> = serde_json::from_slice(&o.stdout).ok();
             if let Some(v) = v {
-                let v = if v.is_array() { v[0].clone() } else { v };
+                let v = v["scans"][0].clone();
                 let n = |k: &str| v.get(k).and_then(|x| x.as_i64()).unwrap_or(0);
                 (r.entries, r.new, r.changed, r.unchanged) =
                     (n("entries"), n("new_entries"), n("changed_entries"), n("unchanged_entries"));

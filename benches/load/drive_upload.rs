@@ -97,8 +97,13 @@ pub async fn run(
             // The real client's POST: retries, and waits on a busy server (503 Retry-After).
             let t = Instant::now();
             let url = format!("{url}/api/v1/scans");
-            let (_, _, tries) =
-                cachelens::upload::post_gzipped(&http, &url, &token, &body, cachelens::upload::Retry::new(6)).await?;
+            // A whole report's POST is answered only once ingested, behind every upload queued
+            // ahead of it (over an hour for the last of 50 × 50,000): no read timeout here.
+            let retry = cachelens::upload::Retry {
+                read: std::time::Duration::from_secs(7200),
+                ..cachelens::upload::Retry::new(6)
+            };
+            let (_, _, tries) = cachelens::upload::post_gzipped(&http, &url, &token, &body, retry).await?;
             anyhow::Ok((t.elapsed().as_secs_f64(), tries))
         }));
     }

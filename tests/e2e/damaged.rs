@@ -75,7 +75,7 @@ fn cli_scan(pre: &[String], root: &Path, db: &Path, machine: &str) -> Value {
     }
     let out = cmd.args(["scan", "--json", "--machine", machine, "--db"]).arg(db).arg(root).output().unwrap();
     assert!(out.status.success(), "scan failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["scans"][0].clone()
 }
 
 fn kernel_dirs(cache: &Path) -> Vec<PathBuf> {

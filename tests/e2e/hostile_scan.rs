@@ -24,7 +24,7 @@ fn cli_scan(root: &Path, db: &Path, machine: &str) -> Value {
         .chain([db.as_os_str(), root.as_os_str()])
         .collect::<Vec<_>>());
     assert!(out.status.success(), "scan failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["scans"][0].clone()
 }
 
 /// Every byte of the database (with its WAL): what a page or an upload could ever show.
@@ -167,7 +167,7 @@ fn huge_files_keep_memory_bounded() {
     let kb: u64 = stderr.rsplit("maxrss_kb=").next().unwrap().trim().parse().unwrap();
     println!("peak RSS of the scan: {} MB", kb / 1024);
     assert!(kb < 300 * 1024, "peak RSS {} MB", kb / 1024);
-    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = serde_json::from_slice::<Value>(&out.stdout).unwrap()["scans"][0].clone();
     let sk = &s["skipped"];
     assert_eq!(sk["IR text over the 16 MiB size cap: not read"], 1, "{s}");
     assert_eq!(sk["cubin over the 32 MiB size cap: not read"], 1, "{s}");
@@ -210,7 +210,7 @@ fn huge_files_keep_memory_bounded() {
     assert_eq!(got, (2 << 30, whole));
     // a re-scan does not read the events file again from the start
     let out = Command::new(bin()).args(["scan", "--json", "--machine", "huge", "--db"]).arg(&db).arg(&cache).output();
-    let s2: Value = serde_json::from_slice(&out.unwrap().stdout).unwrap();
+    let s2 = serde_json::from_slice::<Value>(&out.unwrap().stdout).unwrap()["scans"][0].clone();
     assert!(s2["skipped"].get("malformed hook event line (too long)").is_none(), "{s2}");
 }
 

@@ -4,6 +4,7 @@ mod bench_routes;
 mod big_report;
 mod blobs;
 mod bounded;
+mod client;
 mod common;
 mod contract;
 mod damaged;

@@ -21,7 +21,7 @@ fn cli_scan(cache: &Path, db: &Path, full: bool) -> Value {
     }
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["scans"][0].clone()
 }
 
 /// (new, changed, unchanged, removed, entries) of a scan summary.

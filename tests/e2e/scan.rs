@@ -737,7 +737,12 @@ async fn cli_scan_json() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
-    let a = v.as_array().expect("two paths: a list of summaries");
+    // one shape for one root or many: {scans: [...], failed, database, server}
+    assert_eq!(
+        (v["failed"].clone(), v["database"].as_str(), v["server"].clone()),
+        (serde_json::json!([]), db.to_str(), Value::Null)
+    );
+    let a = v["scans"].as_array().expect("a list of summaries");
     assert_eq!(a.len(), 2);
     assert_eq!(a[0]["machine"], "box-1");
     assert_eq!(a[0]["entries"], 122);
@@ -768,6 +773,8 @@ async fn cli_scan_json() {
         .output()
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["scans"].as_array().map(Vec::len), Some(1), "one root: the same shape, {v}");
+    let v = &v["scans"][0];
     assert_eq!((v["new_entries"].as_i64(), v["unchanged_entries"].as_i64()), (Some(0), Some(122)));
 }
 
@@ -911,7 +918,7 @@ async fn cli_scan_default_paths() {
             .env("HOME", home.path());
         let out = cmd.envs(env.iter().map(|(k, v)| (*k, *v))).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["scans"][0].clone()
     };
     let host = cachelens::collect::hostname();
     let cache = home.path().join(".triton/cache").canonicalize().unwrap();

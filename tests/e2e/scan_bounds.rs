@@ -19,7 +19,7 @@ fn cli_scan(root: &Path, db: &Path, args: &[&str], env: &[(&str, &str)]) -> Valu
     }
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "scan failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["scans"][0].clone()
 }
 
 fn kernel_dirs(cache: &Path) -> Vec<PathBuf> {

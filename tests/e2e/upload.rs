@@ -364,7 +364,11 @@ async fn client_retries_5xx_with_the_same_scan_and_not_4xx() {
         &url,
         "tok",
         r,
-        cachelens::upload::Retry { tries: 4, base: std::time::Duration::from_millis(20) },
+        cachelens::upload::Retry {
+            tries: 4,
+            base: std::time::Duration::from_millis(20),
+            ..cachelens::upload::Retry::new(4)
+        },
     )
     .await
     .unwrap();

@@ -215,6 +215,19 @@ pub(super) fn queue_permit(s: &AppState) -> Result<tokio::sync::SemaphorePermit<
     })
 }
 
+/// Longest a part or blob waits for an upload slot; then 503 with Retry-After (the client waits
+/// and sends it again). A wait without a byte on the wire would read as a dead server to a
+/// client with a read timeout.
+const SLOT_WAIT: Duration = Duration::from_secs(20);
+
+/// An upload slot within [`SLOT_WAIT`], or 503.
+pub(super) async fn slot(s: &AppState) -> Result<tokio::sync::SemaphorePermit<'_>, AppError> {
+    match tokio::time::timeout(SLOT_WAIT, s.upload_slots.acquire()).await {
+        Ok(p) => p.map_err(|e| AppError::Internal(e.into())),
+        Err(_) => Err(AppError::Unavailable("the server is busy ingesting other uploads; try again shortly".into())),
+    }
+}
+
 /// Read the body into an unnamed file in `dir` (the system's temp dir when `None`), refusing
 /// (413) more than `max` bytes as sent, and (408) a body that takes longer than `within` to
 /// arrive whole. Memory stays one chunk whatever the body's size.

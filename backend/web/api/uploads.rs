@@ -37,6 +37,7 @@ use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
+use std::time::Duration;
 
 /// The largest part, decompressed (the client makes parts of ~4 MiB). Decoding one costs at
 /// most ~3x this.
@@ -85,7 +86,7 @@ pub async fn put_part(
     let cap = part_cap(&s);
     let spooled =
         spool_capped(&headers, body, cap, s.config.upload_read_timeout, s.config.spool_dir.as_deref()).await?;
-    let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
+    let _slot = super::upload::slot(&s).await?;
     let (gz, entries, skipped) = tokio::task::spawn_blocking(move || -> Result<_, AppError> {
         let raw = read_spooled(spooled)?;
         let part = validate::part(parse_json(&inflate(&raw, gzip, cap)?)?)?;
@@ -123,7 +124,7 @@ pub async fn put_blob(
         s.config.spool_dir.as_deref(),
     )
     .await?;
-    let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
+    let _slot = super::upload::slot(&s).await?;
     let want = sha.clone();
     let (gz, len) = tokio::task::spawn_blocking(move || -> Result<_, AppError> {
         let raw = read_spooled(spooled)?;
@@ -143,37 +144,108 @@ pub async fn put_blob(
 }
 
 /// `POST /api/v1/uploads/{id}/commit`: every part into one scan, in one transaction.
+///
+/// The ingest runs on its own task, so a client that goes away does not cancel it halfway. A
+/// client that sends `Prefer: respond-async` (RFC 7240) waits at most [`COMMIT_WAIT`]: while the
+/// ingest goes on (behind others in the queue, or a large scan) the answer is 202 with
+/// Retry-After, and the same commit asked again waits on the same ingest. The client thus never
+/// meets a server silent for longer than that, and can treat a silent one as failed.
 pub async fn commit(
     State(s): State<AppState>,
     Path(id): Path<i64>,
     headers: HeaderMap,
     body: Body,
-) -> Result<(StatusCode, Json<UploadResponse>), ApiError> {
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
     let machine = authenticate(&s, &headers).await?;
-    let up = open_upload(&s, &machine, id).await?;
-    let w: validate::CommitWire = small_body(&s, &headers, body).await?;
-    let mut skipped = vec![];
-    let c = validate::commit(w, &mut skipped)?;
-    let held = staging::parts(s.db.pool(), up.id).await?;
-    if held.len() as i64 != c.parts || held.iter().enumerate().any(|(i, n)| i as i64 != *n) {
-        let missing: Vec<i64> = (0..c.parts).filter(|n| held.binary_search(n).is_err()).take(20).collect();
-        return Err(AppError::Unprocessable(format!(
-            "the upload holds {} parts, not parts 0..{}: missing {missing:?} (send them, then commit again)",
-            held.len(),
-            c.parts
-        ))
-        .into());
+    let mut job = match s.commits.take(id, &machine) {
+        Some(job) => job,
+        None => {
+            let up = open_upload(&s, &machine, id).await?;
+            let w: validate::CommitWire = small_body(&s, &headers, body).await?;
+            let mut skipped = vec![];
+            let c = validate::commit(w, &mut skipped)?;
+            let held = staging::parts(s.db.pool(), up.id).await?;
+            if held.len() as i64 != c.parts || held.iter().enumerate().any(|(i, n)| i as i64 != *n) {
+                let missing: Vec<i64> = (0..c.parts).filter(|n| held.binary_search(n).is_err()).take(20).collect();
+                return Err(AppError::Unprocessable(format!(
+                    "the upload holds {} parts, not parts 0..{}: missing {missing:?} (send them, then commit again)",
+                    held.len(),
+                    c.parts
+                ))
+                .into());
+            }
+            let (s, headers, machine) = (s.clone(), headers.clone(), machine.clone());
+            tokio::spawn(async move {
+                let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
+                let (mut summary, created) = crate::collect::ingest_staged(s.db.pool(), &up, &c, skipped).await?;
+                if created {
+                    super::upload::landed(&s, &headers, summary.scan_id).await;
+                } else {
+                    staging::discard(s.db.pool(), up.id).await?;
+                    super::upload::stored_summary(&s, &mut summary).await?;
+                }
+                tracing::info!(machine = %machine, scan_id = summary.scan_id, created, parts = c.parts, "staged upload");
+                Ok(answer(summary, created))
+            })
+        }
+    };
+    let wait = prefers_async(&headers).unwrap_or(Duration::MAX);
+    match tokio::time::timeout(wait, &mut job).await {
+        Ok(done) => Ok(done.map_err(|e| AppError::Internal(e.into()))??.into_response()),
+        Err(_) => {
+            s.commits.put(id, &machine, job);
+            let retry = [(axum::http::header::RETRY_AFTER, "2")];
+            Ok((StatusCode::ACCEPTED, retry, Json(serde_json::json!({"state": "ingesting"}))).into_response())
+        }
     }
-    let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
-    let (mut summary, created) = crate::collect::ingest_staged(s.db.pool(), &up, &c, skipped).await?;
-    if created {
-        super::upload::landed(&s, &headers, summary.scan_id).await;
-    } else {
-        staging::discard(s.db.pool(), up.id).await?;
-        super::upload::stored_summary(&s, &mut summary).await?;
+}
+
+/// Longest a `Prefer: respond-async` commit waits for its ingest before answering 202 (less
+/// when the client asks with `wait=SECONDS`).
+pub const COMMIT_WAIT: Duration = Duration::from_secs(10);
+
+/// How long to wait before answering 202, when the request prefers `respond-async` (RFC 7240:
+/// `Prefer: respond-async, wait=5`).
+fn prefers_async(headers: &HeaderMap) -> Option<Duration> {
+    let prefs: Vec<&str> = headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    prefs.iter().any(|p| p.eq_ignore_ascii_case("respond-async")).then(|| {
+        let wait = prefs.iter().find_map(|p| p.strip_prefix("wait=")?.trim().parse::<u64>().ok());
+        wait.map_or(COMMIT_WAIT, |w| Duration::from_secs(w).min(COMMIT_WAIT))
+    })
+}
+
+type CommitJob = tokio::task::JoinHandle<Result<(StatusCode, Json<UploadResponse>), AppError>>;
+
+/// Commits still ingesting (or done and not yet asked for again) when their client was answered
+/// 202, by upload id. Bounded by the uploads in flight: an entry is taken by the next ask, and a
+/// finished one nobody asked for is dropped after [`COMMIT_KEEP`].
+#[derive(Default)]
+pub struct Commits(std::sync::Mutex<std::collections::HashMap<i64, (String, std::time::Instant, CommitJob)>>);
+
+/// How long a finished commit's answer waits for its client to ask again.
+const COMMIT_KEEP: Duration = Duration::from_secs(3600);
+
+impl Commits {
+    fn take(&self, id: i64, machine: &str) -> Option<CommitJob> {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match map.get(&id) {
+            Some((m, ..)) if m == machine => map.remove(&id).map(|(_, _, job)| job),
+            _ => None,
+        }
     }
-    tracing::info!(machine = %machine, scan_id = summary.scan_id, created, parts = c.parts, "staged upload");
-    Ok(answer(summary, created))
+
+    fn put(&self, id: i64, machine: &str, job: CommitJob) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.retain(|_, (_, at, job)| !(job.is_finished() && at.elapsed() > COMMIT_KEEP));
+        map.insert(id, (machine.to_string(), std::time::Instant::now(), job));
+    }
 }
 
 /// `POST /api/v1/uploads/{id}/previous`: the live entries of the upload's root on the token's
