@@ -377,6 +377,21 @@ pub async fn facts_held(
     Ok(held)
 }
 
+/// The file types (`ttir`, `ptx`, `amdgcn`, …) an entry `machine`:`key` holds: a seek for the
+/// entry, then its files (at most a few dozen). Empty when there is no such entry.
+pub async fn file_types(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Vec<String>> {
+    sqlx::query_scalar(
+        "SELECT DISTINCT ext FROM entry_files
+         WHERE entry_id = (SELECT e.id FROM entries e JOIN machines m ON m.id = e.machine_id
+                           WHERE m.name = ?1 AND e.key = ?2 LIMIT 1)
+         ORDER BY ext LIMIT 64",
+    )
+    .bind(machine)
+    .bind(key)
+    .fetch_all(pool)
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::{Page, entries_skipped, entries_walked};

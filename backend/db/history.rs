@@ -102,13 +102,26 @@ pub struct Counts {
     pub compile_ms: Option<f64>,
     /// Hook events behind these counts (0: no hook data, so hits are unknown).
     pub hook_events: i64,
+    /// Compile time the hits saved: for each hit, the time of its key's compile that the hook
+    /// timed on the same machine (the latest at or before it, else the first after it); `None`
+    /// when no hit had one.
+    pub saved_ms: Option<f64>,
+    /// Hits whose compile time is known (the others saved an unknown time).
+    pub saved_hits: i64,
 }
 
 impl Counts {
-    /// hits / (hits + misses), only where the hook was running (else hits are unknown).
+    /// hits / (hits + the misses the hook saw), only where the hook was running (else hits are
+    /// unknown). Compiles inferred from file times are left out: a machine without the hook has
+    /// compiles but no hits, and counting them would read as a hit rate near 0.
     pub fn hit_rate(&self) -> Option<f64> {
-        let lookups = self.hits + self.misses;
+        let lookups = self.hits + self.hook_misses();
         (self.hook_events > 0 && lookups > 0).then(|| self.hits as f64 / lookups as f64)
+    }
+
+    /// Misses the hook saw (lookups that compiled), without the inferred compiles.
+    pub fn hook_misses(&self) -> i64 {
+        self.misses - self.inferred_compiles
     }
 
     fn add(&mut self, o: &Counts) {
@@ -121,6 +134,11 @@ impl Counts {
             (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
         };
         self.hook_events += o.hook_events;
+        self.saved_ms = match (self.saved_ms, o.saved_ms) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+        self.saved_hits += o.saved_hits;
     }
 }
 
@@ -149,6 +167,12 @@ where
     let hook = format!(
         "WITH ev AS (
            SELECT e.ts, e.kernel, m.name AS machine, e.event, e.compile_ms,
+                  CASE WHEN e.event = 'hit' THEN
+                    COALESCE(
+                     (SELECT c.compile_ms FROM events c WHERE c.machine_id = e.machine_id AND c.key = e.key AND c.event = 'compile'
+                       AND c.compile_ms IS NOT NULL AND c.ts_us <= e.ts_us ORDER BY c.ts_us DESC, c.id DESC LIMIT 1),
+                     (SELECT c.compile_ms FROM events c WHERE c.machine_id = e.machine_id AND c.key = e.key AND c.event = 'compile'
+                       AND c.compile_ms IS NOT NULL AND c.ts_us > e.ts_us ORDER BY c.ts_us ASC, c.id ASC LIMIT 1)) END AS saved,
                   LAG(e.event) OVER (PARTITION BY e.machine_id, e.host, e.pid, e.key ORDER BY e.ts_us, e.seq, e.id) AS prev
            FROM events e JOIN machines m ON m.id = e.machine_id
            WHERE (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR e.kernel = ?2))
@@ -157,7 +181,7 @@ where
                 SUM(event = 'miss') + SUM(event = 'compile' AND prev IS NOT 'miss') AS misses,
                 SUM(event = 'compile') AS compiles,
                 SUM(CASE WHEN event = 'compile' THEN compile_ms END) AS compile_ms,
-                COUNT(*) AS n
+                COUNT(*) AS n, SUM(saved) AS saved_ms, COUNT(saved) AS saved_hits
          FROM ev WHERE (?3 IS NULL OR ts >= ?3) AND (?4 IS NULL OR ts < ?4)
          GROUP BY k"
     );
@@ -195,6 +219,8 @@ where
             inferred_compiles: 0,
             compile_ms: r.get("compile_ms"),
             hook_events: r.get("n"),
+            saved_ms: r.get("saved_ms"),
+            saved_hits: r.get("saved_hits"),
         };
         out.entry(r.get("k")).or_default().add(&c);
     }

@@ -28,11 +28,12 @@ const CONTRIB: &str = "
     SELECT COALESCE(kernel, '(unknown)') AS kernel, (ts / 3600000) * 3600000 AS hour,
            SUM(event = 'hit') AS hits, SUM(counted_miss) AS misses, SUM(event = 'compile') AS compiles, 0 AS inferred,
            TOTAL(CASE WHEN event = 'compile' THEN compile_ms END) AS compile_ms,
-           COUNT(CASE WHEN event = 'compile' THEN compile_ms END) AS timed, COUNT(*) AS hook_events
+           COUNT(CASE WHEN event = 'compile' THEN compile_ms END) AS timed, COUNT(*) AS hook_events,
+           TOTAL(saved_ms) AS saved_ms, COUNT(saved_ms) AS saved
     FROM events WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touch) AND counted_miss IS NOT NULL
     GROUP BY 1, 2
     UNION ALL
-    SELECT c.inferred_kernel, (c.compiled_at / 3600000) * 3600000, 0, COUNT(*), COUNT(*), COUNT(*), 0, 0, 0
+    SELECT c.inferred_kernel, (c.compiled_at / 3600000) * 3600000, 0, COUNT(*), COUNT(*), COUNT(*), 0, 0, 0, 0, 0
     FROM entries en JOIN entry_compiles c ON c.entry_id = en.id
     WHERE en.machine_id = ?1 AND en.key IN (SELECT key FROM temp.history_touch) AND c.inferred_kernel IS NOT NULL
     GROUP BY 1, 2";
@@ -40,7 +41,8 @@ const CONTRIB: &str = "
 /// The per-(kernel, hour) differences [`apply`] adds to the tables.
 const DELTA_TABLE: &str =
     "CREATE TEMP TABLE IF NOT EXISTS history_delta(kernel TEXT NOT NULL, hour INTEGER NOT NULL, hits INTEGER,
-           misses INTEGER, compiles INTEGER, inferred INTEGER, compile_ms REAL, timed INTEGER, hook_events INTEGER)";
+           misses INTEGER, compiles INTEGER, inferred INTEGER, compile_ms REAL, timed INTEGER, hook_events INTEGER,
+           saved_ms REAL, saved INTEGER)";
 
 /// Re-count the given keys of a machine (after their events or compile times changed) and apply
 /// the difference to the hour tables. Runs inside the caller's transaction.
@@ -66,7 +68,8 @@ pub async fn account(conn: &mut SqliteConnection, machine_id: i64, keys: &[&str]
     let delta = |sign: &str| {
         format!(
             "INSERT INTO temp.history_delta SELECT kernel, hour, {sign} hits, {sign} misses, {sign} compiles,
-               {sign} inferred, {sign} compile_ms, {sign} timed, {sign} hook_events FROM ({CONTRIB})"
+               {sign} inferred, {sign} compile_ms, {sign} timed, {sign} hook_events, {sign} saved_ms, {sign} saved
+             FROM ({CONTRIB})"
         )
     };
     let recount = [
@@ -77,6 +80,14 @@ pub async fn account(conn: &mut SqliteConnection, machine_id: i64, keys: &[&str]
                             LAG(event) OVER (PARTITION BY host, pid, key ORDER BY ts_us, seq, id) AS prev
                      FROM events WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touch))) AS x
          WHERE events.id = x.id",
+        // what a hit saved: the compile time of its key's latest timed hook compile at or before
+        // it, else the first after it (migration 0035)
+        "UPDATE events SET saved_ms = COALESCE(
+             (SELECT c.compile_ms FROM events c WHERE c.machine_id = events.machine_id AND c.key = events.key AND c.event = 'compile'
+               AND c.compile_ms IS NOT NULL AND c.ts_us <= events.ts_us ORDER BY c.ts_us DESC, c.id DESC LIMIT 1),
+             (SELECT c.compile_ms FROM events c WHERE c.machine_id = events.machine_id AND c.key = events.key AND c.event = 'compile'
+               AND c.compile_ms IS NOT NULL AND c.ts_us > events.ts_us ORDER BY c.ts_us ASC, c.id ASC LIMIT 1))
+         WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touch) AND event = 'hit'",
         // an entry compile time is inferred unless the nearest of its key's hook compile events
         // accounts for it
         "UPDATE entry_compiles SET inferred_kernel = (
@@ -107,7 +118,7 @@ pub(crate) async fn forget_machine(conn: &mut SqliteConnection, machine_id: i64)
     }
     sqlx::query(
         "INSERT INTO temp.history_delta SELECT kernel, hour, -hits, -misses, -compiles, -inferred, -compile_ms,
-           -timed, -hook_events FROM history_hours WHERE machine_id = ?1",
+           -timed, -hook_events, -saved_ms, -saved FROM history_hours WHERE machine_id = ?1",
     )
     .bind(machine_id)
     .execute(&mut *conn)
@@ -118,11 +129,13 @@ pub(crate) async fn forget_machine(conn: &mut SqliteConnection, machine_id: i64)
 /// Add `temp.history_delta` to the four tables and drop the rows left empty.
 async fn apply(conn: &mut SqliteConnection, machine_id: i64) -> sqlx::Result<()> {
     const SUMS: &str =
-        "SUM(hits), SUM(misses), SUM(compiles), SUM(inferred), SUM(compile_ms), SUM(timed), SUM(hook_events)";
+        "SUM(hits), SUM(misses), SUM(compiles), SUM(inferred), SUM(compile_ms), SUM(timed), SUM(hook_events),
+         SUM(saved_ms), SUM(saved)";
     const ADD: &str = "hits = hits + excluded.hits, misses = misses + excluded.misses,
         compiles = compiles + excluded.compiles, inferred = inferred + excluded.inferred,
         compile_ms = compile_ms + excluded.compile_ms, timed = timed + excluded.timed,
-        hook_events = hook_events + excluded.hook_events";
+        hook_events = hook_events + excluded.hook_events, saved_ms = saved_ms + excluded.saved_ms,
+        saved = saved + excluded.saved";
     const EMPTY: &str = "hits = 0 AND misses = 0 AND compiles = 0 AND hook_events = 0";
     let stmts = [
         format!(
@@ -231,7 +244,8 @@ where
         // the sum as text of 17 digits: JSON's REALs are printed with 15 (1186.8519999999999
         // read back as 1186.852), and the figures must equal the reference computation's
         super::explain::rows_json(
-            "json_array(k, hits, misses, compiles, inferred, printf('%!.17g', compile_ms), timed, hook_events)"
+            "json_array(k, hits, misses, compiles, inferred, printf('%!.17g', compile_ms), timed, hook_events,
+                        printf('%!.17g', saved_ms), saved)"
         )
     );
     let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
@@ -241,19 +255,21 @@ where
         .bind(f.to)
         .fetch_one(pool)
         .await?;
-    type Row<K> = (K, i64, i64, i64, i64, String, i64, i64);
+    type Row<K> = (K, i64, i64, i64, i64, String, i64, i64, String, i64);
+    let num = |t: String| t.parse::<f64>().map_err(|e| sqlx::Error::Decode(Box::new(e)));
     super::explain::json_rows::<Row<K>>(text)?
         .into_iter()
-        .map(|(k, hits, misses, compiles, inferred_compiles, ms, timed, hook_events)| {
-            let ms: f64 = ms.parse().map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
-            let compile_ms = (timed > 0).then_some(ms);
-            Ok((k, Counts { hits, misses, compiles, inferred_compiles, compile_ms, hook_events }))
+        .map(|(k, hits, misses, compiles, inferred_compiles, ms, timed, hook_events, saved_ms, saved_hits)| {
+            let compile_ms = (timed > 0).then_some(num(ms)?);
+            let saved_ms = (saved_hits > 0).then_some(num(saved_ms)?);
+            Ok((k, Counts { hits, misses, compiles, inferred_compiles, compile_ms, hook_events, saved_ms, saved_hits }))
         })
         .collect()
 }
 
 fn counts(r: &sqlx::sqlite::SqliteRow) -> Counts {
     let timed: i64 = r.get("timed");
+    let saved: i64 = r.get("saved");
     Counts {
         hits: r.get("hits"),
         misses: r.get("misses"),
@@ -261,6 +277,8 @@ fn counts(r: &sqlx::sqlite::SqliteRow) -> Counts {
         inferred_compiles: r.get("inferred"),
         compile_ms: (timed > 0).then(|| r.get("compile_ms")),
         hook_events: r.get("hook_events"),
+        saved_ms: (saved > 0).then(|| r.get("saved_ms")),
+        saved_hits: saved,
     }
 }
 
@@ -276,7 +294,7 @@ pub async fn kernels_page(
 ) -> sqlx::Result<(Vec<(String, Counts)>, i64)> {
     let cond = if missing { "misses > 0" } else { "1" };
     let all_time = f.kernel.is_none() && f.from.is_none() && f.to.is_none();
-    let cols = "kernel AS k, hits, misses, compiles, inferred, compile_ms, timed, hook_events";
+    let cols = "kernel AS k, hits, misses, compiles, inferred, compile_ms, timed, hook_events, saved_ms, saved";
     let (sql, count) = if all_time && f.machine.is_none() {
         (
             format!(
@@ -324,7 +342,7 @@ pub async fn kernels_page(
 
 const SUM_COLS: &str = "SUM(t.hits) AS hits, SUM(t.misses) AS misses, SUM(t.compiles) AS compiles,
     SUM(t.inferred) AS inferred, TOTAL(t.compile_ms) AS compile_ms, SUM(t.timed) AS timed,
-    SUM(t.hook_events) AS hook_events";
+    SUM(t.hook_events) AS hook_events, TOTAL(t.saved_ms) AS saved_ms, SUM(t.saved) AS saved";
 
 /// The smallest hour table that answers the question. Binds: ?1 machine, ?2 kernel, ?3 from, ?4 to.
 fn hours_sql(f: &HistoryFilter, by: By) -> String {
@@ -383,13 +401,14 @@ fn rows_sql(by: By) -> String {
            SELECT {ek} AS k, SUM(e.event = 'hit') AS hits, SUM(e.counted_miss) AS misses,
                   SUM(e.event = 'compile') AS compiles, 0 AS inferred,
                   TOTAL(CASE WHEN e.event = 'compile' THEN e.compile_ms END) AS compile_ms,
-                  COUNT(CASE WHEN e.event = 'compile' THEN e.compile_ms END) AS timed, COUNT(*) AS hook_events
+                  COUNT(CASE WHEN e.event = 'compile' THEN e.compile_ms END) AS timed, COUNT(*) AS hook_events,
+                  TOTAL(e.saved_ms) AS saved_ms, COUNT(e.saved_ms) AS saved
            FROM events e JOIN machines m ON m.id = e.machine_id
            WHERE e.counted_miss IS NOT NULL AND (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR e.kernel = ?2)
              AND (?3 IS NULL OR e.ts >= ?3) AND (?4 IS NULL OR e.ts < ?4)
            GROUP BY 1
            UNION ALL
-           SELECT {ck}, 0, COUNT(*), COUNT(*), COUNT(*), 0, 0, 0
+           SELECT {ck}, 0, COUNT(*), COUNT(*), COUNT(*), 0, 0, 0, 0, 0
            FROM entry_compiles c JOIN entries en ON en.id = c.entry_id JOIN machines m ON m.id = en.machine_id
            WHERE c.inferred_kernel IS NOT NULL AND (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR en.kernel = ?2)
              AND (?3 IS NULL OR c.compiled_at >= ?3) AND (?4 IS NULL OR c.compiled_at < ?4)

@@ -10,6 +10,7 @@ pub mod decisions;
 pub mod entries;
 pub mod events;
 pub mod explain;
+pub mod headline;
 pub mod history;
 pub mod history_agg;
 pub mod inductor;

@@ -70,7 +70,8 @@ async fn compiles_inferred_from_mtimes_match_ground_truth() {
     assert_eq!(
         hours,
         serde_json::json!([{"t": hour_start, "hits": 0, "misses": 113, "compiles": 113, "inferred_compiles": 113,
-                            "compile_ms": null, "hook_events": 0, "hit_rate": null}])
+                            "compile_ms": null, "hook_events": 0, "saved_ms": null, "saved_hits": 0,
+                            "hit_rate": null}])
     );
     // Per second, clustered by gaps as a person reading the chart would: the same four runs
     // with compiles, each with exactly the ground truth's count.
@@ -237,7 +238,11 @@ async fn hook_events_count_exactly_once_across_rescans() {
     assert_eq!(
         *add,
         serde_json::json!({"name": "add_kernel", "hits": 5, "misses": 28, "compiles": 27, "inferred_compiles": 24,
-                           "compile_ms": 310.75, "hook_events": 12, "hit_rate": 5.0 / 33.0})
+                           "compile_ms": 310.75, "hook_events": 12,
+                           // each hit at its key's compile time: k1 (100.5) three times, k2 (200.25) twice
+                           "saved_ms": 702.0, "saved_hits": 5,
+                           // over the hook's lookups only: 5 hits, 28 - 24 inferred = 4 misses
+                           "hit_rate": 5.0 / 9.0})
     );
     let one = get_json(&state, "/api/v1/history/kernels?machine=hooked&limit=1&offset=1").await;
     assert_eq!(one.as_array().unwrap().len(), 1);
@@ -248,7 +253,8 @@ async fn hook_events_count_exactly_once_across_rescans() {
     assert_eq!(status, 200);
     assert!(html.contains("<html") && html.contains("id=\"history-chart\""), "{html}");
     assert!(html.contains("<b id=\"total-hits\">8</b>") && html.contains("<b id=\"total-misses\">119</b>"), "{html}");
-    assert!(html.contains("<b id=\"total-hit-rate\">6.3%</b>"), "{html}");
+    // 8 hits over the hook's 8 + 6 lookups (the 113 compiles inferred from mtimes are no lookups)
+    assert!(html.contains("<b id=\"total-hit-rate\">57.1%</b>"), "{html}");
     let top = html.split("id=\"top-kernels\"").nth(1).unwrap();
     assert!(top.find("matmul_kernel").unwrap() < top.find("add_kernel").unwrap(), "matmul misses most (62)");
     let (status, partial) = get_hx(&state, "/history?machine=hooked&kernel=add_kernel&bucket=day").await;

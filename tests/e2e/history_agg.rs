@@ -15,12 +15,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 fn same(a: &Counts, b: &Counts) -> bool {
-    let ms = match (a.compile_ms, b.compile_ms) {
+    let close = |a: Option<f64>, b: Option<f64>| match (a, b) {
         (None, None) => true,
         (Some(x), Some(y)) => (x - y).abs() <= 1e-6 * x.abs().max(1.0),
         _ => false,
     };
-    ms && Counts { compile_ms: None, ..*a } == Counts { compile_ms: None, ..*b }
+    close(a.compile_ms, b.compile_ms)
+        && close(a.saved_ms, b.saved_ms)
+        && Counts { compile_ms: None, saved_ms: None, ..*a } == Counts { compile_ms: None, saved_ms: None, ..*b }
 }
 
 fn compare<K: Ord + std::fmt::Debug>(what: &str, agg: BTreeMap<K, Counts>, reference: BTreeMap<K, Counts>) {
@@ -86,8 +88,8 @@ pub async fn assert_history_fresh(pool: &SqlitePool) -> Counts {
 /// that skip the hours rely on.
 async fn assert_rollups_sum_hours(pool: &SqlitePool) {
     const SUMS: &str = "SUM(hits), SUM(misses), SUM(compiles), SUM(inferred), SUM(timed), SUM(hook_events), \
-                        TOTAL(compile_ms)";
-    const COLS: &str = "hits, misses, compiles, inferred, timed, hook_events, compile_ms";
+                        SUM(saved), TOTAL(compile_ms), TOTAL(saved_ms)";
+    const COLS: &str = "hits, misses, compiles, inferred, timed, hook_events, saved, compile_ms, saved_ms";
     for (table, keys) in [
         ("history_fleet_hours", "hour"),
         ("history_machines", "machine_id"),
@@ -99,21 +101,23 @@ async fn assert_rollups_sum_hours(pool: &SqlitePool) {
                 .map(|r| {
                     use sqlx::Row;
                     let n = r.len();
-                    let key: Vec<String> = (0..n - 7)
+                    let key: Vec<String> = (0..n - 9)
                         .map(|i| r.try_get::<i64, _>(i).map(|v| v.to_string()).unwrap_or_else(|_| r.get(i)))
                         .collect();
-                    let ints: Vec<i64> = (n - 7..n - 1).map(|i| r.get(i)).collect();
-                    (key, (ints, r.get::<f64, _>(n - 1)))
+                    let ints: Vec<i64> = (n - 9..n - 2).map(|i| r.get(i)).collect();
+                    (key, (ints, [r.get::<f64, _>(n - 2), r.get::<f64, _>(n - 1)]))
                 })
                 .collect::<BTreeMap<_, _>>()
         };
         let kept = rows(format!("SELECT {keys}, {COLS} FROM {table}")).await;
         let want = rows(format!("SELECT {keys}, {SUMS} FROM history_hours GROUP BY {keys}")).await;
         assert_eq!(kept.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{table}: groups");
-        for (k, (ints, ms)) in &want {
-            let (got_ints, got_ms) = &kept[k];
+        for (k, (ints, sums)) in &want {
+            let (got_ints, got_sums) = &kept[k];
             assert_eq!(got_ints, ints, "{table} {k:?}");
-            assert!((got_ms - ms).abs() <= 1e-6 * ms.abs().max(1.0), "{table} {k:?}: {got_ms} != {ms}");
+            for (got_ms, ms) in got_sums.iter().zip(sums) {
+                assert!((got_ms - ms).abs() <= 1e-6 * ms.abs().max(1.0), "{table} {k:?}: {got_ms} != {ms}");
+            }
         }
     }
 }
@@ -233,8 +237,8 @@ async fn aggregates_equal_fresh_after_every_change() {
     let u2 = assert_history_fresh(&srv.pool).await;
     assert_eq!(u2.hook_events, 96);
 
-    // A database written before migration 0024 (its hour tables kept by the ingest), then one
-    // written before 0015: their backfills count the same.
+    // A database written before migrations 0037 and 0024 (its hour tables kept by the ingest),
+    // then one written before 0015: their backfills count the same, hits' saved time included.
     drop(srv);
     for before_0015 in [false, true] {
         downgrade(&pool, before_0015).await;
@@ -246,9 +250,28 @@ async fn aggregates_equal_fresh_after_every_change() {
     }
 }
 
-/// Undo migration 0024, and 0015 too when `before_0015` (what a database written by an
+/// Undo migrations 0037 and 0024, and 0015 too when `before_0015` (what a database written by an
 /// earlier release holds).
 async fn downgrade(pool: &SqlitePool, before_0015: bool) {
+    // 0037 first: the hits' saved compile time and its sums
+    let mut undo_0037 =
+        vec!["DROP INDEX history_machine_hours_recent".to_string(), "ALTER TABLE events DROP COLUMN saved_ms".into()];
+    for t in [
+        "history_hours",
+        "history_machine_hours",
+        "history_kernel_hours",
+        "history_kernels",
+        "history_fleet_hours",
+        "history_machines",
+        "history_machine_kernels",
+    ] {
+        undo_0037.push(format!("ALTER TABLE {t} DROP COLUMN saved_ms"));
+        undo_0037.push(format!("ALTER TABLE {t} DROP COLUMN saved"));
+    }
+    undo_0037.push("DELETE FROM _sqlx_migrations WHERE version = 37".into());
+    for sql in undo_0037 {
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(pool).await.unwrap();
+    }
     for sql in [
         "DROP TABLE history_fleet_hours",
         "DROP TABLE history_machines",

@@ -14,6 +14,7 @@ mod explain_generated;
 mod facts;
 mod fuzz;
 mod gate;
+mod headline;
 mod history;
 mod history_agg;
 mod history_exact;

@@ -29,6 +29,7 @@ pub fn read_router() -> Router<AppState> {
         .merge(explain::router())
         .route("/history", get(history::history))
         .route("/history/kernels", get(history::kernels))
+        .route("/headline", get(history::headline))
         .fallback(|| async { ApiError(AppError::NotFound("no such API endpoint".into())) })
 }
 

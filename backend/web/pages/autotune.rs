@@ -36,7 +36,9 @@ pub struct Row {
     pub precision: String,
     /// The decision's own page (Inductor) or the `.autotune.json` entry's (Triton).
     pub href: String,
+    /// The winner as a person reads it ([`config_text`]); `winner_raw` as recorded.
     pub winner: String,
+    pub winner_raw: String,
     pub kind: &'static str,
     pub runner_up: String,
     pub margin: String,
@@ -114,15 +116,53 @@ fn row(r: inductor::AutotuneRow) -> Row {
         op_href: (r.source == "triton").then(|| format!("/kernels/{}#autotune", fmt::enc(&r.op))),
         href,
         kind: r.winner_kind,
-        runner_up: r.runner_up.unwrap_or_else(|| "—".into()),
+        runner_up: r.runner_up.map(|c| config_text(&c)).unwrap_or_else(|| "—".into()),
         margin: margin_text(r.margin_ms, r.margin_pct),
         choices: r.choices.len(),
         machine: r.machine,
         op: r.op,
         key: r.key,
         precision: r.precision,
-        winner: r.winner,
+        winner: config_text(&r.winner),
+        winner_raw: r.winner,
     }
+}
+
+/// A Triton autotune config (`.autotune.json`'s JSON: `kwargs`, `num_warps`, `num_stages`, …) as
+/// a person reads it: `BM=64 BN=128 BK=32 GROUP=8 · 4 warps · 3 stages`, with `num_ctas` and
+/// `maxnreg` only where set otherwise than by default. Anything else (an Inductor choice's name)
+/// is shown as it is.
+pub fn config_text(c: &str) -> String {
+    let Ok(serde_json::Value::Object(o)) = serde_json::from_str::<serde_json::Value>(c) else {
+        return c.to_string();
+    };
+    let mut parts = vec![];
+    if let Some(serde_json::Value::Object(kw)) = o.get("kwargs") {
+        let kw: Vec<String> = kw
+            .iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => format!("{k}={s}"),
+                v => format!("{k}={v}"),
+            })
+            .collect();
+        if !kw.is_empty() {
+            parts.push(kw.join(" "));
+        }
+    }
+    let num = |k: &str| o.get(k).and_then(|v| v.as_i64());
+    if let Some(w) = num("num_warps") {
+        parts.push(format!("{w} warps"));
+    }
+    if let Some(st) = num("num_stages") {
+        parts.push(format!("{st} stages"));
+    }
+    if let Some(n) = num("num_ctas").filter(|&n| n != 1) {
+        parts.push(format!("{n} CTAs"));
+    }
+    if let Some(r) = num("maxnreg").or_else(|| num("maxreg")) {
+        parts.push(format!("maxnreg {r}"));
+    }
+    if parts.is_empty() { c.to_string() } else { parts.join(" · ") }
 }
 
 /// One choice of a decision on its page.

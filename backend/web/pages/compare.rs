@@ -67,7 +67,18 @@ pub async fn compare_page(State(s): State<AppState>, hx: Hx, Query(q): Query<Com
     let ir = r.as_ref().map(|r| r.ir.kind.clone()).unwrap_or_else(|| "source".into());
     let base = compare_url(&a, &b);
     let strip_flag = if q.strip() { "" } else { "&strip=0" };
-    let kinds = IR_KINDS.iter().map(|k| (*k, format!("{base}&ir={k}{strip_flag}"))).collect();
+    // only the IR tabs either entry has (a CUDA pair has no `.amdgcn`), and the one shown
+    let mut held: Vec<String> = vec![];
+    for id in [&a, &b] {
+        if let Some((m, k)) = id.rsplit_once(':') {
+            held.extend(crate::db::entries::file_types(s.db.pool(), m, k).await?);
+        }
+    }
+    let kinds = IR_KINDS
+        .iter()
+        .filter(|k| held.is_empty() || **k == ir || held.iter().any(|h| h == *k))
+        .map(|k| (*k, format!("{base}&ir={k}{strip_flag}")))
+        .collect();
     let strip_url = format!("{base}&ir={ir}{}", if q.strip() { "&strip=0" } else { "" });
     let q = CompareView { a, b, r, ir, strip: q.strip(), kinds, strip_url };
     hx.render(&ComparePage { q }, |p| p.as_fragment().render())

@@ -63,6 +63,8 @@ pub struct Machine {
     pub kept: String,
     /// What the latest scan of each root skipped, by reason (most first).
     pub skips: Vec<SkipRow>,
+    /// What misses cost on this machine.
+    pub headline: Option<super::headline::HeadlineView>,
 }
 
 /// One reason the latest scan of a root skipped something, and how often.
@@ -122,7 +124,9 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
     let autotune = db::decisions::machine_count(s.db.pool(), name).await?;
     let skips = skip_rows(&scans);
     let kept = kept_note(db::blobs::totals(s.db.pool()).await?);
+    let headline = super::headline::load(s.db.pool(), Some(name)).await?;
     Ok(Machine {
+        headline,
         autotune,
         kept,
         skips,

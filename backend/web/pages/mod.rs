@@ -8,6 +8,7 @@ mod assets;
 pub mod autotune;
 pub mod compare;
 pub mod entry;
+pub mod headline;
 pub mod history;
 pub mod invalidations;
 pub mod kernel;

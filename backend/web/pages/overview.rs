@@ -58,6 +58,8 @@ pub struct Overview {
     /// The same in bytes (in the page as a data attribute: exact, for scripts and tests).
     pub saving_bytes: i64,
     pub saving_pct: String,
+    /// What misses cost across the fleet.
+    pub headline: Option<super::headline::HeadlineView>,
 }
 
 #[derive(Template)]
@@ -115,6 +117,7 @@ async fn load(s: &AppState) -> Result<Overview, super::PageError> {
         saving: fmt::bytes(saving),
         saving_bytes: saving,
         saving_pct: pct(saving, total),
+        headline: super::headline::load(s.db.pool(), None).await?,
     })
 }
 

@@ -175,3 +175,34 @@ async fn decisions_winners_margins_and_links_on_the_real_fixture() {
         assert!(row.contains(&format!("won by {} over {}", margin(c), c[1].0)), "{row}");
     }
 }
+
+/// Triton's `.autotune.json` configs on `/autotune` read as block sizes, warps and stages (each
+/// value from the raw config the API returns), never as raw JSON; the raw config stays in the
+/// cell's title.
+#[tokio::test]
+async fn triton_configs_read_as_block_sizes_warps_and_stages() {
+    let (keep, pool) = corpus_db(&[("h100-a", "h100-jit-3.6.0", "triton-cache")]).await;
+    let state = cachelens::web::AppState::new(pool, cachelens::web::Config::default());
+    let api = get_json(&state, "/api/v1/autotune?machine=h100-a").await;
+    let rows: Vec<&Value> = arr(&api).iter().filter(|r| r["source"] == "triton").collect();
+    assert!(!rows.is_empty());
+    let (st, html) = get(&state, "/autotune?machine=h100-a").await;
+    assert_eq!(st, 200);
+    let cells: Vec<&str> =
+        html.split(r#"<td class="mono kwargs winner""#).skip(1).map(|c| c.split("</td>").next().unwrap()).collect();
+    assert_eq!(cells.len(), rows.len());
+    for (r, cell) in rows.iter().zip(&cells) {
+        let raw: Value = serde_json::from_str(r["winner"].as_str().unwrap()).unwrap();
+        let shown = cell.split_once('>').unwrap().1;
+        let mut want: Vec<String> =
+            raw["kwargs"].as_object().unwrap().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        want.push(format!("{} warps", raw["num_warps"]));
+        want.push(format!("{} stages", raw["num_stages"]));
+        for w in &want {
+            assert!(shown.contains(w.as_str()), "{w} in {shown}");
+        }
+        assert!(!shown.contains('{') && !shown.contains("kwargs"), "no raw JSON shown: {shown}");
+        assert!(cell.contains("title=\"{&#34;") || cell.contains("title=\"{&quot;"), "raw config in the title: {cell}");
+    }
+    drop(keep);
+}

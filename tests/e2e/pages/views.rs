@@ -240,3 +240,26 @@ async fn empty_states_caps_notices_and_day_gaps() {
     assert_eq!(chart.matches(": 0</title>").count(), 2, "the empty days are zero bars");
     assert!(m.contains("2 entries compiled on 2 day(s) between"), "the note");
 }
+
+/// The compare page offers only the IR tabs its two entries have: `.ptx` for a CUDA pair, never
+/// `.amdgcn`; `.amdgcn` for a ROCm pair, never `.ptx`.
+#[tokio::test]
+async fn compare_offers_the_ir_tabs_the_entries_have() {
+    let (_keep, state) = fleet().await;
+    for (machine, has, lacks) in [("h100-c", "ptx", "amdgcn"), ("mi300-1", "amdgcn", "ptx")] {
+        let v = get_json(&state, &format!("/api/v1/entries?machine={machine}&kernel=add_kernel&limit=2")).await;
+        let keys: Vec<&str> = arr(&v).iter().map(|e| e["key"].as_str().unwrap()).collect();
+        assert_eq!(keys.len(), 2, "{v}");
+        for e in arr(&v) {
+            let names: Vec<&str> = arr(&e["artifacts"]).iter().map(|a| a["name"].as_str().unwrap()).collect();
+            assert!(names.iter().any(|n| n.ends_with(&format!(".{has}"))), "{names:?}");
+            assert!(!names.iter().any(|n| n.ends_with(&format!(".{lacks}"))), "{names:?}");
+        }
+        let url = format!("/compare?a={machine}:{}&b={machine}:{}", keys[0], keys[1]);
+        let (st, html) = get(&state, &url).await;
+        assert_eq!(st, 200, "{html}");
+        assert!(html.contains(&format!("ir={has}\"")), "{has} tab on {url}");
+        assert!(!html.contains(&format!("ir={lacks}")), "no {lacks} tab on {url}");
+        assert!(html.contains("ir=ttgir"), "ttgir tab on {url}");
+    }
+}
