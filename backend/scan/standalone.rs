@@ -197,7 +197,8 @@ fn kernels_of(s: &Src<'_>, at: u64, len: u64, key: &str, a: &mut Artifact) {
     let mut cur: Option<Kernel> = None;
     let (mut want, mut file) = (None::<&'static str>, String::new());
     let done = |k: Option<Kernel>, a: &mut Artifact| {
-        let new = |k: &Kernel| !k.files.is_empty() && !a.kernels.iter().any(|o| o.key == k.key && o.files == k.files);
+        // the bundle lists a kernel once per use; the first copy is kept
+        let new = |k: &Kernel| !k.files.is_empty() && !a.kernels.iter().any(|o| o.key == k.key);
         if let Some(k) = k.filter(new) {
             a.kernels.push(k);
         }
@@ -398,5 +399,43 @@ mod tests {
         let e = pickle_strings(b"\x80\x04\xff", |_| {}).unwrap_err();
         assert!(e.contains("0xff at byte 2"), "{e}");
         assert!(pickle_strings(b"\x8c\x09short", |_| {}).unwrap_err().contains("cut short"));
+    }
+
+    /// `torch.compiler.save_cache_artifacts()` bytes of the torch 2.11 fixture: the records the
+    /// GPU run's `CacheInfo` named, and the Triton kernels bundled in the Inductor entry.
+    #[test]
+    fn mega_cache_of_the_fixture_lists_what_torch_recorded() {
+        let fx = crate::test_corpus::unpacked("h200-vllm-standalone-torch-2.11");
+        let gt: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(fx.join("ground-truth.json")).unwrap()).unwrap();
+        let f = File::open(fx.join("torch-megacache/cache_artifacts.bin")).unwrap();
+        let len = f.metadata().unwrap().len();
+        assert_eq!(len, gt["compile"]["mega"][1].as_u64().unwrap());
+        let a = read_mega(&f, len);
+        assert_eq!(a.unread, Vec::<String>::new());
+        let mut want: Vec<(String, String)> = vec![];
+        for (kind, keys) in gt["compile"]["mega"][0].as_object().unwrap() {
+            for k in keys.as_array().unwrap() {
+                want.push((kind.clone(), k.as_str().unwrap().into()));
+            }
+        }
+        let mut got: Vec<(String, String)> = a.records.iter().map(|r| (r.kind.clone(), r.key.clone())).collect();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want);
+        assert!(!a.kernels.is_empty());
+        for k in &a.kernels {
+            assert!(super::super::walk::is_key(&k.key), "{k:?}");
+            assert!(k.name.as_deref().is_some_and(|n| n.starts_with("triton_")), "{k:?}");
+            assert!(k.files.iter().any(|f| f.ends_with(".cubin")) && k.bytes > 10_000, "{k:?}");
+        }
+        // the standalone artifact wraps such bytes: a file cut short says so, lists what it could
+        let bin =
+            fx.join("vllm/torch_compile_cache/9a3a45d015/rank_0_0/backbone/artifact_compile_range_1_512_subgraph_1");
+        let f = File::open(bin).unwrap();
+        let full = read_artifact(&f, f.metadata().unwrap().len());
+        assert_eq!((full.header.as_deref(), full.unread.len(), full.kernels.len()), (Some(CACHE_HEADER), 0, 1));
+        let cut = read_artifact(&f, 200_000);
+        assert!(cut.unread.iter().any(|u| u.contains("no cache artifacts")), "{cut:?}");
     }
 }
