@@ -211,8 +211,9 @@ pub fn size(s: &str) -> Result<i64, String> {
 
 #[derive(Args, Debug)]
 pub struct ScanArgs {
-    /// Dirs to search for Triton caches, at any depth up to 8 (plain, Inductor's
-    /// triton/<device>/, vLLM's rank_<i>_<j>/triton_cache/); default: every default location that
+    /// Dirs to search for Triton caches, at any depth up to 8, 6 below a torch_compile_cache dir
+    /// (plain, Inductor's triton/<device>/, vLLM's rank_<i>_<j>/triton_cache/ and
+    /// rank_<i>_<j>/<prefix>/ compile artifacts); default: every default location that
     /// exists ($TRITON_CACHE_DIR or $TRITON_HOME/.triton/cache or ~/.triton/cache,
     /// $TORCHINDUCTOR_CACHE_DIR or /tmp/torchinductor_$USER, $VLLM_CACHE_ROOT or ~/.cache/vllm).
     pub paths: Vec<PathBuf>,

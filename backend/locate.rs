@@ -116,12 +116,16 @@ fn under(path: &Path, known: &[String], say: &mut dyn FnMut(String)) -> anyhow::
         }
     };
     let base = scan::fsat::open_root(&canon)?;
+    let rels: Vec<PathBuf> =
+        found.roots.iter().map(|r| r.strip_prefix(&canon).unwrap_or(Path::new("")).to_path_buf()).collect();
     let mut roots = vec![];
-    for r in found.roots {
-        let rel = r.strip_prefix(&canon).unwrap_or(Path::new("")).to_path_buf();
-        let shown = if rel.as_os_str().is_empty() { ".".to_string() } else { scan::walk::shown(&rel) };
-        say(format!("found Triton cache: {} ({shown} under {})", r.display(), canon.display()));
-        let beside = scan::beside::sizes(&canon, base.as_fd(), &rel);
+    for (r, rel) in found.roots.into_iter().zip(&rels) {
+        let shown = if rel.as_os_str().is_empty() { ".".to_string() } else { scan::walk::shown(rel) };
+        let mut beside = scan::beside::sizes(&canon, base.as_fd(), rel);
+        let vllm = scan::vllm::sizes(&canon, base.as_fd(), rel, &rels);
+        let what = if vllm.is_empty() { "Triton cache" } else { "vLLM compile cache" };
+        say(format!("found {what}: {} ({shown} under {})", r.display(), canon.display()));
+        beside.extend(vllm);
         roots.push(Root { path: r, beside });
     }
     if found.symlinks > 0 {
@@ -131,7 +135,12 @@ fn under(path: &Path, known: &[String], say: &mut dyn FnMut(String)) -> anyhow::
         say(format!("  not searched: {u}"));
     }
     if found.too_deep > 0 {
-        say(format!("  {} dirs deeper than {} levels not searched", found.too_deep, discover::MAX_DEPTH));
+        say(format!(
+            "  {} dirs deeper than {} levels (or {} below a torch_compile_cache dir) not searched",
+            found.too_deep,
+            discover::MAX_DEPTH,
+            discover::VLLM_DEPTH
+        ));
     }
     if found.truncated {
         say(format!("  search stopped after {} dirs", discover::MAX_DIRS));

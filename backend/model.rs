@@ -529,7 +529,8 @@ pub struct Hazards {
 /// less its `triton_cache/`). Counted without following symlinks, to a bounded depth.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, Default)]
 pub struct ToolSize {
-    /// `inductor-fxgraph`, `inductor-aotautograd` or `vllm-compiled`.
+    /// `inductor-fxgraph`, `inductor-aotautograd`, `vllm-compiled` (a rank dir of vLLM's older
+    /// layout), `vllm-key-factors` or `vllm-artifact` (see [`crate::scan::vllm`]).
     pub tool: String,
     /// The dir counted.
     pub path: String,
@@ -538,6 +539,12 @@ pub struct ToolSize {
     pub bytes: i64,
     /// False when a bound stopped the count or a dir could not be listed (figures are floors).
     pub complete: bool,
+    /// Inodes (files, dirs, links) it takes, where counted (vLLM's compile artifacts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inodes: Option<i64>,
+    /// What it holds, in words (a compile artifact's graphs and kernels, vLLM's key factors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holds: Option<String>,
 }
 
 /// The answer to an upload (`POST /api/v1/scans`).

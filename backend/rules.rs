@@ -262,8 +262,18 @@ pub fn tool(t: &ToolSize) -> Result<(), String> {
         return Err(format!("beside {:?}: a tool name of 1-64 bytes and a path without NUL", trunc(&t.tool)));
     }
     within("beside files", t.files, &TOOL_COUNT)?;
+    if let Some(n) = t.inodes {
+        within("beside inodes", n, &TOOL_COUNT)?;
+    }
+    if t.holds.as_ref().is_some_and(|h| h.len() > MAX_HOLDS) {
+        return Err(format!("beside {:?}: what it holds in at most {MAX_HOLDS} bytes", trunc(&t.tool)));
+    }
     within("beside bytes", t.bytes, &TOOL_COUNT)
 }
+
+/// The longest "holds" text of a `beside` record (the scanner writes at most ~2 KB of key
+/// factors, and an artifact's kernel names).
+pub const MAX_HOLDS: usize = 16 << 10;
 
 /// A skip record: its path and reason within their bounds (cut, never refused: it is a label).
 pub fn skip(mut s: Skip) -> Skip {

@@ -258,7 +258,16 @@ fn print_summaries(summaries: &[ScanSummary], failed: &[Failed], json: bool, des
         for t in &s.beside {
             let floor = if t.complete { "" } else { "at least " };
             let mib = t.bytes as f64 / 1048576.0;
-            println!("  beside it: {}: {floor}{} files, {mib:.1} MiB in {}", term(&t.tool), t.files, term(&t.path));
+            let inodes = t.inodes.map(|n| format!(", {n} inodes")).unwrap_or_default();
+            println!(
+                "  beside it: {}: {floor}{} files{inodes}, {mib:.1} MiB in {}",
+                term(&t.tool),
+                t.files,
+                term(&t.path)
+            );
+            if let Some(h) = &t.holds {
+                println!("    holds: {}", term(h));
+            }
         }
         if let Some(h) = &s.hazards {
             println!(

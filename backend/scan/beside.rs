@@ -24,7 +24,7 @@ pub fn sizes(base: &Path, base_fd: BorrowedFd<'_>, rel: &Path) -> Vec<ToolSize> 
     for (dir, tool) in [("fxgraph", "inductor-fxgraph"), ("aotautograd", "inductor-aotautograd")] {
         let at = rel.join(dir);
         if let Ok(fd) = fsat::open_rel(base_fd, &at) {
-            out.push(count(tool, &base.join(&at), fd.as_fd(), None));
+            out.push(count(tool, &base.join(&at), fd.as_fd(), &[]));
         }
     }
     let name = |p: Option<&Path>| p.and_then(Path::file_name).and_then(|n| n.to_str()).map(str::to_string);
@@ -33,20 +33,30 @@ pub fn sizes(base: &Path, base_fd: BorrowedFd<'_>, rel: &Path) -> Vec<ToolSize> 
     if name(Some(rel)).as_deref() == Some("triton_cache") && is_rank {
         let rank = rank.unwrap_or(Path::new(""));
         if let Ok(fd) = fsat::open_rel(base_fd, rank) {
-            out.push(count("vllm-compiled", &base.join(rank), fd.as_fd(), Some("triton_cache")));
+            out.push(count("vllm-compiled", &base.join(rank), fd.as_fd(), &["triton_cache"]));
         }
     }
     out
 }
 
-/// Count the regular files below `fd` (not `except`, a child of it).
-fn count(tool: &str, path: &Path, fd: BorrowedFd<'_>, except: Option<&str>) -> ToolSize {
+/// Count the regular files below `fd` (not the children named in `except`).
+fn count(tool: &str, path: &Path, fd: BorrowedFd<'_>, except: &[&str]) -> ToolSize {
     let mut t = ToolSize { tool: tool.into(), path: path.display().to_string(), complete: true, ..Default::default() };
-    walk(fd, 0, except, &mut t);
+    walk(fd, 0, except, &mut t, &mut 0);
     t
 }
 
-fn walk(fd: BorrowedFd<'_>, depth: usize, except: Option<&str>, t: &mut ToolSize) {
+/// [`count`] with the inodes below `fd` too (its files, dirs, links and others, `fd` itself
+/// included) in [`ToolSize::inodes`].
+pub fn count_inodes(tool: &str, path: &Path, fd: BorrowedFd<'_>, except: &[&str]) -> ToolSize {
+    let mut t = ToolSize { tool: tool.into(), path: path.display().to_string(), complete: true, ..Default::default() };
+    let mut inodes = 1;
+    walk(fd, 0, except, &mut t, &mut inodes);
+    t.inodes = Some(inodes);
+    t
+}
+
+fn walk(fd: BorrowedFd<'_>, depth: usize, except: &[&str], t: &mut ToolSize, inodes: &mut i64) {
     let listed = rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(std::io::Error::from).and_then(fsat::list);
     let Ok((d, children)) = listed else {
         t.complete = false;
@@ -54,6 +64,9 @@ fn walk(fd: BorrowedFd<'_>, depth: usize, except: Option<&str>, t: &mut ToolSize
     };
     let Ok(dfd) = d.fd() else { return };
     for c in children {
+        if !(depth == 0 && except.iter().any(|e| c.name == *e)) {
+            *inodes += 1;
+        }
         if t.files >= MAX_FILES {
             t.complete = false;
             return;
@@ -66,10 +79,10 @@ fn walk(fd: BorrowedFd<'_>, depth: usize, except: Option<&str>, t: &mut ToolSize
                 }
                 _ => t.complete = false,
             },
-            Kind::Dir if except.is_some_and(|e| c.name == e) => {}
+            Kind::Dir if depth == 0 && except.iter().any(|e| c.name == *e) => {}
             Kind::Dir if depth + 1 >= MAX_DEPTH => t.complete = false,
             Kind::Dir => match fsat::open_dir(dfd, &c.name) {
-                Ok(sub) => walk(sub.as_fd(), depth + 1, None, t),
+                Ok(sub) => walk(sub.as_fd(), depth + 1, &[], t, inodes),
                 Err(_) => t.complete = false,
             },
             // symlinks and others: not followed, not counted

@@ -1,17 +1,21 @@
 //! Finding every Triton cache dir below a path: plain Triton (`<dir>/<KEY>/`), Inductor
-//! (`<dir>/triton/<device>/<KEY>/`), vLLM (`torch_compile_cache/<hash>/rank_<i>_<j>/triton_cache/<KEY>/`)
-//! and copies nested anywhere, each then scanned as its own root.
+//! (`<dir>/triton/<device>/<KEY>/`), vLLM (`torch_compile_cache/<hash>/rank_<i>_<j>/triton_cache/<KEY>/`
+//! in its older layout; `.../rank_<i>_<j>/<prefix>/` holding compiled-range artifacts in its
+//! current one, where an unpacked artifact is an Inductor dir: [`super::vllm`]) and copies nested
+//! anywhere, each then scanned as its own root.
 //!
 //! The rule: a dir is a Triton cache when one of its children is a key-named dir
 //! ([`walk::is_key`]) or the hook's event dir. Its key-named children are entries and are never
 //! entered, so a 100,000-entry cache costs one listing (by `d_type`, no stat per entry);
-//! only non-key dirs are descended into, at most [`MAX_DEPTH`] levels below the path and at
-//! most [`MAX_DIRS`] dirs in all. A cache whose parent is named `triton` is Inductor's device
+//! only non-key dirs are descended into, at most [`MAX_DEPTH`] levels below the path (below a
+//! `torch_compile_cache` dir, whose layout fixes its depth, [`VLLM_DEPTH`] levels below that dir
+//! whatever its own depth) and at most [`MAX_DIRS`] dirs in all. A cache whose parent is named `triton` is Inductor's device
 //! dir: its root is the Inductor dir above (whose walk reads every `triton/<device>/` and the
 //! `.best_config` files), unless that is above the path given. Dirs are opened from their
 //! parent's descriptor with `O_NOFOLLOW` ([`fsat`]): symlinks are counted, never followed.
 
 use super::fsat::{self, Kind};
+use super::vllm;
 use super::walk::{self, HOOK_DIR};
 use rustix::fs::Dir;
 use std::collections::BTreeSet;
@@ -24,6 +28,12 @@ use std::rc::Rc;
 /// How many dir levels below the path the discovery looks (a vLLM cache below a home dir,
 /// `.cache/vllm/torch_compile_cache/<hash>/rank_0_0/triton_cache`, is 6).
 pub const MAX_DEPTH: usize = 8;
+/// How many dir levels below a `torch_compile_cache` dir hold a Triton cache: vLLM's layout,
+/// `<hash>/rank_<i>_<j>/<prefix>/artifact_compile_range_<a>_<b>_subgraph_<n>/triton/<device>`,
+/// is 6 deep (its older `<hash>/rank_<i>_<j>/triton_cache` is 3). Counted from that dir, so the
+/// kernels of an unpacked artifact are found from a home dir (9 levels down) or any path above
+/// the vLLM root that reaches `torch_compile_cache` within [`MAX_DEPTH`].
+pub const VLLM_DEPTH: usize = 6;
 /// At most this many non-key dirs are listed per path (a whole home dir would be many more).
 pub const MAX_DIRS: usize = 20_000;
 
@@ -50,9 +60,10 @@ pub fn find(path: &Path) -> std::io::Result<Found> {
     // (the parent's fd, a dir's path below `path`): a dir is opened from its parent's fd when
     // it is listed, so only the dirs on the way down stay open
     let top = Rc::new(fsat::open_root(path)?);
-    let mut stack: Vec<(Option<Rc<OwnedFd>>, PathBuf)> = vec![(None, PathBuf::new())];
+    // (the parent's fd, a dir's path below `path`, the depth its subdirs may reach)
+    let mut stack: Vec<(Option<Rc<OwnedFd>>, PathBuf, usize)> = vec![(None, PathBuf::new(), MAX_DEPTH)];
     let mut listed = 0usize;
-    while let Some((parent, rel)) = stack.pop() {
+    while let Some((parent, rel, limit)) = stack.pop() {
         if listed == MAX_DIRS {
             out.truncated = true;
             break;
@@ -79,12 +90,15 @@ pub fn find(path: &Path) -> std::io::Result<Found> {
         if is_cache {
             roots.insert(root_of(&rel));
         }
-        if rel.components().count() >= MAX_DEPTH {
+        let depth = rel.components().count();
+        let limit =
+            if rel.file_name().is_some_and(|n| n == "torch_compile_cache") { depth + VLLM_DEPTH } else { limit };
+        if depth >= limit {
             out.too_deep += subdirs.len();
             continue;
         }
         for name in subdirs.into_iter().rev() {
-            stack.push((Some(fd.clone()), rel.join(name)));
+            stack.push((Some(fd.clone()), rel.join(name), limit));
         }
     }
     out.roots = roots.into_iter().map(|r| path.join(r)).collect();
@@ -100,8 +114,9 @@ fn root_of(rel: &Path) -> PathBuf {
     rel.to_path_buf()
 }
 
-/// List a dir: whether it is a Triton cache, and its non-key subdirs to look into (not temp
-/// dirs, not the hook's dir). Key names are checked without a copy or a stat.
+/// List a dir: whether it is a Triton cache (or a vLLM prefix dir: [`vllm::marks_prefix_dir`]),
+/// and its non-key subdirs to look into (not temp dirs, not the hook's dir). Key names are
+/// checked without a copy or a stat.
 fn list(fd: &OwnedFd, symlinks: &mut usize) -> std::io::Result<(bool, Vec<OsString>)> {
     let mut d = Dir::read_from(fd)?;
     let mut is_cache = false;
@@ -111,6 +126,9 @@ fn list(fd: &OwnedFd, symlinks: &mut usize) -> std::io::Result<(bool, Vec<OsStri
         let name = de.file_name().to_bytes();
         if name == b"." || name == b".." {
             continue;
+        }
+        if vllm::marks_prefix_dir(name) {
+            is_cache = true;
         }
         match fsat::entry_kind(&d, &de)? {
             Kind::Symlink => *symlinks += 1,

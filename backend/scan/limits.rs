@@ -24,6 +24,7 @@
 //! | Inductor autotune cache `cache/<hash>` | [`MAX_INDUCTOR_AUTOTUNE_BYTES`] 16 MiB | skipped with the reason |
 //! | hook event line | [`MAX_EVENT_LINE`] 64 KiB | skipped ("malformed hook event line (too long)"), reading goes on after its end |
 //! | hook event bytes per scan | [`MAX_EVENT_BYTES_PER_SCAN`] 64 MiB | the rest is read by the next scan, from the mark this one leaves |
+//! | Inductor entry of a saved compile artifact (`scan/standalone.rs`) | `standalone::MAX_PICKLE_BYTES` 64 MiB | listed with its size, its Triton kernels not read |
 //! | any file, hashed | [`MAX_HASH_BYTES`] 256 MiB | sha256 of its first 256 MiB and its size; the entry partial, the file counted |
 //!
 //! Time: a scan of one root stops reading entries once its time budget is spent

@@ -25,7 +25,9 @@ pub mod hazards;
 pub mod inductor_autotune;
 pub mod limits;
 pub mod resources;
+pub mod standalone;
 pub mod ttir;
+pub mod vllm;
 pub mod walk;
 
 use crate::model::{BestConfig, Entry, EventFileMark, HookEvent, Skip, SkipKind};

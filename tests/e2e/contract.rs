@@ -312,6 +312,7 @@ async fn an_upload_killed_at_every_write_step_is_stored_whole_by_its_retry() {
         files: 3,
         bytes: 1234,
         complete: true,
+        ..Default::default()
     }];
     assert!(report.inductor_autotune.len() >= 4, "the corpus has decisions");
     let retry = cachelens::upload::Retry::new(1);

@@ -34,3 +34,4 @@ mod summaries;
 mod tokens;
 mod upload;
 mod upload_queue;
+mod vllm_standalone;

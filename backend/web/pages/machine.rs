@@ -33,6 +33,8 @@ pub struct DiskRow {
     /// entries or files
     pub count: String,
     pub size: String,
+    /// What it holds, in words (vLLM's compile artifacts and key factors); empty if not said.
+    pub holds: String,
 }
 
 pub struct Machine {
@@ -264,25 +266,31 @@ fn disk_rows(roots: Vec<scans::RootSize>) -> (Vec<DiskRow>, String) {
     for r in roots {
         total += r.bytes;
         let rank = crate::scan::discover::rank_dir(&r.root).map(|k| format!(" (vLLM {k})")).unwrap_or_default();
+        let vllm = r.beside.iter().flatten().any(|t| t.tool.starts_with("vllm-") && t.tool != "vllm-compiled");
+        let what = if vllm { "vLLM compile cache" } else { "Triton cache" };
         rows.push(DiskRow {
-            what: format!("Triton cache{rank}"),
+            what: format!("{what}{rank}"),
             path: r.root.clone(),
             count: format!("{} entries", r.entries),
             size: fmt::bytes(r.bytes),
+            holds: String::new(),
         });
         let Some(beside) = r.beside else {
             let path = "not counted: scanned before cachelens counted other tools' caches".into();
-            rows.push(DiskRow { what: "beside it".into(), path, count: "–".into(), size: "–".into() });
+            let (count, size, holds) = ("–".into(), "–".into(), String::new());
+            rows.push(DiskRow { what: "beside it".into(), path, count, size, holds });
             continue;
         };
         for t in beside {
             total += t.bytes;
             let floor = if t.complete { "" } else { "at least " };
+            let inodes = t.inodes.map(|n| format!(", {n} inodes")).unwrap_or_default();
             rows.push(DiskRow {
                 what: t.tool,
                 path: t.path,
-                count: format!("{floor}{} files", t.files),
+                count: format!("{floor}{} files{inodes}", t.files),
                 size: format!("{floor}{}", fmt::bytes(t.bytes)),
+                holds: t.holds.unwrap_or_default(),
             });
         }
     }
