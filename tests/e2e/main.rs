@@ -26,6 +26,7 @@ mod reports;
 mod rescan;
 mod scan;
 mod scan_bounds;
+mod short_keys;
 mod summaries;
 mod tokens;
 mod upload;
