@@ -44,10 +44,10 @@ async fn short_keys_resolve_when_unique_and_list_candidates_otherwise() {
     assert!(st == 300 && page.contains(&format!("/entries/a100-1/{}", named[0])), "{st} {page}");
     assert_eq!(get(&state, "/entries/a100-1/QQQQQQ").await.0, 404);
     // The search box: across machines, a machine's, one match opens it.
-    let (st, page) = get(&state, &format!("/search?q={c}")).await;
+    let (st, page) = get(&state, &format!("/search?key={c}")).await;
     assert!(st == 200 && page.contains("id=\"search-hits\"") && page.contains(named[1].as_str()), "{page}");
-    assert_eq!(get(&state, &format!("/search?q=a100-1:{short}")).await.0, 303);
-    let (st, page) = get(&state, "/search?q=a100-1:QQQQQQ").await;
+    assert_eq!(get(&state, &format!("/search?key=a100-1:{short}")).await.0, 303);
+    let (st, page) = get(&state, "/search?key=a100-1:QQQQQQ").await;
     assert!(st == 200 && page.contains("No entry has a key starting with"), "{page}");
     // The CLI, on the same database file.
     let db = keep[0].path().join("test.db");

@@ -1,4 +1,4 @@
-//! `/search?q=` finds entries by the start of their key (`VURMD4`, or `a100-1:VURMD4KEVF` as
+//! `/search?key=` finds entries by the start of their key (`VURMD4`, or `a100-1:VURMD4KEVF` as
 //! the grids show it): one match opens its entry page, several are listed. The same list answers
 //! a short id that names several entries on `/compare`, `/entries/...` and their nearest pages
 //! ([`candidates`]). Reads are indexed key ranges with a bound ([`crate::db::keys`]).
@@ -17,9 +17,9 @@ pub const SHOWN: usize = 50;
 
 #[derive(Debug, Default, serde::Deserialize)]
 pub struct SearchQuery {
-    /// A key's start, alone or after `MACHINE:`.
+    /// A key's start, alone or after `MACHINE:` (`key`: the kernels page's filter is `q`).
     #[serde(default)]
-    pub q: String,
+    pub key: String,
 }
 
 #[derive(Template)]
@@ -60,9 +60,9 @@ fn hit(h: &KeyHit, href: String) -> Hit {
     }
 }
 
-/// `GET /search?q=PREFIX` or `?q=MACHINE:PREFIX`.
+/// `GET /search?key=PREFIX` or `?key=MACHINE:PREFIX`.
 pub async fn page(State(s): State<AppState>, Query(q): Query<SearchQuery>) -> PageResult {
-    let text = q.q.trim().to_string();
+    let text = q.key.trim().to_string();
     let render = |note: String, hits: Vec<Hit>, more: bool| {
         Ok(HtmlTemplate(SearchPage { v: SearchView { q: text.clone(), note, hits, more } }).into_response())
     };
