@@ -71,16 +71,17 @@ Exit status:
 
 const GATE_HELP: &str = "\
 Exit status:
-  0  passed: at most --max-invalidated of the base's kernels would recompile
+  0  passed: at most --max-invalidated of the base's kernel entries would recompile
   1  the gate failed: more would recompile (the report says which, grouped by cause)
   2  the gate could not decide: bad arguments, a missing or unreadable dir or database,
      no Triton cache in a dir, an unknown machine or scan, or a change side that holds no
      kernel entries, or fewer than 10% of the base's when the base has 10 or more (did its
      jobs run? --allow-empty-change gates it anyway)
 
-The share counts base kernels that the change compiles again under a new key (the same
-variant: same signature, constexprs and launch options). New variants and removed kernels are
-listed but not counted. docs/ci-gate.md has a CI recipe.";
+The share counts base kernel entries (compiled variants) that the change compiles again under
+a new key (the same variant: same signature, constexprs and launch options). New variants and
+removed entries are listed but not counted. The report says what recompiling costs (the
+compile times the hook measured). docs/ci-gate.md has a CI recipe.";
 
 #[derive(Args, Debug)]
 pub struct GateArgs {
@@ -91,8 +92,8 @@ pub struct GateArgs {
     /// Left out with --db: BASE's latest scan (or BASE@SCAN) against the scan of the same
     /// cache dir before it.
     pub change: Option<String>,
-    /// Fail when more base kernels than this would recompile: a percentage (10%), a fraction
-    /// (0.1, with a dot) or a count of kernels (5).
+    /// Fail when more base entries than this would recompile: a percentage (10%), a fraction
+    /// (0.1, with a dot) or a count of entries (5).
     #[arg(long, value_name = "LIMIT", allow_hyphen_values = true)]
     pub max_invalidated: String,
     /// Compare machines or scans of this database instead of scanning two dirs. (CACHELENS_DB
@@ -105,7 +106,7 @@ pub struct GateArgs {
     /// No progress bar and no notes on stderr.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Invalidated kernels listed per cause in the text report.
+    /// Invalidated entries listed per cause in the text report.
     #[arg(long, default_value_t = 20)]
     pub show: usize,
     /// Gate a change side that holds no kernel entries, or fewer than 10% of the base's (by

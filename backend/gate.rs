@@ -2,7 +2,7 @@
 //! and under the change, it compares the two (two cache dirs, scanned read-only into a temporary
 //! database as machines `base` and `change`; or two machines / two scans of an existing
 //! database), prints the invalidation report grouped by cause, and fails when more of the
-//! base's kernels would recompile than `--max-invalidated` allows.
+//! base's kernel entries would recompile than `--max-invalidated` allows.
 //!
 //! Exit status: 0 passed, 1 the gate failed (too many recompiles), 2 the gate could not decide
 //! (bad arguments, a missing or unreadable dir or database, an unknown machine or scan, a change
@@ -12,24 +12,24 @@
 
 use crate::cli::GateArgs;
 use crate::explain::load::{self as dbx, ExplainError};
-use crate::explain::report::{CauseCount, InvalidationsReport};
+use crate::explain::report::{CauseCount, Cost, InvalidatedRow, InvalidationsReport};
 use anyhow::Context;
 use serde::Serialize;
 use sqlx::SqlitePool;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// The most recompiles allowed: a share of the base's kernels, or a count.
+/// The most recompiles allowed: a share of the base's kernel entries, or a count.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Limit {
     /// A fraction in [0, 1] (`10%`, `0.1`).
     Share(f64),
-    /// A number of kernels (`5`).
+    /// A number of entries (`5`).
     Count(u64),
 }
 
 impl Limit {
-    /// Whether `invalidated` of `total` kernels is more than allowed.
+    /// Whether `invalidated` of `total` entries is more than allowed.
     pub fn exceeded(self, invalidated: usize, total: usize) -> bool {
         match self {
             // exact for whole percentages: 1 of 10 is not more than 10%
@@ -43,14 +43,14 @@ impl std::fmt::Display for Limit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Limit::Share(s) => write!(f, "{}%", (s * 1e6).round() / 1e4),
-            Limit::Count(n) => write!(f, "{n} kernels"),
+            Limit::Count(n) => write!(f, "{n} entries"),
         }
     }
 }
 
-/// `--max-invalidated`: `10%` (a percentage), `0.1` (a fraction: has a dot) or `5` (a count).
+/// `--max-invalidated`: `10%` (a percentage), `0.1` (a fraction: has a dot) or `5` (a count of entries).
 pub fn parse_limit(s: &str) -> Result<Limit, String> {
-    let bad = || format!("{s:?}: give a percentage (10%), a fraction (0.1) or a count of kernels (5)");
+    let bad = || format!("{s:?}: give a percentage (10%), a fraction (0.1) or a count of entries (5)");
     let t = s.trim();
     if let Some(p) = t.strip_suffix('%') {
         let p: f64 = p.trim().parse().map_err(|_| bad())?;
@@ -122,11 +122,16 @@ pub fn parse_pair(base: &str, change: Option<&str>) -> Result<Pair, String> {
     }
 }
 
-/// The invalidation report of a pair, freshly computed by the explainer. The gate's one call
-/// into it: where reports are stored, this is the line to re-point.
-async fn invalidation_report(pool: &SqlitePool, pair: &Pair) -> Result<InvalidationsReport, ExplainError> {
+/// The invalidation report of a pair, freshly computed by the explainer (the gate's one call
+/// into it: where reports are stored, this is the line to re-point), with the kernels (distinct
+/// names) of its old and new side.
+async fn invalidation_report(pool: &SqlitePool, pair: &Pair) -> Result<(InvalidationsReport, Kernels), ExplainError> {
+    use crate::db::explain::{light_at, light_now};
     match pair {
-        Pair::Machines(a, b) => dbx::invalidations_machines(pool, a, b).await,
+        Pair::Machines(a, b) => {
+            let r = dbx::invalidations_machines(pool, a, b).await?;
+            Ok((r, (names(&light_now(pool, a).await?), names(&light_now(pool, b).await?))))
+        }
         Pair::Scans { machine, from, to } => {
             let (from, to, _) = dbx::pick_scans(pool, machine, *from, *to).await?;
             let Some(from) = from else {
@@ -135,9 +140,18 @@ async fn invalidation_report(pool: &SqlitePool, pair: &Pair) -> Result<Invalidat
                     to.id, machine, to.root
                 )));
             };
-            dbx::invalidations_scans(pool, Some(&from), &to).await
+            let r = dbx::invalidations_scans(pool, Some(&from), &to).await?;
+            Ok((r, (names(&light_at(pool, &from).await?), names(&light_at(pool, &to).await?))))
         }
     }
+}
+
+/// Distinct kernels of the old and the new side.
+type Kernels = (usize, usize);
+
+/// Distinct kernel names of `rows`.
+fn names(rows: &[crate::db::explain::LightRow]) -> usize {
+    rows.iter().filter_map(|r| r.kernel.as_deref()).collect::<std::collections::HashSet<_>>().len()
 }
 
 /// The gate's answer (`--json`).
@@ -147,14 +161,22 @@ pub struct Verdict {
     /// What was compared: the dirs, or `MACHINE` / `MACHINE@SCAN`.
     pub base: String,
     pub change: String,
-    /// Kernel entries of the base: the share's denominator.
+    /// Kernel entries (compiled variants) of the base: the share's denominator.
+    pub base_entries: usize,
+    pub change_entries: usize,
+    /// Kernels (distinct names) of the base and of the change.
     pub base_kernels: usize,
     pub change_kernels: usize,
-    /// Base kernels that the change recompiles (a new key for the same variant).
+    /// Base entries that the change recompiles (a new key for the same variant).
     pub invalidated: usize,
-    /// `invalidated / base_kernels` (0 when the base has none).
+    /// Kernels (distinct names) of those entries.
+    pub invalidated_kernels: usize,
+    /// What recompiling them costs: the compile times the hook measured (the invalidations
+    /// page's figure).
+    pub recompile: Cost,
+    /// `invalidated / base_entries` (0 when the base has none).
     pub share: f64,
-    /// The limit as given, and as read (`10%`, `5 kernels`).
+    /// The limit as given, and as read (`10%`, `5 entries`).
     pub max_invalidated: String,
     pub limit: String,
     pub by_cause: Vec<CauseCount>,
@@ -169,15 +191,24 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    fn new(r: InvalidationsReport, (base, change): (String, String), given: &str, limit: Limit) -> Verdict {
+    fn new(
+        (r, (base_kernels, change_kernels)): (InvalidationsReport, Kernels),
+        (base, change): (String, String),
+        given: &str,
+        limit: Limit,
+    ) -> Verdict {
         let (n, total) = (r.invalidated.len(), r.old_entries);
         Verdict {
             passed: !limit.exceeded(n, total),
             base,
             change,
-            base_kernels: total,
-            change_kernels: r.new_entries,
+            base_entries: total,
+            change_entries: r.new_entries,
+            base_kernels,
+            change_kernels,
             invalidated: n,
+            invalidated_kernels: kernels_of(r.invalidated.iter()),
+            recompile: Cost::of_rows(&r.invalidated),
             share: if total == 0 { 0.0 } else { n as f64 / total as f64 },
             max_invalidated: given.to_string(),
             limit: limit.to_string(),
@@ -201,23 +232,44 @@ impl Verdict {
         let rel = if self.passed { "within" } else { "more than" };
         let _ = writeln!(
             o,
-            "gate {word}: {} of {} base kernels would recompile ({:.1}%), {rel} the {} allowed",
+            "gate {word}: {} of {} base entries ({}) would recompile ({:.1}%), {rel} the {} allowed",
             self.invalidated,
-            self.base_kernels,
+            self.base_entries,
+            plural(self.invalidated_kernels, "kernel"),
             self.share * 100.0,
             self.limit
         );
-        let _ = writeln!(o, "base:   {} ({} kernels)", term(&self.base), self.base_kernels);
-        let _ = writeln!(o, "change: {} ({} kernels)", term(&self.change), self.change_kernels);
+        let of = |entries, kernels| format!("{} of {}", plural(entries, "entry"), plural(kernels, "kernel"));
+        let _ = writeln!(o, "base:   {} ({})", term(&self.base), of(self.base_entries, self.base_kernels));
+        let _ = writeln!(o, "change: {} ({})", term(&self.change), of(self.change_entries, self.change_kernels));
+        if self.invalidated > 0 {
+            let _ = writeln!(o, "recompile cost: {}", cost_line(&self.recompile));
+        }
         for c in &self.by_cause {
-            let _ = writeln!(o, "{}: {}", c.cause.as_str(), c.count);
             let rows: Vec<_> = self.report.invalidated.iter().filter(|i| i.cause == c.cause).collect();
+            let cost = Cost::of_rows(rows.iter().copied());
+            let n = of(c.count, kernels_of(rows.iter().copied()));
+            let _ = writeln!(o, "{}: {n}, compile time {}", c.cause.as_str(), cost.text());
+            // One line per change (its reason) with its count; the entries below it.
+            let reasons = reasons(&rows);
+            for (why, n) in reasons.iter().take(REASONS_SHOWN) {
+                let _ = writeln!(o, "  {n} × {}", term(why));
+            }
+            if reasons.len() > REASONS_SHOWN {
+                let _ = writeln!(o, "  ... and {} other reasons (--json for all)", reasons.len() - REASONS_SHOWN);
+            }
             for i in rows.iter().take(show) {
                 let (k, old, new) = (term(&i.kernel), term(&i.old_key), term(&i.new_key));
-                let _ = writeln!(o, "  {k}  {old} -> {new}  {}", term(&i.summary));
+                let why = match reasons.len() {
+                    1 if i.identical_binary => "  (identical binary)".to_string(),
+                    1 if i.identical_code => "  (same machine code)".to_string(),
+                    1 => String::new(),
+                    _ => format!("  {}", term(&i.summary)),
+                };
+                let _ = writeln!(o, "    {k}  {old} -> {new}{why}");
             }
             if rows.len() > show {
-                let _ = writeln!(o, "  ... and {} more (--show N, or --json for all)", rows.len() - show);
+                let _ = writeln!(o, "    ... and {} more (--show N, or --json for all)", rows.len() - show);
             }
         }
         let _ = writeln!(
@@ -228,6 +280,51 @@ impl Verdict {
         let _ = writeln!(o, "summary: {}", term(&self.summary));
         o
     }
+}
+
+/// `1 kernel`, `4 kernels`, `1 entry`, `45 entries`.
+fn plural(n: usize, word: &str) -> String {
+    match (n, word.strip_suffix('y')) {
+        (1, _) => format!("1 {word}"),
+        (_, Some(stem)) => format!("{n} {stem}ies"),
+        _ => format!("{n} {word}s"),
+    }
+}
+
+/// Distinct kernels of `rows`.
+fn kernels_of<'a>(rows: impl Iterator<Item = &'a InvalidatedRow>) -> usize {
+    rows.map(|i| i.kernel.as_str()).collect::<std::collections::HashSet<_>>().len()
+}
+
+/// What recompiling costs, as the invalidations page says it.
+fn cost_line(c: &Cost) -> String {
+    let hook = "the hook (TRITON_CACHE_MANAGER=cachelens_hook:TrackingCacheManager) did not see";
+    match (c.timed, c.of) {
+        (0, _) => format!("unknown: {hook} these entries compile"),
+        (t, n) if t == n => format!("{} of compile time for the {n} recompiled entries", c.text()),
+        (t, n) => format!(
+            "{} of compile time for the {t} of {n} recompiled entries the hook timed ({hook} the others compile)",
+            c.text()
+        ),
+    }
+}
+
+/// Reasons (distinct changes) the text report lists per cause at most.
+const REASONS_SHOWN: usize = 10;
+
+/// The reasons of `rows` (their summaries less the churn note, [`crate::explain::reason`]) with
+/// how many rows share each, most first (then first seen).
+fn reasons<'a>(rows: &[&'a InvalidatedRow]) -> Vec<(&'a str, usize)> {
+    let mut out: Vec<(&str, usize)> = Vec::new();
+    for i in rows {
+        let why = crate::explain::reason(&i.summary);
+        match out.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, n)) => *n += 1,
+            None => out.push((why, 1)),
+        }
+    }
+    out.sort_by_key(|r| std::cmp::Reverse(r.1));
+    out
 }
 
 /// `cachelens gate`: prints the verdict; the exit status says it (0 passed, 1 failed, 2 error).
@@ -251,7 +348,7 @@ pub async fn run(a: GateArgs) -> ExitCode {
 async fn verdict(a: &GateArgs) -> anyhow::Result<Verdict> {
     let v = compared(a).await?;
     if !a.allow_empty_change
-        && let Some(why) = too_empty(v.base_kernels, v.change_kernels)
+        && let Some(why) = too_empty(v.base_entries, v.change_entries)
     {
         anyhow::bail!(why);
     }
@@ -278,11 +375,11 @@ async fn compared(a: &GateArgs) -> anyhow::Result<Verdict> {
     let pair = parse_pair(&a.base, a.change.as_deref()).map_err(anyhow::Error::msg)?;
     let pool = crate::db::open(db).await?;
     let r = invalidation_report(&pool, &pair).await?;
-    let labels = match (&pair, r.from) {
+    let labels = match (&pair, r.0.from) {
         (Pair::Machines(x, y), _) => (x.clone(), y.clone()),
         (Pair::Scans { machine, .. }, from) => {
             let at = |s: Option<i64>| s.map(|s| format!("{machine}@{s}")).unwrap_or_else(|| machine.clone());
-            (at(from), at(r.to))
+            (at(from), at(r.0.to))
         }
     };
     Ok(Verdict::new(r, labels, given, limit))

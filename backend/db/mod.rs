@@ -15,6 +15,7 @@ pub mod history;
 pub mod history_agg;
 pub mod inductor;
 pub mod ingest;
+pub mod keys;
 pub mod keysets;
 pub mod memo;
 pub mod nearest;

@@ -193,6 +193,25 @@ fn show(v: &Value) -> String {
     }
 }
 
+/// A value as a summary line shows it: [`show`], with a long hex digest (a recorded hash, a
+/// sha256) cut to its first 10 digits, so no summary carries a 64-digit hash.
+fn brief(v: &Value) -> String {
+    let s = show(v);
+    if s.len() >= 32 && s.bytes().all(|b| b.is_ascii_hexdigit()) { format!("{}…", &s[..10]) } else { s }
+}
+
+/// What an env var row set, when it set an option that differs: `sets enable_fp_fusion false`
+/// (set on one side), `enable_fp_fusion true → false` (set on both, differently).
+fn env_sets(an: &Analysis, r: &Row) -> Option<String> {
+    let o = super::fields::option_of_env(&r.field)?;
+    let opt = an.findings.iter().find(|f| f.row.field == o && f.row.differs && f.row.component == Cause::Env)?;
+    Some(match (&r.a, &r.b) {
+        (Value::Null, _) => format!("sets {o} {}", show(&opt.row.b)),
+        (_, Value::Null) => format!("sets {o} {}", show(&opt.row.a)),
+        _ => format!("{o} {} → {}", show(&opt.row.a), show(&opt.row.b)),
+    })
+}
+
 fn arch_label(m: &Map<String, Value>) -> String {
     m.get("arch").map(show).unwrap_or_else(|| show(&target_field(m, "arch")))
 }
@@ -202,7 +221,7 @@ fn phrase(c: Cause, an: &Analysis, a: &Side, b: &Side) -> String {
     let rows: Vec<&Row> = an.causes().filter(|f| f.row.component == c).map(|f| &f.row).collect();
     let list = |rows: &[&Row]| {
         let mut p: Vec<String> =
-            rows.iter().take(3).map(|r| format!("{} {} → {}", r.field, show(&r.a), show(&r.b))).collect();
+            rows.iter().take(3).map(|r| format!("{} {} → {}", r.field, brief(&r.a), brief(&r.b))).collect();
         if rows.len() > 3 {
             p.push(format!("{} more", rows.len() - 3));
         }
@@ -263,6 +282,8 @@ fn phrase(c: Cause, an: &Analysis, a: &Side, b: &Side) -> String {
                 };
                 if r.note.as_deref().is_some_and(|n| n.contains(SET_TO_DEFAULT)) {
                     format!("{p} ({SET_TO_DEFAULT})")
+                } else if let Some(set) = env_sets(an, r) {
+                    format!("{p} ({set})")
                 } else {
                     p
                 }
@@ -309,11 +330,7 @@ pub(crate) fn build(a: &Side, pa: &Prep, b: &Side, pb: &Prep) -> (Comparison, St
     };
     let mut summary = if rest.is_empty() { head.clone() } else { format!("{head}; {rest}") };
     let identical_code = identical_code(a, b);
-    if identical_binary {
-        summary.push_str(" (identical binary: pure key churn)");
-    } else if identical_code {
-        summary.push_str(" (same machine code: only debug info differs, pure key churn)");
-    }
+    summary.push_str(churn_note(identical_binary, identical_code));
     let mut rows: Vec<(usize, Finding)> = an.findings.into_iter().enumerate().collect();
     rows.sort_by_key(|(i, f)| (!f.row.differs, !f.cause, f.row.component.rank(), *i));
     let cmp = Comparison {
@@ -328,6 +345,24 @@ pub(crate) fn build(a: &Side, pa: &Prep, b: &Side, pb: &Prep) -> (Comparison, St
         source_changed_lines: an.source.changed_lines,
     };
     (cmp, head)
+}
+
+/// The note a summary ends with when the new key's binary is the old one's (or its machine
+/// code is): none otherwise.
+pub fn churn_note(identical_binary: bool, identical_code: bool) -> &'static str {
+    if identical_binary {
+        " (identical binary: pure key churn)"
+    } else if identical_code {
+        " (same machine code: only debug info differs, pure key churn)"
+    } else {
+        ""
+    }
+}
+
+/// A summary less its [`churn_note`]: the reason a change's entries share (one change is one
+/// reason, whichever of its entries compiled to the same bytes).
+pub fn reason(summary: &str) -> &str {
+    [churn_note(true, true), churn_note(false, true)].iter().find_map(|n| summary.strip_suffix(n)).unwrap_or(summary)
 }
 
 /// Nothing on disk explains the difference: the same entry, or a change that left no trace.

@@ -74,8 +74,18 @@ const USER_OPTIONS: &[&str] = &[
 const TARGET_DUPLICATES: &[&str] = &["backend_name", "arch", "warp_size", "base_arch"];
 
 /// Environment variables that set an option's default: (env var, option).
-const ENV_OPTIONS: &[(&str, &str)] =
+pub(crate) const ENV_OPTIONS: &[(&str, &str)] =
     &[("TRITON_DEFAULT_FP_FUSION", "enable_fp_fusion"), ("TRITON_F32_DEFAULT", "default_dot_input_precision")];
+
+/// The option an env var sets, if it sets one.
+pub(crate) fn option_of_env(env: &str) -> Option<&'static str> {
+    ENV_OPTIONS.iter().find(|(e, _)| *e == env).map(|(_, o)| *o)
+}
+
+/// Whether `option` is one an env var sets.
+pub(crate) fn is_env_option(option: &str) -> bool {
+    ENV_OPTIONS.iter().any(|(_, o)| *o == option)
+}
 
 /// The note (and summary words) of an env var set to the value Triton uses anyway.
 pub(crate) const SET_TO_DEFAULT: &str =

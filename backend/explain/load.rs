@@ -10,7 +10,10 @@ use crate::db::scans::{ScanRef, scans_of};
 use sqlx::SqlitePool;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+mod ids;
 mod pieces;
+
+pub use ids::{Ambiguous, CANDIDATES, resolve};
 
 /// Why an explain request cannot be answered.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +34,9 @@ pub enum ExplainError {
     /// Too many reports waiting to be computed: 503, ask again later.
     #[error("{0}")]
     Busy(String),
+    /// An id whose key start names several entries: 400, with the candidates.
+    #[error("{0}")]
+    Ambiguous(Ambiguous),
     #[error(transparent)]
     Db(#[from] sqlx::Error),
 }
@@ -47,9 +53,14 @@ pub fn parse_id(id: &str) -> Result<(&str, &str), ExplainError> {
     Ok((m, k))
 }
 
-/// Loads an entry by `MACHINE:KEY`, 404 when unknown.
+/// Loads an entry by `MACHINE:KEY` (or the start of a key: [`resolve`]), 404 when unknown.
 pub async fn load_id(pool: &SqlitePool, id: &str) -> Result<Loaded, ExplainError> {
     let (m, k) = parse_id(id)?;
+    if let Some(l) = load(pool, m, k).await? {
+        return Ok(l);
+    }
+    let id = resolve(pool, id).await?;
+    let (m, k) = parse_id(&id)?;
     load(pool, m, k).await?.ok_or_else(|| ExplainError::NotFound(format!("no entry {m}:{k}")))
 }
 
@@ -225,6 +236,7 @@ pub async fn nearest_ranked(
     limit: usize,
 ) -> Result<(Side, Vec<Neighbour>, bool), ExplainError> {
     let t0 = std::time::Instant::now();
+    let id = &resolve(pool, id).await?;
     let (m, k) = parse_id(id)?;
     let Some((of, kv)) = crate::db::nearest::entry_and_variants(pool, m, k, cache).await? else {
         return Err(ExplainError::NotFound(format!("no entry {m}:{k}")));
@@ -609,7 +621,23 @@ pub async fn report_of(
     progress: &super::stored::Progress,
 ) -> Result<InvalidationsReport, ExplainError> {
     let inv = invalidations_grouped(pool, old, new, limits, progress).await?;
-    Ok(inv_report(inv, old, new))
+    let mut r = inv_report(inv, old, new);
+    add_compile_times(pool, &mut r).await?;
+    Ok(r)
+}
+
+/// Fills each invalidated entry's `compile_ms` from the hook's compile events: the new key on
+/// the new machine, else the old key on the old machine. Every report has them, whoever asks
+/// (the pages, the API, `gate`).
+async fn add_compile_times(pool: &SqlitePool, r: &mut InvalidationsReport) -> sqlx::Result<()> {
+    let new_keys: Vec<&str> = r.invalidated.iter().map(|i| i.new_key.as_str()).collect();
+    let old_keys: Vec<&str> = r.invalidated.iter().map(|i| i.old_key.as_str()).collect();
+    let new = crate::db::explain::compile_ms(pool, &r.new_machine, &new_keys).await?;
+    let old = crate::db::explain::compile_ms(pool, &r.old_machine, &old_keys).await?;
+    for i in &mut r.invalidated {
+        i.compile_ms = new.get(&i.new_key).or_else(|| old.get(&i.old_key)).copied();
+    }
+    Ok(())
 }
 
 /// Invalidations on one machine between two scans, computed fresh (the stored reports of

@@ -31,7 +31,7 @@ mod tests;
 mod text;
 
 pub use code::code_digest;
-pub use compare::compare;
+pub use compare::{churn_note, compare, reason};
 pub use ir::{DiffLine, ir_diff, strip_locations};
 pub use matching::{
     Budget, Invalidated, Invalidations, Near, OverBudget, Part, Shared, finish, invalidations, match_part, nearest,

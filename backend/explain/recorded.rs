@@ -27,8 +27,10 @@ fn part(s: &Side, k: &str) -> Value {
 
 /// Rows for the recorded parts, appended after the on-disk findings `known`. A differing part
 /// is a cause unless the on-disk fields of its component already are one (they say it in
-/// words) or `triton_key` differs too (a new compiler build changes its options class, its
-/// bundled ptxas and the Triton callees hashed into the source hash).
+/// words), `triton_key` differs too (a new compiler build changes its options class, its
+/// bundled ptxas and the Triton callees hashed into the source hash), or, for the options
+/// hash, an option differs that a differing env var set (`TRITON_DEFAULT_FP_FUSION=0` turns
+/// `enable_fp_fusion` off: one change, the env var's).
 pub(crate) fn findings(a: &Side, b: &Side, known: &[Finding]) -> Vec<Finding> {
     if !both(a, b) {
         return Vec::new();
@@ -37,8 +39,13 @@ pub(crate) fn findings(a: &Side, b: &Side, known: &[Finding]) -> Vec<Finding> {
     let mut out = Vec::new();
     for (k, c) in PARTS {
         let f = Finding::new(c, k, part(a, k), part(b, k)).note("recorded by the hook at compile time");
+        let env_set = known.iter().find(|x| {
+            x.row.differs && !x.cause && x.row.component == Cause::Env && super::fields::is_env_option(&x.row.field)
+        });
         let f = if c != Cause::Compiler && compiler_changed {
             f.consequence("recorded; differs with the compiler build (its options, toolchain and callees)")
+        } else if let (Cause::Options, Some(o)) = (c, env_set) {
+            f.consequence(format!("recorded; follows {}, which an env var set", o.row.field))
         } else if known.iter().any(|x| x.cause && x.row.differs && x.row.component == c) {
             f.consequence("recorded; agrees with the fields above")
         } else {

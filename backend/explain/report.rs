@@ -294,6 +294,42 @@ pub struct InvalidatedRow {
     pub compile_ms: Option<f64>,
 }
 
+/// What recompiling a set of invalidated entries costs: the compile times the hook measured
+/// (their [`InvalidatedRow::compile_ms`]), summed, with how many it timed of how many. The
+/// invalidations page and `gate` show this one figure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Cost {
+    /// Summed compile time of the timed entries.
+    pub ms: f64,
+    /// Entries the hook timed.
+    pub timed: usize,
+    /// Entries counted.
+    pub of: usize,
+}
+
+impl Cost {
+    /// Counts one entry and its compile time, if timed.
+    pub fn add(&mut self, compile_ms: Option<f64>) {
+        self.of += 1;
+        if let Some(t) = compile_ms {
+            self.ms += t;
+            self.timed += 1;
+        }
+    }
+
+    /// The cost of `rows`.
+    pub fn of_rows<'a>(rows: impl IntoIterator<Item = &'a InvalidatedRow>) -> Cost {
+        let mut c = Cost::default();
+        rows.into_iter().for_each(|r| c.add(r.compile_ms));
+        c
+    }
+
+    /// `32.4 s`, or `unknown` when the hook timed none.
+    pub fn text(&self) -> String {
+        if self.timed == 0 { "unknown".into() } else { crate::fmt::duration_ms(self.ms) }
+    }
+}
+
 /// A kernel entry (`new`, `removed`).
 #[derive(Debug, Clone, Serialize)]
 pub struct KernelKey {

@@ -14,7 +14,7 @@
 
 use super::Cause;
 use super::load::{ExplainError, Limits, machine_sides, report_of, scan_sides};
-use super::report::{CauseCount, InvalidatedRow, InvalidationsReport, KernelKey};
+use super::report::{CauseCount, Cost, InvalidatedRow, InvalidationsReport, KernelKey};
 use crate::db::reports::{self, CauseStats, ReportHead, RowOut, Stored, ToStore};
 use crate::db::scans::ScanRef;
 use serde::Serialize;
@@ -291,16 +291,13 @@ async fn compute(
     let t = std::time::Instant::now();
     // In the background, stored: however long it takes (the wait is the reader's, bounded by
     // `lookup`); memory stays bounded by the pieces it is computed in.
-    let mut r = fresh_with(pool, spec, Limits { time: None, ..limits }, progress).await?;
+    let r = fresh_with(pool, spec, Limits { time: None, ..limits }, progress).await?;
     let matched = t.elapsed();
-    add_compile_times(pool, &mut r).await?;
-    let timed = t.elapsed();
     persist(pool, &spec.name(), gens, &r, t.elapsed().as_millis() as i64, limits.kept).await?;
     tracing::debug!(
         spec = spec.name(),
         matched_ms = matched.as_millis() as u64,
-        compile_times_ms = (timed - matched).as_millis() as u64,
-        stored_ms = (t.elapsed() - timed).as_millis() as u64,
+        stored_ms = (t.elapsed() - matched).as_millis() as u64,
         "report computed"
     );
     Ok(())
@@ -331,37 +328,19 @@ async fn fresh_with(
     })
 }
 
-/// Fills each invalidated entry's `compile_ms` from the hook's compile events: the new key on
-/// the new machine, else the old key on the old machine.
-pub async fn add_compile_times(pool: &SqlitePool, r: &mut InvalidationsReport) -> sqlx::Result<()> {
-    let new_keys: Vec<&str> = r.invalidated.iter().map(|i| i.new_key.as_str()).collect();
-    let old_keys: Vec<&str> = r.invalidated.iter().map(|i| i.old_key.as_str()).collect();
-    let new = crate::db::explain::compile_ms(pool, &r.new_machine, &new_keys).await?;
-    let old = crate::db::explain::compile_ms(pool, &r.old_machine, &old_keys).await?;
-    for i in &mut r.invalidated {
-        i.compile_ms = new.get(&i.new_key).or_else(|| old.get(&i.old_key)).copied();
-    }
-    Ok(())
-}
-
 #[derive(Default)]
 struct Tally {
-    entries: usize,
     identical: usize,
     same_code: usize,
-    ms: f64,
-    timed: usize,
+    /// Entries counted, and their compile time.
+    cost: Cost,
 }
 
 impl Tally {
     fn add(&mut self, i: &InvalidatedRow) {
-        self.entries += 1;
         self.identical += i.identical_binary as usize;
         self.same_code += (i.identical_code && !i.identical_binary) as usize;
-        if let Some(t) = i.compile_ms {
-            self.ms += t;
-            self.timed += 1;
-        }
+        self.cost.add(i.compile_ms);
     }
 }
 
@@ -388,31 +367,35 @@ async fn persist(
             total.add(i);
             per_kernel.entry(i.kernel.as_str()).or_default().add(i);
             let next = whys.len();
-            let w = *why_ix.entry(i.summary.as_str()).or_insert_with(|| {
-                whys.push((c.cause, i.summary.as_str(), 0));
+            // One change, one reason: entries that compiled to the same bytes share it.
+            let why = super::reason(&i.summary);
+            let w = *why_ix.entry(why).or_insert_with(|| {
+                whys.push((c.cause, why, 0));
                 next
             });
             whys[w].2 += 1;
         }
         // The kernels with most recompiles lead; the entries follow their kernel's order.
         let mut ks: Vec<(&str, Tally)> = per_kernel.into_iter().collect();
-        ks.sort_by(|a, b| b.1.entries.cmp(&a.1.entries).then_with(|| a.0.cmp(b.0)));
+        ks.sort_by(|a, b| b.1.cost.of.cmp(&a.1.cost.of).then_with(|| a.0.cmp(b.0)));
         let rank: HashMap<&str, usize> = ks.iter().enumerate().map(|(i, k)| (k.0, i)).collect();
         let mut ordered = of.clone();
         ordered.sort_by_key(|(seq, i)| (rank[i.kernel.as_str()], *seq));
         for (pos, (seq, i)) in ordered.into_iter().enumerate() {
-            rows.push((seq, pos, why_ix[i.summary.as_str()], i));
+            rows.push((seq, pos, why_ix[super::reason(&i.summary)], i));
         }
         by_cause.push(CauseStats {
             cause: c.cause,
-            count: tally.entries,
+            count: tally.cost.of,
             identical: tally.identical,
             same_code: tally.same_code,
             kernels: ks.len(),
-            ms: tally.ms,
-            timed: tally.timed,
+            ms: tally.cost.ms,
+            timed: tally.cost.timed,
         });
-        kernels.extend(ks.into_iter().map(|(k, t)| (c.cause, k, t.entries, t.identical, t.same_code, t.ms, t.timed)));
+        kernels.extend(
+            ks.into_iter().map(|(k, t)| (c.cause, k, t.cost.of, t.identical, t.same_code, t.cost.ms, t.cost.timed)),
+        );
     }
     let head = ReportHead {
         old_machine: r.old_machine.clone(),
@@ -430,8 +413,8 @@ async fn persist(
         summary: r.summary.clone(),
         relocated: r.relocated,
         relocated_consequence: r.relocated_consequence.clone(),
-        ms: total.ms,
-        timed: total.timed,
+        ms: total.cost.ms,
+        timed: total.cost.timed,
     };
     let to_store = ToStore { head: &head, invalidated: rows, whys, kernels, new: &r.new, removed: &r.removed };
     let id = reports::store(pool, spec, gens, &to_store, ms, kept).await?;
@@ -448,7 +431,13 @@ pub fn invalidated_row(h: &ReportHead, r: RowOut) -> InvalidatedRow {
         a: format!("{}:{old_key}", h.old_machine),
         b: format!("{}:{}", h.new_machine, r.key),
         cause: r.cause.as_deref().and_then(Cause::parse).unwrap_or(Cause::Unknown),
-        summary: r.why.unwrap_or_default(),
+        summary: {
+            // The stored reason, with the row's own churn note (a report stored before the
+            // reasons were shared has it already).
+            let why = r.why.unwrap_or_default();
+            let note = super::churn_note(r.flags & 1 != 0, r.flags & 2 != 0);
+            if why.ends_with(note) { why } else { why + note }
+        },
         identical_binary: r.flags & 1 != 0,
         identical_code: r.flags & 2 != 0,
         relocated: r.flags & 4 != 0,

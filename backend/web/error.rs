@@ -54,6 +54,7 @@ impl From<ExplainError> for AppError {
             ExplainError::Unprocessable(m) => AppError::Unprocessable(m),
             e @ ExplainError::OverBudget(_) => AppError::Unprocessable(e.to_string()),
             ExplainError::Busy(m) => AppError::Unavailable(m),
+            e @ ExplainError::Ambiguous(_) => AppError::BadRequest(e.to_string()),
             ExplainError::Db(e) => e.into(),
         }
     }

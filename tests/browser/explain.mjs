@@ -42,6 +42,29 @@ await run('explain', async (page) => {
   check(await page.textContent('h1') === 'Invalidations from mi300-1 to a100-1', 'the heading names the pair');
   await page.screenshot({ path: `${shots}/explain-invalidations-pair.png`, fullPage: false });
 
+  // The fp-fusion pair: one env var that also sets an option is one cause, one line with its
+  // count, no digest; the heading links the machines; the picker starts another report.
+  await page.goto(`${base}/invalidations?a=h100-a&b=h100-c`);
+  await page.waitForSelector('#summary', { timeout: 30000 });
+  await page.reload(); // stored now: the whole page, with its picker
+  const env = page.locator('section#cause-env');
+  const whys = env.locator('ul.whys li');
+  check(await whys.count() === 1, 'fp-fusion: one change, one line');
+  const why = (await whys.first().innerText()).trim();
+  check(/^TRITON_DEFAULT_FP_FUSION=false on B \(sets enable_fp_fusion false\); everything else equal \(\d+ entr(y|ies)\)$/.test(why), `fp-fusion reason with its count: ${why}`);
+  const texts = (await page.textContent('#summary')) + why;
+  check(!/[0-9a-f]{64}/.test(texts), 'no 64-digit hash in the summary lines');
+  check(await page.locator('h1 a[href="/machines/h100-a"]').count() === 1 && await page.locator('h1 a[href="/machines/h100-c"]').count() === 1, 'the heading links both machines');
+  await page.screenshot({ path: `${shots}/explain-invalidations-fpfusion.png`, fullPage: false });
+  await page.selectOption('#pick-machines select[name=b]', 'a100-1');
+  await Promise.all([page.waitForURL(/\/invalidations\?a=h100-a&b=a100-1/), page.click('#pick-machines button')]);
+  check(true, 'the picker starts a report of two other machines');
+  // The header's search box: a key's start as the grids show it opens its entry.
+  const key = (await (await page.request.get(`${base}/api/v1/entries?machine=a100-1&limit=1`)).json())[0].key;
+  await page.fill('header form.find input', `a100-1:${key.slice(0, 10)}`);
+  await Promise.all([page.waitForURL(new RegExp(`/entries/a100-1/${key}$`)), page.press('header form.find input', 'Enter')]);
+  check(true, `the search box opens a100-1:${key.slice(0, 10)}…`);
+
   // Follow one invalidated entry (a matmul, the most interesting IR) to its compare view.
   await page.goto(`${base}/invalidations?machine=a100-1&cause=compiler&page=1`);
   const row = page.locator('tr.inv-row', { hasText: 'matmul_kernel' }).first();

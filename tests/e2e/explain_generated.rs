@@ -81,18 +81,47 @@ async fn explain_generated_caches() {
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-sm90&b=h100-c").await;
     assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "env", "count": 45}]), "{}", inv["summary"]);
     let s = inv["summary"].as_str().unwrap();
-    assert!(s.starts_with("45 of 45 entries recompiled after TRITON_DEFAULT_FP_FUSION=false set"), "{s}");
+    assert!(
+        s.starts_with(
+            "45 of 45 entries recompiled after TRITON_DEFAULT_FP_FUSION=false set (sets enable_fp_fusion false)"
+        ),
+        "{s}"
+    );
     assert_eq!(arr(&inv["new"]).len() + arr(&inv["removed"]).len(), 0, "{}", inv["summary"]);
     let c = compare_of(&state, &inv["invalidated"][0]).await;
     assert_eq!(c["cause"], "env");
     let s = c["summary"].as_str().unwrap();
-    assert!(s.starts_with("TRITON_DEFAULT_FP_FUSION=false on B; everything else equal"), "{s}");
+    assert!(
+        s.starts_with("TRITON_DEFAULT_FP_FUSION=false on B (sets enable_fp_fusion false); everything else equal"),
+        "{s}"
+    );
     let ff = arr(&c["components"]).iter().find(|r| r["field"] == "enable_fp_fusion").unwrap();
     assert_eq!(
         (ff["component"].as_str(), ff["a"].as_bool(), ff["b"].as_bool(), ff["differs"].as_bool()),
         (Some("env"), Some(true), Some(false), Some(true))
     );
     assert!(ff["note"].as_str().unwrap().contains("TRITON_DEFAULT_FP_FUSION"), "{ff}");
+    // One change, one line with its count: on the page, and in `gate` over the same two dirs.
+    let (st, page) = get(&state, "/invalidations?a=gen-sm90&b=h100-c").await;
+    assert_eq!(st, 200);
+    let whys: Vec<&str> = page.split("<span class=\"why\">").skip(1).collect();
+    assert_eq!(whys.len(), 1, "one reason: {page}");
+    assert!(
+        whys[0].starts_with("TRITON_DEFAULT_FP_FUSION=false on B (sets enable_fp_fusion false); everything else equal</span> <span class=\"muted why-n\">(45 entries)</span>"),
+        "{}",
+        &whys[0][..200.min(whys[0].len())]
+    );
+    let fp = corpus_read_only("h100-fpfusion-off-triton-3.6.0").join("triton-cache");
+    let out = std::process::Command::new(bin())
+        .args(["gate", "-q", "--max-invalidated", "100%"])
+        .args([dir.join("sm90"), fp])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let want = "\nenv: 45 entries of 4 kernels, compile time unknown\n  45 × TRITON_DEFAULT_FP_FUSION=false on B (sets enable_fp_fusion false); everything else equal\n";
+    assert!(text.contains(want), "{text}");
+    assert_eq!(text.lines().filter(|l| l.contains(" × ")).count(), 1, "{text}");
     // Both 3.6.0 but installed in different venvs: libdevice's path differs, and CUDA keys it
     // by content, so it is shown and is no cause ("everything else equal" above).
     let ext = arr(&c["components"]).iter().find(|r| r["field"] == "extern_libs").unwrap();

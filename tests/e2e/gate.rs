@@ -79,10 +79,19 @@ fn gate_fails_on_a_real_upgrade_with_causes_in_text_and_json() {
     let fresh: BTreeSet<&String> = ck.keys().filter(|k| !bk.contains_key(*k)).collect();
     assert_eq!((bk.len(), fresh.len()), (45, 45));
     assert!(
-        out.starts_with("gate FAILED: 45 of 45 base kernels would recompile (100.0%), more than the 10% allowed\n"),
+        out.starts_with(
+            "gate FAILED: 45 of 45 base entries (4 kernels) would recompile (100.0%), more than the 10% allowed\n"
+        ),
         "{out}"
     );
-    assert!(out.contains("\ncompiler: 45\n"), "{out}");
+    assert!(out.contains("\nbase:   ") && out.contains(" (45 entries of 4 kernels)\nchange: "), "{out}");
+    assert!(out.contains(" (90 entries of 4 kernels)\n"), "the change holds both generations: {out}");
+    // No hook in these caches: the cost is unknown, and the line says why.
+    assert!(out.contains("\nrecompile cost: unknown: the hook (TRITON_CACHE_MANAGER="), "{out}");
+    assert!(
+        out.contains("\ncompiler: 45 entries of 4 kernels, compile time unknown\n  45 × Triton 3.4.0 → 3.5.1"),
+        "{out}"
+    );
     assert!(out.contains("Triton 3.4.0 → 3.5.1; everything else equal"), "{out}");
     assert!(out.contains("... and 25 more"), "20 shown per cause: {out}");
     assert!(!err.contains("scanning"), "no progress bar off a terminal: {err}");
@@ -91,7 +100,10 @@ fn gate_fails_on_a_real_upgrade_with_causes_in_text_and_json() {
     assert_eq!(code, 1);
     let v = json(&out);
     assert_eq!(v["passed"], false);
-    assert_eq!((v["base_kernels"].as_u64(), v["change_kernels"].as_u64()), (Some(45), Some(90)));
+    assert_eq!((v["base_entries"].as_u64(), v["change_entries"].as_u64()), (Some(45), Some(90)));
+    assert_eq!((v["base_kernels"].as_u64(), v["change_kernels"].as_u64()), (Some(4), Some(4)));
+    assert_eq!(v["invalidated_kernels"].as_u64(), Some(4));
+    assert_eq!(v["recompile"], serde_json::json!({"ms": 0.0, "timed": 0, "of": 45}));
     assert_eq!(v["invalidated"].as_u64(), Some(fresh.len() as u64));
     assert_eq!(v["share"].as_f64(), Some(1.0));
     assert_eq!(v["by_cause"], serde_json::json!([{"cause": "compiler", "count": 45}]));
@@ -114,9 +126,9 @@ fn gate_fails_on_a_real_upgrade_with_causes_in_text_and_json() {
         assert!(err.is_empty(), "--quiet: {err}");
     }
     let (_, out, _) = cli(&["gate", b, c, "--max-invalidated", "45"]);
-    assert!(
-        out.starts_with("gate passed: 45 of 45 base kernels would recompile (100.0%), within the 45 kernels allowed")
-    );
+    assert!(out.starts_with(
+        "gate passed: 45 of 45 base entries (4 kernels) would recompile (100.0%), within the 45 entries allowed"
+    ));
 }
 
 /// Two copies of the same cache: nothing recompiles, even with no recompile allowed.
@@ -191,7 +203,10 @@ fn gate_reads_scans_and_machines_of_a_database() {
         (v["base"].as_str(), v["change"].as_str()),
         (Some(&*format!("a100@{s1}")), Some(&*format!("a100@{s2}")))
     );
-    assert_eq!((v["invalidated"].as_u64(), v["base_kernels"].as_u64()), (Some(45), Some(45)));
+    assert_eq!(
+        (v["invalidated"].as_u64(), v["base_entries"].as_u64(), v["base_kernels"].as_u64()),
+        (Some(45), Some(45), Some(4))
+    );
     assert_eq!(v["by_cause"], serde_json::json!([{"cause": "compiler", "count": 45}]));
     let (a, b) = (format!("a100@{s1}"), format!("a100@{s2}"));
     let (code, named, _) = cli(&["gate", "--db", d, &a, &b, "--max-invalidated", "10%", "--json"]);
@@ -206,8 +221,9 @@ fn gate_reads_scans_and_machines_of_a_database() {
     let old = kernels(&m1.join("triton-cache"));
     let (code, out, err) = cli(&["gate", "--db", d, "mi300-old", "mi300-new", "--max-invalidated", "10%"]);
     assert_eq!(code, 1, "{out}{err}");
-    let head = format!("gate FAILED: {n} of {n} base kernels would recompile (100.0%)", n = old.len());
-    assert!(out.starts_with(&head) && out.contains(&format!("\ncompiler: {}\n", old.len())), "{out}");
+    let head = format!("gate FAILED: {n} of {n} base entries (4 kernels) would recompile (100.0%)", n = old.len());
+    let cause = format!("\ncompiler: {} entries of 4 kernels, compile time unknown\n", old.len());
+    assert!(out.starts_with(&head) && out.contains(&cause), "{out}");
     // Errors of the database mode: unknown machine or scan, a first scan, a mixed pair.
     for args in [
         vec!["gate", "--db", d, "nobody", "a100", "--max-invalidated", "1"],
@@ -235,14 +251,14 @@ fn python(var: &str) -> Option<std::ffi::OsString> {
 }
 
 /// scripts/workload.py for sm_90 into `dir`, with an optional env var; returns Triton's version.
-fn compile(py: &std::ffi::OsStr, dir: &Path, kernels: &str, env: Option<(&str, &str)>) -> String {
+fn compile(py: &std::ffi::OsStr, dir: &Path, kernels: &str, env: &[(&str, &str)]) -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py");
     let mut cmd = Command::new(py);
     cmd.arg(&script).args(["--target", "cuda:90", "--kernels", kernels]).env("TRITON_CACHE_DIR", dir);
     for v in ["TRITON_DEFAULT_FP_FUSION", "TRITON_F32_DEFAULT", "TRITON_DEBUG"] {
         cmd.env_remove(v);
     }
-    if let Some((k, v)) = env {
+    for (k, v) in env {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
@@ -260,11 +276,11 @@ fn gate_on_kernels_compiled_here_by_two_triton_releases() {
     let (Some(py), Some(alt)) = (python("CACHELENS_PYTHON"), python("CACHELENS_PYTHON_ALT")) else { return };
     let t = tempfile::TempDir::new().unwrap();
     let (new, old, change) = (t.path().join("3.6.0"), t.path().join("alt"), t.path().join("change"));
-    assert_eq!(compile(&py, &new, "add,softmax", None), "3.6.0");
-    let version = compile(&alt, &old, "add", None);
+    assert_eq!(compile(&py, &new, "add,softmax", &[]), "3.6.0");
+    let version = compile(&alt, &old, "add", &[]);
     assert_ne!(version, "3.6.0", "CACHELENS_PYTHON_ALT must have another Triton");
-    compile(&py, &change.join("add-ieee"), "add", Some(("TRITON_F32_DEFAULT", "ieee")));
-    compile(&py, &change.join("softmax"), "softmax", None);
+    compile(&py, &change.join("add-ieee"), "add", &[("TRITON_F32_DEFAULT", "ieee")]);
+    compile(&py, &change.join("softmax"), "softmax", &[]);
     let s = |p: &PathBuf| p.to_str().unwrap().to_string();
 
     // The upgrade: every add kernel recompiles; softmax is new in the change, not counted.
@@ -282,7 +298,8 @@ fn gate_on_kernels_compiled_here_by_two_triton_releases() {
     }
     let (code, text, _) = cli(&["gate", &s(&old), &s(&new), "--max-invalidated", "10%"]);
     assert_eq!(code, 1);
-    assert!(text.contains("\ncompiler: 6\n  add_kernel  ") && text.contains("6 new variants"), "{text}");
+    assert!(text.contains("\ncompiler: 6 entries of 1 kernel, compile time unknown\n  6 × Triton "), "{text}");
+    assert!(text.contains("\n    add_kernel  ") && text.contains("6 new variants"), "{text}");
 
     // The env var: the add kernels' keys change (6 of 12), softmax's do not.
     let moved: usize = ["add-ieee", "softmax"]
@@ -296,8 +313,97 @@ fn gate_on_kernels_compiled_here_by_two_triton_releases() {
         let v = json(&out);
         assert_eq!(v["by_cause"], serde_json::json!([{"cause": "env", "count": moved}]), "{limit}");
         assert_eq!((v["share"].as_f64(), v["passed"].as_bool()), (Some(0.5), Some(want == 0)));
-        assert_eq!((v["kept"].as_u64(), v["change_kernels"].as_u64()), (Some(6), Some(12)));
+        assert_eq!(
+            (v["kept"].as_u64(), v["change_entries"].as_u64(), v["change_kernels"].as_u64()),
+            (Some(6), Some(12), Some(2))
+        );
     }
+}
+
+/// Words of `text` that are 64-digit hex digests (a recorded hash, a sha256).
+fn digests(text: &str) -> Vec<&str> {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.len() == 64 && w.bytes().all(|b| b.is_ascii_hexdigit()))
+        .collect()
+}
+
+/// `TRITON_DEFAULT_FP_FUSION=0` (it turns `enable_fp_fusion` off) under the hook on both sides,
+/// so the recorded options hash differs too: one change, said once with its count, no digest
+/// in the report.
+#[tokio::test]
+async fn gate_says_an_env_var_that_sets_an_option_once_and_what_recompiling_costs() {
+    let Some(py) = python("CACHELENS_PYTHON") else { return };
+    let hook = Path::new(env!("CARGO_MANIFEST_DIR")).join("hook");
+    let hooked =
+        [("TRITON_CACHE_MANAGER", "cachelens_hook:TrackingCacheManager"), ("PYTHONPATH", hook.to_str().unwrap())];
+    let t = tempfile::TempDir::new().unwrap();
+    let (base, change) = (t.path().join("base"), t.path().join("fpfusion-off"));
+    compile(&py, &base, "add,softmax", &hooked);
+    compile(&py, &change, "add,softmax", &[hooked[0], hooked[1], ("TRITON_DEFAULT_FP_FUSION", "0")]);
+    let (b, c) = (base.to_str().unwrap(), change.to_str().unwrap());
+    let n = kernels(&base).len();
+    assert_eq!(n, 12, "6 add and 6 softmax variants");
+    let (code, out, err) = cli(&["gate", b, c, "--max-invalidated", "100%", "--show", "100"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let why = "TRITON_DEFAULT_FP_FUSION=false on B (sets enable_fp_fusion false); everything else equal";
+    assert!(out.contains(&format!("\n  {n} × {why}\n")), "{out}");
+    assert_eq!(out.lines().filter(|l| l.contains(" × ")).count(), 1, "one change, one line: {out}");
+    assert_eq!(out.lines().filter(|l| l.contains(" -> ")).count(), n, "each entry listed: {out}");
+    assert!(digests(&out).is_empty(), "no digest in the report: {:?}", digests(&out));
+    let (_, out, _) = cli(&["gate", b, c, "--max-invalidated", "100%", "--json"]);
+    let v = json(&out);
+    for r in arr(&v["report"]["invalidated"]) {
+        assert_eq!(r["cause"], "env", "{r}");
+        assert!(r["summary"].as_str().unwrap().starts_with(why), "{r}");
+        assert!(digests(r["summary"].as_str().unwrap()).is_empty(), "{r}");
+    }
+    assert!(digests(v["summary"].as_str().unwrap()).is_empty(), "{}", v["summary"]);
+
+    // What recompiling costs: the compile times the hook wrote for the new keys, summed here
+    // from its event files.
+    let mut timed: std::collections::HashMap<String, f64> = Default::default();
+    for f in std::fs::read_dir(change.join(".cachelens")).unwrap() {
+        for l in std::fs::read_to_string(f.unwrap().path()).unwrap().lines() {
+            let e = json(l);
+            if e["event"] == "compile" {
+                timed.insert(e["key"].as_str().unwrap().into(), e["compile_ms"].as_f64().unwrap());
+            }
+        }
+    }
+    let rows = arr(&v["report"]["invalidated"]);
+    let mut ms = 0.0;
+    for r in rows {
+        let want = timed[r["new_key"].as_str().unwrap()];
+        assert_eq!(r["compile_ms"].as_f64(), Some(want), "{r}");
+        ms += want;
+    }
+    let got = &v["recompile"];
+    assert_eq!((got["timed"].as_u64(), got["of"].as_u64()), (Some(n as u64), Some(n as u64)), "{got}");
+    assert!((got["ms"].as_f64().unwrap() - ms).abs() < 1e-6, "{got} against {ms}");
+    assert_eq!(
+        (v["base_entries"].as_u64(), v["base_kernels"].as_u64(), v["invalidated_kernels"].as_u64()),
+        (Some(12), Some(2), Some(2))
+    );
+    let secs = format!("{:.1} s", ms / 1000.0);
+    let (_, out, _) = cli(&["gate", b, c, "--max-invalidated", "100%"]);
+    assert!(out.starts_with("gate passed: 12 of 12 base entries (2 kernels) would recompile (100.0%)"), "{out}");
+    assert!(
+        out.contains(&format!("\nrecompile cost: {secs} of compile time for the 12 recompiled entries\n")),
+        "{out}"
+    );
+    assert!(out.contains(&format!("\nenv: 12 entries of 2 kernels, compile time {secs}\n")), "{out}");
+    // The invalidations page says the same figure.
+    let (_db, pool) = fresh_db().await;
+    scan(&pool, &base, "base").await;
+    scan(&pool, &change, "change").await;
+    let state = cachelens::web::AppState::new(pool, cachelens::web::Config::default());
+    let (st, page) = get(&state, "/invalidations?a=base&b=change").await;
+    assert_eq!(st, 200);
+    assert!(page.contains(&format!("Recompile cost: <b>{secs}</b> of compile time for the 12 of 12")), "{page}");
+    let whys = page.matches("<span class=\"why\">").count();
+    assert_eq!(whys, 1, "one reason on the page too");
+    assert!(page.contains(&format!("<span class=\"why\">{why}</span>")), "{page}");
+    assert!(digests(page.split("<table").next().unwrap()).is_empty(), "no digest above the tables");
 }
 
 /// Under a terminal (a pty made by `script`) a scan draws its bar on stderr; `--quiet` and a
@@ -430,11 +536,11 @@ fn gate_cannot_decide_on_an_almost_empty_change() {
     let (code, out, err) = cli(&["gate", b, f, "--max-invalidated", "0", "--allow-empty-change", "--json"]);
     assert_eq!(code, 0, "{out}{err}");
     let v = json(&out);
-    assert_eq!((v["change_kernels"].as_u64(), v["kept"].as_u64(), v["removed"].as_u64()), (Some(4), Some(4), Some(41)));
+    assert_eq!((v["change_entries"].as_u64(), v["kept"].as_u64(), v["removed"].as_u64()), (Some(4), Some(4), Some(41)));
     // 5 of 45 is compared
     let (code, out, err) = cli(&["gate", b, e, "--max-invalidated", "0"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.starts_with("gate passed: 0 of 45 base kernels would recompile"), "{out}");
+    assert!(out.starts_with("gate passed: 0 of 45 base entries (0 kernels) would recompile"), "{out}");
 
     // No kernel entry at all: key dirs Triton made for lookups that never compiled.
     let empty = t.path().join("empty");

@@ -30,6 +30,7 @@ mod rescan;
 mod retention;
 mod scan;
 mod scan_bounds;
+mod short_keys;
 mod summaries;
 mod tokens;
 mod upload;

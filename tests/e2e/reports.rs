@@ -9,7 +9,7 @@ use crate::common::*;
 use cachelens::db::explain::{sides_at, sides_now};
 use cachelens::db::scans::ScanRef;
 use cachelens::explain::load::{LIMITS, Limits};
-use cachelens::explain::stored::{Spec, add_compile_times, fresh};
+use cachelens::explain::stored::{Spec, fresh};
 use cachelens::web::{AppState, Config};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -39,8 +39,7 @@ const FIELDS: &[&str] = &[
 async fn same_as_fresh(state: &AppState, query: &str, spec: Spec) -> i64 {
     let pool = state.db.pool();
     let api = get_json(state, &format!("/api/v1/invalidations?{query}&limit=1000")).await;
-    let mut want = fresh(pool, &spec, LIMITS).await.unwrap();
-    add_compile_times(pool, &mut want).await.unwrap();
+    let want = fresh(pool, &spec, LIMITS).await.unwrap();
     let want = serde_json::to_value(&want).unwrap();
     for f in FIELDS {
         assert_eq!(api[f], want[f], "{query}: field {f} of the stored report differs from a fresh one");
@@ -325,8 +324,7 @@ async fn a_kernel_over_the_entries_loaded_at_once_is_paired_in_pieces() {
         sqlx::query("DELETE FROM inv_reports").execute(small.db.pool()).await.unwrap();
         let (from, to) = latest(&small, "a100-1").await;
         let spec = Spec::Scans { from: from.clone(), to: to.clone() };
-        let mut want = fresh(small.db.pool(), &spec, limits).await.unwrap();
-        add_compile_times(small.db.pool(), &mut want).await.unwrap();
+        let want = fresh(small.db.pool(), &spec, limits).await.unwrap();
         let want = serde_json::to_value(&want).unwrap();
         for f in FIELDS {
             assert_eq!(whole[f], want[f], "group_entries {n}: field {f} differs");

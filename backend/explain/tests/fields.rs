@@ -31,10 +31,47 @@ fn env_set_option_is_a_consequence_only_when_the_env_var_differs() {
     });
     let c = compare(&default, &off);
     assert_eq!(c.cause, Cause::Env, "{}", c.summary);
-    assert_eq!(c.summary, "TRITON_DEFAULT_FP_FUSION=false on B; everything else equal");
+    assert_eq!(c.summary, "TRITON_DEFAULT_FP_FUSION=false on B (sets enable_fp_fusion false); everything else equal");
     let ff = row(&c, "enable_fp_fusion");
     assert_eq!((ff.component, ff.differs), (Cause::Env, true));
     assert_eq!(ff.note.as_deref(), Some("set by TRITON_DEFAULT_FP_FUSION"));
+}
+
+/// The key's parts as the hook records them, for a side of `env_vars` and `options_hash`
+/// (the other parts equal).
+fn with_parts(s: &Side, env_vars: &str, options_hash: &str) -> Side {
+    let parts = json!({
+        "triton_key": "a".repeat(64), "source_hash": "b".repeat(64), "backend_hash": "ptxas ... V12.8.93 ...-90",
+        "options_hash": options_hash, "env_vars": env_vars, "python": "3.11.7", "triton_dir": "/venv/triton",
+    });
+    Side { parts: Some(parts), ..s.clone() }
+}
+
+/// With the hook's record on both sides, the env var also changes the recorded options hash
+/// (the option it set is hashed there): one change, the env var's, said once, no digest in
+/// the summary.
+#[test]
+fn an_env_var_that_sets_an_option_is_one_cause_with_the_recorded_options_hash() {
+    let off = add_entry("h100-fpfusion-off-triton-3.6.0", "3.6.0");
+    let default = edited(&off, |m| {
+        m.remove("TRITON_DEFAULT_FP_FUSION");
+        m.insert("enable_fp_fusion".into(), json!(true));
+    });
+    let (ha, hb) = ("34624cc52554935d787757d2ac457e37cfe79852081822bab3e31276590d178f", "0".repeat(64));
+    let a = with_parts(&default, "[]", ha);
+    let b = with_parts(&off, "[('TRITON_DEFAULT_FP_FUSION', 'false')]", &hb);
+    let c = compare(&a, &b);
+    assert_eq!((c.cause, c.evidence), (Cause::Env, "recorded"), "{}", c.summary);
+    assert_eq!(c.summary, "TRITON_DEFAULT_FP_FUSION=false on B (sets enable_fp_fusion false); everything else equal");
+    let oh = row(&c, "options_hash");
+    assert_eq!(
+        (oh.differs, oh.note.as_deref()),
+        (true, Some("recorded; follows enable_fp_fusion, which an env var set"))
+    );
+    // The options hash alone differs (an option not on disk): the cause is options, its digests cut short.
+    let c = compare(&with_parts(&off, "[]", ha), &with_parts(&edited(&off, |_| {}), "[]", &hb));
+    assert_eq!(c.cause, Cause::Options, "{}", c.summary);
+    assert_eq!(c.summary, "options_hash 34624cc525… → 0000000000…; everything else equal");
 }
 
 #[test]
@@ -46,7 +83,10 @@ fn f32_default_env_explains_the_precision_only_when_it_differs() {
     });
     let c = compare(&base, &ieee);
     assert_eq!(c.cause, Cause::Env, "{}", c.summary);
-    assert_eq!(c.summary, "TRITON_F32_DEFAULT=ieee on B; everything else equal");
+    assert_eq!(
+        c.summary,
+        "TRITON_F32_DEFAULT=ieee on B (sets default_dot_input_precision ieee); everything else equal"
+    );
     assert_eq!(row(&c, "default_dot_input_precision").note.as_deref(), Some("set by TRITON_F32_DEFAULT"));
     // The same env var on both sides: a differing precision is an option of its own.
     let tf32 = edited(&ieee, |m| {

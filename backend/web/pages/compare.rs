@@ -1,13 +1,15 @@
 //! `/compare` (why two entries differ: components, IR diff) and `/entries/{m}/{key}/nearest`
 //! (a kernel's entries on every machine, fewest differences first).
 
+use super::search::candidates;
 use super::{Hx, PageResult};
-use crate::explain::load::{self as dbx, Neighbour};
+use crate::explain::load::{self as dbx, ExplainError, Neighbour};
 use crate::explain::report::{CompareReport, IR_KINDS};
 use crate::web::AppState;
 use crate::web::query::{CompareQuery, NearestQuery};
 use askama::Template;
 use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Redirect};
 
 /// Query-string encoding of a `machine:key` id (the colon kept readable).
 pub fn enc(s: &str) -> String {
@@ -62,6 +64,25 @@ pub async fn compare_page(State(s): State<AppState>, hx: Hx, Query(q): Query<Com
         None
     } else {
         let (ia, ib) = q.ids()?;
+        // Short ids (the start of a key, as the grids show it) are answered at the whole ids' URL.
+        let tail = format!(
+            "{}{}",
+            q.ir().map(|k| format!("&ir={}", enc(k))).unwrap_or_default(),
+            if q.strip() { "" } else { "&strip=0" }
+        );
+        let (fa, fb) = match (dbx::resolve(s.db.pool(), ia).await, dbx::resolve(s.db.pool(), ib).await) {
+            (Ok(fa), Ok(fb)) => (fa, fb),
+            (Err(ExplainError::Ambiguous(x)), _) => {
+                return candidates(&x, |id| format!("{}{tail}", compare_url(id, ib)));
+            }
+            (_, Err(ExplainError::Ambiguous(x))) => {
+                return candidates(&x, |id| format!("{}{tail}", compare_url(ia, id)));
+            }
+            (Err(e), _) | (_, Err(e)) => return Err(e.into()),
+        };
+        if (fa.as_str(), fb.as_str()) != (ia, ib) {
+            return Ok(Redirect::to(&format!("{}{tail}", compare_url(&fa, &fb))).into_response());
+        }
         Some(dbx::compare_ids(s.db.pool(), &s.diff_slots, ia, ib, q.ir(), q.strip()).await?)
     };
     let ir = r.as_ref().map(|r| r.ir.kind.clone()).unwrap_or_else(|| "source".into());
@@ -105,6 +126,16 @@ pub async fn nearest_page(
     Query(q): Query<NearestQuery>,
 ) -> PageResult {
     let id = format!("{machine}:{key}");
+    let page = |id: &str| match id.rsplit_once(':') {
+        Some((m, k)) => format!("/entries/{}/{}/nearest?limit={}", crate::fmt::enc(m), crate::fmt::enc(k), q.limit()),
+        None => "/".into(),
+    };
+    match dbx::resolve(s.db.pool(), &id).await {
+        Ok(full) if full != id => return Ok(Redirect::to(&page(&full)).into_response()),
+        Ok(_) => {}
+        Err(ExplainError::Ambiguous(x)) => return candidates(&x, page),
+        Err(e) => return Err(e.into()),
+    }
     let (of, list) = dbx::nearest_cached(s.db.pool(), s.db.nearest_cache(), &id, q.limit()).await?;
     let kernel = of.kernel_name().unwrap_or("?").to_string();
     let rows = list

@@ -101,9 +101,9 @@ pub async fn page(
     Query(q): Query<EntryQuery>,
     hx: Hx,
 ) -> PageResult {
-    let e = entries::entry(s.db.pool(), &machine, &key)
-        .await?
-        .ok_or_else(|| not_found(format!("no entry {key:?} on machine {machine:?}")))?;
+    let Some(e) = entries::entry(s.db.pool(), &machine, &key).await? else {
+        return short_key(&s, &machine, &key, q.ir.as_deref()).await;
+    };
     let ir = ir(&s, &e, q.ir.as_deref()).await?;
     if hx.0 {
         return Ok(HtmlTemplate(IrPartial { ir }).into_response());
@@ -111,6 +111,27 @@ pub async fn page(
     let d = load(&s, e, ir).await?;
     let title = format!("{} {}", d.e.kernel.as_deref().unwrap_or("entry"), d.e.key.get(..10).unwrap_or(&d.e.key));
     Ok(HtmlTemplate(Page { title, d }).into_response())
+}
+
+/// No entry has `key` on `machine`: the one whose key starts with it (a short key, as the grids
+/// show it) at its own URL, the candidates when several do, else 404.
+async fn short_key(s: &AppState, machine: &str, key: &str, ir: Option<&str>) -> PageResult {
+    use crate::explain::load::{ExplainError, resolve};
+    let page = |id: &str| {
+        let (m, k) = id.rsplit_once(':').unwrap_or((machine, key));
+        format!("{}{}", href(m, k), ir.map(|i| format!("?ir={}", fmt::enc(i))).unwrap_or_default())
+    };
+    match resolve(s.db.pool(), &format!("{machine}:{key}")).await {
+        Ok(full) if full.rsplit_once(':').is_some_and(|(_, k)| k != key) => {
+            Ok(axum::response::Redirect::to(&page(&full)).into_response())
+        }
+        Ok(_) => Err(not_found(format!("no entry {key:?} on machine {machine:?}"))),
+        Err(ExplainError::Ambiguous(x)) => super::search::candidates(&x, page),
+        Err(ExplainError::Bad(_) | ExplainError::NotFound(_)) => {
+            Err(not_found(format!("no entry {key:?} on machine {machine:?}")))
+        }
+        Err(e) => Err(crate::web::error::AppError::from(e).into()),
+    }
 }
 
 /// The group file's children, the ones missing on disk, and where the writer put them.

@@ -9,7 +9,7 @@ use super::compare::{compare_url, enc};
 use super::{HtmlTemplate, Hx, PageResult};
 use crate::db::reports::{self, CauseStats, ReportHead, Stored};
 use crate::db::scans::ScanRef;
-use crate::explain::report::{InvalidatedRow, KernelKey};
+use crate::explain::report::{Cost, InvalidatedRow, KernelKey};
 use crate::explain::stored::{Lookup, invalidated_row};
 use crate::fmt;
 use crate::web::AppState;
@@ -42,20 +42,8 @@ pub struct InvalidationsView {
     pub cost: Cost,
     pub new: ListView,
     pub removed: ListView,
-}
-
-/// Compile time of a set of invalidated entries.
-pub struct Cost {
-    pub text: String,
-    pub timed: usize,
-    pub of: usize,
-}
-
-impl Cost {
-    fn new(ms: f64, timed: usize, of: usize) -> Cost {
-        let text = if timed == 0 { "unknown".into() } else { fmt::duration_ms(ms) };
-        Cost { text, timed, of }
-    }
+    /// The forms that start another report.
+    pub pick: Picker,
 }
 
 /// A pager over a list: `entries first–last of total` (1-based) and the links.
@@ -160,6 +148,37 @@ struct Computing {
 #[template(path = "invalidations_pick.html")]
 struct Pick {
     machines: Vec<String>,
+    pick: Picker,
+}
+
+/// The forms that start another report: two machines, or two scans of the report's machine
+/// (with the report's sides chosen).
+pub struct Picker {
+    pub machines: Vec<String>,
+    pub a: Option<String>,
+    pub b: Option<String>,
+    /// The machine of a scan report and its scans.
+    pub scans: Option<(String, Vec<ScanRef>)>,
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+}
+
+impl Picker {
+    pub fn is_from(&self, id: &i64) -> bool {
+        self.from == Some(*id)
+    }
+    pub fn is_to(&self, id: &i64) -> bool {
+        self.to == Some(*id)
+    }
+}
+
+/// Machines a picker offers at most.
+const PICKER_MACHINES: usize = 10_000;
+
+/// Every machine's name, for the pickers.
+async fn machine_names(pool: &SqlitePool) -> sqlx::Result<Vec<String>> {
+    let page = crate::db::Page::new(Some(PICKER_MACHINES as i64), None);
+    Ok(crate::db::summaries::machine_summaries(pool, page).await?.into_iter().map(|m| m.name).collect())
 }
 
 /// `GET /invalidations?machine=M[&from=SCAN][&to=SCAN]` or `?a=M1&b=M2`, plus
@@ -168,10 +187,10 @@ struct Pick {
 /// copy, computed first when either side changed.
 pub async fn page(State(s): State<AppState>, hx: Hx, Query(q): Query<InvalidationsQuery>) -> PageResult {
     if q.is_empty() {
-        let page = crate::db::Page::new(Some(10_000), None);
-        let machines =
-            crate::db::summaries::machine_summaries(s.db.pool(), page).await?.into_iter().map(|m| m.name).collect();
-        return Ok(HtmlTemplate(Pick { machines }).into_response());
+        let machines = machine_names(s.db.pool()).await?;
+        let (a, b) = (machines.first().cloned(), machines.get(1).cloned());
+        let pick = Picker { machines: machines.clone(), a, b, scans: None, from: None, to: None };
+        return Ok(HtmlTemplate(Pick { machines, pick }).into_response());
     }
     let pool = s.db.pool();
     let (r, scans) = match q.lookup(pool, s.config.report_limits, Some(s.config.report_wait)).await? {
@@ -192,10 +211,18 @@ pub async fn page(State(s): State<AppState>, hx: Hx, Query(q): Query<Invalidatio
     for c in &r.head.by_cause {
         causes.push(cause_view(pool, &r, c, &q).await?);
     }
-    let cost = Cost::new(r.head.ms, r.head.timed, r.head.invalidated);
+    let cost = Cost { ms: r.head.ms, timed: r.head.timed, of: r.head.invalidated };
     let new = list_view(pool, &r, 1, "new_page", q.new_page, &q).await?;
     let removed = list_view(pool, &r, 2, "removed_page", q.removed_page, &q).await?;
-    hx.render(&Page { v: InvalidationsView { h: r.head, scans, causes, cost, new, removed } }, |p| {
+    let pick = Picker {
+        machines: if hx.0 { vec![] } else { machine_names(pool).await? },
+        a: Some(r.head.old_machine.clone()),
+        b: Some(r.head.new_machine.clone()),
+        scans: scans.as_ref().map(|c| (c.to.machine.clone(), c.scans.clone())),
+        from: scans.as_ref().and_then(|c| c.from.as_ref().map(|f| f.id)),
+        to: scans.as_ref().map(|c| c.to.id),
+    };
+    hx.render(&Page { v: InvalidationsView { h: r.head, scans, causes, cost, new, removed, pick } }, |p| {
         p.as_fragment().render()
     })
 }
@@ -259,7 +286,7 @@ async fn cause_view(pool: &SqlitePool, r: &Stored, c: &CauseStats, q: &Invalidat
         .await?
         .into_iter()
         .map(|k| KernelView {
-            cost: Cost::new(k.ms, k.timed as usize, k.entries as usize),
+            cost: Cost { ms: k.ms, timed: k.timed as usize, of: k.entries as usize },
             kernel: k.kernel,
             entries: k.entries,
             identical: k.identical,
@@ -273,7 +300,7 @@ async fn cause_view(pool: &SqlitePool, r: &Stored, c: &CauseStats, q: &Invalidat
         same_code: c.same_code,
         whys,
         whys_more,
-        cost: Cost::new(c.ms, c.timed, c.count),
+        cost: Cost { ms: c.ms, timed: c.timed, of: c.count },
         kernels,
         kernels_total: c.kernels,
         rows,

@@ -15,6 +15,7 @@ pub mod kernel;
 pub mod kernels;
 pub mod machine;
 pub mod overview;
+pub mod search;
 pub mod svg;
 
 use super::AppState;
@@ -40,6 +41,7 @@ pub fn router() -> Router<AppState> {
         .route("/entries/{machine}/{key}/raw/{artifact}", get(entry::raw))
         .route("/entries/{machine}/{key}/nearest", get(compare::nearest_page))
         .route("/compare", get(compare::compare_page))
+        .route("/search", get(search::page))
         .route("/invalidations", get(invalidations::page))
         .route("/history", get(history::page))
         .route("/autotune", get(autotune::list))

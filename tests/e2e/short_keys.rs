@@ -1,0 +1,76 @@
+//! Short keys as the grids show them (`a100-1:VURMD4KEVF`): one entry named stands for it in
+//! `/compare`, `/api/v1/compare`, entry URLs and `explain`; several are listed (300 on a page,
+//! 400 with the candidates on the API and the CLI); the search box finds entries by a key's
+//! start. And the invalidations page links its machines and offers a new report's picker.
+
+use crate::common::*;
+use cachelens::web::{AppState, Config};
+
+#[tokio::test]
+async fn short_keys_resolve_when_unique_and_list_candidates_otherwise() {
+    let (keep, pool) = corpus_db(&[
+        ("a100-1", "a100-upgrade-1-triton-3.4.0", "triton-cache"),
+        ("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache"),
+    ])
+    .await;
+    let keys: Vec<String> = sqlx::query_scalar(
+        "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'a100-1' ORDER BY e.key",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let state = AppState::new(pool, Config::default());
+    // A 10-character start that one key has, and a one-character start that several have.
+    let short = keys.iter().map(|k| &k[..10]).find(|p| keys.iter().filter(|k| k.starts_with(p)).count() == 1).unwrap();
+    let full = keys.iter().find(|k| k.starts_with(short)).unwrap();
+    let c = &keys.iter().map(|k| &k[..1]).find(|p| keys.iter().filter(|k| k.starts_with(p)).count() > 1).unwrap();
+    let other = keys.iter().find(|k| *k != full).unwrap();
+
+    let v = get_json(&state, &format!("/api/v1/compare?a=a100-1:{short}&b=a100-1:{other}")).await;
+    assert_eq!(v["a"], format!("a100-1:{full}"));
+    let (st, body) = get(&state, &format!("/api/v1/compare?a=a100-1:{c}&b=a100-1:{other}")).await;
+    assert_eq!(st, 400, "{body}");
+    let named: Vec<&String> = keys.iter().filter(|k| k.starts_with(c)).take(2).collect();
+    assert!(body.contains("give more of the key") && named.iter().all(|k| body.contains(k.as_str())), "{body}");
+    // Pages: the whole ids' URL, or the candidates.
+    let (st, _) = get(&state, &format!("/compare?a=a100-1:{short}&b=a100-1:{other}&ir=ptx")).await;
+    assert_eq!(st, 303);
+    let (st, page) = get(&state, &format!("/compare?a=a100-1:{c}&b=a100-1:{other}")).await;
+    assert_eq!(st, 300, "{page}");
+    assert!(page.contains(&format!("href=\"/compare?a=a100-1:{}&#38;b=a100-1:{other}\"", named[0])), "{page}");
+    let (st, _) = get(&state, &format!("/entries/a100-1/{short}")).await;
+    assert_eq!(st, 303);
+    let (st, page) = get(&state, &format!("/entries/a100-1/{c}")).await;
+    assert!(st == 300 && page.contains(&format!("/entries/a100-1/{}", named[0])), "{st} {page}");
+    assert_eq!(get(&state, "/entries/a100-1/QQQQQQ").await.0, 404);
+    // The search box: across machines, a machine's, one match opens it.
+    let (st, page) = get(&state, &format!("/search?key={c}")).await;
+    assert!(st == 200 && page.contains("id=\"search-hits\"") && page.contains(named[1].as_str()), "{page}");
+    assert_eq!(get(&state, &format!("/search?key=a100-1:{short}")).await.0, 303);
+    let (st, page) = get(&state, "/search?key=a100-1:QQQQQQ").await;
+    assert!(st == 200 && page.contains("No entry has a key starting with"), "{page}");
+    // The CLI, on the same database file.
+    let db = keep[0].path().join("test.db");
+    let out = std::process::Command::new(bin())
+        .args(["explain", "--db", db.to_str().unwrap(), &format!("a100-1:{short}"), &format!("a100-1:{other}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains(full.as_str()), "{out:?}");
+    let out = std::process::Command::new(bin())
+        .args(["explain", "--db", db.to_str().unwrap(), &format!("a100-1:{c}"), &format!("a100-1:{other}")])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains(&format!("a100-1:{c} names")) && err.contains(named[0].as_str()),
+        "{err}"
+    );
+
+    // The invalidations page: its machines linked, a picker of two machines.
+    let (st, page) = get(&state, "/invalidations?a=a100-1&b=h100-c").await;
+    assert_eq!(st, 200);
+    assert!(page.contains("<a class=\"machine\" href=\"/machines/a100-1\">a100-1</a>"), "{page}");
+    assert!(page.contains("id=\"pick-machines\"") && page.contains("<option value=\"h100-c\" selected>"), "{page}");
+    let (_, page) = get(&state, "/invalidations").await;
+    assert!(page.contains("id=\"pick-machines\"") && page.contains("id=\"pick-scans\""), "{page}");
+}
