@@ -182,6 +182,9 @@ pub async fn scan_local_opts(pool: &SqlitePool, root: &Path, machine: &str, opts
         })
         .await?;
     summary.beside = beside;
+    if let Err(e) = crate::prune::advice::refresh(pool, &summary.machine).await {
+        tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
+    }
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: finished");
     // The scan's invalidation report, computed now so that its first visit reads it.
     crate::explain::stored::after_scan(pool.clone(), summary.scan_id, false).await;
@@ -272,6 +275,9 @@ pub async fn ingest_report(pool: &SqlitePool, r: &ScanReport, source: &str) -> a
             staged_upload: None,
         })
         .await?;
+    if let Err(e) = crate::prune::advice::refresh(pool, &summary.machine).await {
+        tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
+    }
     Ok((ScanSummary { beside: r.beside.clone(), ..summary }, true))
 }
 
@@ -337,6 +343,9 @@ pub async fn ingest_staged(
             staged_upload: Some(up.id),
         })
         .await?;
+    if let Err(e) = crate::prune::advice::refresh(pool, &summary.machine).await {
+        tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
+    }
     Ok((ScanSummary { beside: commit.beside.clone(), ..summary }, true))
 }
 

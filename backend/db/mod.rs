@@ -3,6 +3,7 @@
 //! `tokens`; `ingest` writes a scan, `explain` loads entries for the explainer. This module owns
 //! pool setup (WAL, busy timeout, foreign keys), the migrator and the [`Db`] handle.
 
+pub mod advice;
 pub mod artifacts;
 pub mod blobs;
 pub mod classes;

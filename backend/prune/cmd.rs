@@ -126,7 +126,7 @@ async fn make_plan(a: &PruneArgs, pool: &sqlx::SqlitePool, machine: &str) -> any
 
 /// The command line that applies a saved plan.
 fn apply_command(a: &PruneArgs, machine: &str, plan: &Path) -> String {
-    let q = |s: &str| shell_words_quote(s);
+    let q = |s: &str| quote(s);
     let mut cmd = format!("cachelens prune --apply --plan {}", q(&plan.display().to_string()));
     if a.machine.is_some() {
         cmd.push_str(&format!(" --machine {}", q(machine)));
@@ -141,7 +141,7 @@ fn apply_command(a: &PruneArgs, machine: &str, plan: &Path) -> String {
 }
 
 /// A word as a POSIX shell reads it back: as it is when plain, else in single quotes.
-fn shell_words_quote(s: &str) -> String {
+pub fn quote(s: &str) -> String {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-:=@%+,".contains(&b)) {
         s.to_string()
     } else {

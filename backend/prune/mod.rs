@@ -7,6 +7,7 @@
 //! signature it had. `--apply` ([`apply`]) deletes only the plan's items whose signature is still
 //! the same, taking each entry out of Triton's key namespace before removing it.
 
+pub mod advice;
 pub mod apply;
 pub mod cmd;
 pub mod disk;

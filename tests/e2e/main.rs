@@ -1,4 +1,5 @@
 //! The one integration test binary: real corpus caches, real SQLite files, real servers.
+mod advice;
 mod api_read;
 mod bench_routes;
 mod big_report;

@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 pub fn read_router() -> Router<AppState> {
     Router::new()
         .route("/machines", get(machines))
+        .route("/machines/{name}/advice", get(advice))
         .route("/scans", get(scans))
         .route("/kernels", get(kernels))
         .route("/entries", get(entries))
@@ -145,4 +146,16 @@ async fn autotune(
 async fn entries(State(s): State<AppState>, ApiQuery(q): ApiQuery<EntriesQuery>) -> ApiResult<Vec<entries::EntryRow>> {
     let page = Page::new(q.limit, q.offset);
     Ok(Json(entries::entries(s.db.pool(), q.machine.as_deref(), q.kernel.as_deref(), q.include_removed, page).await?))
+}
+
+/// What `cachelens prune` would free on the machine now (its default rules), per cache dir and
+/// class, and the command to run there.
+async fn advice(
+    State(s): State<AppState>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> ApiResult<crate::prune::advice::Advice> {
+    crate::prune::advice::compute(s.db.pool(), &name)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError(AppError::NotFound(format!("no machine named {name:?}"))))
 }

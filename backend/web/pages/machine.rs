@@ -65,6 +65,8 @@ pub struct Machine {
     pub kept: String,
     /// What the latest scan of each root skipped, by reason (most first).
     pub skips: Vec<SkipRow>,
+    /// What `cachelens prune` would free on this machine.
+    pub advice: super::advice::AdviceView,
     /// What misses cost on this machine.
     pub headline: Option<super::headline::HeadlineView>,
 }
@@ -127,7 +129,11 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
     let skips = skip_rows(&scans);
     let kept = kept_note(db::blobs::totals(s.db.pool()).await?);
     let headline = super::headline::load(s.db.pool(), Some(name)).await?;
+    let advice = crate::prune::advice::compute(s.db.pool(), name)
+        .await?
+        .ok_or_else(|| not_found(format!("no machine named {name:?}")))?;
     Ok(Machine {
+        advice: super::advice::machine(&advice),
         headline,
         autotune,
         kept,

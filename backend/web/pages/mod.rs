@@ -4,6 +4,7 @@
 //! and not a history restore) gets only the page template's `fragment` block, the part htmx
 //! swaps in. Errors render as the one HTML error page ([`PageError`]) with a fitting status.
 
+pub mod advice;
 mod assets;
 pub mod autotune;
 pub mod compare;

@@ -58,6 +58,8 @@ pub struct Overview {
     /// The same in bytes (in the page as a data attribute: exact, for scripts and tests).
     pub saving_bytes: i64,
     pub saving_pct: String,
+    /// What `cachelens prune` would free across the fleet.
+    pub advice: super::advice::AdviceView,
     /// What misses cost across the fleet.
     pub headline: Option<super::headline::HeadlineView>,
 }
@@ -86,7 +88,9 @@ async fn load(s: &AppState) -> Result<Overview, super::PageError> {
     let total: i64 = exts.iter().fold(0, |t, e| t.saturating_add(e.bytes));
     let saving: i64 =
         exts.iter().filter(|e| !KEPT_BINARY_ONLY.contains(&e.ext.as_str())).fold(0, |t, e| t.saturating_add(e.bytes));
+    let advice = super::advice::fleet(&crate::prune::advice::fleet(s.db.pool()).await?);
     Ok(Overview {
+        advice,
         machines: machines
             .into_iter()
             .map(|m| MachineView {

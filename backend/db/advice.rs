@@ -1,0 +1,57 @@
+//! What the server reads to say what `cachelens prune` would free on a machine
+//! ([`crate::prune::advice`]): every live entry of the machine in one pass, with its bytes, its
+//! file count and the hook's events for its key (index seeks per event kind on
+//! `events_machine_key`), and the stored per-machine advice the overview sums.
+
+use super::prune::PruneRow;
+use sqlx::{FromRow, SqliteConnection, SqlitePool};
+
+/// One live entry as the advice judges it: prune's row plus where it is and what it holds.
+#[derive(Debug, Clone, FromRow, Default)]
+pub struct AdviceRow {
+    pub root: String,
+    /// Bytes of its files (as scanned).
+    pub entry_bytes: i64,
+    /// How many files it holds (`entry_files`).
+    pub files: i64,
+    /// The hook's first event for the key on this machine (unix ms).
+    pub first_event: Option<i64>,
+    #[sqlx(flatten)]
+    pub row: PruneRow,
+}
+
+/// Every live entry of the machine, ordered by root and dir. Each hook time is the min or max
+/// of three index seeks (one per event kind), never a scan of a hot key's events.
+pub async fn live_rows(conn: &mut SqliteConnection, machine_id: i64) -> sqlx::Result<Vec<AdviceRow>> {
+    sqlx::query_as(include_str!("advice_rows.sql")).bind(machine_id).fetch_all(conn).await
+}
+
+/// The machine's id, if it is known.
+pub async fn machine_id(pool: &SqlitePool, name: &str) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar("SELECT id FROM machines WHERE name = ?").bind(name).fetch_optional(pool).await
+}
+
+/// Store a machine's advice (JSON of [`crate::prune::advice::Advice`]).
+pub async fn store(pool: &SqlitePool, machine_id: i64, at: i64, json: &str) -> sqlx::Result<()> {
+    let _turn = super::write::turn(pool).await;
+    sqlx::query(
+        "INSERT INTO machine_advice(machine_id, computed_at, advice_json) VALUES (?, ?, ?)
+         ON CONFLICT(machine_id) DO UPDATE SET computed_at = excluded.computed_at, advice_json = excluded.advice_json",
+    )
+    .bind(machine_id)
+    .bind(at)
+    .bind(json)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Every machine's stored advice (one row per machine), by machine name.
+pub async fn stored(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64, String)>> {
+    sqlx::query_as(
+        "SELECT m.name, a.computed_at, a.advice_json FROM machine_advice a JOIN machines m ON m.id = a.machine_id
+         ORDER BY m.name",
+    )
+    .fetch_all(pool)
+    .await
+}

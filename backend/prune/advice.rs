@@ -1,0 +1,163 @@
+//! The server's "What can go": what `cachelens prune` (its default rules: relocated, superseded
+//! not hit since, unused for 30 days; no IR, no budget) would free on a machine, decided by the
+//! same [`super::decide`] from what the database holds instead of a disk listing: an entry's
+//! bytes are its scanned files' and its inodes its files plus its dir. Temp dirs are not stored,
+//! so the orphaned-temp class is the CLI's alone. The hook's first event for a root is taken over
+//! its live entries' keys (the CLI also counts keys of removed entries).
+//!
+//! The machine page and the API compute a machine's advice per request (one pass over its live
+//! entries, [`crate::db::advice::live_rows`]); each landed scan stores it ([`refresh`]) and the
+//! overview sums the stored ones (one row per machine).
+
+use super::{Class, Rules, Tally, decide, disk};
+use crate::db::advice::{self, AdviceRow};
+use serde::{Deserialize, Serialize};
+use sqlx::SqlitePool;
+
+/// The `--unused-for` the advice uses: the CLI's default.
+pub const UNUSED_FOR_DAYS: i64 = 30;
+
+/// One cache dir's advice.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RootAdvice {
+    pub root: String,
+    /// Live entries, bytes and inodes the database holds for it.
+    pub entries: i64,
+    pub bytes: i64,
+    pub inodes: i64,
+    /// What stands in for an entry's last use (as the CLI says it).
+    pub last_use: String,
+    /// Per class (empty classes left out) and in all.
+    pub classes: Vec<Tally>,
+    pub total: Tally,
+}
+
+/// A machine's advice: per cache dir, per class over its dirs, and the command to run there.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Advice {
+    pub machine: String,
+    /// When it was computed (unix ms).
+    pub computed_at: i64,
+    pub unused_for_days: i64,
+    pub roots: Vec<RootAdvice>,
+    pub classes: Vec<Tally>,
+    pub total: Tally,
+    /// The dry run to run on the machine (`None`: no cache dir known).
+    pub command: Option<String>,
+}
+
+/// Decide a machine's advice from its live rows (ordered by root).
+pub fn advise(machine: &str, rows: Vec<AdviceRow>, now: i64) -> Advice {
+    let rules = Rules { now, unused_for: Some(UNUSED_FOR_DAYS * 86_400_000), ..Rules::default() };
+    let mut roots = vec![];
+    let mut at = 0;
+    while at < rows.len() {
+        let end = at + rows[at..].iter().take_while(|r| r.root == rows[at].root).count();
+        roots.push(advise_root(&rows[at..end], &rules));
+        at = end;
+    }
+    let classes = merge(roots.iter().flat_map(|r| r.classes.iter()));
+    let total = merge(roots.iter().map(|r| &r.total)).pop().unwrap_or_default();
+    let command = (!roots.is_empty()).then(|| {
+        let mut c = format!("cachelens prune --machine {} --unused-for {UNUSED_FOR_DAYS}d", super::cmd::quote(machine));
+        for r in &roots {
+            c.push(' ');
+            c.push_str(&super::cmd::quote(&r.root));
+        }
+        c
+    });
+    Advice {
+        machine: machine.to_string(),
+        computed_at: now,
+        unused_for_days: UNUSED_FOR_DAYS,
+        roots,
+        classes,
+        total,
+        command,
+    }
+}
+
+fn advise_root(rows: &[AdviceRow], rules: &Rules) -> RootAdvice {
+    let listing = disk::Listing {
+        entries: rows
+            .iter()
+            .map(|r| disk::Listed {
+                dir: r.row.dir.clone(),
+                sig: String::new(),
+                bytes: r.entry_bytes,
+                inodes: r.files + 1,
+                files: vec![],
+                has_group: false,
+            })
+            .collect(),
+        temps: vec![],
+    };
+    let since = rows.iter().filter_map(|r| r.first_event).min();
+    let prune_rows: Vec<_> = rows.iter().map(|r| r.row.clone()).collect();
+    let plan = decide(&rows[0].root, &prune_rows, &listing, since, rules);
+    let (classes, total) = plan.tallies();
+    RootAdvice {
+        root: plan.root,
+        entries: plan.entries,
+        bytes: plan.bytes,
+        inodes: plan.inodes,
+        last_use: plan.last_use,
+        classes,
+        total,
+    }
+}
+
+/// Tallies summed per class (in [`Class::ALL`] order; a tally without a class sums as one).
+pub fn merge<'a>(tallies: impl Iterator<Item = &'a Tally>) -> Vec<Tally> {
+    let mut out: Vec<Tally> = vec![];
+    for t in tallies {
+        match out.iter_mut().find(|o| o.class == t.class) {
+            Some(o) => {
+                o.items += t.items;
+                o.bytes = o.bytes.saturating_add(t.bytes);
+                o.inodes = o.inodes.saturating_add(t.inodes);
+            }
+            None => out.push(t.clone()),
+        }
+    }
+    let rank = |c: Option<Class>| c.map_or(usize::MAX, |c| Class::ALL.iter().position(|x| *x == c).unwrap_or(0));
+    out.sort_by_key(|t| rank(t.class));
+    out
+}
+
+/// A machine's advice computed now (`None`: no such machine).
+pub async fn compute(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<Advice>> {
+    let Some(id) = advice::machine_id(pool, machine).await? else { return Ok(None) };
+    let rows = advice::live_rows(&mut *pool.acquire().await?, id).await?;
+    Ok(Some(advise(machine, rows, crate::db::now_ms())))
+}
+
+/// After a scan of `machine` landed: store its advice for the overview.
+pub async fn refresh(pool: &SqlitePool, machine: &str) -> anyhow::Result<()> {
+    let Some(id) = advice::machine_id(pool, machine).await? else { return Ok(()) };
+    let a = compute(pool, machine).await?.ok_or_else(|| anyhow::anyhow!("machine {machine} vanished"))?;
+    advice::store(pool, id, a.computed_at, &serde_json::to_string(&a)?).await?;
+    Ok(())
+}
+
+/// The fleet's advice: every machine's stored one, and their sums per class.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Fleet {
+    pub machines: Vec<Advice>,
+    pub classes: Vec<Tally>,
+    pub total: Tally,
+}
+
+/// Sum the stored advice of every machine (one row each; a row that does not parse is skipped).
+pub async fn fleet(pool: &SqlitePool) -> sqlx::Result<Fleet> {
+    let machines: Vec<Advice> = advice::stored(pool)
+        .await?
+        .into_iter()
+        .filter_map(|(name, _, json)| {
+            serde_json::from_str(&json).map_err(|e| tracing::warn!("stored advice of {name}: {e}")).ok()
+        })
+        .collect();
+    let classes = merge(machines.iter().flat_map(|m| m.classes.iter()));
+    let total = merge(machines.iter().map(|m| &m.total)).pop().unwrap_or_default();
+    Ok(Fleet { machines, classes, total })
+}
