@@ -52,11 +52,12 @@ pub struct Listing {
 
 impl Listing {
     pub fn bytes(&self) -> i64 {
-        self.entries.iter().map(|e| e.bytes).sum::<i64>() + self.temps.iter().map(|t| t.bytes).sum::<i64>()
+        // (saturating: an uploaded entry's bytes are bounded one by one, not their sum)
+        self.entries.iter().map(|e| e.bytes).chain(self.temps.iter().map(|t| t.bytes)).fold(0, i64::saturating_add)
     }
 
     pub fn inodes(&self) -> i64 {
-        self.entries.iter().map(|e| e.inodes).sum::<i64>() + self.temps.iter().map(|t| t.inodes).sum::<i64>()
+        self.entries.iter().map(|e| e.inodes).chain(self.temps.iter().map(|t| t.inodes)).fold(0, i64::saturating_add)
     }
 }
 

@@ -101,8 +101,8 @@ impl RootPlan {
             let t = by.entry(i.class).or_insert_with(|| Tally { class: Some(i.class), ..Tally::default() });
             for t in [t, &mut total] {
                 t.items += 1;
-                t.bytes += i.bytes;
-                t.inodes += i.inodes;
+                t.bytes = t.bytes.saturating_add(i.bytes);
+                t.inodes = t.inodes.saturating_add(i.inodes);
             }
         }
         (Class::ALL.iter().filter_map(|c| by.remove(c)).collect(), total)
@@ -267,8 +267,8 @@ pub fn decide(
     // The budget: least recently used kernel entries first, until what stays fits.
     let (mut bytes, mut inodes) = (listed.bytes(), listed.inodes());
     for i in &take.items {
-        bytes -= i.bytes;
-        inodes -= i.inodes;
+        bytes = bytes.saturating_sub(i.bytes);
+        inodes = inodes.saturating_sub(i.inodes);
     }
     let over = |b: i64, n: i64| rules.max_bytes.is_some_and(|m| b > m) || rules.max_inodes.is_some_and(|m| n > m);
     if over(bytes, inodes) {
@@ -284,12 +284,12 @@ pub fn decide(
             let (b, n) = match ir_at.get(r.dir.as_str()) {
                 Some(&at) => {
                     drop_ir.push(at);
-                    (l.bytes - take.items[at].bytes, l.inodes - take.items[at].inodes)
+                    (l.bytes.saturating_sub(take.items[at].bytes), l.inodes.saturating_sub(take.items[at].inodes))
                 }
                 None => (l.bytes, l.inodes),
             };
-            bytes -= b;
-            inodes -= n;
+            bytes = bytes.saturating_sub(b);
+            inodes = inodes.saturating_sub(n);
             let why = format!("last used {}", crate::fmt::time(last_use(r)));
             take.push(r, l, Class::OverBudget, why);
         }

@@ -190,7 +190,7 @@ fn gate_reads_scans_and_machines_of_a_database() {
         std::fs::rename(staging.join(archive), at).unwrap();
         let (code, out, err) = cli(&["scan", "--db", d, "--machine", machine, "--json", at.to_str().unwrap()]);
         assert_eq!(code, 0, "{out}{err}");
-        json(&out)["scan_id"].as_i64().unwrap()
+        json(&out)["scans"][0]["scan_id"].as_i64().unwrap()
     };
     let a100 = t.path().join("a100");
     let s1 = scan("a100", A100_1, &a100);

@@ -393,7 +393,8 @@ async fn a_report_being_computed_answers_at_once_and_fills_in() {
     // The whole page of another pair's first visit: its heading, the same progress.
     let (st, page, _) = get_once(&state, "/invalidations?a=a100-1&b=mi300-1", &[]).await;
     assert_eq!(st, 202, "{page}");
-    assert!(page.starts_with("<!doctype html>") && page.contains("Invalidations from a100-1 to mi300-1"), "{page}");
+    let heading = r#"Invalidations from <a class="machine" href="/machines/a100-1">a100-1</a> to <a class="machine" href="/machines/mi300-1">mi300-1</a>"#;
+    assert!(page.starts_with("<!doctype html>") && page.contains(heading), "{page}");
     assert!(page.contains(r#"<div id="inv">"#) && page.contains("Computing this report"), "{page}");
     // Asked again (as htmx does), the page fills in with the stored report.
     let (st, done) = get(&state, uri).await;

@@ -40,7 +40,8 @@ fn scan(path: &Path, db: &Path, machine: &str) -> Vec<Value> {
         .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert!(o.status.success(), "{text}");
-    serde_json::from_slice::<Vec<Value>>(&o.stdout).unwrap_or_else(|e| panic!("{e}: {text}"))
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {text}"));
+    serde_json::from_value::<Vec<Value>>(v["scans"].clone()).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 /// The vLLM root of the fixture copied where vLLM keeps it under a home dir:
