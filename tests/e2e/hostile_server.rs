@@ -139,7 +139,10 @@ async fn connections_that_never_finish_their_headers_do_not_starve_the_server() 
     }
     let fds = std::fs::read_dir(format!("/proc/{}/fd", child.id().unwrap())).unwrap().count();
     println!("{} connected, server holds {fds} files", connected.load(std::sync::atomic::Ordering::Relaxed));
-    let http = cachelens::upload::client().unwrap();
+    // (a client that waits in the listen backlog as long as the test does: the node's own 10 s
+    // connect timeout would make it retry instead)
+    let patient = cachelens::upload::Retry { connect: Duration::from_secs(45), ..cachelens::upload::Retry::new(1) };
+    let http = cachelens::upload::client_for(&patient).unwrap();
     let t = Instant::now();
     let resp = tokio::time::timeout(Duration::from_secs(45), http.get(format!("{url}/api/v1/machines")).send()).await;
     let waited = t.elapsed();
