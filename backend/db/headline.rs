@@ -110,21 +110,7 @@ async fn hours(pool: &SqlitePool, machine_id: Option<i64>, from: i64) -> sqlx::R
         ))),
     };
     let rows = q.bind(from).bind(machine_id).fetch_all(pool).await?;
-    Ok(rows.iter().map(|r| (r.get("hour"), counts(r))).collect())
-}
-
-fn counts(r: &sqlx::sqlite::SqliteRow) -> Counts {
-    let (timed, saved): (i64, i64) = (r.get("timed"), r.get("saved"));
-    Counts {
-        hits: r.get("hits"),
-        misses: r.get("misses"),
-        compiles: r.get("compiles"),
-        inferred_compiles: r.get("inferred"),
-        compile_ms: (timed > 0).then(|| r.get("compile_ms")),
-        hook_events: r.get("hook_events"),
-        saved_ms: (saved > 0).then(|| r.get("saved_ms")),
-        saved_hits: saved,
-    }
+    Ok(rows.iter().map(|r| (r.get("hour"), super::history_agg::counts(r))).collect())
 }
 
 fn sum<'a>(rows: impl Iterator<Item = &'a (i64, Counts)>) -> Counts {
@@ -194,7 +180,7 @@ async fn all_time(pool: &SqlitePool, machine_id: Option<i64>) -> sqlx::Result<Ve
     .bind(machine_id)
     .fetch_all(pool)
     .await?;
-    Ok(rows.iter().map(|r| (r.get("hour"), counts(r))).collect())
+    Ok(rows.iter().map(|r| (r.get("hour"), super::history_agg::counts(r))).collect())
 }
 
 /// Every machine's figures: the last week's hours of all machines in one read of the index
@@ -219,7 +205,7 @@ async fn machine_lines(pool: &SqlitePool, day_from: i64, week_from: i64) -> sqlx
     let mut week: std::collections::HashMap<i64, (Counts, Counts)> = Default::default();
     for r in &rows {
         let (id, recent): (i64, bool) = (r.get("machine_id"), r.get("recent"));
-        let c = counts(r);
+        let c = super::history_agg::counts(r);
         let e = week.entry(id).or_default();
         e.1 = super::history::total([&e.1, &c]);
         if recent {

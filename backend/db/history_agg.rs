@@ -267,7 +267,8 @@ where
         .collect()
 }
 
-fn counts(r: &sqlx::sqlite::SqliteRow) -> Counts {
+/// One row of an hour table or roll-up as [`Counts`] (also the headline's, `db::headline`).
+pub(crate) fn counts(r: &sqlx::sqlite::SqliteRow) -> Counts {
     let timed: i64 = r.get("timed");
     let saved: i64 = r.get("saved");
     Counts {
