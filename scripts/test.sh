@@ -10,8 +10,9 @@ passed=0; failed=0; failures=()
 suite() { # name, command...
   local name=$1; shift
   echo; echo "=== $name"
-  if "$@"; then passed=$((passed+1)); echo "=== $name: ok"
-  else failed=$((failed+1)); failures+=("$name"); echo "=== $name: FAILED"; fi
+  local t0=$SECONDS
+  if "$@"; then passed=$((passed+1)); echo "=== $name: ok ($((SECONDS-t0)) s)"
+  else failed=$((failed+1)); failures+=("$name"); echo "=== $name: FAILED ($((SECONDS-t0)) s)"; fi
 }
 
 # A Python with triton (compiles for named GPU targets on this CPU machine).

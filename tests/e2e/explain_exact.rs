@@ -114,7 +114,7 @@ async fn same_release_other_python_same_machine_code() {
     assert_eq!(page.matches("title=\"2 entries of this cell have machine code").count(), 6, "{page}");
     let (_, page) = get(&state, "/kernels/add_kernel").await;
     assert!(
-        page.contains("12 entries have a byte-identical binary")
+        page.contains("12 entries compiled to the same bytes as another key of this kernel")
             && !page.contains("the same machine code as another key"),
         "{page}"
     );
