@@ -119,7 +119,7 @@ fn object(side: &Side) -> std::borrow::Cow<'_, Map<String, Value>> {
     side.metadata.as_ref().and_then(|m| m.as_object()).map(std::borrow::Cow::Borrowed).unwrap_or_default()
 }
 
-/// Same machine code under different keys: the same bytes, or the same [`super::code_digest`].
+/// Same machine code under different keys: the same bytes, or the same [`crate::scan::resources::code_digest`].
 pub(crate) fn identical_code(a: &Side, b: &Side) -> bool {
     let same = |x: &Option<String>, y: &Option<String>| x.is_some() && x == y;
     a.key != b.key && (same(&a.binary_sha256, &b.binary_sha256) || same(&a.code_sha256, &b.code_sha256))

@@ -13,9 +13,8 @@
 //!   [`match_part`] / [`finish`]: the same, a kernel at a time ([`load::invalidations_grouped`]),
 //!   stored and read by page in [`stored`].
 //! - [`nearest`]: the most similar entries to one entry.
-//! - [`code_digest`]: a binary's machine code, debug info left out (`identical_code`).
+//! - `identical_code`: the binaries' machine code is the same (`scan::resources::code_digest`).
 
-mod code;
 mod compare;
 mod fields;
 mod ir;
@@ -30,7 +29,6 @@ pub mod stored;
 mod tests;
 mod text;
 
-pub use code::code_digest;
 pub use compare::{churn_note, compare, reason};
 pub use ir::{DiffLine, ir_diff, strip_locations};
 pub use matching::{
@@ -59,7 +57,7 @@ pub struct Side {
     pub ttir: Option<std::sync::Arc<str>>,
     /// sha256 of the `.cubin` / `.hsaco`.
     pub binary_sha256: Option<String>,
-    /// [`code_digest`] of the binary: its machine code and kernel info, debug info left out.
+    /// [`crate::scan::resources::code_digest`] of the binary: its machine code and kernel info, debug info left out.
     pub code_sha256: Option<String>,
     /// Its group file points elsewhere (Triton will miss on it).
     pub relocated: bool,

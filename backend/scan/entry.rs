@@ -254,7 +254,7 @@ pub fn read_entry(
                 e.created_at = Some(f.mtime_ms);
             }
             "cubin" if got.kept => cubin = Some(std::mem::take(&mut buf)),
-            // Read for its machine-code digest only (`explain::code_digest`).
+            // Read for its machine-code digest only (`resources::code_digest`).
             "hsaco" if got.kept => hsaco = Some(std::mem::take(&mut buf)),
             "amdgcn" if has_text => amdgcn_i = Some(i),
             "source" if has_text => ir_i = Some(i),
@@ -292,8 +292,12 @@ pub fn read_entry(
             Err(err) => problems.push(format!("corrupt autotune JSON: {err}")),
         }
     }
+    // The machine code's digest (debug info left out): `identical_code` in the explainer. A
+    // cubin is parsed once for its resources and the digest.
+    let mut code = None;
     if let Some(bytes) = &cubin {
-        let r = resources::from_cubin(bytes, e.kernel.as_deref());
+        let (r, digest) = resources::read_cubin(bytes, e.kernel.as_deref());
+        code = digest;
         match r {
             Ok(r) => apply_resources(&mut e, r),
             Err(err) => problems.push(format!("unreadable cubin: {err}")),
@@ -307,12 +311,9 @@ pub fn read_entry(
         }
         apply_resources(&mut e, r);
     }
-    // The machine code's digest (debug info left out): `identical_code` in the explainer.
-    let code = match (&cubin, &hsaco) {
-        (Some(b), _) => crate::explain::code_digest("cubin", b).ok(),
-        (None, Some(b)) => crate::explain::code_digest("hsaco", b).ok(),
-        _ => None,
-    };
+    if let (None, Some(b)) = (&cubin, &hsaco) {
+        code = resources::code_digest("hsaco", b).ok();
+    }
     if let Some(d) = code {
         let r = e.resources.get_or_insert_with(|| Value::Object(Default::default()));
         if let Some(o) = r.as_object_mut() {

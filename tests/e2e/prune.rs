@@ -219,6 +219,14 @@ fn compiles_racing_prune_apply_never_crash_nor_load_a_partial_entry() {
         runs += 1;
         removed += v["applied"][0]["applied"]["removed"].as_i64().unwrap();
         kept += arr(&v["applied"][0]["applied"]["skipped"]).len();
+        // Let the loop hit once before the next prune (a busy machine compiles slower than it
+        // prunes: without this every compile could find its entry gone, and none hit).
+        let hits = || events(&cache).iter().filter(|e| e["event"] == "hit").count();
+        let seen = hits();
+        let wait = std::time::Instant::now();
+        while hits() == seen && wait.elapsed().as_secs() < 30 && started.elapsed().as_secs_f64() < secs {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -1,7 +1,6 @@
 //! Tests on the real caches of the corpus (unpacked by [`crate::test_corpus`]). A missing
 //! archive fails the test: these tests are the proof of the explain logic.
 
-mod code;
 mod fields;
 mod ir;
 mod jit;
@@ -10,6 +9,7 @@ mod matching;
 mod report;
 
 use super::*;
+use crate::scan::resources::code_digest;
 use serde_json::{Map, Value};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};

@@ -2,6 +2,7 @@
 //! per-kernel `.nv.shared`/`.nv.local`/`.nv.constant0` sections (format in the parent module).
 
 use super::Resources;
+use super::elf::Elf;
 use object::elf;
 use object::read::elf::{FileHeader, SectionHeader, Sym};
 use object::{Endianness, SymbolIndex};
@@ -151,23 +152,39 @@ struct CubinFacts {
 /// * `warnings` (array of strings) when some section could not be decoded; the rest is
 ///   still returned.
 pub fn from_cubin(bytes: &[u8], kernel: Option<&str>) -> Result<Resources, String> {
-    if bytes.len() < 4 || bytes[..4] != elf::ELFMAG {
-        return Err(format!("not an ELF file ({} bytes, no \\x7fELF magic)", bytes.len()));
-    }
-    if bytes.len() < 16 {
-        return Err(format!("truncated ELF header ({} bytes)", bytes.len()));
-    }
-    let facts = match bytes[4] {
-        2 => collect_facts::<elf::FileHeader64<Endianness>>(bytes)?,
-        1 => collect_facts::<elf::FileHeader32<Endianness>>(bytes)?,
-        c => return Err(format!("unsupported ELF class {c}")),
-    };
-    Ok(resources_from_facts(&facts, kernel))
+    read_cubin(bytes, kernel).0
 }
 
-fn collect_facts<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<CubinFacts, String> {
-    let header = Elf::parse(data).map_err(|e| format!("invalid ELF header: {e}"))?;
-    let endian = header.endian().map_err(|e| format!("invalid ELF header: {e}"))?;
+/// [`from_cubin`] and the machine-code digest ([`super::code_digest`]) from one parse of the
+/// file: the resources, and the digest where the file has one.
+pub fn read_cubin(bytes: &[u8], kernel: Option<&str>) -> (Result<Resources, String>, Option<String>) {
+    if bytes.len() < 4 || bytes[..4] != elf::ELFMAG {
+        return (Err(format!("not an ELF file ({} bytes, no \\x7fELF magic)", bytes.len())), None);
+    }
+    if bytes.len() < 16 {
+        return (Err(format!("truncated ELF header ({} bytes)", bytes.len())), None);
+    }
+    match bytes[4] {
+        2 => both(Elf::<elf::FileHeader64<Endianness>>::parse(bytes), kernel),
+        1 => both(Elf::<elf::FileHeader32<Endianness>>::parse(bytes), kernel),
+        c => (Err(format!("unsupported ELF class {c}")), None),
+    }
+}
+
+fn both<H: FileHeader<Endian = Endianness>>(
+    file: Result<Elf<'_, H>, String>,
+    kernel: Option<&str>,
+) -> (Result<Resources, String>, Option<String>) {
+    match file {
+        Ok(f) => {
+            (collect_facts(&f).map(|facts| resources_from_facts(&facts, kernel)), super::code::digest(&f, "cubin").ok())
+        }
+        Err(e) => (Err(e), None),
+    }
+}
+
+fn collect_facts<H: FileHeader<Endian = Endianness>>(file: &Elf<'_, H>) -> Result<CubinFacts, String> {
+    let (header, endian, data) = (file.header, file.endian, file.data);
     let machine = header.e_machine(endian).0;
     if machine != elf::EM_CUDA.0 {
         return Err(format!("not a CUDA cubin (ELF e_machine {machine}, expected {})", elf::EM_CUDA.0));
@@ -179,12 +196,12 @@ fn collect_facts<Elf: FileHeader<Endian = Endianness>>(data: &[u8]) -> Result<Cu
         abi_version: ident.abi_version,
         ..CubinFacts::default()
     };
-    let sections = header.sections(endian, data).map_err(|e| format!("cannot read ELF section headers: {e}"))?;
+    let sections = &file.sections;
     if sections.is_empty() {
         return Err("ELF file has no section headers".to_string());
     }
     // A broken symbol table is survivable (we only lose function-keyed attributes).
-    let symbols = match sections.symbols(endian, data, elf::SHT_SYMTAB) {
+    let symbols = match &file.symbols {
         Ok(s) => Some(s),
         Err(e) => {
             facts.warnings.push(format!("cannot read .symtab: {e}"));

@@ -37,12 +37,17 @@
 use serde_json::{Map, Value};
 
 mod amdgcn;
+mod code;
+#[cfg(test)]
+mod code_tests;
 mod cubin;
+mod elf;
 #[cfg(test)]
 mod tests;
 
 pub use amdgcn::from_amdgcn;
-pub use cubin::from_cubin;
+pub use code::code_digest;
+pub use cubin::{from_cubin, read_cubin};
 
 /// Resource usage of one compiled kernel.
 ///

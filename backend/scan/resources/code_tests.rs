@@ -5,7 +5,14 @@
 //! and 3.5.1 give the same SASS for a kernel with another interface (`.nv.info`,
 //! `.nv.constant0`): not the same code to launch.
 
-use super::*;
+use super::code_digest;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+fn digest(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
 
 /// Every `.cubin`/`.hsaco` under `dir`.
 fn binaries(dir: &Path, out: &mut Vec<PathBuf>) {
