@@ -400,12 +400,17 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
 /// Take the address to serve on, saying what to do when its port is busy.
 async fn listen(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(addr).await.map_err(|e| match e.kind() {
-        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
-            "cannot listen on {addr}: port {} is in use (another `cachelens up` or `serve`?); \
-             choose another with --listen {}:PORT (or CACHELENS_LISTEN)",
-            addr.port(),
-            addr.ip()
-        ),
+        std::io::ErrorKind::AddrInUse => {
+            let host = match addr {
+                std::net::SocketAddr::V4(a) => a.ip().to_string(),
+                std::net::SocketAddr::V6(a) => format!("[{}]", a.ip()),
+            };
+            anyhow::anyhow!(
+                "cannot listen on {addr}: port {} is in use (another `cachelens up` or `serve`?); \
+                 choose another with --listen {host}:PORT (or CACHELENS_LISTEN)",
+                addr.port()
+            )
+        }
         _ => anyhow::anyhow!("cannot listen on {addr}: {e}"),
     })
 }
