@@ -27,7 +27,8 @@ impl DbArg {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Scan this machine's Triton cache into the default database and serve the dashboard
-    /// (with no cache on this machine: load the bundled demo caches instead).
+    /// (with no cache on this machine: serve what the database holds, or, when it holds
+    /// nothing, load the bundled demo caches).
     Up(UpArgs),
     /// Read Triton cache dirs into the database (or upload them to a server).
     #[command(after_help = SCAN_HELP)]

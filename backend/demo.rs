@@ -62,3 +62,17 @@ pub async fn load(pool: &SqlitePool, workdir: &Path) -> anyhow::Result<usize> {
     }
     Ok(scans)
 }
+
+/// Bytes of the regular files under `dir` (symlinks not followed; unreadable parts count 0).
+pub fn disk_bytes(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => disk_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}

@@ -558,6 +558,69 @@ pub struct UploadResponse {
     /// breaks a bound of the contract is skipped, never the whole scan).
     #[serde(default)]
     pub skipped: i64,
+    /// The machine's hits and misses as the hook saw them, after this scan (its page's headline);
+    /// absent from servers older than it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit_miss: Option<HitMiss>,
+}
+
+/// A machine's Triton cache lookups as the hook saw them (`/api/v1/headline?machine=`'s figures),
+/// the last line of a scan's summary.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct HitMiss {
+    pub machine: String,
+    /// The hook ever reported a lookup from this machine. False: hits are unknown, so there is
+    /// no hit rate (not 0%).
+    pub hook: bool,
+    /// The last 7 days (168 hours).
+    pub week: Lookups,
+    pub all_time: Lookups,
+}
+
+/// Hits and misses of one window, and what the misses cost.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Lookups {
+    pub hits: i64,
+    /// Lookups that compiled.
+    pub misses: i64,
+    /// hits / (hits + misses); `None` without lookups.
+    pub hit_rate: Option<f64>,
+    /// Compile time the hook timed on misses (ms); `None`: none timed.
+    pub miss_ms: Option<f64>,
+    /// Compile time the hits saved (ms), each at its entry's timed compile; `None`: none known.
+    pub saved_ms: Option<f64>,
+}
+
+impl HitMiss {
+    /// The line a scan's summary ends with.
+    pub fn line(&self) -> String {
+        if !self.hook {
+            return format!(
+                "hits and misses on {}: unknown, the hook has not reported from this machine (no hit rate; hook/README.md enables it)",
+                self.machine
+            );
+        }
+        format!(
+            "hits and misses on {} (the hook's Triton cache lookups): last 7 days {}; all time {}",
+            self.machine,
+            self.week.text(),
+            self.all_time.text()
+        )
+    }
+}
+
+impl Lookups {
+    fn text(&self) -> String {
+        let rate = self.hit_rate.map(|r| format!("hit rate {:.1}%", r * 100.0)).unwrap_or_else(|| "no lookups".into());
+        let mut t = format!("{rate} ({} hits, {} misses)", self.hits, self.misses);
+        if let Some(ms) = self.miss_ms {
+            t += &format!(", {} compiling on misses", crate::fmt::duration_ms(ms));
+        }
+        if let Some(ms) = self.saved_ms {
+            t += &format!(", {} saved by hits", crate::fmt::duration_ms(ms));
+        }
+        t
+    }
 }
 
 /// Version of the staged upload protocol (`/api/v1/uploads`, docs/API.md): a scan sent in

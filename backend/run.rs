@@ -80,8 +80,9 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
             Err(e) => failed.push(root_failed(r, e)),
         }
     }
-    let dest = Dest { database: Some(a.db.path().display().to_string()), server: None };
-    print_summaries(&summaries, &failed, a.json, &dest);
+    let hit_miss = db::headline::hit_miss(&pool, &machine).await?;
+    let dest = Dest { database: Some(a.db.path().display().to_string()), server: None, dashboard: None };
+    print_summaries(&summaries, &failed, a.json, &dest, hit_miss.as_ref());
     roots_failed(&failed, paths.len())
 }
 
@@ -151,6 +152,7 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[crate::locat
         a.token.as_deref().context("--server needs --token (or CACHELENS_TOKEN): see `cachelens token create`")?;
     let mut summaries = vec![];
     let mut failed = vec![];
+    let mut hit_miss = None;
     for r in paths {
         let up = match scan_and_upload(a, server, token, r, machine).await {
             Ok(up) => up,
@@ -176,10 +178,17 @@ async fn upload(a: &ScanArgs, server: &str, machine: &str, paths: &[crate::locat
                 }
             );
         }
+        // the latest answer's: it counts what every earlier root sent too
+        hit_miss = up.response.hit_miss.or(hit_miss);
         summaries.push(up.response.summary);
     }
-    let dest = Dest { database: None, server: Some(server.trim_end_matches('/').to_string()) };
-    print_summaries(&summaries, &failed, a.json, &dest);
+    let base = server.trim_end_matches('/').to_string();
+    let dest = Dest {
+        dashboard: Some(format!("{base}/machines/{}", crate::fmt::enc(machine))),
+        database: None,
+        server: Some(base),
+    };
+    print_summaries(&summaries, &failed, a.json, &dest, hit_miss.as_ref());
     roots_failed(&failed, paths.len())
 }
 
@@ -210,11 +219,13 @@ async fn scan_and_upload(
     up
 }
 
-/// Where a scan's results went: a database file or a server.
+/// Where a scan's results went: a database file or a server, and the machine's dashboard page
+/// when its URL is known (a server's).
 #[derive(serde::Serialize)]
 struct Dest {
     database: Option<String>,
     server: Option<String>,
+    dashboard: Option<String>,
 }
 
 /// `scan --json`: one object whatever the number of roots (README "Scan output").
@@ -226,11 +237,19 @@ struct ScanOutput<'a> {
     failed: &'a [Failed],
     #[serde(flatten)]
     dest: &'a Dest,
+    /// The machine's hits and misses as the hook saw them (null: the server did not say).
+    hit_miss: Option<&'a crate::model::HitMiss>,
 }
 
-fn print_summaries(summaries: &[ScanSummary], failed: &[Failed], json: bool, dest: &Dest) {
+fn print_summaries(
+    summaries: &[ScanSummary],
+    failed: &[Failed],
+    json: bool,
+    dest: &Dest,
+    hit_miss: Option<&crate::model::HitMiss>,
+) {
     if json {
-        let out = ScanOutput { scans: summaries, failed, dest };
+        let out = ScanOutput { scans: summaries, failed, dest, hit_miss };
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         return;
     }
@@ -296,22 +315,40 @@ fn print_summaries(summaries: &[ScanSummary], failed: &[Failed], json: bool, des
         Dest { database: Some(d), .. } => println!("database: {}", term(d)),
         _ => {}
     }
+    if let Some(h) = hit_miss {
+        println!("{}", term(&h.line()));
+    }
+    if let Some(d) = &dest.dashboard {
+        println!("dashboard: {}", term(d));
+    }
 }
 
-/// The README's first command: scan what this machine has, or show the demo, then serve.
+/// The README's first command: scan what this machine has, serve the default database's data,
+/// or show the demo, then serve. The port is taken first: a busy one is said before anything
+/// is scanned or loaded.
 async fn up(a: UpArgs) -> anyhow::Result<()> {
+    let listener = listen(a.listen).await?;
     // a path given that does not exist (or holds no Triton cache) falls back to the demo too
     let given: Vec<PathBuf> = a.paths.iter().filter(|p| p.is_dir()).cloned().collect();
+    let path = a.db.path();
+    let held = match path.exists() {
+        true => Some(db::open(&path).await?),
+        false => None,
+    };
     let present = if !a.paths.is_empty() && given.is_empty() {
         vec![]
     } else {
-        let known = match a.db.path() {
-            p if p.exists() => db::scans::roots_of(&db::open(&p).await?, &collect::hostname()).await?,
-            _ => vec![],
+        let known = match &held {
+            Some(pool) => db::scans::roots_of(pool, &collect::hostname()).await?,
+            None => vec![],
         };
         crate::locate::roots(&given, &known, true, &mut |line| eprintln!("{}", term(&line)))?
     };
-    let demo = present.is_empty();
+    let machines = match &held {
+        Some(pool) => db::scans::machines_scanned(pool).await?,
+        None => 0,
+    };
+    let demo = present.is_empty() && machines == 0;
     let db = if demo {
         // keep the demo apart from the real default database; a --db the user named is never
         // deleted (serve refuses to load the demo into it if it exists)
@@ -320,11 +357,17 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         a.db.clone()
     };
     if demo {
-        eprintln!("no Triton cache found: loading the bundled demo caches");
+        eprintln!("no Triton cache found and no scans in {}: loading the bundled demo caches", path.display());
         if a.db.db.is_none() {
             // our own demo database from an earlier run: start it afresh
             let _ = std::fs::remove_file(demo_db_default());
         }
+    } else if present.is_empty() {
+        eprintln!(
+            "no Triton cache found on this machine: serving the {machines} machine{} already scanned into {}",
+            if machines == 1 { "" } else { "s" },
+            path.display()
+        );
     } else {
         let pool = db::open(&db.path()).await?;
         let machine = collect::hostname();
@@ -333,10 +376,13 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
             let opts = collect::Opts::cli(&machine, &[], crate::scan::limits::DEFAULT_TIME_BUDGET);
             summaries.push(scan_root(&pool, r, &machine, opts, false).await?);
         }
-        let dest = Dest { database: Some(db.path().display().to_string()), server: None };
-        print_summaries(&summaries, &[], false, &dest);
+        let hit_miss = db::headline::hit_miss(&pool, &machine).await?;
+        let page = format!("http://{}/machines/{}", listener.local_addr()?, crate::fmt::enc(&machine));
+        let dest = Dest { database: Some(db.path().display().to_string()), server: None, dashboard: Some(page) };
+        print_summaries(&summaries, &[], false, &dest, hit_miss.as_ref());
     }
-    serve(ServeArgs {
+    drop(held);
+    let args = ServeArgs {
         db,
         listen: a.listen,
         demo,
@@ -347,8 +393,26 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
         report_wait_ms: Config::default().report_wait.as_millis() as u64,
         keep_removed: Keep::default(),
         limits: Default::default(),
+    };
+    serve_on(args, listener).await
+}
+
+/// Take the address to serve on, saying what to do when its port is busy.
+async fn listen(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            let host = match addr {
+                std::net::SocketAddr::V4(a) => a.ip().to_string(),
+                std::net::SocketAddr::V6(a) => format!("[{}]", a.ip()),
+            };
+            anyhow::anyhow!(
+                "cannot listen on {addr}: port {} is in use (another `cachelens up` or `serve`?); \
+                 choose another with --listen {host}:PORT (or CACHELENS_LISTEN)",
+                addr.port()
+            )
+        }
+        _ => anyhow::anyhow!("cannot listen on {addr}: {e}"),
     })
-    .await
 }
 
 /// Where `up` keeps its demo database: beside the default one, never in it.
@@ -379,12 +443,35 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     if let Some(t) = &a.read_token {
         web::auth::check_read_token(t).map_err(anyhow::Error::msg)?;
     }
+    let listener = listen(a.listen).await?;
+    serve_on(a, listener).await
+}
+
+/// Serve on a listener already bound (so that a busy port is said before the demo loads).
+async fn serve_on(a: ServeArgs, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
     let db_path = serve_db_path(&a)?;
     let pool = db::open(&db_path).await?;
     if a.demo {
         let work = db_path.with_extension("demo-caches");
+        eprintln!(
+            "demo: unpacking the bundled caches into {} and scanning them into {}",
+            work.display(),
+            db_path.display()
+        );
         let n = crate::demo::load(&pool, &work).await?;
-        eprintln!("demo: loaded {n} scans of real Triton caches into {}", db_path.display());
+        let caches = crate::demo::disk_bytes(&work);
+        let dbytes: u64 = ["", "-wal"]
+            .iter()
+            .filter_map(|s| std::fs::metadata(format!("{}{s}", db_path.display())).ok())
+            .map(|m| m.len())
+            .sum();
+        eprintln!(
+            "demo: loaded {n} scans of real Triton caches: {} ({caches} bytes) of caches in {}, {} database {}",
+            crate::fmt::bytes(caches as i64),
+            work.display(),
+            crate::fmt::bytes(dbytes as i64),
+            db_path.display()
+        );
     }
     let secs = std::time::Duration::from_secs;
     let config = Config {
@@ -408,7 +495,6 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         tokio::spawn(db::retention::age_out_every(state.db.pool().clone(), keep, secs(3600)));
     }
     let app = web::app(state);
-    let listener = tokio::net::TcpListener::bind(a.listen).await?;
     eprintln!(
         "cachelens: at most {} connections, {} s for a request's headers",
         limits.effective_connections(),

@@ -593,6 +593,7 @@ impl Stager {
             created: false,
             summary: crate::model::ScanSummary { scan_id, machine: machine.into(), ..Default::default() },
             skipped: 0,
+            hit_miss: None,
         });
         Ok(Some(Stager {
             http,
@@ -868,7 +869,7 @@ fn sha_prefix(sha: &str) -> [u8; 16] {
 }
 
 fn empty_response() -> UploadResponse {
-    UploadResponse { scan_id: 0, created: false, summary: Default::default(), skipped: 0 }
+    UploadResponse { scan_id: 0, created: false, summary: Default::default(), skipped: 0, hit_miss: None }
 }
 
 /// Upload one report in one body (`POST /api/v1/scans`): for servers without staged uploads.

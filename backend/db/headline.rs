@@ -171,6 +171,23 @@ pub async fn headline(pool: &SqlitePool, machine: Option<&str>, now: i64) -> sql
     }))
 }
 
+/// The hit/miss line of `machine` now (`Ok(None)`: no such machine), as its page headlines it.
+pub async fn hit_miss(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<crate::model::HitMiss>> {
+    let lookups = |f: &Figures| crate::model::Lookups {
+        hits: f.hits,
+        misses: f.misses,
+        hit_rate: f.hit_rate,
+        miss_ms: f.miss_ms,
+        saved_ms: f.saved_ms,
+    };
+    Ok(headline(pool, Some(machine), super::now_ms()).await?.map(|h| crate::model::HitMiss {
+        machine: machine.to_string(),
+        hook: h.hook(),
+        week: lookups(&h.week),
+        all_time: lookups(&h.all),
+    }))
+}
+
 /// All-time counts per machine id (one machine, or every machine with any history).
 async fn all_time(pool: &SqlitePool, machine_id: Option<i64>) -> sqlx::Result<Vec<(i64, Counts)>> {
     let rows = sqlx::query(

@@ -112,6 +112,11 @@ pub async fn root_sizes(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<Ro
         .collect())
 }
 
+/// Machines with at least one scan stored (a database that holds data to show).
+pub async fn machines_scanned(pool: &SqlitePool) -> sqlx::Result<i64> {
+    sqlx::query_scalar("SELECT COUNT(DISTINCT machine_id) FROM scans").fetch_one(pool).await
+}
+
 /// The roots `machine`'s scans have read.
 pub async fn roots_of(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(

@@ -448,7 +448,8 @@ pub fn invalidated_row(h: &ReportHead, r: RowOut) -> InvalidatedRow {
     }
 }
 
-/// `/api/v1/invalidations`: the report with one page (`limit`, `offset`) of each list.
+/// `/api/v1/invalidations`: the report with one page (`limit`, `offset`) of each list, and its
+/// causes grouped as the invalidations page shows them.
 #[derive(Debug, Serialize)]
 pub struct PagedReport {
     #[serde(flatten)]
@@ -458,6 +459,85 @@ pub struct PagedReport {
     pub removed_total: usize,
     pub limit: i64,
     pub offset: i64,
+    /// What recompiling every invalidated entry costs (the hook's compile times).
+    pub cost: Cost,
+    /// Each cause (the one asked for with `cause=`), most recompiles first.
+    pub groups: Vec<CauseGroup>,
+}
+
+/// Distinct reasons of a cause a group lists (the rest are counted as `reasons_more`).
+pub const REASONS_SHOWN: i64 = 20;
+/// Kernels of a cause a group lists (most recompiled first; `kernels_total` counts them all).
+pub const KERNELS_SHOWN: i64 = 50;
+
+/// One cause of a report as the invalidations page groups it: its counts, what recompiling its
+/// entries costs, the reasons given (once each, with how many entries give it) and its kernels.
+#[derive(Debug, Clone, Serialize)]
+pub struct CauseGroup {
+    pub cause: Cause,
+    pub entries: usize,
+    /// Identical binaries recompiled.
+    pub identical: usize,
+    /// Other bytes but the same machine code (only debug info differs).
+    pub same_code: usize,
+    pub cost: Cost,
+    /// The most given reasons, most first (at most [`REASONS_SHOWN`]).
+    pub reasons: Vec<Reason>,
+    /// More reasons than listed.
+    pub reasons_more: bool,
+    /// The kernels with most recompiled entries (at most [`KERNELS_SHOWN`]).
+    pub kernels: Vec<KernelGroup>,
+    pub kernels_total: usize,
+}
+
+/// A reason given for a cause's recompiles, and how many entries give it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reason {
+    pub reason: String,
+    pub entries: i64,
+}
+
+/// The recompiled entries of one kernel under one cause.
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelGroup {
+    pub kernel: String,
+    pub entries: i64,
+    pub identical: i64,
+    pub same_code: i64,
+    pub cost: Cost,
+}
+
+/// The report's causes grouped (`cause`: that one only), read from its stored tables: at most
+/// [`REASONS_SHOWN`] reasons and [`KERNELS_SHOWN`] kernels a cause.
+pub async fn groups(pool: &SqlitePool, s: &Stored, cause: Option<Cause>) -> sqlx::Result<Vec<CauseGroup>> {
+    let mut out = vec![];
+    for c in s.head.by_cause.iter().filter(|c| cause.is_none_or(|w| w == c.cause)) {
+        let mut whys = reports::whys(pool, s.id, c.cause, REASONS_SHOWN + 1).await?;
+        let reasons_more = whys.len() as i64 > REASONS_SHOWN;
+        whys.truncate(REASONS_SHOWN as usize);
+        let kernels = reports::kernels(pool, s.id, c.cause, KERNELS_SHOWN).await?;
+        out.push(CauseGroup {
+            cause: c.cause,
+            entries: c.count,
+            identical: c.identical,
+            same_code: c.same_code,
+            cost: Cost { ms: c.ms, timed: c.timed, of: c.count },
+            reasons: whys.into_iter().map(|(reason, entries)| Reason { reason, entries }).collect(),
+            reasons_more,
+            kernels: kernels
+                .into_iter()
+                .map(|k| KernelGroup {
+                    cost: Cost { ms: k.ms, timed: k.timed as usize, of: k.entries as usize },
+                    kernel: k.kernel,
+                    entries: k.entries,
+                    identical: k.identical,
+                    same_code: k.same_code,
+                })
+                .collect(),
+            kernels_total: c.kernels,
+        });
+    }
+    Ok(out)
 }
 
 /// One page of every list of a stored report (`cause`: invalidated rows of that cause only).
@@ -491,7 +571,9 @@ pub async fn paged(
     };
     let invalidated_total =
         cause.map_or(h.invalidated, |c| h.by_cause.iter().find(|x| x.cause == c).map_or(0, |x| x.count));
-    Ok(PagedReport { r, invalidated_total, new_total: h.new, removed_total: h.removed, limit, offset })
+    let cost = Cost { ms: h.ms, timed: h.timed, of: h.invalidated };
+    let groups = groups(pool, s, cause).await?;
+    Ok(PagedReport { r, invalidated_total, new_total: h.new, removed_total: h.removed, limit, offset, cost, groups })
 }
 
 /// Computes and stores the report of a scan that just landed (against the scan of its root

@@ -50,6 +50,7 @@ pub const ROUTES: &[Route] = &[
     r("/search", "key search (machine:prefix)", &["/search?key={machine}:{key}"]),
     r("/api/v1/machines", "api machines", &["/api/v1/machines"]),
     r("/api/v1/machines/{name}/advice", "api what can go (machine)", &["/api/v1/machines/{machine}/advice"]),
+    r("/api/v1/search", "api key search (machine:prefix)", &["/api/v1/search?key={machine}:{key}"]),
     r("/api/v1/headline", "api headline (fleet)", &["/api/v1/headline"]),
     r("/api/v1/headline", "api headline (machine)", &["/api/v1/headline?machine={machine}"]),
     r("/api/v1/scans", "api scans", &["/api/v1/scans?machine={machine}"]),

@@ -46,6 +46,7 @@ async fn fields_of_each_endpoint() {
     let e = first(get_json(&state, "/api/v1/entries?machine=h100-a&kernel=add_kernel").await);
     let a = format!("h100-a:{}", e["key"].as_str().unwrap());
     let inv = get_json(&state, "/api/v1/invalidations?a=h100-a&b=h100-c").await;
+    let search = get_json(&state, &format!("/api/v1/search?key={a}")).await;
     let fields = serde_json::json!({
         "machines": keys(&first(get_json(&state, "/api/v1/machines").await)),
         "scans": keys(&first(get_json(&state, "/api/v1/scans?machine=h100-a").await)),
@@ -56,6 +57,12 @@ async fn fields_of_each_endpoint() {
         "compare": keys(&get_json(&state, &format!("/api/v1/compare?a={a}&b={a}")).await),
         "invalidations": keys(&inv),
         "invalidations.invalidated": keys(&inv["invalidated"][0]),
+        "invalidations.cost": keys(&inv["cost"]),
+        "invalidations.groups": keys(&inv["groups"][0]),
+        "invalidations.groups.reasons": keys(&inv["groups"][0]["reasons"][0]),
+        "invalidations.groups.kernels": keys(&inv["groups"][0]["kernels"][0]),
+        "search": keys(&search),
+        "search.entries": keys(&search["entries"][0]),
         "autotune": keys(&first(get_json(&state, "/api/v1/autotune").await)),
     });
     insta::assert_json_snapshot!("fields", fields);

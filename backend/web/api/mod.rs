@@ -31,6 +31,7 @@ pub fn read_router() -> Router<AppState> {
         .route("/history", get(history::history))
         .route("/history/kernels", get(history::kernels))
         .route("/headline", get(history::headline))
+        .route("/search", get(crate::web::pages::search::api))
         .fallback(|| async { ApiError(AppError::NotFound("no such API endpoint".into())) })
 }
 

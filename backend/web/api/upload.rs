@@ -92,7 +92,7 @@ pub async fn post_scan(
         stored_summary(&s, &mut summary).await?;
     }
     tracing::info!(machine = %machine, scan_id = summary.scan_id, created, "upload");
-    Ok(answer(summary, created))
+    Ok(answer(&s, summary, created).await)
 }
 
 /// A whole report's parts and blobs, staged as they are decoded (on a blocking thread).
@@ -133,11 +133,17 @@ pub(super) async fn landed(s: &AppState, headers: &HeaderMap, scan_id: i64) {
     s.db.rebuild_soon();
 }
 
-/// A stored scan's answer: 201 when this request stored it, 200 when it was stored before.
-pub(super) fn answer(summary: ScanSummary, created: bool) -> (StatusCode, Json<UploadResponse>) {
+/// A stored scan's answer: 201 when this request stored it, 200 when it was stored before; with
+/// the machine's hit/miss line (left out, never an error, when it cannot be read).
+pub(super) async fn answer(s: &AppState, summary: ScanSummary, created: bool) -> (StatusCode, Json<UploadResponse>) {
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     let skipped = summary.skipped.values().sum();
-    (status, Json(UploadResponse { scan_id: summary.scan_id, created, summary, skipped }))
+    let hit_miss = crate::db::headline::hit_miss(s.db.pool(), &summary.machine)
+        .await
+        .map_err(|e| tracing::warn!("hit/miss line of {}: {e}", summary.machine))
+        .ok()
+        .flatten();
+    (status, Json(UploadResponse { scan_id: summary.scan_id, created, summary, skipped, hit_miss }))
 }
 
 /// A repeated upload stores nothing: answer with the counts of the scan stored the first time.

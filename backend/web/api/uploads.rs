@@ -186,7 +186,7 @@ pub async fn commit(
                     super::upload::stored_summary(&s, &mut summary).await?;
                 }
                 tracing::info!(machine = %machine, scan_id = summary.scan_id, created, parts = c.parts, "staged upload");
-                Ok(answer(summary, created))
+                Ok(answer(&s, summary, created).await)
             })
         }
     };

@@ -7,10 +7,10 @@
 
 use super::compare::{compare_url, enc};
 use super::{HtmlTemplate, Hx, PageResult};
-use crate::db::reports::{self, CauseStats, ReportHead, Stored};
+use crate::db::reports::{self, ReportHead, Stored};
 use crate::db::scans::ScanRef;
 use crate::explain::report::{Cost, InvalidatedRow, KernelKey};
-use crate::explain::stored::{Lookup, invalidated_row};
+use crate::explain::stored::{self, CauseGroup, KernelGroup, Lookup, invalidated_row};
 use crate::fmt;
 use crate::web::AppState;
 use crate::web::query::{InvalidationsQuery, ScanContext};
@@ -22,10 +22,6 @@ use sqlx::SqlitePool;
 
 /// Entries of one cause (and of New, of Removed) listed per page.
 pub const ENTRIES_PER_PAGE: usize = 20;
-/// Kernels of a cause shown in its table (the rest are counted).
-pub const KERNELS_SHOWN: i64 = 50;
-/// Distinct reasons of a cause shown (the rest are counted).
-pub const WHYS_SHOWN: i64 = 20;
 
 #[derive(Template)]
 #[template(path = "invalidations.html", blocks = ["fragment"])]
@@ -94,8 +90,9 @@ pub struct CauseView {
     /// More reasons than shown.
     pub whys_more: bool,
     pub cost: Cost,
-    /// The kernels of the cause with most recompiled entries (at most [`KERNELS_SHOWN`]).
-    pub kernels: Vec<KernelView>,
+    /// The kernels of the cause with most recompiled entries (at most
+    /// [`crate::explain::stored::KERNELS_SHOWN`]).
+    pub kernels: Vec<KernelGroup>,
     /// Kernels of the cause in all.
     pub kernels_total: usize,
     /// This page's entries, with their compare URL.
@@ -103,16 +100,6 @@ pub struct CauseView {
     /// The disclosure starts open (the cause being paged).
     pub open: bool,
     pub pager: Pager,
-}
-
-/// The invalidated entries of one kernel under one cause.
-pub struct KernelView {
-    pub kernel: String,
-    pub entries: i64,
-    pub identical: i64,
-    /// Other bytes but the same machine code (only debug info differs).
-    pub same_code: i64,
-    pub cost: Cost,
 }
 
 impl InvalidationsView {
@@ -208,8 +195,8 @@ pub async fn page(State(s): State<AppState>, hx: Hx, Query(q): Query<Invalidatio
         }
     };
     let mut causes = Vec::new();
-    for c in &r.head.by_cause {
-        causes.push(cause_view(pool, &r, c, &q).await?);
+    for g in stored::groups(pool, &r, None).await? {
+        causes.push(cause_view(pool, &r, g, &q).await?);
     }
     let cost = Cost { ms: r.head.ms, timed: r.head.timed, of: r.head.invalidated };
     let new = list_view(pool, &r, 1, "new_page", q.new_page, &q).await?;
@@ -264,13 +251,14 @@ async fn list_view(
     Ok(ListView { rows, pager, open: page.is_some() })
 }
 
-async fn cause_view(pool: &SqlitePool, r: &Stored, c: &CauseStats, q: &InvalidationsQuery) -> sqlx::Result<CauseView> {
-    let cause = c.cause.as_str();
+/// One cause's group (as `/api/v1/invalidations` answers it) with one page of its entries.
+async fn cause_view(pool: &SqlitePool, r: &Stored, g: CauseGroup, q: &InvalidationsQuery) -> sqlx::Result<CauseView> {
+    let cause = g.cause.as_str();
     let open = q.cause.as_deref() == Some(cause);
     let page = if open { q.page.unwrap_or(1) } else { 1 };
     let (pager, first) =
-        Pager::new(c.count, page, ENTRIES_PER_PAGE, |p| page_url(q, &format!("cause={cause}&page={p}")));
-    let rows = reports::rows(pool, r.id, 0, Some(c.cause), (ENTRIES_PER_PAGE as i64, first as i64)).await?;
+        Pager::new(g.entries, page, ENTRIES_PER_PAGE, |p| page_url(q, &format!("cause={cause}&page={p}")));
+    let rows = reports::rows(pool, r.id, 0, Some(g.cause), (ENTRIES_PER_PAGE as i64, first as i64)).await?;
     let rows = rows
         .into_iter()
         .map(|row| {
@@ -279,30 +267,16 @@ async fn cause_view(pool: &SqlitePool, r: &Stored, c: &CauseStats, q: &Invalidat
             (i, u)
         })
         .collect();
-    let mut whys = reports::whys(pool, r.id, c.cause, WHYS_SHOWN + 1).await?;
-    let whys_more = whys.len() as i64 > WHYS_SHOWN;
-    whys.truncate(WHYS_SHOWN as usize);
-    let kernels = reports::kernels(pool, r.id, c.cause, KERNELS_SHOWN)
-        .await?
-        .into_iter()
-        .map(|k| KernelView {
-            cost: Cost { ms: k.ms, timed: k.timed as usize, of: k.entries as usize },
-            kernel: k.kernel,
-            entries: k.entries,
-            identical: k.identical,
-            same_code: k.same_code,
-        })
-        .collect();
     Ok(CauseView {
         cause,
-        entries: c.count,
-        identical: c.identical,
-        same_code: c.same_code,
-        whys,
-        whys_more,
-        cost: Cost { ms: c.ms, timed: c.timed, of: c.count },
-        kernels,
-        kernels_total: c.kernels,
+        entries: g.entries,
+        identical: g.identical,
+        same_code: g.same_code,
+        whys: g.reasons.into_iter().map(|w| (w.reason, w.entries)).collect(),
+        whys_more: g.reasons_more,
+        cost: g.cost,
+        kernels: g.kernels,
+        kernels_total: g.kernels_total,
         rows,
         open,
         pager,
