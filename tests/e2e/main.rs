@@ -15,6 +15,7 @@ mod explain_generated;
 mod facts;
 mod fuzz;
 mod gate;
+mod hazards;
 mod headline;
 mod history;
 mod history_agg;
