@@ -16,6 +16,7 @@ mod facts;
 mod fuzz;
 mod gate;
 mod hazards;
+mod hazards_mount;
 mod headline;
 mod history;
 mod history_agg;
