@@ -2,6 +2,7 @@
 mod advice;
 mod api_read;
 mod bench_routes;
+mod big_advice;
 mod big_report;
 mod blobs;
 mod bounded;
