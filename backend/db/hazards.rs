@@ -55,11 +55,26 @@ pub async fn read(pool: &SqlitePool, machine: Option<&str>) -> sqlx::Result<Vec<
     .bind(machine)
     .fetch_all(pool)
     .await?;
-    let mut out = Vec::with_capacity(rows.len());
-    for (name, root, reported_at, json) in rows {
-        let Ok(h) = serde_json::from_str::<Hazards>(&json) else { continue };
-        let others = same_root(pool, &name, &root).await?;
-        out.push(RootHazards { hazards: finish(h, &others, &name), machine: name, root, reported_at });
+    let parsed: Vec<(String, String, i64, Hazards)> =
+        rows.into_iter().filter_map(|(n, r, at, j)| Some((n, r, at, serde_json::from_str(&j).ok()?))).collect();
+    let mut by_root: std::collections::BTreeMap<&str, Vec<usize>> = std::collections::BTreeMap::new();
+    for (i, (_, root, ..)) in parsed.iter().enumerate() {
+        by_root.entry(root).or_default().push(i);
+    }
+    let mut out = Vec::with_capacity(parsed.len());
+    for (name, root, reported_at, h) in &parsed {
+        // every machine's rows are at hand when all were read: no query per row
+        let others = match machine {
+            Some(_) => same_root(pool, name, root).await?,
+            None => by_root[root.as_str()]
+                .iter()
+                .map(|&i| &parsed[i])
+                .filter(|(n, ..)| n != name)
+                .map(|(n, _, _, o)| (n.clone(), o.clone()))
+                .collect(),
+        };
+        let hazards = finish(h.clone(), &others, name);
+        out.push(RootHazards { hazards, machine: name.clone(), root: root.clone(), reported_at: *reported_at });
     }
     Ok(out)
 }

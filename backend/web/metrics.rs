@@ -24,8 +24,8 @@
 //! never the path itself, so a crawler cannot grow the label set; requests no route matched
 //! share `route="unmatched"`, and methods other than the standard ones `method="other"`.
 //!
-//! Cost of a scrape: the summary tables (as the overview), two index look-ups, and each stored
-//! root's hazards with an index seek for other machines reporting the same root; the history
+//! Cost of a scrape: the summary tables (as the overview), two index look-ups, and one read of
+//! `root_hazards` (one row per machine root); the history
 //! counts are recounted only when a scan or hook event landed since they were counted, and a
 //! scrape waits at most [`WAIT_FOR_RECOUNT`] for that (else it shows the previous counts).
 
