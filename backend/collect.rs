@@ -248,6 +248,7 @@ pub fn scan_report_from(root: &Path, machine: &str, prev: &Previous) -> anyhow::
         blobs,
         beside: vec![],
         inductor_autotune: tail.inductor_autotune,
+        hazards: None,
     })
 }
 
@@ -275,10 +276,11 @@ pub async fn ingest_report(pool: &SqlitePool, r: &ScanReport, source: &str) -> a
             staged_upload: None,
         })
         .await?;
+    let hazards = store_hazards(pool, &summary, r.hazards.clone()).await;
     if let Err(e) = crate::prune::advice::refresh(pool, &summary.machine).await {
         tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
     }
-    Ok((ScanSummary { beside: r.beside.clone(), ..summary }, true))
+    Ok((ScanSummary { beside: r.beside.clone(), hazards, ..summary }, true))
 }
 
 /// Text bytes of IR one batch of a staged commit holds in memory at most (a batch is also at
@@ -343,10 +345,31 @@ pub async fn ingest_staged(
             staged_upload: Some(up.id),
         })
         .await?;
+    let hazards = store_hazards(pool, &summary, commit.hazards.clone()).await;
     if let Err(e) = crate::prune::advice::refresh(pool, &summary.machine).await {
         tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
     }
-    Ok((ScanSummary { beside: commit.beside.clone(), ..summary }, true))
+    Ok((ScanSummary { beside: commit.beside.clone(), hazards, ..summary }, true))
+}
+
+/// The hazards of the cache at `root` (`scan::hazards`), read off the async threads; `None` when
+/// its file system cannot be read (the scan stands without them). Its cache inodes are the
+/// storing database's to count.
+pub async fn read_hazards(root: std::path::PathBuf, hosts: crate::scan::Hosts) -> Option<crate::model::Hazards> {
+    let shown = root.display().to_string();
+    let h = tokio::task::spawn_blocking(move || crate::scan::hazards::of(&root, crate::db::now_ms(), &hosts));
+    h.await.ok()?.map_err(|e| tracing::warn!("file system of {shown}: {e}")).ok()
+}
+
+/// Store the hazards a landed scan reported as its root's latest (`db::hazards`); what was
+/// stored, with the server's cache inodes and warnings. A failure is logged: the scan stands.
+pub async fn store_hazards(
+    pool: &SqlitePool,
+    s: &ScanSummary,
+    h: Option<crate::model::Hazards>,
+) -> Option<crate::model::Hazards> {
+    let stored = crate::db::hazards::store(pool, &s.machine, &s.root, s.scan_id, h?).await;
+    stored.map_err(|e| tracing::warn!("storing the hazards of {} on {}: {e:#}", s.root, s.machine)).ok()
 }
 
 async fn store_staged_batch(ingest: &mut Ingest, upload: i64, batch: &[crate::model::Entry]) -> anyhow::Result<()> {

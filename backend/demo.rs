@@ -56,6 +56,8 @@ pub async fn load(pool: &SqlitePool, workdir: &Path) -> anyhow::Result<usize> {
             let fixed = slot.join("cache");
             std::fs::rename(&tmp, &fixed)?;
             let s = scan_local(pool, &fixed.join(sub), machine).await?;
+            let h = crate::collect::read_hazards(std::path::PathBuf::from(&s.root), crate::scan::Hosts::Any).await;
+            crate::collect::store_hazards(pool, &s, h).await;
             tracing::info!(machine, archive, entries = s.entries, "demo scan");
             scans += 1;
         }

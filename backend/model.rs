@@ -48,6 +48,9 @@ pub struct ScanReport {
     /// Inductor's max-autotune choices (`<inductor dir>/cache/<hash>`).
     #[serde(default)]
     pub inductor_autotune: Vec<InductorAutotune>,
+    /// Where the cache sits (absent from older scanners, or when its file system could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hazards: Option<Hazards>,
 }
 
 /// What kind of directory an entry is. Stored as its snake_case name (`entries.kind`).
@@ -519,6 +522,15 @@ pub struct Hazards {
     /// nodes write it (a shared cache).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_hosts: Vec<String>,
+    /// Every host whose hook event files are in the cache, the scanning one's included (at most
+    /// [`crate::scan::hazards::MAX_HOSTS`]): two machines reporting the same root with a host in
+    /// common see the same files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event_hosts: Vec<String>,
+    /// Other machines reporting the same root that see the same hook event files (the server's
+    /// view, `db::hazards`; empty from a scanner).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_with: Vec<String>,
     /// What to tell people, one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -711,6 +723,9 @@ pub struct UploadCommit {
     pub event_files: Vec<EventFileMark>,
     #[serde(default)]
     pub beside: Vec<ToolSize>,
+    /// Where the cache sits (absent from older clients).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hazards: Option<Hazards>,
 }
 
 /// `POST /api/v1/uploads/{id}/facts`: which of these [`fact_digest`]s the server lacks (it

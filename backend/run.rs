@@ -126,23 +126,9 @@ async fn scan_root(
     let s = collect::scan_local_opts(pool, &r.path, machine, opts).await;
     bar.finish();
     let mut s = s?;
-    s.hazards = hazards(pool, &s, &hosts).await;
+    let h = collect::read_hazards(PathBuf::from(&s.root), hosts).await;
+    s.hazards = collect::store_hazards(pool, &s, h).await;
     Ok(s)
-}
-
-/// Where the scanned cache sits (`scan::hazards`), with the inodes its entries use. `None` when
-/// its file system cannot be read (the scan itself stands).
-async fn hazards(
-    pool: &sqlx::SqlitePool,
-    s: &ScanSummary,
-    hosts: &crate::scan::Hosts,
-) -> Option<crate::model::Hazards> {
-    let root = PathBuf::from(&s.root);
-    let hosts = hosts.clone();
-    let h = tokio::task::spawn_blocking(move || crate::scan::hazards::of(&root, db::now_ms(), &hosts)).await.ok()?;
-    let mut h = h.map_err(|e| tracing::warn!("file system of {}: {e}", s.root)).ok()?;
-    h.cache_inodes = db::prune::cache_inodes(pool, &s.machine, &s.root).await.ok()?;
-    Some(h)
 }
 
 /// `scan --server`: scan each root into a report and upload it.

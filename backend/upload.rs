@@ -457,9 +457,10 @@ pub async fn scan_and_upload_opts(
     prev.deadline = opts.deadline(std::time::Instant::now());
     prev.full = opts.full; // `--full`: the server's stamps are not trusted either
     prev.progress = opts.progress;
-    prev.hosts = opts.hosts;
+    prev.hosts = opts.hosts.clone();
     let beside = opts.beside;
     let root = crate::collect::resolve_root(root)?;
+    let hazards = crate::collect::read_hazards(root.clone(), opts.hosts).await;
     let started = std::time::Instant::now();
     let scanned_at = crate::db::now_ms();
     let client_id = crate::collect::new_client_id();
@@ -470,6 +471,7 @@ pub async fn scan_and_upload_opts(
         let mut report =
             tokio::task::spawn_blocking(move || crate::collect::scan_report_from(&root, &m, &prev)).await??;
         report.beside = beside;
+        report.hazards = hazards;
         return upload_whole(server, token, report, retry).await;
     };
     if let Some(held) = st.previous().await? {
@@ -500,7 +502,7 @@ pub async fn scan_and_upload_opts(
     sent?;
     st.records(tail.unchanged, tail.stamps, tail.skipped, tail.best_configs, tail.events, tail.inductor_autotune)
         .await?;
-    st.commit(started.elapsed().as_millis() as i64, tail.event_files, beside).await
+    st.commit(started.elapsed().as_millis() as i64, tail.event_files, beside, hazards).await
 }
 
 /// Upload one whole report to `server` (base URL, e.g. `https://cachelens.example.org`), as a
@@ -510,7 +512,9 @@ pub async fn upload_report(server: &str, token: &str, report: ScanReport, retry:
     let Some(mut st) = Stager::begin(server, token, retry, machine, client_id, root, *scanned_at).await? else {
         return upload_whole(server, token, report, retry).await;
     };
-    let ScanReport { entries, mut blobs, unchanged, skipped, best_configs, events, event_files, beside, .. } = report;
+    let ScanReport {
+        entries, mut blobs, unchanged, skipped, best_configs, events, event_files, beside, hazards, ..
+    } = report;
     for mut e in entries {
         for a in &mut e.artifacts {
             a.text = blobs.remove(&a.sha256);
@@ -518,7 +522,7 @@ pub async fn upload_report(server: &str, token: &str, report: ScanReport, retry:
         st.entry(e).await?;
     }
     st.records(unchanged, vec![], skipped, best_configs, events, report.inductor_autotune).await?;
-    st.commit(report.duration_ms, event_files, beside).await
+    st.commit(report.duration_ms, event_files, beside, hazards).await
 }
 
 /// A part is sent once its records and IR text reach about this many bytes.
@@ -829,12 +833,13 @@ impl Stager {
         duration_ms: i64,
         event_files: Vec<crate::model::EventFileMark>,
         beside: Vec<crate::model::ToolSize>,
+        hazards: Option<crate::model::Hazards>,
     ) -> anyhow::Result<Uploaded> {
         self.flush().await?;
         if let Some(done) = self.done.take() {
             return Ok(Uploaded { response: done, ..self.stats });
         }
-        let c = UploadCommit { parts: self.next, duration_ms, event_files, beside };
+        let c = UploadCommit { parts: self.next, duration_ms, event_files, beside, hazards };
         let url = format!("{}/api/v1/uploads/{}/commit", self.base, self.id);
         let text = match self.send(reqwest::Method::POST, &url, gzip(&serde_json::to_vec(&c)?)?).await {
             // A commit that went through but whose answer was lost: the retry finds no open

@@ -39,6 +39,7 @@ fn synth(base: &ScanReport, machine: &str, scan: usize, n: usize) -> ScanReport 
         root: base.root.clone(),
         beside: vec![],
         inductor_autotune: vec![],
+        hazards: None,
         ..*base
     };
     if machine == "load-000" && scan == 0 {

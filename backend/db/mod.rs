@@ -11,6 +11,7 @@ pub mod decisions;
 pub mod entries;
 pub mod events;
 pub mod explain;
+pub mod hazards;
 pub mod headline;
 pub mod history;
 pub mod history_agg;

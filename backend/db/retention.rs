@@ -80,6 +80,7 @@ pub async fn retire(pool: &SqlitePool, name: &str) -> Result<Retired, RetireErro
         "DELETE FROM kernel_keysets_gen WHERE machine_id = ?1",
         "DELETE FROM machine_counts WHERE machine_id = ?1",
         "DELETE FROM machine_advice WHERE machine_id = ?1",
+        "DELETE FROM root_hazards WHERE machine_id = ?1",
         "DELETE FROM entry_counts WHERE machine_id = ?1",
         "DELETE FROM page_kernel_stats WHERE machine_id = ?1",
         "DELETE FROM page_machine_stats WHERE machine_id = ?1",

@@ -68,31 +68,89 @@ pub fn of(root: &Path, now_ms: i64, mine: &super::Hosts) -> std::io::Result<Haza
     let layout = walk::walk(root, fd.as_fd());
     h.orphan_temps = orphan_temps(fd.as_fd(), &layout, now_ms);
     for f in &layout.event_files {
-        if let Some(host) = mine.foreign_file(f.file_name().unwrap_or_default())
+        let name = f.file_name().unwrap_or_default();
+        if let Some(host) = mine.foreign_file(name)
             && !h.other_hosts.contains(&host)
+            && h.other_hosts.len() < MAX_HOSTS
         {
             h.other_hosts.push(host);
         }
+        if let Some(host) = super::event_file_host_name(name)
+            && !h.event_hosts.contains(&host)
+            && h.event_hosts.len() < MAX_HOSTS
+        {
+            h.event_hosts.push(host);
+        }
     }
-    if network {
-        h.warnings.push(format!("on {}: {NETWORK_FS_WARNING}", h.fs_type));
+    h.warnings = warnings(&h);
+    Ok(h)
+}
+
+/// Host names a report of hazards carries at most (per list).
+pub const MAX_HOSTS: usize = 64;
+
+/// What to tell people about hazards, one line each, from the figures alone (the server derives
+/// them again from what it stored, so the text is always this one).
+pub fn warnings(h: &Hazards) -> Vec<String> {
+    let mut w = vec![];
+    if h.network {
+        w.push(format!("on {}: {NETWORK_FS_WARNING}", h.fs_type));
     }
     if !h.other_hosts.is_empty() {
-        h.warnings.push(format!(
+        w.push(format!(
             "shared cache: hook events of {} are here too: several nodes write it{}",
             h.other_hosts.join(", "),
-            if network { "" } else { " (through a mount this file system type does not show)" }
+            if h.network { "" } else { " (through a mount this file system type does not show)" }
         ));
     }
-    if h.fs_inodes > 0 && h.fs_inodes_free * 20 < h.fs_inodes {
-        h.warnings.push(format!("its file system has {} of {} inodes free (under 5%)", h.fs_inodes_free, h.fs_inodes));
+    if !h.shared_with.is_empty() {
+        w.push(format!(
+            "shared cache: machines {} report this root and see the same hook event files",
+            h.shared_with.join(", ")
+        ));
+    }
+    if h.fs_inodes > 0 && h.fs_inodes_free.saturating_mul(20) < h.fs_inodes {
+        w.push(format!("its file system has {} of {} inodes free (under 5%)", h.fs_inodes_free, h.fs_inodes));
     }
     if h.orphan_temps > 0 {
-        h.warnings.push(format!(
+        w.push(format!(
             "{} temp dirs of writers older than an hour (a crashed job's): `cachelens prune` removes them",
             h.orphan_temps
         ));
     }
+    w
+}
+
+/// Whether hazards are shared: other hosts' events in the cache, or other machines seeing it.
+pub fn shared(h: &Hazards) -> bool {
+    !h.other_hosts.is_empty() || !h.shared_with.is_empty()
+}
+
+/// An uploaded report of hazards within its bounds (the server's check: a client may send
+/// anything): a file system name of 1-64 printable ASCII bytes, free figures within their
+/// totals and below 2^63, counts not negative, at most [`MAX_HOSTS`] host names of at most 255
+/// bytes each. Its `warnings` and `shared_with` are the server's to derive: they are dropped.
+pub fn check(mut h: Hazards) -> Result<Hazards, String> {
+    if h.fs_type.is_empty() || h.fs_type.len() > 64 || !h.fs_type.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("hazards: a file system type of 1-64 printable ASCII bytes".into());
+    }
+    let big = i64::MAX as u64;
+    if [h.fs_bytes, h.fs_bytes_free, h.fs_inodes, h.fs_inodes_free].iter().any(|&v| v > big)
+        || h.fs_bytes_free > h.fs_bytes
+        || h.fs_inodes_free > h.fs_inodes
+    {
+        return Err("hazards: free bytes and inodes within their totals, below 2^63".into());
+    }
+    if h.cache_inodes < 0 || h.orphan_temps < 0 {
+        return Err("hazards: negative counts".into());
+    }
+    for hosts in [&h.other_hosts, &h.event_hosts] {
+        if hosts.len() > MAX_HOSTS || hosts.iter().any(|n| n.is_empty() || n.len() > 255 || n.contains('\0')) {
+            return Err(format!("hazards: at most {MAX_HOSTS} host names of 1-255 bytes"));
+        }
+    }
+    h.warnings.clear();
+    h.shared_with.clear();
     Ok(h)
 }
 

@@ -107,16 +107,27 @@ impl Hosts {
     /// machine's, or not named the hook's way: its lines are sorted one by one).
     pub fn foreign_file(&self, file_name: &OsStr) -> Option<String> {
         let Hosts::Only(names) = self else { return None };
-        let name = file_name.as_bytes();
-        let mid = name.strip_prefix(b"events-")?.strip_suffix(b".jsonl")?;
+        let (mid, unrotated) = event_file_host(file_name)?;
         // the hook's file name: the host with every byte but [A-Za-z0-9._-] made `_`, 128 at most
         let ours = |part: &[u8]| names.iter().any(|n| events::host_file(n).as_bytes() == part);
-        let unrotated = match mid.iter().rposition(|&b| b == b'.') {
-            Some(i) if i + 1 < mid.len() && mid[i + 1..].iter().all(u8::is_ascii_digit) => &mid[..i],
-            _ => mid,
-        };
         (!ours(mid) && !ours(unrotated)).then(|| fsat::display(OsStr::from_bytes(unrotated)))
     }
+}
+
+/// The host part of a hook event file's name (`events-<host>.jsonl`, `events-<host>.<n>.jsonl`):
+/// (as written, without a rotation number).
+fn event_file_host(file_name: &OsStr) -> Option<(&[u8], &[u8])> {
+    let mid = file_name.as_bytes().strip_prefix(b"events-")?.strip_suffix(b".jsonl")?;
+    let unrotated = match mid.iter().rposition(|&b| b == b'.') {
+        Some(i) if i + 1 < mid.len() && mid[i + 1..].iter().all(u8::is_ascii_digit) => &mid[..i],
+        _ => mid,
+    };
+    Some((mid, unrotated))
+}
+
+/// The host a hook event file is named for, whoever it is (`None`: not named the hook's way).
+pub fn event_file_host_name(file_name: &OsStr) -> Option<String> {
+    event_file_host(file_name).map(|(_, h)| fsat::display(OsStr::from_bytes(h)))
 }
 
 /// The skip reason of hook events of another host than the scanning machine's.

@@ -12,6 +12,11 @@
 //!   (`hits`, `misses`, `compiles`, `inferred_compiles`, `hook_events`, `compile_ms` / 1000),
 //!   from `history::by_machine`, the counting rules of that API.
 //!
+//! Per machine and cache root (labels `machine`, `root`), where it sits as its latest scan
+//! reported (`db::hazards`, the machine page's "Hazards"): `cachelens_cache_inodes`,
+//! `cachelens_fs_inodes`, `cachelens_fs_free_inodes`, `cachelens_fs_free_bytes`,
+//! `cachelens_orphaned_temp_dirs`, `cachelens_network_fs` and `cachelens_shared_cache` (0/1).
+//!
 //! The server's own: `cachelens_uploads_total{status}` (scan uploads by HTTP status: `POST /api/v1/scans` and staged commits),
 //! `cachelens_upload_bytes_total` (their bodies as received, before decompression) and
 //! `cachelens_http_request_duration_seconds{route,method}` (every request, until its response
@@ -19,7 +24,8 @@
 //! never the path itself, so a crawler cannot grow the label set; requests no route matched
 //! share `route="unmatched"`, and methods other than the standard ones `method="other"`.
 //!
-//! Cost of a scrape: the summary tables (as the overview) and two index look-ups; the history
+//! Cost of a scrape: the summary tables (as the overview), two index look-ups, and one read of
+//! `root_hazards` (one row per machine root); the history
 //! counts are recounted only when a scan or hook event landed since they were counted, and a
 //! scrape waits at most [`WAIT_FOR_RECOUNT`] for that (else it shows the previous counts).
 
@@ -69,6 +75,12 @@ struct RouteLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct MachineLabel {
     machine: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RootLabels {
+    machine: String,
+    root: String,
 }
 
 /// The server's own metrics (one set per [`AppState`]), and the fleet counts kept between
@@ -185,6 +197,7 @@ impl Metrics {
                 register(&mut reg, s.name, s.help, s.unit, fam);
             }
         }
+        register_hazards(&mut reg, crate::db::hazards::read(db.pool(), None).await?);
         reg.register(
             "cachelens_uploads",
             "Scan uploads (POST /api/v1/scans, staged upload commits) by HTTP status",
@@ -198,6 +211,40 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &reg)
             .map_err(|e| AppError::Internal(anyhow::anyhow!("encoding metrics: {e}")))?;
         Ok(out)
+    }
+}
+
+/// Per machine and root, the hazards its latest scan reported (`db::hazards`, as the machine
+/// page shows them).
+fn register_hazards(reg: &mut Registry, roots: Vec<crate::db::hazards::RootHazards>) {
+    type Value = fn(&crate::model::Hazards) -> f64;
+    let series: [(&str, &str, Option<&str>, Value); 7] = [
+        ("cachelens_cache_inodes", "Inodes the root's live entries use (entry dirs and their files)", None, |h| {
+            h.cache_inodes as f64
+        }),
+        ("cachelens_fs_inodes", "Inodes of the file system the root sits on", None, |h| h.fs_inodes as f64),
+        ("cachelens_fs_free_inodes", "Free inodes of the file system the root sits on", None, |h| {
+            h.fs_inodes_free as f64
+        }),
+        ("cachelens_fs_free", "Free bytes of the file system the root sits on", Some("bytes"), |h| {
+            h.fs_bytes_free as f64
+        }),
+        ("cachelens_orphaned_temp_dirs", "Writers' temp dirs older than an hour in the root", None, |h| {
+            h.orphan_temps as f64
+        }),
+        ("cachelens_network_fs", "1 when the root sits on a network or cluster file system", None, |h| {
+            f64::from(u8::from(h.network))
+        }),
+        ("cachelens_shared_cache", "1 when other hosts or machines write the root (a shared cache)", None, |h| {
+            f64::from(u8::from(crate::scan::hazards::shared(h)))
+        }),
+    ];
+    for (name, help, unit, value) in series {
+        let fam = Family::<RootLabels, Gauge<f64, AtomicU64>>::default();
+        for r in &roots {
+            fam.get_or_create(&RootLabels { machine: r.machine.clone(), root: r.root.clone() }).set(value(&r.hazards));
+        }
+        register(reg, name, help, unit, fam);
     }
 }
 

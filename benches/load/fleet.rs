@@ -128,6 +128,7 @@ pub fn report(t: &ScanReport, machine: &str, root: &str, n: usize, variety: usiz
         blobs: t.blobs.clone(),
         beside: vec![],
         inductor_autotune: vec![],
+        hazards: None,
     }
 }
 

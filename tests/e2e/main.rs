@@ -2,6 +2,7 @@
 mod advice;
 mod api_read;
 mod bench_routes;
+mod big_advice;
 mod big_report;
 mod blobs;
 mod bounded;
@@ -15,6 +16,8 @@ mod explain_generated;
 mod facts;
 mod fuzz;
 mod gate;
+mod hazards;
+mod hazards_mount;
 mod headline;
 mod history;
 mod history_agg;

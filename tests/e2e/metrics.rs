@@ -12,11 +12,11 @@ use std::collections::{BTreeMap, BTreeSet};
 const TOKEN: &str = "metrics-read-token-0123456789";
 
 /// One sample of the exposition: metric name and labels.
-type Sample = (String, BTreeMap<String, String>);
+pub type Sample = (String, BTreeMap<String, String>);
 
 /// Parse OpenMetrics/Prometheus text: `name{k="v",...} value` per sample line, `#` lines
 /// skipped. Label values are unescaped (`\\`, `\"`, `\n`). Panics on a line it cannot read.
-fn parse(body: &str) -> BTreeMap<Sample, f64> {
+pub fn parse(body: &str) -> BTreeMap<Sample, f64> {
     let mut out = BTreeMap::new();
     for line in body.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
         let name_end = line.find(['{', ' ']).unwrap_or_else(|| panic!("no value: {line}"));
@@ -73,7 +73,7 @@ fn per_machine(m: &BTreeMap<Sample, f64>, name: &str, machine: &str) -> Option<f
 }
 
 /// An in-process server on 127.0.0.1:0 for `state`; returns its base URL.
-async fn serve(state: AppState) -> String {
+pub async fn serve(state: AppState) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, cachelens::web::app(state)).await.unwrap() });
@@ -81,7 +81,7 @@ async fn serve(state: AppState) -> String {
 }
 
 /// GET with the read token: (status, content type, body).
-async fn get_at(url: &str, token: Option<&str>) -> (u16, String, String) {
+pub async fn get_at(url: &str, token: Option<&str>) -> (u16, String, String) {
     let mut req = cachelens::upload::client().unwrap().get(url);
     if let Some(t) = token {
         req = req.bearer_auth(t);

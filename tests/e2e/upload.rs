@@ -189,7 +189,7 @@ async fn identical_ir_is_sent_and_stored_once() {
 }
 
 /// A small valid report, as JSON, to break in various ways.
-fn tiny_report(machine: &str) -> Value {
+pub fn tiny_report(machine: &str) -> Value {
     let ir = "module {}\n";
     let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(ir));
     json!({

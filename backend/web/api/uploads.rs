@@ -15,7 +15,7 @@
 //! - `POST /api/v1/uploads/{id}/facts` `{facts: [digest, ...]}`: which entry facts
 //!   (`model::fact_digest`) the server lacks; the client sends the others as `present` records
 //!   (this machine's own part of the entry only) and the whole entry for these.
-//! - `POST /api/v1/uploads/{id}/commit` `{parts, duration_ms, event_files, beside}`: every part
+//! - `POST /api/v1/uploads/{id}/commit` `{parts, duration_ms, event_files, beside, hazards}`: every part
 //!   stored in one transaction ([`crate::collect::ingest_staged`]); 201 with the scan, or 200
 //!   when it was stored before.
 //!

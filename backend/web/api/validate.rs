@@ -7,7 +7,7 @@
 //! rest is stored, so no client, older, newer or hostile, can freeze a node out.
 
 use crate::model::{
-    BestConfig, Entry, EventFileMark, HookEvent, InductorAutotune, Present, ScanPart, Skip, ToolSize,
+    BestConfig, Entry, EventFileMark, Hazards, HookEvent, InductorAutotune, Present, ScanPart, Skip, ToolSize,
     valid_machine_name,
 };
 use crate::rules::{self, Item, screen, trunc};
@@ -46,6 +46,9 @@ pub struct CommitWire {
     pub event_files: Vec<Item<EventFileMark>>,
     #[serde(default)]
     pub beside: Vec<Item<ToolSize>>,
+    /// Absent from older clients.
+    #[serde(default)]
+    pub hazards: Option<Item<Hazards>>,
 }
 
 /// What names a scan: 403 when it is for another machine than the token's, 422 otherwise.
@@ -141,5 +144,20 @@ pub fn commit(w: CommitWire, skipped: &mut Vec<Skip>) -> Result<crate::model::Up
         duration_ms: w.duration_ms,
         event_files: screen(w.event_files, rules::event_file, |f| &f.path, skipped),
         beside: screen(w.beside, rules::tool, |t| &t.path, skipped),
+        hazards: w.hazards.and_then(|h| hazards(h, skipped)),
     })
+}
+
+/// The commit's hazards within their bounds (`scan::hazards::check`), else left out with a skip:
+/// the scan stands without them.
+fn hazards(h: Item<Hazards>, skipped: &mut Vec<Skip>) -> Option<Hazards> {
+    let why = match h {
+        Item::Ok(h) => match crate::scan::hazards::check(h) {
+            Ok(h) => return Some(h),
+            Err(why) => why,
+        },
+        Item::Bad(_, why) => format!("hazards: {why}"),
+    };
+    skipped.push(rules::out_of_bounds("(hazards)", why));
+    None
 }

@@ -36,6 +36,7 @@ pub struct Header {
     pub duration_ms: Option<i64>,
     pub event_files: Vec<Item<EventFileMark>>,
     pub beside: Vec<Item<ToolSize>>,
+    pub hazards: Option<Item<crate::model::Hazards>>,
     /// Parts handed to the stage.
     pub parts: i64,
     /// Blobs refused (over the cap, not matching their sha256).
@@ -178,6 +179,7 @@ impl<'de> Visitor<'de> for ReportSeed<'_, '_> {
                 "inductor_autotune" => map.next_value_seed(List { sink, push: |p, i| p.inductor_autotune.push(i) })?,
                 "event_files" => h.event_files = map.next_value::<Bounded<EventFileMark>>()?.0,
                 "beside" => h.beside = map.next_value::<Bounded<ToolSize>>()?.0,
+                "hazards" => h.hazards = map.next_value()?,
                 "blobs" => map.next_value_seed(Blobs { sink })?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -301,8 +303,13 @@ impl Header {
         validate::header(format, crate::model::REPORT_FORMAT, &client_id, &machine, &root, token_machine)?;
         rules::within("scanned_at", scanned_at, &rules::TIME_MS).map_err(AppError::Unprocessable)?;
         let mut skipped = self.skipped;
-        let wire =
-            validate::CommitWire { parts: self.parts, duration_ms, event_files: self.event_files, beside: self.beside };
+        let wire = validate::CommitWire {
+            parts: self.parts,
+            duration_ms,
+            event_files: self.event_files,
+            beside: self.beside,
+            hazards: self.hazards,
+        };
         let commit = validate::commit(wire, &mut skipped)?;
         Ok(Named { client_id, root, scanned_at, commit, skipped })
     }

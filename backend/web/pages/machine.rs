@@ -1,5 +1,6 @@
 //! `/machines/{name}` — one machine: scans over time (server-side SVG), Triton versions, biggest
-//! kernels, entries compiled per day, and the relocated-cache warning.
+//! kernels, entries compiled per day, the relocated-cache warning, what can go and the hazards
+//! of where each cache sits.
 
 use super::overview::ScanView;
 use super::{Hx, PageResult, not_found, svg};
@@ -69,6 +70,8 @@ pub struct Machine {
     pub advice: super::advice::AdviceView,
     /// What misses cost on this machine.
     pub headline: Option<super::headline::HeadlineView>,
+    /// Where each cache root sits, as its latest scan reported it.
+    pub hazards: Vec<super::hazards::HazardRow>,
 }
 
 /// One reason the latest scan of a root skipped something, and how often.
@@ -132,7 +135,9 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
     let advice = crate::prune::advice::compute(s.db.pool(), name)
         .await?
         .ok_or_else(|| not_found(format!("no machine named {name:?}")))?;
+    let hazards = super::hazards::rows(db::hazards::read(s.db.pool(), Some(name)).await?);
     Ok(Machine {
+        hazards,
         advice: super::advice::machine(&advice),
         headline,
         autotune,

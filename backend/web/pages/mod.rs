@@ -9,6 +9,7 @@ mod assets;
 pub mod autotune;
 pub mod compare;
 pub mod entry;
+pub mod hazards;
 pub mod headline;
 pub mod history;
 pub mod invalidations;
