@@ -827,6 +827,31 @@ pub fn valid_machine_name(name: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// A group whose children sit in its dir is stored by their names and read back with a
+    /// machine's own dir exactly as that machine's scanner made it; any other is stored as it is.
+    #[test]
+    fn a_group_stored_by_its_names_reads_back_with_each_machines_dir() {
+        let group = |at: &str, relocated: bool| GroupInfo {
+            children: ["k.cubin", "k.json", "k.ttir"].map(|n| (n.to_string(), Some(format!("{at}/{n}")))).into(),
+            relocated,
+            written_at: Some(at.to_string()),
+            missing: vec!["k.ttir".into()],
+        };
+        let (a, b) =
+            (group("/tmp/torchinductor_alice/triton/0/KEY", false), group("/home/bob/.triton/cache/KEY", false));
+        assert_eq!(a.stored_json(), b.stored_json());
+        for g in [&a, &b] {
+            let at = g.written_at.as_deref().unwrap();
+            assert_eq!(group_json_at(g.stored_json(), at), serde_json::to_string(g).unwrap());
+        }
+        let moved = group("/elsewhere/KEY", true);
+        assert_eq!(moved.in_dir(), None);
+        assert_eq!(group_json_at(moved.stored_json(), "/here/KEY"), serde_json::to_string(&moved).unwrap());
+        let mut odd = group("/c/KEY", false);
+        odd.children.insert("x.ptx".into(), Some("/c/OTHER/x.ptx".into()));
+        assert_eq!(odd.in_dir(), None, "a child outside the dir");
+    }
+
     /// A kind added by a newer client is read as `other`, not refused: the entry is kept.
     #[test]
     fn unknown_entry_kind_from_another_client_reads_as_other() {
