@@ -432,7 +432,11 @@ async fn the_same_cache_at_another_path_is_one_fact_and_reads_as_its_own() {
     assert_eq!((present_b, whole_b), (content - 1, report.entries.len() - content + 1), "{second}");
     let after = stored(srv.pool.clone()).await;
     assert_eq!((after.0 - before.0, after.1 - before.1), (1, groups_files(&groups[0])), "only the relocated one");
-    println!("node-b: {present_b} of {} entries as present ({kernels} kernels)", report.entries.len());
+    let (kib_a, kib_b) = (sent(&first).2, sent(&second).2);
+    println!(
+        "node-a {kib_a:.1} KiB, node-b {kib_b:.1} KiB: {present_b} of {} entries as present",
+        report.entries.len()
+    );
 
     // Each node as a server that saw only it says it.
     for (m, d) in [("node-a", &a), ("node-b", &b)] {
@@ -452,6 +456,33 @@ async fn the_same_cache_at_another_path_is_one_fact_and_reads_as_its_own() {
     assert_eq!(b_rows.iter().filter(|(_, s)| s.contains(&format!("{was}/"))).count(), 1);
     let a_root = std::fs::canonicalize(&a).unwrap().to_string_lossy().into_owned();
     assert!(b_rows.iter().all(|(_, s)| !s.contains(&a_root)), "node-a's path shows on node-b");
+
+    // An older client names these entries by their group file's bytes: none is held, so it
+    // sends them whole (and those without such a group are held, as before).
+    let token = cachelens::db::tokens::create(&srv.pool, "node-old").await.unwrap();
+    let post = |path: String, body: serde_json::Value| {
+        let (url, token) = (srv.url.clone(), token.clone());
+        async move { crate::upload::post_raw(&url, &path, Some(&token), body.to_string().into_bytes(), false).await }
+    };
+    let begin = serde_json::json!({"format": 2, "client_id": "old-1", "machine": "node-old", "root": "/old",
+                                   "scanned_at": cachelens::db::now_ms()});
+    let (st, up) = post("/api/v1/uploads".into(), begin).await;
+    assert_eq!(st, 200, "{up}");
+    let old_digest = |e: &cachelens::model::Entry| {
+        let files = e.artifacts.iter().map(|f| (f.name.as_str(), f.sha256.as_str()));
+        cachelens::model::fact_digest(&e.key, e.kind.as_str(), files)
+    };
+    let asked: Vec<&cachelens::model::Entry> =
+        report.entries.iter().filter(|e| e.facts_are_content() && !e.relocated()).collect();
+    let facts: Vec<String> = asked.iter().map(|e| old_digest(e)).collect();
+    let (st, answer) =
+        post(format!("/api/v1/uploads/{}/facts", up["upload_id"]), serde_json::json!({ "facts": facts })).await;
+    assert_eq!(st, 200, "{answer}");
+    let missing: std::collections::HashSet<&str> =
+        answer["missing"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for (e, f) in asked.iter().zip(&facts) {
+        assert_eq!(missing.contains(f.as_str()), e.group_in_dir().is_some(), "{}", e.key);
+    }
 }
 
 fn walk_paths(root: &Path) -> Vec<std::path::PathBuf> {
