@@ -196,10 +196,41 @@ impl Entry {
         self.group.as_ref().is_some_and(|g| g.relocated)
     }
 
-    /// The digest of the entry's content ([`fact_digest`] of its key, kind and files).
+    /// The digest of the entry's content ([`fact_digest`] of its key, kind and files). A group
+    /// file whose children all sit in the entry's own dir ([`Entry::group_in_dir`]) enters as
+    /// its children's names, not its bytes (which hold the dir's absolute path): the same
+    /// files at another path are the same fact.
     pub fn fact(&self) -> String {
-        fact_digest(&self.key, self.kind.as_str(), self.artifacts.iter().map(|a| (a.name.as_str(), a.sha256.as_str())))
+        let normal = self.group_in_dir().map(|(g, _)| (g.name.as_str(), group_in_dir_digest(self.group.as_ref())));
+        let files = self.artifacts.iter().map(|a| match &normal {
+            Some((name, d)) if *name == a.name => (a.name.as_str(), d.as_str()),
+            _ => (a.name.as_str(), a.sha256.as_str()),
+        });
+        fact_digest(&self.key, self.kind.as_str(), files)
     }
+
+    /// The entry's one group file and the dir its children were written at, when every child
+    /// names its file in that dir (`<dir>/<name>`) and the entry sits there (not relocated):
+    /// then the group says nothing but its children's names and where the entry sits.
+    pub fn group_in_dir(&self) -> Option<(&Artifact, &str)> {
+        let g = self.group.as_ref()?;
+        let at = g.in_dir()?;
+        let mut files = self.artifacts.iter().filter(|a| a.ext() == "grp");
+        let file = files.next()?;
+        files.next().is_none().then_some((file, at))
+    }
+}
+
+/// What stands for a group file in [`fact_digest`] when its children sit in the entry's dir
+/// ([`GroupInfo::in_dir`]): its children's names, hashed (not a file's sha256: prefixed `dir:`).
+fn group_in_dir_digest(g: Option<&GroupInfo>) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for name in g.into_iter().flat_map(|g| g.children.keys()) {
+        h.update(name.as_bytes());
+        h.update([0]);
+    }
+    format!("dir:{}", hex::encode(h.finalize()))
 }
 
 /// What identifies an entry's facts: its key, its kind and every file's name and sha256 (the
@@ -245,6 +276,22 @@ pub struct Present {
     /// entry that is relocated too (the two differ in that flag and in the class it enters).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub relocated: bool,
+    /// This machine's own group file, when its children sit in the entry's dir (the fact holds
+    /// their names, not the paths: [`Entry::group_in_dir`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<OwnGroup>,
+}
+
+/// A machine's own group file of an entry whose fact names it by its children
+/// ([`Entry::group_in_dir`]): its bytes hold this machine's path.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OwnGroup {
+    pub sha256: String,
+    pub bytes: i64,
+    /// The dir its children name (the entry's dir as the writer spelled it).
+    pub at: String,
+    /// The entry's size, its group file included.
+    pub entry_bytes: i64,
 }
 
 impl Present {
@@ -258,6 +305,12 @@ impl Present {
             created_at: e.created_at,
             stamp: e.dir_stamp.clone(),
             relocated: e.relocated(),
+            group: e.group_in_dir().map(|(a, at)| OwnGroup {
+                sha256: a.sha256.clone(),
+                bytes: a.bytes,
+                at: at.to_string(),
+                entry_bytes: e.bytes,
+            }),
         }
     }
 
@@ -279,6 +332,51 @@ pub struct GroupInfo {
     pub written_at: Option<String>,
     /// Children named by the group that are not on disk.
     pub missing: Vec<String>,
+}
+
+impl GroupInfo {
+    /// The dir every child sits in, when each child is `<dir>/<its name>` and the entry sits
+    /// there (not relocated): the group is then its children's names and that dir.
+    pub fn in_dir(&self) -> Option<&str> {
+        let at = (self.written_at.as_deref())
+            .filter(|a| a.starts_with('/') && !self.relocated && !self.children.is_empty())?;
+        let each = self.children.iter().all(|(name, p)| {
+            p.as_deref().and_then(|p| p.strip_prefix(at)?.strip_prefix('/')).is_some_and(|n| n == name)
+        });
+        each.then_some(at)
+    }
+
+    /// The group as stored once per fact: for one whose children sit in the entry's dir
+    /// ([`GroupInfo::in_dir`]) its names and missing children only (`{"in_dir": [...],
+    /// "missing": [...]}`, read back with the entry's own dir by [`group_json_at`]); any
+    /// other as it is.
+    pub fn stored_json(&self) -> String {
+        if self.in_dir().is_some() {
+            let names: Vec<&String> = self.children.keys().collect();
+            return serde_json::json!({ "in_dir": names, "missing": self.missing }).to_string();
+        }
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The absolute path of an entry dir `dir` in the cache `root`.
+pub fn entry_path(root: &str, dir: &str) -> String {
+    format!("{}/{dir}", root.trim_end_matches('/'))
+}
+
+/// A stored group's JSON ([`GroupInfo::stored_json`]) as the entry's machine has it: one stored
+/// by its children's names gets `at`, the dir they sit in on that machine, back into each path.
+/// Any other text is returned as it is.
+pub fn group_json_at(stored: String, at: &str) -> String {
+    #[derive(Deserialize)]
+    struct InDir {
+        in_dir: Vec<String>,
+        missing: Vec<String>,
+    }
+    let Ok(g) = serde_json::from_str::<InDir>(&stored) else { return stored };
+    let children = g.in_dir.into_iter().map(|n| (n.clone(), Some(format!("{at}/{n}")))).collect();
+    let g = GroupInfo { children, relocated: false, written_at: Some(at.to_string()), missing: g.missing };
+    serde_json::to_string(&g).unwrap_or_default()
 }
 
 /// One file of an entry.
@@ -806,6 +904,31 @@ pub fn valid_machine_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A group whose children sit in its dir is stored by their names and read back with a
+    /// machine's own dir exactly as that machine's scanner made it; any other is stored as it is.
+    #[test]
+    fn a_group_stored_by_its_names_reads_back_with_each_machines_dir() {
+        let group = |at: &str, relocated: bool| GroupInfo {
+            children: ["k.cubin", "k.json", "k.ttir"].map(|n| (n.to_string(), Some(format!("{at}/{n}")))).into(),
+            relocated,
+            written_at: Some(at.to_string()),
+            missing: vec!["k.ttir".into()],
+        };
+        let (a, b) =
+            (group("/tmp/torchinductor_alice/triton/0/KEY", false), group("/home/bob/.triton/cache/KEY", false));
+        assert_eq!(a.stored_json(), b.stored_json());
+        for g in [&a, &b] {
+            let at = g.written_at.as_deref().unwrap();
+            assert_eq!(group_json_at(g.stored_json(), at), serde_json::to_string(g).unwrap());
+        }
+        let moved = group("/elsewhere/KEY", true);
+        assert_eq!(moved.in_dir(), None);
+        assert_eq!(group_json_at(moved.stored_json(), "/here/KEY"), serde_json::to_string(&moved).unwrap());
+        let mut odd = group("/c/KEY", false);
+        odd.children.insert("x.ptx".into(), Some("/c/OTHER/x.ptx".into()));
+        assert_eq!(odd.in_dir(), None, "a child outside the dir");
+    }
 
     /// A kind added by a newer client is read as `other`, not refused: the entry is kept.
     #[test]

@@ -186,6 +186,16 @@ pub fn present(p: &crate::model::Present) -> Result<(), String> {
         return Err(format!("entry {}: signature {:?} is not a signature", trunc(&p.key), trunc(&p.sig)));
     }
     within_opt(&format!("entry {}: created_at", trunc(&p.key)), p.created_at, &TIME_MS)?;
+    if let Some(g) = &p.group {
+        if !is_sha256(&g.sha256) {
+            return Err(format!("entry {}: its group file has a bad sha256", trunc(&p.key)));
+        }
+        within(&format!("entry {}: group file bytes", trunc(&p.key)), g.bytes, &FILE_BYTES)?;
+        within(&format!("entry {}: bytes", trunc(&p.key)), g.entry_bytes, &FILE_BYTES)?;
+        if !g.at.starts_with('/') || g.at.len() > MAX_PATH || g.at.contains('\0') {
+            return Err(format!("entry {}: group dir {:?} is not an absolute path", trunc(&p.key), trunc(&g.at)));
+        }
+    }
     p.stamp.as_deref().map_or(Ok(()), stamp)
 }
 

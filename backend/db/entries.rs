@@ -261,16 +261,24 @@ pub struct EntryDetail {
     pub resources_json: Option<String>,
 }
 
+/// An entry's texts; its group with this machine's own paths (a fact's group stored by its
+/// children's names gets the entry's dir back: `model::group_json_at`).
 pub async fn entry_detail(pool: &SqlitePool, id: i64) -> sqlx::Result<EntryDetail> {
-    sqlx::query_as(
-        "SELECT e.root, e.dir, COALESCE(e.metadata_json, t.metadata_json) AS metadata_json,
-                COALESCE(e.group_json, t.group_json) AS group_json,
-                COALESCE(e.resources_json, t.resources_json) AS resources_json
+    let (mut d, at): (EntryDetail, Option<String>) =
+        sqlx::query_as::<_, (String, String, Option<String>, Option<String>, Option<String>, Option<String>)>(
+            "SELECT e.root, e.dir, COALESCE(e.metadata_json, t.metadata_json), COALESCE(e.group_json, t.group_json),
+                COALESCE(e.resources_json, t.resources_json), e.group_at
          FROM entries e LEFT JOIN fact_texts t ON t.fact = e.fact AND t.relocated = e.relocated WHERE e.id = ?",
-    )
-    .bind(id)
-    .fetch_one(pool)
-    .await
+        )
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .map(|(root, dir, metadata_json, group_json, resources_json, at)| {
+            (EntryDetail { root, dir, metadata_json, group_json, resources_json }, at)
+        })?;
+    let at = at.unwrap_or_else(|| crate::model::entry_path(&d.root, &d.dir));
+    d.group_json = d.group_json.map(|g| crate::model::group_json_at(g, &at));
+    Ok(d)
 }
 
 /// Live entries of one kernel (every kind) in variant order, capped at `limit`: read in the order

@@ -294,8 +294,9 @@ impl Ingest {
     /// Write the rows of `chunk` (new or changed), each from its donor row (by key).
     async fn copy_facts(&mut self, chunk: &[&Present], donors: &HashMap<&str, i64>) -> sqlx::Result<()> {
         let (scan, now, mid, root) = (self.scan_id, self.now, self.machine_id, self.root.clone());
-        let mut qb: QueryBuilder<Sqlite> =
-            QueryBuilder::new("WITH v(dir, sig, created_at, relocated, donor) AS (SELECT * FROM (VALUES ");
+        let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(
+            "WITH v(dir, sig, created_at, relocated, donor, group_at, group_sha256, group_bytes, bytes) AS (SELECT * FROM (VALUES ",
+        );
         let mut sep = qb.separated(", ");
         for p in chunk {
             sep.push("(");
@@ -308,6 +309,16 @@ impl Ingest {
                 .push_bind_unseparated(p.relocated)
                 .push_unseparated(", ")
                 .push_bind_unseparated(donors[p.key.as_str()])
+                .push_unseparated(", ");
+            // this machine's own group file, when the fact names it by its children
+            let g = p.group.as_ref();
+            sep.push_bind_unseparated(g.and_then(|g| own_group_at(&root, p.dir(), &g.at)))
+                .push_unseparated(", ")
+                .push_bind_unseparated(g.map(|g| g.sha256.clone()))
+                .push_unseparated(", ")
+                .push_bind_unseparated(g.map(|g| g.bytes))
+                .push_unseparated(", ")
+                .push_bind_unseparated(g.map(|g| g.entry_bytes))
                 .push_unseparated(")");
         }
         qb.push(
@@ -315,14 +326,16 @@ impl Ingest {
              INSERT INTO entries(machine_id, root, dir, key, kind, kernel, backend, arch, warp_size, num_warps,
               num_stages, num_ctas, triton_version, meta_hash, signature, shapes, created_at, bytes, registers,
               spills, shared_bytes, resources_json, metadata_json, group_json, relocated, partial, binary_sha256,
-              sig, fact, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
+              sig, fact, group_at, group_sha256, group_bytes, first_scan_id, last_scan_id, first_seen_at,
+              last_seen_at)
              SELECT ",
         );
         qb.push_bind(mid).push(", ").push_bind(root).push(
             ", v.dir, d.key, d.kind, d.kernel, d.backend, d.arch, d.warp_size, d.num_warps, d.num_stages,
-              d.num_ctas, d.triton_version, d.meta_hash, d.signature, d.shapes, v.created_at, d.bytes, d.registers,
-              d.spills, d.shared_bytes, d.resources_json, d.metadata_json, d.group_json, v.relocated, d.partial,
-              d.binary_sha256, v.sig, d.fact, ",
+              d.num_ctas, d.triton_version, d.meta_hash, d.signature, d.shapes, v.created_at,
+              COALESCE(v.bytes, d.bytes), d.registers, d.spills, d.shared_bytes, d.resources_json, d.metadata_json,
+              d.group_json, v.relocated, d.partial, d.binary_sha256, v.sig, d.fact, v.group_at, v.group_sha256,
+              v.group_bytes, ",
         );
         qb.push_bind(scan).push(", ").push_bind(scan).push(", ").push_bind(now).push(", ").push_bind(now);
         qb.push(" FROM v JOIN entries d ON d.id = v.donor WHERE true ");
@@ -360,6 +373,7 @@ impl Ingest {
         .await?;
         store_compiles(&mut self.tx, &compiled).await?;
         store_stamps(&mut self.tx, &stamps).await?;
+        same_group_as_fact(&mut self.tx, &ids).await?;
         super::inductor::link_modules(&mut self.tx, mid, &ids).await
     }
 
@@ -384,7 +398,8 @@ impl Ingest {
             "INSERT INTO entries(machine_id, root, dir, key, kind, kernel, backend, arch, warp_size, num_warps,
               num_stages, num_ctas, triton_version, meta_hash, signature, shapes, created_at, bytes, registers,
               spills, shared_bytes, resources_json, metadata_json, group_json, relocated, partial, binary_sha256,
-              sig, fact, first_scan_id, last_scan_id, first_seen_at, last_seen_at) ",
+              sig, fact, group_at, group_sha256, group_bytes, first_scan_id, last_scan_id, first_seen_at,
+              last_seen_at) ",
         );
         // The metadata's text, stored and hashed into the entry's class.
         let metadata: Vec<Option<String>> = chunk.iter().map(|e| e.metadata.as_ref().map(|v| v.to_string())).collect();
@@ -393,6 +408,8 @@ impl Ingest {
         store_fact_texts(&mut self.tx, chunk, &metadata, &facts).await?;
         let none: Option<String> = None;
         qb.push_values(chunk.iter().zip(&facts), |mut b, (e, fact)| {
+            // its own group file (cleared below where it is the fact's)
+            let own = e.group_in_dir();
             b.push_bind(mid)
                 .push_bind(root.clone())
                 .push_bind(e.dir.clone())
@@ -422,6 +439,9 @@ impl Ingest {
                 .push_bind(e.binary_sha256().map(str::to_string))
                 .push_bind(e.sig.clone())
                 .push_bind(fact.clone())
+                .push_bind(own.and_then(|(_, at)| own_group_at(&root, &e.dir, at)))
+                .push_bind(own.map(|(a, _)| a.sha256.clone()))
+                .push_bind(own.map(|(a, _)| a.bytes))
                 .push_bind(scan)
                 .push_bind(scan)
                 .push_bind(now)
@@ -465,6 +485,7 @@ impl Ingest {
         let arts: Vec<(&str, &crate::model::Artifact)> =
             chunk.iter().zip(&facts).flat_map(|(e, f)| e.artifacts.iter().map(move |a| (f.as_str(), a))).collect();
         super::artifacts::insert(&mut self.tx, &arts, blobs, &mut self.stored_blobs).await?;
+        same_group_as_fact(&mut self.tx, &id_list).await?;
         super::inductor::link_modules(&mut self.tx, mid, &id_list).await?;
         for e in chunk {
             let Some(at) = &e.autotune else { continue };
@@ -669,7 +690,8 @@ const UPSERT_SET: &str = " ON CONFLICT(machine_id, key) DO UPDATE SET root=exclu
       registers=excluded.registers, spills=excluded.spills, shared_bytes=excluded.shared_bytes,
       resources_json=excluded.resources_json, metadata_json=excluded.metadata_json,
       group_json=excluded.group_json, relocated=excluded.relocated, partial=excluded.partial,
-      binary_sha256=excluded.binary_sha256, sig=excluded.sig, fact=excluded.fact,
+      binary_sha256=excluded.binary_sha256, sig=excluded.sig, fact=excluded.fact, group_at=excluded.group_at,
+      group_sha256=excluded.group_sha256, group_bytes=excluded.group_bytes,
       last_scan_id=excluded.last_scan_id, last_seen_at=excluded.last_seen_at, removed_at=NULL,
       removed_scan_id=NULL";
 
@@ -690,9 +712,32 @@ async fn store_fact_texts(
             .push_bind(e.relocated())
             .push_bind(m.clone())
             .push_bind(js(&e.resources))
-            .push_bind(e.group.as_ref().map(|g| serde_json::to_string(g).unwrap_or_default()));
+            .push_bind(e.group.as_ref().map(|g| g.stored_json()));
     });
     qb.build().execute(&mut **tx).await?;
+    Ok(())
+}
+
+/// Where an entry's group children sit, as its row keeps it: nothing when that is where the
+/// entry sits (`root/dir`, as read back by `db::entries::entry_detail`), else the dir they name
+/// (a cache written through a symlinked path).
+fn own_group_at(root: &str, dir: &str, at: &str) -> Option<String> {
+    (at != crate::model::entry_path(root, dir)).then(|| at.to_string())
+}
+
+/// Rows whose own group file is the one their fact's file list holds keep none of their own
+/// (`entry_files` reads the fact's): only a machine whose group names another path keeps its
+/// file's sha256 and size.
+async fn same_group_as_fact(tx: &mut Transaction<'static, Sqlite>, ids: &[i64]) -> sqlx::Result<()> {
+    sqlx::query(
+        "UPDATE entries SET group_sha256 = NULL, group_bytes = NULL
+         WHERE id IN (SELECT value FROM json_each(?)) AND group_sha256 IS NOT NULL
+           AND EXISTS (SELECT 1 FROM fact_files f WHERE f.fact = entries.fact AND f.ext = 'grp'
+                       AND f.sha256 = entries.group_sha256 AND f.bytes = entries.group_bytes)",
+    )
+    .bind(super::explain::json_ids(ids))
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 

@@ -306,7 +306,12 @@ const REBUILD: &[&str] = &[
        SELECT f.ext, SUM(n.live), TOTAL(f.bytes * n.live) FROM fact_files f
        JOIN (SELECT fact, COUNT(*) AS live FROM entries WHERE removed_at IS NULL AND fact IS NOT NULL GROUP BY fact) n
          ON n.fact = f.fact
-       GROUP BY f.ext)
+       GROUP BY f.ext
+       UNION ALL
+       -- a machine's own group file (its paths) where its size is not the fact's
+       SELECT 'grp', 0, TOTAL(e.group_bytes - f.bytes) FROM entries e
+       JOIN fact_files f ON f.fact = e.fact AND f.ext = 'grp'
+       WHERE e.removed_at IS NULL AND e.group_sha256 IS NOT NULL HAVING COUNT(*) > 0)
      GROUP BY ext",
     // binaries that two or more keys of a kernel share (pure key churn)
     "CREATE TEMP TABLE IF NOT EXISTS dup_binaries(kernel TEXT NOT NULL, sha TEXT NOT NULL, PRIMARY KEY (kernel, sha))

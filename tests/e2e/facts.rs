@@ -275,7 +275,11 @@ fn walk_files(root: &Path) -> Vec<String> {
 /// writes them there): the entries are no longer relocated, so their facts are new to a
 /// server that holds the same cache from elsewhere, while their IR texts are the same.
 fn rewrite_group_files(root: &Path, was: &str) {
-    let now = std::fs::canonicalize(root).unwrap();
+    rewrite_group_files_to(root, was, &std::fs::canonicalize(root).unwrap());
+}
+
+/// Point every group file of the cache at `root` to `now` (the cache written there).
+fn rewrite_group_files_to(root: &Path, was: &str, now: &Path) {
     for dir in std::fs::read_dir(root).unwrap() {
         let dir = dir.unwrap().path();
         for f in std::fs::read_dir(&dir).into_iter().flatten() {
@@ -365,4 +369,132 @@ async fn texts_the_server_holds_are_proven_not_sent() {
     }
     let (st, answer) = post(path.clone(), serde_json::json!({ "proofs": [["abc", "def"]] })).await;
     assert_eq!(st, 422, "{answer}");
+}
+
+/// What a server says of one machine's entries, as the entry page and the explainer read them:
+/// the row with its files (`/api/v1/entries`), its texts with the group as that machine has it,
+/// and the explainer's side and the dir its group names.
+async fn seen_as(pool: &SqlitePool, machine: &str) -> Vec<(String, String)> {
+    let keys: Vec<String> = sqlx::query_scalar(
+        "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? ORDER BY e.key",
+    )
+    .bind(machine)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let mut out = vec![];
+    for k in keys {
+        let row = cachelens::db::entries::entry(pool, machine, &k).await.unwrap().unwrap();
+        let d = cachelens::db::entries::entry_detail(pool, row.id).await.unwrap();
+        let l = cachelens::db::explain::load(pool, machine, &k).await.unwrap().unwrap();
+        let texts = (&d.metadata_json, &d.group_json, &d.resources_json, &d.root, &d.dir);
+        let seen = format!("{}\n{texts:?}\n{:?}\n{:?}", serde_json::to_string(&row).unwrap(), l.side, l.group_at);
+        out.push((k, seen));
+    }
+    out
+}
+
+/// The same cache at two paths, each node's group files naming its own (as Triton writes
+/// them; node-b's through a symlinked path, as `~/.triton -> /data/triton`): the second node's
+/// entries are the first's facts (sent as `present`, no new texts or file lists stored), and
+/// each node reads as a server that saw only it reads it: its own group paths and files, the
+/// relocated entry relocated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_cache_at_another_path_is_one_fact_and_reads_as_its_own() {
+    let was = "/tmp/corpus/h100-a/triton-cache";
+    let (_a, a) = unpacked("h100-jit-3.6.0");
+    let (tb, b) = unpacked("h100-jit-3.6.0");
+    let (a, b) = (a.join("triton-cache"), b.join("triton-cache"));
+    rewrite_group_files(&a, was);
+    let link = tb.path().join("home-triton");
+    std::os::unix::fs::symlink(&b, &link).unwrap();
+    // one entry of node-b keeps the group it came with: relocated there, not on node-a
+    let groups: Vec<std::path::PathBuf> = walk_paths(&b).into_iter().filter(|p| is_group(p)).collect();
+    let kept = std::fs::read_to_string(&groups[0]).unwrap();
+    rewrite_group_files_to(&b, was, &link);
+    std::fs::write(&groups[0], &kept).unwrap();
+
+    let srv = server(Config::default()).await;
+    let first = upload(&srv.url, &srv.pool, "node-a", &a).await;
+    assert_eq!(sent(&first).1, 0, "{first}");
+    let stored = |pool: SqlitePool| async move {
+        (count(&pool, "SELECT COUNT(*) FROM fact_texts").await, count(&pool, "SELECT COUNT(*) FROM fact_files").await)
+    };
+    let before = stored(srv.pool.clone()).await;
+    let second = upload(&srv.url, &srv.pool, "node-b", &b).await;
+    let (whole_b, present_b, _) = sent(&second);
+    let report = cachelens::collect::scan_report(&b, "x").unwrap();
+    let content = report.entries.iter().filter(|e| e.facts_are_content()).count();
+    let kernels = report.entries.iter().filter(|e| e.kind == cachelens::model::EntryKind::Kernel).count();
+    let in_dir = report.entries.iter().filter(|e| e.group_in_dir().is_some()).count();
+    assert!(kernels > 100 && in_dir + 1 == groups.len(), "{kernels} kernels, {in_dir} groups in their dir");
+    // every entry but the relocated one is a fact the server holds from node-a
+    assert_eq!((present_b, whole_b), (content - 1, report.entries.len() - content + 1), "{second}");
+    let after = stored(srv.pool.clone()).await;
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1, groups_files(&groups[0])), "only the relocated one");
+    let (kib_a, kib_b) = (sent(&first).2, sent(&second).2);
+    println!(
+        "node-a {kib_a:.1} KiB, node-b {kib_b:.1} KiB: {present_b} of {} entries as present",
+        report.entries.len()
+    );
+
+    // Each node as a server that saw only it says it.
+    for (m, d) in [("node-a", &a), ("node-b", &b)] {
+        let alone = server(Config::default()).await;
+        upload(&alone.url, &alone.pool, m, d).await;
+        let (both, one) = (seen_as(&srv.pool, m).await, seen_as(&alone.pool, m).await);
+        assert_eq!(both.len(), report.entries.len());
+        for (x, y) in both.iter().zip(&one) {
+            assert_eq!(x, y, "{m}: an entry reads otherwise than on a server that saw only {m}");
+        }
+    }
+    // node-b's groups name its own (symlinked) path; the kept one names where it came from
+    let b_rows = seen_as(&srv.pool, "node-b").await;
+    let link = link.to_string_lossy().into_owned();
+    let own = b_rows.iter().filter(|(_, s)| s.contains(&format!("{link}/"))).count();
+    assert_eq!(own, in_dir, "groups naming node-b's path");
+    assert_eq!(b_rows.iter().filter(|(_, s)| s.contains(&format!("{was}/"))).count(), 1);
+    let a_root = std::fs::canonicalize(&a).unwrap().to_string_lossy().into_owned();
+    assert!(b_rows.iter().all(|(_, s)| !s.contains(&a_root)), "node-a's path shows on node-b");
+
+    // An older client names these entries by their group file's bytes: none is held, so it
+    // sends them whole (and those without such a group are held, as before).
+    let token = cachelens::db::tokens::create(&srv.pool, "node-old").await.unwrap();
+    let post = |path: String, body: serde_json::Value| {
+        let (url, token) = (srv.url.clone(), token.clone());
+        async move { crate::upload::post_raw(&url, &path, Some(&token), body.to_string().into_bytes(), false).await }
+    };
+    let begin = serde_json::json!({"format": 2, "client_id": "old-1", "machine": "node-old", "root": "/old",
+                                   "scanned_at": cachelens::db::now_ms()});
+    let (st, up) = post("/api/v1/uploads".into(), begin).await;
+    assert_eq!(st, 200, "{up}");
+    let old_digest = |e: &cachelens::model::Entry| {
+        let files = e.artifacts.iter().map(|f| (f.name.as_str(), f.sha256.as_str()));
+        cachelens::model::fact_digest(&e.key, e.kind.as_str(), files)
+    };
+    let asked: Vec<&cachelens::model::Entry> =
+        report.entries.iter().filter(|e| e.facts_are_content() && !e.relocated()).collect();
+    let facts: Vec<String> = asked.iter().map(|e| old_digest(e)).collect();
+    let (st, answer) =
+        post(format!("/api/v1/uploads/{}/facts", up["upload_id"]), serde_json::json!({ "facts": facts })).await;
+    assert_eq!(st, 200, "{answer}");
+    let missing: std::collections::HashSet<&str> =
+        answer["missing"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for (e, f) in asked.iter().zip(&facts) {
+        assert_eq!(missing.contains(f.as_str()), e.group_in_dir().is_some(), "{}", e.key);
+    }
+}
+
+fn walk_paths(root: &Path) -> Vec<std::path::PathBuf> {
+    let dirs = std::fs::read_dir(root).unwrap().map(|d| d.unwrap().path());
+    dirs.flat_map(|d| std::fs::read_dir(d).into_iter().flatten()).map(|f| f.unwrap().path()).collect()
+}
+
+fn is_group(p: &Path) -> bool {
+    p.file_name().unwrap().to_string_lossy().starts_with("__grp__")
+}
+
+/// The number of files in the entry dir of the group file `g`.
+fn groups_files(g: &Path) -> i64 {
+    std::fs::read_dir(g.parent().unwrap()).unwrap().count() as i64
 }
