@@ -18,6 +18,7 @@ pub mod machine;
 pub mod overview;
 pub mod search;
 pub mod svg;
+pub mod timeline;
 
 use super::AppState;
 use super::error::AppError;
