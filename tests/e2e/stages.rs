@@ -162,7 +162,9 @@ async fn hooked_compiles_show_where_compile_time_goes() {
 
 /// The history page's latest misses as (machine, key compiled, earlier (machine, key), compare
 /// href), from the hrefs of each row.
-fn miss_rows(page: &str) -> Vec<(String, String, Option<(String, String)>, Option<String>)> {
+type MissRow = (String, String, Option<(String, String)>, Option<String>);
+
+fn miss_rows(page: &str) -> Vec<MissRow> {
     let Some(table) = page.split("<table id=\"latest-misses\">").nth(1) else { return vec![] };
     let table = table.split("</table>").next().unwrap();
     let entry = |h: &str| {
