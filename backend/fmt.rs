@@ -39,6 +39,11 @@ pub fn duration_ms(ms: f64) -> String {
     }
 }
 
+/// A short duration to a tenth of a millisecond (`2.2 ms`), longer ones as [`duration_ms`].
+pub fn ms(ms: f64) -> String {
+    if ms < 100.0 { format!("{ms:.1} ms") } else { duration_ms(ms) }
+}
+
 /// How long ago, coarse: `just now`, `5 min ago`, `3 h ago`, `2 days ago`.
 pub fn age(ms: Option<i64>) -> String {
     let Some(ms) = ms else { return "never".into() };

@@ -12,7 +12,7 @@ export SCREENSHOTS="${SCREENSHOTS:-$PWD/target/screenshots}"
 export CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
 [ -x "$CHROMIUM" ] || { echo "no chromium at $CHROMIUM (apt-get install -y chromium)" >&2; exit 1; }
 tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=(dashboard.mjs explain.mjs backforward.mjs headline.mjs autotune.mjs whatcango.mjs hazards.mjs)
+[ ${#tests[@]} -gt 0 ] || tests=(dashboard.mjs explain.mjs backforward.mjs headline.mjs timeline.mjs kernelpage.mjs autotune.mjs whatcango.mjs hazards.mjs)
 cargo build --bin cachelens
 bin="${CARGO_TARGET_DIR:-target}/debug/cachelens"
 ( cd tests/browser && { [ -d node_modules/playwright-core ] || npm ci --no-audit --no-fund; } )

@@ -52,11 +52,16 @@ pub async fn insert_events(
                 .push_bind(e.stages_ms.as_ref().map(|v| v.to_string()))
                 .push_bind(e.parts.as_ref().map(|v| v.to_string()));
         });
-        qb.push(" RETURNING key");
-        for key in qb.build().fetch_all(&mut **tx).await? {
+        qb.push(" RETURNING key, kernel, event, stages_json");
+        let mut compiles = vec![];
+        for row in qb.build().fetch_all(&mut **tx).await? {
             n += 1;
-            touched.insert(key.get(0));
+            touched.insert(row.get(0));
+            if row.get::<String, _>(2) == "compile" {
+                compiles.push((row.get::<Option<String>, _>(1), row.get::<Option<String>, _>(3)));
+            }
         }
+        super::stages::add(tx, machine_id, &compiles).await?;
     }
     Ok(n)
 }

@@ -40,6 +40,7 @@ pub struct Ingest {
     dup_skips: Vec<Skip>,                        // duplicates found here (a report not deduped by its scanner)
     event_keys: BTreeSet<String>,                // keys whose hook events this scan stored
     decisions_cleared: bool,                     // the root's previous autotune decisions deleted
+    newest: super::timeline::Newest,             // the newest compile written (the fleet timeline's)
     summary: ScanSummary,
 }
 
@@ -173,6 +174,7 @@ impl Ingest {
             dup_skips: vec![],
             event_keys: BTreeSet::new(),
             decisions_cleared: false,
+            newest: Default::default(),
             summary,
         })))
     }
@@ -214,6 +216,7 @@ impl Ingest {
     pub async fn entries(&mut self, batch: &[Entry], blobs: &BTreeMap<String, String>) -> sqlx::Result<()> {
         let fresh: Vec<&Entry> = batch.iter().filter(|e| self.is_fresh(&e.key, &e.dir, &e.sig)).collect();
         for e in &fresh {
+            self.newest.entry(e.created_at, e.triton_version.as_deref());
             let relocated = e.group.as_ref().is_some_and(|g| g.relocated);
             self.written.insert(e.key.clone(), (e.bytes, relocated, e.kind == EntryKind::Partial));
         }
@@ -340,15 +343,16 @@ impl Ingest {
         qb.push_bind(scan).push(", ").push_bind(scan).push(", ").push_bind(now).push(", ").push_bind(now);
         qb.push(" FROM v JOIN entries d ON d.id = v.donor WHERE true ");
         qb.push(UPSERT_SET);
-        qb.push(" RETURNING id, key, bytes");
-        let rows: Vec<(i64, String, i64)> = qb.build_query_as().fetch_all(&mut *self.tx).await?;
+        qb.push(" RETURNING id, key, bytes, triton_version");
+        let rows: Vec<(i64, String, i64, Option<String>)> = qb.build_query_as().fetch_all(&mut *self.tx).await?;
         let by_key: HashMap<&str, &Present> = chunk.iter().map(|p| (p.key.as_str(), *p)).collect();
         // (new row, the row its facts came from)
         let mut pairs: Vec<(i64, i64)> = Vec::with_capacity(rows.len());
         let mut compiled: Vec<(i64, i64)> = vec![];
         let mut stamps: Vec<(i64, &str)> = vec![];
-        for (id, key, bytes) in &rows {
+        for (id, key, bytes, version) in &rows {
             let Some(p) = by_key.get(key.as_str()) else { continue };
+            self.newest.entry(p.created_at, version.as_deref());
             pairs.push((*id, donors[key.as_str()]));
             self.written.insert(key.clone(), (*bytes, p.relocated, false));
             compiled.extend(p.created_at.map(|t| (*id, t)));
@@ -514,6 +518,9 @@ impl Ingest {
     /// this scan's, even by none ([`Ingest::finish`]).
     pub async fn records(&mut self, r: Records<'_>) -> sqlx::Result<()> {
         let (mid, now) = (self.machine_id, self.now);
+        for e in r.events {
+            self.newest.event(e.ts, e.parts.as_ref());
+        }
         self.summary.events += super::events::insert_events(&mut self.tx, mid, r.events, &mut self.event_keys).await?;
         for b in r.best_configs {
             sqlx::query(
@@ -658,6 +665,7 @@ impl Ingest {
         for sk in &f.skipped {
             *s.skipped.entry(sk.reason.clone()).or_default() += 1;
         }
+        super::timeline::on_scan(&mut self.tx, mid, scan, &self.root, now, &self.newest).await?;
         sqlx::query(
             "UPDATE scans SET entries = ?, new_entries = ?, changed_entries = ?, removed_entries = ?, bytes = ?,
                skipped = ?, skipped_json = ?, relocated = ?, duration_ms = ? WHERE id = ?",

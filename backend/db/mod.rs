@@ -20,14 +20,17 @@ pub mod ingest;
 pub mod keys;
 pub mod keysets;
 pub mod memo;
+pub mod misses;
 pub mod nearest;
 pub mod prune;
 pub mod rebuild;
 pub mod reports;
 pub mod retention;
 pub mod scans;
+pub mod stages;
 pub mod staging;
 pub mod summaries;
+pub mod timeline;
 pub mod tokens;
 pub mod write;
 

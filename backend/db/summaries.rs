@@ -311,6 +311,12 @@ pub async fn kernel_cells(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<V
     .await
 }
 
+/// The cells of `kernel` on `machine` alone ([`VariantCell`] as the rebuild makes them for the
+/// fleet), read from its live entries (`kernel_cells_on.sql`).
+pub async fn kernel_cells_on(pool: &SqlitePool, kernel: &str, machine: &str) -> sqlx::Result<Vec<VariantCell>> {
+    sqlx::query_as(include_str!("kernel_cells_on.sql")).bind(kernel).bind(machine).fetch_all(pool).await
+}
+
 /// One autotune config of a kernel, summed over the runs that measured it.
 #[derive(Debug, Serialize, FromRow)]
 pub struct AutotuneConfig {

@@ -588,6 +588,7 @@ pub async fn after_scan(pool: SqlitePool, scan_id: i64, refresh_pairs: bool) {
         };
         let (from, to, _) = super::load::pick_scans(&pool, &to.machine, None, Some(to.id)).await?;
         let machine = to.machine.clone();
+        let ids = (to.id, from.as_ref().map(|f| f.id));
         let spec = Spec::Scans { from, to };
         let name = spec.name();
         if refresh_pairs {
@@ -603,6 +604,10 @@ pub async fn after_scan(pool: SqlitePool, scan_id: i64, refresh_pairs: bool) {
         }
         // Kept beside the machine's latest landing reports, out of the evicted ones.
         reports::mark_landing(&pool, &name, &machine, super::load::LIMITS.kept).await?;
+        // A mass invalidation is a fleet timeline event.
+        if let Some(r) = reports::find(&pool, &name, spec.gens(&pool).await?).await? {
+            crate::db::timeline::on_report(&pool, ids.0, ids.1, &r.head).await?;
+        }
         // The machine's kernel key sets, so that the first visit of a pair with it reads them.
         crate::db::keysets::current(&pool, &machine).await?;
         if refresh_pairs {

@@ -54,6 +54,7 @@ pub const ROUTES: &[Route] = &[
     r("/api/v1/headline", "api headline (fleet)", &["/api/v1/headline"]),
     r("/api/v1/headline", "api headline (machine)", &["/api/v1/headline?machine={machine}"]),
     r("/api/v1/scans", "api scans", &["/api/v1/scans?machine={machine}"]),
+    r("/api/v1/timeline", "api timeline", &["/api/v1/timeline"]),
     r("/api/v1/kernels", "api kernels", &["/api/v1/kernels?q={q}"]),
     r("/api/v1/entries", "api entries", &["/api/v1/entries?machine={machine}&kernel={kernel}"]),
     r("/api/v1/entries", "api entries (machine, deep page)", &["/api/v1/entries?machine={machine}&offset=40000"]),

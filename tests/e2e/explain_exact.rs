@@ -10,7 +10,7 @@ use cachelens::web::{AppState, Config};
 use serde_json::Value;
 use std::path::Path;
 
-fn python(var: &str) -> Option<std::ffi::OsString> {
+pub fn python(var: &str) -> Option<std::ffi::OsString> {
     let p = std::env::var_os(var).filter(|p| !p.is_empty());
     if p.is_none() {
         skip_or_fail(&format!("{var} (a python with Triton 3.6.0) is not set"));
@@ -19,7 +19,7 @@ fn python(var: &str) -> Option<std::ffi::OsString> {
 }
 
 /// Runs `script` (a copy of scripts/workload.py) with `py` into `cache`; returns its JSON line.
-fn compile(py: &std::ffi::OsStr, script: &Path, cache: &Path, kernels: &str, env: &[(&str, &str)]) -> Value {
+pub fn compile(py: &std::ffi::OsStr, script: &Path, cache: &Path, kernels: &str, env: &[(&str, &str)]) -> Value {
     let mut cmd = std::process::Command::new(py);
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("TRITON_") || k.starts_with("CACHELENS_HOOK")) {
         cmd.env_remove(k);
@@ -40,7 +40,7 @@ fn compile(py: &std::ffi::OsStr, script: &Path, cache: &Path, kernels: &str, env
     v
 }
 
-fn workload() -> std::path::PathBuf {
+pub fn workload() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py")
 }
 

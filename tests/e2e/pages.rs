@@ -110,7 +110,10 @@ async fn every_page_and_partial_on_the_fleet() {
             .fetch_one(s.db.pool())
             .await
             .unwrap();
-    assert!(mk.contains(&format!("<p>{live} live entries.")), "kernel page counts {live} live entries");
+    assert!(
+        mk.contains(&format!("<p><span id=\"kernel-count\">{live}</span> live entries.")),
+        "kernel page counts {live} live entries"
+    );
     let cells: i64 = mk
         .split("<span class=\"cell-count\">")
         .skip(1)

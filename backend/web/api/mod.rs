@@ -24,6 +24,7 @@ pub fn read_router() -> Router<AppState> {
         .route("/machines", get(machines))
         .route("/machines/{name}/advice", get(advice))
         .route("/scans", get(scans))
+        .route("/timeline", get(timeline))
         .route("/kernels", get(kernels))
         .route("/entries", get(entries))
         .route("/autotune", get(autotune))
@@ -106,6 +107,15 @@ struct ScansQuery {
 
 async fn scans(State(s): State<AppState>, ApiQuery(q): ApiQuery<ScansQuery>) -> ApiResult<Vec<scans::ScanRow>> {
     Ok(Json(scans::scans(s.db.pool(), q.machine.as_deref(), Page::new(q.limit, q.offset)).await?))
+}
+
+/// The fleet timeline, newest first (default and most per page: those of [`Page::new`]).
+async fn timeline(
+    State(s): State<AppState>,
+    ApiQuery(p): ApiQuery<Paging>,
+) -> ApiResult<Vec<crate::web::pages::timeline::EventView>> {
+    let rows = crate::db::timeline::latest(s.db.pool(), p.page()).await?;
+    Ok(Json(rows.into_iter().map(crate::web::pages::timeline::view).collect()))
 }
 
 async fn kernels(

@@ -59,6 +59,40 @@ pub struct Entry {
     /// Other live entries of the kernel beyond the [`VARIANTS`] listed.
     pub variants_more: i64,
     pub ir: Ir,
+    /// The stage columns of `compiles`, in pipeline order.
+    pub stage_names: Vec<String>,
+    /// Its latest compiles the hook timed.
+    pub compiles: Vec<CompileRow>,
+}
+
+/// A compile as the entry page lists it: (when, total, one time per stage column).
+pub type CompileRow = (String, String, Vec<String>);
+
+/// Compiles of an entry listed with their stage times (the latest).
+pub const COMPILES: i64 = 10;
+
+/// The stage columns and rows of an entry's compiles.
+fn compile_rows(cs: Vec<crate::db::stages::Compile>) -> (Vec<String>, Vec<CompileRow>) {
+    let mut names: Vec<String> = vec![];
+    for c in &cs {
+        for (k, _) in &c.stages {
+            if !names.contains(k) {
+                names.push(k.clone());
+            }
+        }
+    }
+    names.sort_by_key(|k| (crate::db::stages::ORDER.iter().position(|s| s == k).unwrap_or(usize::MAX), k.clone()));
+    let rows = cs
+        .into_iter()
+        .map(|c| {
+            let cells = names
+                .iter()
+                .map(|n| c.stages.iter().find(|(k, _)| k == n).map_or("–".into(), |(_, ms)| fmt::ms(*ms)))
+                .collect();
+            (fmt::time(Some(c.ts)), c.compile_ms.map_or("–".into(), fmt::ms), cells)
+        })
+        .collect();
+    (names, rows)
 }
 
 #[derive(Template)]
@@ -186,7 +220,11 @@ async fn load(s: &AppState, e: entries::EntryRow, ir: Ir) -> Result<Entry, super
         None => vec![],
     };
     let base = href(&e.machine, &e.key);
+    let (stage_names, compiles) =
+        compile_rows(crate::db::stages::of_entry(s.db.pool(), &e.machine, &e.key, COMPILES).await?);
     Ok(Entry {
+        stage_names,
+        compiles,
         kernel_href: e.kernel.as_ref().map(|k| format!("/kernels/{}", fmt::enc(k))),
         nearest_href: format!("{base}/nearest"),
         created: fmt::time(e.created_at),

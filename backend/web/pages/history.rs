@@ -99,6 +99,45 @@ pub struct HistoryView {
     /// Buckets left out of the per-bucket table (older than the ones listed).
     pub rows_hidden: usize,
     pub api_url: String,
+    /// The latest misses (of the filter), each with the way to why it missed.
+    pub misses: Vec<MissView>,
+}
+
+/// Misses listed, the latest first.
+pub const MISSES: i64 = 10;
+
+/// A miss as the page lists it: the key it compiled, its variant's nearest earlier key and the
+/// comparison of the two.
+#[derive(Clone)]
+pub struct MissView {
+    pub when: String,
+    pub machine: String,
+    pub kernel: String,
+    pub key: String,
+    /// The entry's page, when it is stored.
+    pub key_href: Option<String>,
+    /// ("machine:KEY", its entry page, the compare page of it and the miss's key).
+    pub earlier: Option<(String, String, String)>,
+    /// The entry's nearest-neighbours page (every candidate, ranked).
+    pub nearest_href: Option<String>,
+}
+
+fn miss_view(m: crate::db::misses::Miss) -> MissView {
+    let short = |k: &str| k.get(..10).unwrap_or(k).to_string();
+    let entry = |machine: &str, key: &str| format!("/entries/{}/{}", enc(machine), enc(key));
+    let here = entry(&m.machine, &m.key);
+    MissView {
+        when: fmt::time(Some(m.ts)),
+        kernel: m.kernel.clone().unwrap_or_else(|| "?".into()),
+        key: short(&m.key),
+        key_href: m.stored.then(|| here.clone()),
+        earlier: m.earlier.as_ref().map(|(om, ok)| {
+            let compare = format!("/compare?a={}:{}&b={}:{}", enc(om), enc(ok), enc(&m.machine), enc(&m.key));
+            (format!("{om}:{}", short(ok)), entry(om, ok), compare)
+        }),
+        nearest_href: m.stored.then(|| format!("{here}/nearest")),
+        machine: m.machine,
+    }
 }
 
 #[derive(Template)]
@@ -140,6 +179,7 @@ async fn view(s: &AppState, q: &HistoryQuery) -> Result<HistoryView, AppError> {
     let n = n as usize;
     let kpage_link = |p: usize| format!("{}&kpage={p}", link(&machine, &kernel));
     let first = (kpage - 1) * TOP_KERNELS;
+    let misses = crate::db::misses::latest(pool, f.machine.as_deref(), f.kernel.as_deref(), MISSES).await?;
     let shown = series.len().saturating_sub(DENSE_MAX as usize);
     Ok(HistoryView {
         bucket: bucket.as_str(),
@@ -165,6 +205,7 @@ async fn view(s: &AppState, q: &HistoryQuery) -> Result<HistoryView, AppError> {
             enc(&kernel),
             bucket.as_str()
         ),
+        misses: misses.into_iter().map(miss_view).collect(),
         machine,
         kernel,
     })

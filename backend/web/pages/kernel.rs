@@ -13,7 +13,7 @@ use crate::db::summaries::{self, AutotuneConfig, VariantCell};
 use crate::fmt;
 use crate::web::AppState;
 use askama::Template;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Autotune configs shown in one cell (the fastest first); the full list is below the grids.
@@ -81,6 +81,84 @@ pub struct Kernel {
     /// Inductor decisions a choice compiled into this kernel took part in (a page of them).
     pub decisions: Vec<super::autotune::KernelDecisionView>,
     pub more_decisions: bool,
+    /// Where compile time goes: the hook's stage times summed over the kernel's compiles.
+    pub stages: Stages,
+    /// The filter: its choices and what is picked.
+    pub filter: Filter,
+}
+
+/// `?machine=&triton_version=&backend=` of the kernel page (empty: all).
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct KernelQuery {
+    pub machine: Option<String>,
+    pub triton_version: Option<String>,
+    pub backend: Option<String>,
+}
+
+fn picked(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|v| !v.is_empty())
+}
+
+/// The kernel page's filter form: each control's choices (those of the kernel's live entries)
+/// as (value, selected), and the live entries of the kernel in all.
+#[derive(Default)]
+pub struct Filter {
+    pub machines: Vec<(String, bool)>,
+    pub versions: Vec<(String, bool)>,
+    pub backends: Vec<(String, bool)>,
+    pub active: bool,
+    pub total: i64,
+}
+
+fn filter_of(all: &[VariantCell], q: &KernelQuery) -> Filter {
+    let opts = |vals: BTreeSet<String>, cur: Option<&str>| {
+        vals.into_iter().map(|v| (v.clone(), Some(v.as_str()) == cur)).collect()
+    };
+    let machines = all.iter().flat_map(|c| c.machines.split(',')).filter(|m| !m.is_empty()).map(String::from).collect();
+    let versions = all.iter().filter_map(|c| c.triton_version.clone()).collect();
+    let backends = all.iter().filter_map(|c| c.backend.clone()).collect();
+    Filter {
+        machines: opts(machines, picked(&q.machine)),
+        versions: opts(versions, picked(&q.triton_version)),
+        backends: opts(backends, picked(&q.backend)),
+        active: picked(&q.machine).is_some() || picked(&q.triton_version).is_some() || picked(&q.backend).is_some(),
+        total: all.iter().map(|c| c.entries).sum(),
+    }
+}
+
+/// Whether a grid or an autotune run of (backend, version) is in the filter.
+fn keeps(q: &KernelQuery, backend: &Option<String>, version: &Option<String>) -> bool {
+    picked(&q.backend).is_none_or(|b| backend.as_deref() == Some(b))
+        && picked(&q.triton_version).is_none_or(|v| version.as_deref() == Some(v))
+}
+
+/// A kernel's stage times summed (`db::stages::of_kernel`).
+#[derive(Default)]
+pub struct Stages {
+    /// (stage, summed time, share of the sum in %, as a bar width 0–100, mean per compile, compiles)
+    pub rows: Vec<(String, String, String, String, String, i64)>,
+    pub total: String,
+    /// The most compiles any stage was timed in (the compiles counted).
+    pub compiles: i64,
+}
+
+fn stages_view(sums: &[crate::db::stages::StageSum]) -> Stages {
+    let total: f64 = sums.iter().map(|s| s.ms).sum();
+    let rows = sums
+        .iter()
+        .map(|s| {
+            let share = if total > 0.0 { 100.0 * s.ms / total } else { 0.0 };
+            (
+                s.stage.clone(),
+                fmt::ms(s.ms),
+                format!("{share:.0}%"),
+                format!("{share:.1}"),
+                fmt::ms(s.ms / s.compiles.max(1) as f64),
+                s.compiles,
+            )
+        })
+        .collect();
+    Stages { rows, total: fmt::ms(total), compiles: sums.iter().map(|s| s.compiles).max().unwrap_or(0) }
 }
 
 #[derive(Template)]
@@ -90,13 +168,28 @@ struct Page {
     d: Kernel,
 }
 
-pub async fn page(State(s): State<AppState>, Path(name): Path<String>, hx: Hx) -> PageResult {
+pub async fn page(
+    State(s): State<AppState>,
+    Path(name): Path<String>,
+    Query(q): Query<KernelQuery>,
+    hx: Hx,
+) -> PageResult {
     s.db.fresh_summaries().await?;
-    let cells = summaries::kernel_cells(s.db.pool(), &name).await?;
-    if cells.is_empty() {
+    let all = summaries::kernel_cells(s.db.pool(), &name).await?;
+    if all.is_empty() {
         return Err(not_found(format!("no live entries of a kernel named {name:?}")));
     }
-    let configs = summaries::kernel_autotune_configs(s.db.pool(), &name).await?;
+    let filter = filter_of(&all, &q);
+    let mut cells = match picked(&q.machine) {
+        Some(m) => summaries::kernel_cells_on(s.db.pool(), &name, m).await?,
+        None => all,
+    };
+    cells.retain(|c| keeps(&q, &c.backend, &c.triton_version));
+    let mut configs = summaries::kernel_autotune_configs(s.db.pool(), &name).await?;
+    configs.retain(|a| {
+        keeps(&q, &a.backend, &a.triton_version)
+            && picked(&q.machine).is_none_or(|m| a.machines.split(',').any(|x| x == m))
+    });
     let (identical, same_code) = summaries::kernel_identical(s.db.pool(), &name).await?;
     // the samples' names as the cells hold them; by id only where a cell does not (yet)
     let mut names: HashMap<i64, (String, String)> =
@@ -118,6 +211,8 @@ pub async fn page(State(s): State<AppState>, Path(name): Path<String>, hx: Hx) -
     decisions.truncate(20);
     let mut d = build(name, cells, &configs, (identical, same_code), &names);
     (d.decisions, d.more_decisions) = (super::autotune::kernel_views(decisions), more_decisions);
+    d.stages = stages_view(&crate::db::stages::of_kernel(s.db.pool(), &d.name, picked(&q.machine)).await?);
+    d.filter = filter;
     hx.render(&Page { title: d.name.clone(), d }, |p| p.as_fragment().render())
 }
 
@@ -354,6 +449,8 @@ fn build(
         same_code,
         decisions: vec![],
         more_decisions: false,
+        stages: Stages::default(),
+        filter: Filter::default(),
         name,
     }
 }

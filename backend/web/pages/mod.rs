@@ -19,6 +19,7 @@ pub mod machine;
 pub mod overview;
 pub mod search;
 pub mod svg;
+pub mod timeline;
 
 use super::AppState;
 use super::error::AppError;

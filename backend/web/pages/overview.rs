@@ -62,6 +62,8 @@ pub struct Overview {
     pub advice: super::advice::AdviceView,
     /// What misses cost across the fleet.
     pub headline: Option<super::headline::HeadlineView>,
+    /// The latest fleet events, newest first.
+    pub timeline: Vec<super::timeline::EventView>,
 }
 
 #[derive(Template)]
@@ -122,6 +124,11 @@ async fn load(s: &AppState) -> Result<Overview, super::PageError> {
         saving_bytes: saving,
         saving_pct: pct(saving, total),
         headline: super::headline::load(s.db.pool(), None).await?,
+        timeline: crate::db::timeline::latest(s.db.pool(), db::Page { limit: super::timeline::SHOWN, offset: 0 })
+            .await?
+            .into_iter()
+            .map(super::timeline::view)
+            .collect(),
     })
 }
 
