@@ -187,7 +187,7 @@ pub async fn scan_local_opts(pool: &SqlitePool, root: &Path, machine: &str, opts
     }
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: finished");
     // The scan's invalidation report, computed now so that its first visit reads it.
-    crate::explain::stored::after_scan(pool.clone(), summary.scan_id, false).await;
+    crate::answers::stored::after_scan(pool.clone(), summary.scan_id, false).await;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: report stored");
     // Fold the WAL back into the database file now and truncate it: a cold scan of a big cache
     // leaves a WAL as large as the database, which every later process would otherwise recover

@@ -10,8 +10,8 @@
 //!
 //! Cache text in the text report and the notes goes through [`crate::fmt::term`].
 
+use crate::answers::load::{self as dbx, ExplainError};
 use crate::cli::GateArgs;
-use crate::explain::load::{self as dbx, ExplainError};
 use crate::explain::report::{CauseCount, Cost, InvalidatedRow, InvalidationsReport};
 use anyhow::Context;
 use serde::Serialize;

@@ -4,6 +4,7 @@
 //! components and causes, `web` the server; `run` wires them to the command line.
 #![forbid(unsafe_code)]
 
+pub mod answers;
 pub mod cli;
 pub mod collect;
 pub mod db;

@@ -508,7 +508,7 @@ async fn explain(a: ExplainArgs) -> anyhow::Result<()> {
     anyhow::ensure!(path.exists(), "no database at {} (scan first, or pass --db FILE)", path.display());
     let pool = db::open(&path).await?;
     let r =
-        crate::explain::load::compare_ids(&pool, &Default::default(), &a.a, &a.b, a.ir.as_deref(), !a.keep_locations)
+        crate::answers::load::compare_ids(&pool, &Default::default(), &a.a, &a.b, a.ir.as_deref(), !a.keep_locations)
             .await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);

@@ -1,7 +1,7 @@
 //! Per machine and kernel, the keys of the live kernel entries as one digest (migration 0023):
 //! a machine-pair invalidation report skips the kernels whose key sets are equal on both
 //! machines (all kept, whatever the entries hold) and reads only the others
-//! (`explain::load::machine_sides`). Two machines that run the same jobs share most kernels'
+//! (`answers::load::machine_sides`). Two machines that run the same jobs share most kernels'
 //! key sets, so their report reads a few kernels instead of every entry of both.
 //!
 //! The rows of a machine are recomputed when its generation (`report_gens`, moved by triggers

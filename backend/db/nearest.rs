@@ -3,7 +3,7 @@
 //! not a scan of the fleet: [`kernel_variants`] lists the live entries of the kernel from the
 //! index alone, with their variant columns and stored classes (`db::classes`), and the explainer
 //! analyses them tier by tier — the same variant first — only as far as a tier can still place a
-//! neighbour (`explain::load::nearest_of`). [`classes_of_ids`] groups a tier into groups that
+//! neighbour (`answers::load::nearest_of`). [`classes_of_ids`] groups a tier into groups that
 //! compare alike with the entry asked about and loads one side per group: entries of one stored
 //! class, on the same side of "is its key the entry's", with the same recorded key parts (the
 //! hook's). The same key on twenty machines is one group, and so are twenty keys of the same

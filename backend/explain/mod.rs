@@ -18,13 +18,11 @@
 mod compare;
 mod fields;
 mod ir;
-pub mod load;
 mod locs;
 mod matching;
 mod recorded;
 pub mod report;
 mod source;
-pub mod stored;
 #[cfg(test)]
 mod tests;
 mod text;

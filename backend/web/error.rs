@@ -2,7 +2,7 @@
 //! a generic text. Two renderings of it: [`ApiError`] answers JSON `{error}` for /api,
 //! [`PageError`] the one HTML error page (`templates/error.html`) for every page.
 
-use crate::explain::load::ExplainError;
+use crate::answers::load::ExplainError;
 use askama::Template;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};

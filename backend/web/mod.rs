@@ -39,7 +39,7 @@ pub struct Config {
     /// behind by a crash). `None`: the system's temp dir. `serve` uses the database's dir.
     pub spool_dir: Option<std::path::PathBuf>,
     /// Bounds on the work of one invalidation report's computation.
-    pub report_limits: crate::explain::load::Limits,
+    pub report_limits: crate::answers::load::Limits,
     /// How long the invalidations page waits for a report being computed before it answers
     /// 202 with the progress and asks again a second later: a report of a few hundred kernels is
     /// shown at once, one across releases of 50,000 entries a side (seconds) never holds a page
@@ -57,7 +57,7 @@ impl Default for Config {
             upload_read_timeout: Duration::from_secs(300),
             upload_queue: 64,
             spool_dir: None,
-            report_limits: crate::explain::load::LIMITS,
+            report_limits: crate::answers::load::LIMITS,
             report_wait: Duration::from_millis(50), // `serve --report-wait-ms`
         }
     }
@@ -84,8 +84,8 @@ pub struct AppState {
     /// The server's Prometheus metrics (`GET /metrics`, see metrics.rs).
     pub metrics: Arc<metrics::Metrics>,
     /// Entry comparisons (`/compare`, `/api/v1/compare`) at once: two, others wait 10 s at most
-    /// then get 503 (`explain::load::DiffSlots`).
-    pub diff_slots: crate::explain::load::DiffSlots,
+    /// then get 503 (`answers::load::DiffSlots`).
+    pub diff_slots: crate::answers::load::DiffSlots,
     /// Read-token guesses (`/login`, wrong bearer or basic-auth tokens): per client address and
     /// in all, 429 past them (`auth::Attempts`).
     pub attempts: Arc<auth::Attempts>,

@@ -2,12 +2,12 @@
 //! one type per question, so that the page and the API accept the same parameters.
 
 use super::error::AppError;
+use crate::answers::load::{self as dbx, Limits};
+use crate::answers::stored::{Lookup, Spec, lookup};
 use crate::db::history::{Bucket, HistoryFilter};
 use crate::db::reports::Stored;
 use crate::db::scans::ScanRef;
 use crate::explain::Cause;
-use crate::explain::load::{self as dbx, Limits};
-use crate::explain::stored::{Lookup, Spec, lookup};
 use serde::Deserialize;
 use sqlx::SqlitePool;
 

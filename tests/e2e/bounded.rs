@@ -131,7 +131,7 @@ async fn stored_reports_stay_within_their_bound() {
     let m1_landing = count(&pool, "SELECT COUNT(*) FROM inv_reports WHERE landing = 1 AND machine = 'm1'").await;
     assert_eq!(m1_landing, cachelens::db::reports::LANDING_KEPT);
     let asked0 = count(&pool, "SELECT COUNT(*) FROM inv_reports WHERE landing = 0").await;
-    let limits = cachelens::explain::load::Limits { kept: (3, 1_000_000), ..cachelens::explain::load::LIMITS };
+    let limits = cachelens::answers::load::Limits { kept: (3, 1_000_000), ..cachelens::answers::load::LIMITS };
     let url = serve(AppState::new(pool.clone(), Config { report_limits: limits, ..Config::default() })).await;
     let http = cachelens::upload::client().unwrap();
     let get = |from: i64, to: i64| {

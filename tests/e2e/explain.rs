@@ -3,7 +3,7 @@
 //! edit, line info off). Caches compiled here: explain_generated.rs.
 
 use crate::common::*;
-use cachelens::explain::load as xl;
+use cachelens::answers::load as xl;
 use cachelens::web::{AppState, Config};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};

@@ -1,13 +1,14 @@
 //! Nearest neighbours (`/api/v1/nearest`, `/entries/M/KEY/nearest`) read tier by tier through
-//! the variant index (`db/nearest.rs`, `explain::load::nearest_of`: the variant columns bound
+//! the variant index (`db/nearest.rs`, `answers::load::nearest_of`: the variant columns bound
 //! the differing components, tiers that cannot place a neighbour are not analysed) give the very
 //! answers of the plain computation over every live entry of the kernel
 //! (`db::explain::kernel_sides` + `explain::nearest`), for entries of real corpora: the same cache on two machines (every key twice), the same kernels under
 //! another fp-fusion setting, an upgrade pair, the hook machine.
 
 use crate::common::*;
+use cachelens::answers::load::{nearest_of, nearest_ranked};
 use cachelens::db::explain::{kernel_sides, load};
-use cachelens::explain::{load::nearest_of, load::nearest_ranked, nearest};
+use cachelens::explain::nearest;
 
 #[tokio::test]
 async fn nearest_by_variant_classes_equals_the_plain_computation() {
@@ -145,7 +146,7 @@ fn churned_key(old: &str) -> String {
     hex_to_b32(&churned_hash(old))
 }
 
-/// The server's nearest answers (`explain::load::nearest_cached`: candidates' classes and sides
+/// The server's nearest answers (`answers::load::nearest_cached`: candidates' classes and sides
 /// kept in a `db::nearest::Cache` across requests while the database's stamp stays) equal a
 /// fresh computation, on first asking, when asked again from what was kept, and after each kind
 /// of change: an entry rewritten in place the way Triton writes (a file written apart and
@@ -153,8 +154,8 @@ fn churned_key(old: &str) -> String {
 /// (the key parts that are part of a class); a new machine.
 #[tokio::test]
 async fn nearest_kept_across_requests_equals_a_fresh_computation_after_every_change() {
+    use cachelens::answers::load::nearest_cached;
     use cachelens::db::nearest::Cache;
-    use cachelens::explain::load::nearest_cached;
     let (_d, pool) = fresh_db().await;
     let (_ta, a) = unpacked("h100-jit-3.6.0");
     let (_tz, z) = unpacked("h100-jit-3.6.0");

@@ -6,10 +6,10 @@
 //! the paging of every list.
 
 use crate::common::*;
+use cachelens::answers::load::{LIMITS, Limits};
+use cachelens::answers::stored::{Spec, fresh};
 use cachelens::db::explain::{sides_at, sides_now};
 use cachelens::db::scans::ScanRef;
-use cachelens::explain::load::{LIMITS, Limits};
-use cachelens::explain::stored::{Spec, fresh};
 use cachelens::web::{AppState, Config};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -97,7 +97,7 @@ async fn report_id(state: &AppState) -> i64 {
 }
 
 async fn latest(state: &AppState, machine: &str) -> (Option<ScanRef>, ScanRef) {
-    let (from, to, _) = cachelens::explain::load::pick_scans(state.db.pool(), machine, None, None).await.unwrap();
+    let (from, to, _) = cachelens::answers::load::pick_scans(state.db.pool(), machine, None, None).await.unwrap();
     (from, to)
 }
 

@@ -1,5 +1,5 @@
 //! The pure steps of pairing one kernel's entries in bounded pieces (the loading is
-//! `explain::load::pieces`): entries in classes of equal contents ([`Facts`]), classes split into
+//! `answers::load::pieces`): entries in classes of equal contents ([`Facts`]), classes split into
 //! sub-groups that pairing never crosses ([`Splitter`]), each sub-group's class pairs analysed
 //! once ([`verdict`]) and its entries assigned from those verdicts ([`assign`]), with the same
 //! answer as [`super::match_part`] over the kernel's entries loaded whole.

@@ -1,9 +1,9 @@
 //! JSON API v1 of the explainer: `/compare`, `/nearest`, `/invalidations`.
 
 use super::ApiQuery;
-use crate::explain::load::{self as dbx, Neighbour};
+use crate::answers::load::{self as dbx, Neighbour};
+use crate::answers::stored::{Lookup, paged};
 use crate::explain::report::CompareReport;
-use crate::explain::stored::{Lookup, paged};
 use crate::web::AppState;
 use crate::web::error::{ApiError, AppError};
 use crate::web::query::{CompareQuery, InvalidationsQuery, NearestQuery};

@@ -129,7 +129,7 @@ pub(super) async fn landed(s: &AppState, headers: &HeaderMap, scan_id: i64) {
     {
         tracing::warn!("could not record the upload token's last use: {e}");
     }
-    tokio::spawn(crate::explain::stored::after_scan(s.db.pool().clone(), scan_id, true));
+    tokio::spawn(crate::answers::stored::after_scan(s.db.pool().clone(), scan_id, true));
     s.db.rebuild_soon();
 }
 

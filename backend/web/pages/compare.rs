@@ -3,7 +3,7 @@
 
 use super::search::candidates;
 use super::{Hx, PageResult};
-use crate::explain::load::{self as dbx, ExplainError, Neighbour};
+use crate::answers::load::{self as dbx, ExplainError, Neighbour};
 use crate::explain::report::{CompareReport, IR_KINDS};
 use crate::web::AppState;
 use crate::web::query::{CompareQuery, NearestQuery};

@@ -150,7 +150,7 @@ pub async fn page(
 /// No entry has `key` on `machine`: the one whose key starts with it (a short key, as the grids
 /// show it) at its own URL, the candidates when several do, else 404.
 async fn short_key(s: &AppState, machine: &str, key: &str, ir: Option<&str>) -> PageResult {
-    use crate::explain::load::{ExplainError, resolve};
+    use crate::answers::load::{ExplainError, resolve};
     let page = |id: &str| {
         let (m, k) = id.rsplit_once(':').unwrap_or((machine, key));
         format!("{}{}", href(m, k), ir.map(|i| format!("?ir={}", fmt::enc(i))).unwrap_or_default())

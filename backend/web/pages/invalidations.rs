@@ -3,14 +3,14 @@
 //! Rows are grouped by cause (the reasons given once, what recompiling costs: the hook's measured
 //! compile times), then summed up per kernel; the rows themselves sit behind a disclosure,
 //! [`ENTRIES_PER_PAGE`] of a cause at a time (`?cause=compiler&page=2`), as do the New and
-//! Removed lists. Everything is read from the stored report ([`crate::explain::stored`]).
+//! Removed lists. Everything is read from the stored report ([`crate::answers::stored`]).
 
 use super::compare::{compare_url, enc};
 use super::{HtmlTemplate, Hx, PageResult};
+use crate::answers::stored::{self, CauseGroup, KernelGroup, Lookup, invalidated_row};
 use crate::db::reports::{self, ReportHead, Stored};
 use crate::db::scans::ScanRef;
 use crate::explain::report::{Cost, InvalidatedRow, KernelKey};
-use crate::explain::stored::{self, CauseGroup, KernelGroup, Lookup, invalidated_row};
 use crate::fmt;
 use crate::web::AppState;
 use crate::web::query::{InvalidationsQuery, ScanContext};
@@ -91,7 +91,7 @@ pub struct CauseView {
     pub whys_more: bool,
     pub cost: Cost,
     /// The kernels of the cause with most recompiled entries (at most
-    /// [`crate::explain::stored::KERNELS_SHOWN`]).
+    /// [`crate::answers::stored::KERNELS_SHOWN`]).
     pub kernels: Vec<KernelGroup>,
     /// Kernels of the cause in all.
     pub kernels_total: usize,

@@ -4,8 +4,8 @@
 //! ([`candidates`]). Reads are indexed key ranges with a bound ([`crate::db::keys`]).
 
 use super::{HtmlTemplate, PageResult};
+use crate::answers::load::{Ambiguous, parse_id};
 use crate::db::keys::{KeyHit, by_prefix};
-use crate::explain::load::{Ambiguous, parse_id};
 use crate::web::AppState;
 use askama::Template;
 use axum::extract::{Query, State};

@@ -2,11 +2,11 @@
 //! then the pure functions of this module ([`compare`], [`invalidations`], [`nearest`]) and the
 //! view shapes of [`report`]. The one place the explainer touches the database.
 
-use super::report::{self, CompareReport, InvalidationsReport};
-use super::{Budget, Side, compare, finish, match_part, nearest_classes};
 use crate::db::explain::{LightRow, Loaded, ir_of, light_at, light_now, load, machine_exists, sides_of_ids};
 use crate::db::keysets;
 use crate::db::scans::{ScanRef, scans_of};
+use crate::explain::report::{self, CompareReport, InvalidationsReport};
+use crate::explain::{Budget, Side, compare, finish, match_part, nearest_classes};
 use sqlx::SqlitePool;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -69,7 +69,7 @@ pub async fn load_id(pool: &SqlitePool, id: &str) -> Result<Loaded, ExplainError
 /// (`web::AppState`), one per CLI run. A comparison holds its turn from the loading of its
 /// entries to the end of its diff, and the work runs on a blocking thread
 /// (`spawn_blocking`), never on the async workers that answer every other request: two 16 MiB
-/// texts took 2.7 s of CPU and +650 MB before the diff's bound ([`super::ir::DIFF_MAX_LINES`]).
+/// texts took 2.7 s of CPU and +650 MB before the diff's bound (`explain::ir::DIFF_MAX_LINES`).
 #[derive(Debug, Clone)]
 pub struct DiffSlots {
     sem: std::sync::Arc<tokio::sync::Semaphore>,
@@ -248,7 +248,7 @@ pub async fn nearest_ranked(
     let me = kv.id;
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, tiers = ?kv.tiers.each_ref().map(Vec::len), whole = kv.whole(), "nearest: tiers read");
     // (rank key, machine, key, class side, near, class id)
-    type Found = ((usize, usize, usize), String, String, std::sync::Arc<Side>, super::Near, (usize, usize));
+    type Found = ((usize, usize, usize), String, String, std::sync::Arc<Side>, crate::explain::Near, (usize, usize));
     let mut found: Vec<Found> = Vec::new();
     let (mut analysed, mut truncated) = (0usize, false);
     for b in 0..kv.tiers.len() {
@@ -465,7 +465,7 @@ pub async fn invalidations_grouped(
     old: &SideSet,
     new: &SideSet,
     limits: Limits,
-    progress: &super::stored::Progress,
+    progress: &crate::answers::stored::Progress,
 ) -> Result<crate::explain::Invalidations, ExplainError> {
     use std::sync::atomic::Ordering::Relaxed;
     let started = std::time::Instant::now();
@@ -618,7 +618,7 @@ pub async fn report_of(
     old: &SideSet,
     new: &SideSet,
     limits: Limits,
-    progress: &super::stored::Progress,
+    progress: &crate::answers::stored::Progress,
 ) -> Result<InvalidationsReport, ExplainError> {
     let inv = invalidations_grouped(pool, old, new, limits, progress).await?;
     let mut r = inv_report(inv, old, new);
@@ -641,7 +641,7 @@ async fn add_compile_times(pool: &SqlitePool, r: &mut InvalidationsReport) -> sq
 }
 
 /// Invalidations on one machine between two scans, computed fresh (the stored reports of
-/// [`super::stored`] are equal to it).
+/// [`crate::answers::stored`] are equal to it).
 pub async fn invalidations_scans(
     pool: &SqlitePool,
     from: Option<&ScanRef>,

@@ -12,11 +12,11 @@
 //! visited. Meaningless scan pairs (`from` not before `to`, a scan of another machine, an unknown
 //! scan) are refused before anything is computed (`load::pick_scans`: 422, 404).
 
-use super::Cause;
 use super::load::{ExplainError, Limits, machine_sides, report_of, scan_sides};
-use super::report::{CauseCount, Cost, InvalidatedRow, InvalidationsReport, KernelKey};
 use crate::db::reports::{self, CauseStats, ReportHead, RowOut, Stored, ToStore};
 use crate::db::scans::ScanRef;
+use crate::explain::Cause;
+use crate::explain::report::{CauseCount, Cost, InvalidatedRow, InvalidationsReport, KernelKey};
 use serde::Serialize;
 use sqlx::SqlitePool;
 use std::collections::HashMap;
@@ -56,7 +56,7 @@ impl Spec {
 static COMPUTING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 /// A machine pair whose kernels' key sets, kept in memory for both machines' generations now,
-/// are all equal ("all kept": nothing to match, `explain::load::machine_sides`) and whose
+/// are all equal ("all kept": nothing to match, `answers::load::machine_sides`) and whose
 /// entries without a kernel name are at most this many a side: its computation reads those
 /// entries and stores the counts, a few milliseconds (4-5 ms for a bench pair of 50,000 entries
 /// a side). It runs at once, outside the two computing slots and the pending bound: a team
@@ -368,7 +368,7 @@ async fn persist(
             per_kernel.entry(i.kernel.as_str()).or_default().add(i);
             let next = whys.len();
             // One change, one reason: entries that compiled to the same bytes share it.
-            let why = super::reason(&i.summary);
+            let why = crate::explain::reason(&i.summary);
             let w = *why_ix.entry(why).or_insert_with(|| {
                 whys.push((c.cause, why, 0));
                 next
@@ -382,7 +382,7 @@ async fn persist(
         let mut ordered = of.clone();
         ordered.sort_by_key(|(seq, i)| (rank[i.kernel.as_str()], *seq));
         for (pos, (seq, i)) in ordered.into_iter().enumerate() {
-            rows.push((seq, pos, why_ix[super::reason(&i.summary)], i));
+            rows.push((seq, pos, why_ix[crate::explain::reason(&i.summary)], i));
         }
         by_cause.push(CauseStats {
             cause: c.cause,
@@ -435,7 +435,7 @@ pub fn invalidated_row(h: &ReportHead, r: RowOut) -> InvalidatedRow {
             // The stored reason, with the row's own churn note (a report stored before the
             // reasons were shared has it already).
             let why = r.why.unwrap_or_default();
-            let note = super::churn_note(r.flags & 1 != 0, r.flags & 2 != 0);
+            let note = crate::explain::churn_note(r.flags & 1 != 0, r.flags & 2 != 0);
             if why.ends_with(note) { why } else { why + note }
         },
         identical_binary: r.flags & 1 != 0,
