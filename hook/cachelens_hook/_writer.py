@@ -158,7 +158,9 @@ def _check_own_regular(fd, what):
 def _open_in(dfd, name, flags):
     """Open `name` in the dir `dfd`: created with O_EXCL, else the existing one, never through a
     symlink; refused unless a regular file of ours."""
-    for _ in range(2):  # the file may vanish between the two opens (a rotation)
+    # The file may vanish between the two opens (a rotation by another process). A process
+    # descheduled long enough (a loaded machine) can see that more than once in a row.
+    for _ in range(16):
         try:
             fd = os.open(name, flags | os.O_CREAT | os.O_EXCL, 0o666, dir_fd=dfd)
         except FileExistsError:
