@@ -125,7 +125,8 @@ pub struct Row_ {
 }
 
 pub async fn rows(pool: &SqlitePool, machine: &str) -> BTreeMap<String, Row_> {
-    // the texts of a row with a fact are kept once per fact (`fact_texts`)
+    // the texts of a row with a fact are kept once per fact (`fact_texts`), a group file whose
+    // children sit in the entry's dir by their names
     sqlx::query(
         "SELECT e.*, COALESCE(e.metadata_json, t.metadata_json) AS metadata_json,
                 COALESCE(e.group_json, t.group_json) AS group_json
@@ -162,7 +163,13 @@ pub async fn rows(pool: &SqlitePool, machine: &str) -> BTreeMap<String, Row_> {
             first_scan_id: r.get("first_scan_id"),
             last_scan_id: r.get("last_scan_id"),
             metadata_json: r.get("metadata_json"),
-            group_json: r.get("group_json"),
+            // a group stored by its children's names reads back with this row's dir
+            // (`db::entries::entry_detail` does the same)
+            group_json: r.get::<Option<String>, _>("group_json").map(|g| {
+                let at: Option<String> = r.get("group_at");
+                let at = at.unwrap_or_else(|| cachelens::model::entry_path(r.get("root"), r.get("dir")));
+                cachelens::model::group_json_at(g, &at)
+            }),
         };
         (row.dir.clone(), row)
     })
