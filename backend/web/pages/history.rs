@@ -217,7 +217,8 @@ fn row(label: String, href: String, c: &Counts) -> Row {
         label,
         href,
         hits: if hook { c.hits.to_string() } else { "–".into() },
-        misses: c.misses.to_string(),
+        // the hook's misses: compiles inferred from mtimes are no lookups (they are in `compiles`)
+        misses: if hook { (c.misses - c.inferred_compiles).max(0).to_string() } else { "–".into() },
         compiles: c.compiles.to_string(),
         inferred: c.inferred_compiles,
         compile_time: c.compile_ms.map(fmt::duration_ms).unwrap_or_else(|| "–".into()),
