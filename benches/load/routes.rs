@@ -31,6 +31,8 @@ pub const ROUTES: &[Route] = &[
     r("/kernels", "kernel search (htmx partial)", &["HX /kernels?q={q}"]),
     r("/kernels", "kernel search, machine, by size", &["/kernels?q={q}&machine={machine}&sort=size"]),
     r("/kernels/{name}", "kernel page", &["/kernels/{kernel}"]),
+    // the machine filter reads the kernel's live entries fleet-wide (db/kernel_cells_on.sql)
+    r("/kernels/{name}", "kernel page, one machine", &["/kernels/{kernel}?machine={machine}"]),
     r("/entries/{machine}/{key}", "entry page", &["/entries/{machine}/{key}"]),
     r("/entries/{machine}/{key}/raw/{artifact}", "raw artifact", &["/entries/{machine}/{key}/raw/{artifact}"]),
     r("/entries/{machine}/{key}/nearest", "nearest page", &["/entries/{machine}/{key}/nearest"]),
