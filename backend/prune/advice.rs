@@ -1,8 +1,8 @@
 //! The server's "What can go": what `cachelens prune` (its default rules: relocated, superseded
 //! not hit since, unused for 30 days; no IR, no budget) would free on a machine, decided by the
 //! same [`super::decide`] from what the database holds instead of a disk listing: an entry's
-//! bytes are its scanned files' and its inodes its files plus its dir. Temp dirs are not stored,
-//! so the orphaned-temp class is the CLI's alone. The hook's first event for a root is taken over
+//! bytes are its scanned files' and its inodes its files (its dir stays until empty for an hour).
+//! Temp dirs are not stored, so the orphaned-temp class is the CLI's alone. The hook's first event for a root is taken over
 //! its live entries' keys (the CLI also counts keys of removed entries).
 //!
 //! The machine page and the API compute a machine's advice per request (one pass over its live
@@ -91,6 +91,7 @@ fn advise_root(rows: &[AdviceRow], rules: &Rules) -> RootAdvice {
             })
             .collect(),
         temps: vec![],
+        empty: vec![],
     };
     let since = rows.iter().filter_map(|r| r.first_event).min();
     let prune_rows: Vec<_> = rows.iter().map(|r| r.row.clone()).collect();

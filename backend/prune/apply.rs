@@ -4,8 +4,9 @@
 //! goes in three steps: (1) its group files are renamed aside inside the entry dir, so a new
 //! lookup misses (and compiles into the dir, as on any miss); (2) after `grace`, for readers that
 //! had already read the group to finish loading, the dir is listed again and, if nothing but
-//! step 1 changed it, renamed out of the key namespace to a `tmp.cachelens_prune_<pid>_<n>`
-//! sibling (Triton reads no `tmp.` name as a key); (3) that dir is removed. An IR item rewrites
+//! step 1 changed it, its files are moved out of the key namespace into a
+//! `tmp.cachelens_prune_<pid>_<n>` sibling (Triton reads no `tmp.` name as a key); (3) that dir
+//! is removed. The entry dir stays, empty (see [`take_out`]). An IR item rewrites
 //! the group file without the IR files (written aside, renamed over it), then removes them after
 //! `grace`. Every item is checked against the signature it had in the plan first; one that
 //! changed is skipped and reported. Nothing is opened outside the root and no symlink is
@@ -155,10 +156,16 @@ fn park(root: &Path, rfd: BorrowedFd<'_>, owner: u32, it: &Item) -> Result<Parke
     Ok(Parked { item: 0, dir: it.dir.clone(), parent, name, groups, sig })
 }
 
-/// Steps 2 and 3: unless a writer changed the entry meanwhile, rename it out and remove it.
+/// Steps 2 and 3: unless a writer changed the entry meanwhile, move its files out of the key
+/// namespace into a `tmp.cachelens_prune_*` sibling, check that what moved is what was checked,
+/// and remove them. The entry dir itself stays, empty, as Triton's own lookups leave one: a job
+/// that missed may be about to put a file into it, and Triton's `put` makes
+/// `<KEY>/tmp.pid_*/` and opens a file there by path, so renaming or removing the dir under it
+/// would fail that job (a loop of compiles racing prunes did fail so). An empty entry dir goes at
+/// a later run once it has been empty for an hour ([`remove_temp`]).
 fn take_out(root: &Path, rfd: BorrowedFd<'_>, owner: u32, p: &Parked) -> Result<(), String> {
-    let now = super::disk::entry_now(root, rfd, &p.dir, owner).map_err(|e| err("gone", e))?.0.sig;
-    if now != p.sig {
+    let (now, listing) = super::disk::entry_now(root, rfd, &p.dir, owner).map_err(|e| err("gone", e))?;
+    if now.sig != p.sig {
         // a writer compiles into it (a lookup missed once the group was aside): leave it to it
         if let Ok(efd) = fsat::open_dir(p.parent.as_fd(), OsStr::new(&p.name)) {
             for (to, _) in &p.groups {
@@ -167,34 +174,68 @@ fn take_out(root: &Path, rfd: BorrowedFd<'_>, owner: u32, p: &Parked) -> Result<
         }
         return Err("recompiled while pruning (kept)".into());
     }
+    let efd = fsat::open_dir(p.parent.as_fd(), OsStr::new(&p.name)).map_err(|e| err("gone", e))?;
     let to = aside();
-    rename_noreplace(p.parent.as_fd(), &p.name, &to).map_err(|e| err("cannot rename it out", e))?;
-    // A writer that put a file between the check and the rename: its entry goes back if the key
-    // is still free, else it goes (the writer's later files make a new key dir, a miss at worst).
-    let moved = match p.dir.rsplit_once('/') {
+    rustix::fs::mkdirat(&p.parent, to.as_str(), Mode::RWXU).map_err(|e| err("cannot make a dir beside it", e))?;
+    let afd = fsat::open_dir(p.parent.as_fd(), OsStr::new(&to)).map_err(|e| err("cannot open the dir beside it", e))?;
+    // every child but a dir (a writer's temp dir would have changed the signature)
+    let (_d, kids) = fsat::open_dir(p.parent.as_fd(), OsStr::new(&p.name))
+        .and_then(fsat::list)
+        .map_err(|e| err("cannot list it", e))?;
+    let mut moved: Vec<&OsStr> = vec![];
+    for k in kids.iter().filter(|k| k.kind != fsat::Kind::Dir) {
+        match rustix::fs::renameat(&efd, k.name.as_os_str(), &afd, k.name.as_os_str()) {
+            Ok(()) => moved.push(k.name.as_os_str()),
+            Err(e) => {
+                put_back(p, &afd, &moved);
+                let _ = remove_tree(p.parent.as_fd(), OsStr::new(&to), 1);
+                return Err(err(&format!("cannot move {} out", fsat::display(&k.name)), e));
+            }
+        }
+    }
+    // A writer that put a file between the check and its move: what moved is not what was
+    // checked. All of it goes back (a writer's newer file already there stays).
+    let stamps = |l: &crate::scan::entry::Listing| {
+        let mut v: Vec<(std::ffi::OsString, u64, i64)> =
+            l.files.iter().map(|f| (f.raw.clone(), f.size, f.mtime_ms)).collect();
+        v.sort();
+        v
+    };
+    let out_dir = match p.dir.rsplit_once('/') {
         Some((up, _)) => format!("{up}/{to}"),
         None => to.clone(),
     };
-    let after = super::disk::entry_now(root, rfd, &moved, owner).map(|(l, _)| l.sig).unwrap_or_default();
-    if after != p.sig && rename_noreplace(p.parent.as_fd(), &to, &p.name).is_ok() {
-        if let Ok(efd) = fsat::open_dir(p.parent.as_fd(), OsStr::new(&p.name)) {
-            for (aside, group) in &p.groups {
-                let _ = rename_noreplace(efd.as_fd(), aside, group); // a writer's newer group stays
-            }
-        }
+    let same = fsat::open_dir(p.parent.as_fd(), OsStr::new(&to))
+        .and_then(|fd| crate::scan::entry::list_files(fd, &root.join(&out_dir), root, owner))
+        .is_ok_and(|(_, l)| l.tmp.is_empty() && l.bad.is_empty() && stamps(&l) == stamps(&listing));
+    if !same {
+        put_back(p, &afd, &moved);
+        let _ = remove_tree(p.parent.as_fd(), OsStr::new(&to), 1);
         return Err("written to while pruning (put back, kept)".into());
     }
-    remove_tree(p.parent.as_fd(), OsStr::new(&to), 4).map_err(|e| err(&format!("renamed to {to}, not removed"), e))
+    remove_tree(p.parent.as_fd(), OsStr::new(&to), 1).map_err(|e| err(&format!("moved to {to}, not removed"), e))
+}
+
+/// Move `names` back from `from` into the entry dir (made again if a writer's `os.removedirs`
+/// took it once empty), never over a file a writer put there meanwhile; group files renamed
+/// aside in step 1 get their names back.
+fn put_back(p: &Parked, from: &OwnedFd, names: &[&OsStr]) {
+    let _ = rustix::fs::mkdirat(&p.parent, p.name.as_str(), Mode::from_raw_mode(0o755));
+    let Ok(efd) = fsat::open_dir(p.parent.as_fd(), OsStr::new(&p.name)) else { return };
+    for n in names {
+        let back = p.groups.iter().find(|(aside, _)| OsStr::new(aside) == *n).map_or(*n, |(_, g)| OsStr::new(g));
+        let _ = rename_noreplace(from.as_fd(), n, efd.as_fd(), back);
+    }
 }
 
 /// `renameat2(RENAME_NOREPLACE)`; where the file system does not have it (some network file
 /// systems answer EINVAL), a plain rename to a name checked free (it is ours alone: pid + count).
-fn rename_noreplace(dir: BorrowedFd<'_>, from: &str, to: &str) -> io::Result<()> {
-    match rustix::fs::renameat_with(dir, from, dir, to, RenameFlags::NOREPLACE) {
+fn rename_noreplace(from_dir: BorrowedFd<'_>, from: &OsStr, to_dir: BorrowedFd<'_>, to: &OsStr) -> io::Result<()> {
+    match rustix::fs::renameat_with(from_dir, from, to_dir, to, RenameFlags::NOREPLACE) {
         Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
-            match rustix::fs::statat(dir, to, AtFlags::SYMLINK_NOFOLLOW) {
+            match rustix::fs::statat(to_dir, to, AtFlags::SYMLINK_NOFOLLOW) {
                 Ok(_) => Err(io::Error::from(rustix::io::Errno::EXIST)),
-                Err(_) => Ok(rustix::fs::renameat(dir, from, dir, to)?),
+                Err(_) => Ok(rustix::fs::renameat(from_dir, from, to_dir, to)?),
             }
         }
         r => Ok(r?),
@@ -273,10 +314,12 @@ fn remove_files(rfd: BorrowedFd<'_>, it: &Item) -> Result<(), String> {
     Ok(())
 }
 
-/// An orphaned temp dir: removed while its stamp is as planned.
+/// An orphaned temp dir, or an empty entry dir: removed while its stamp is as planned. An entry
+/// dir goes only while empty (`rmdir`): a writer that put a file into it since keeps it.
 fn remove_temp(rfd: BorrowedFd<'_>, it: &Item) -> Result<(), String> {
     let (up, name) = it.dir.rsplit_once('/').unwrap_or(("", &it.dir));
-    if !name.starts_with("tmp.") {
+    let empty_entry = crate::scan::walk::is_key(name);
+    if !name.starts_with("tmp.") && !empty_entry {
         return Err(format!("{:?} is not a temp dir", it.dir));
     }
     let parent = fsat::open_rel(rfd, Path::new(up)).map_err(|e| err("gone", e))?;
@@ -284,6 +327,9 @@ fn remove_temp(rfd: BorrowedFd<'_>, it: &Item) -> Result<(), String> {
         Ok(Some(st)) if st.text() == it.sig => {}
         Ok(_) => return Err(CHANGED.into()),
         Err(e) => return Err(err("gone", e)),
+    }
+    if empty_entry {
+        return rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR).map_err(|e| err("kept (not empty)", e));
     }
     remove_tree(parent.as_fd(), OsStr::new(name), 3).map_err(|e| err("cannot remove", e))
 }

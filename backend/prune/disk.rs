@@ -48,6 +48,9 @@ pub struct Temp {
 pub struct Listing {
     pub entries: Vec<Listed>,
     pub temps: Vec<Temp>,
+    /// Entry dirs holding nothing (a lookup makes one; a whole entry pruned leaves one), with
+    /// their stamp: removed once empty for an hour, like a temp dir.
+    pub empty: Vec<Temp>,
 }
 
 impl Listing {
@@ -57,7 +60,8 @@ impl Listing {
     }
 
     pub fn inodes(&self) -> i64 {
-        self.entries.iter().map(|e| e.inodes).chain(self.temps.iter().map(|t| t.inodes)).fold(0, i64::saturating_add)
+        let (entries, temps) = (self.entries.iter().map(|e| e.inodes), self.temps.iter().map(|t| t.inodes));
+        entries.chain(temps).chain(self.empty.iter().map(|t| t.inodes)).fold(0, i64::saturating_add)
     }
 }
 
@@ -81,6 +85,12 @@ pub fn list(root: &Path) -> io::Result<Listing> {
     for dir in &layout.entries {
         let Ok(listed) = entry_now(root, rfd, dir, owner) else { continue };
         let (listed, listing) = listed;
+        let nothing = listing.files.is_empty() && listing.bad.is_empty() && listing.links.is_empty();
+        let key_dir = walk::is_key(dir.rsplit('/').next().unwrap_or(dir));
+        if nothing && key_dir && listing.foreign.is_empty() && listing.tmp.is_empty() {
+            out.empty.extend(temp(rfd, dir));
+            continue;
+        }
         for t in &listing.tmp {
             if let Some(mut t) = temp(rfd, &format!("{dir}/{t}")) {
                 t.dir = format!("{dir}/{}", t.dir.rsplit('/').next().unwrap_or_default());

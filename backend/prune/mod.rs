@@ -26,7 +26,8 @@ pub enum Class {
     Superseded,
     /// Neither hit nor compiled for `--unused-for`.
     Unused,
-    /// A writer's temp dir (`tmp.pid_*`, or a prune's `tmp.cachelens_prune_*`) older than an hour.
+    /// A writer's temp dir (`tmp.pid_*`, or a prune's `tmp.cachelens_prune_*`), or an empty entry
+    /// dir (what a lookup or a pruned entry leaves), older than an hour.
     OrphanTemp,
     /// The IR files of a kept entry (what `TRITON_STORE_BINARY_ONLY=1` would not have written).
     Ir,
@@ -43,7 +44,7 @@ impl Class {
             Class::Relocated => "relocated (Triton misses on them here)",
             Class::Superseded => "superseded by a newer key of the same variant",
             Class::Unused => "not hit nor compiled for --unused-for",
-            Class::OrphanTemp => "orphaned temp dirs (older than an hour)",
+            Class::OrphanTemp => "orphaned temp dirs and empty entry dirs (older than an hour)",
             Class::Ir => "IR files of kept entries (--ir)",
             Class::OverBudget => "least recently used, to fit --max-bytes/--max-inodes",
         }
@@ -222,12 +223,19 @@ pub fn decide(
             }
         }
     }
-    for t in &listed.temps {
+    for (t, what) in
+        listed.temps.iter().map(|t| (t, "temp dir")).chain(listed.empty.iter().map(|t| (t, "empty entry dir")))
+    {
         // a temp dir inside an entry that goes whole goes with it (counted there)
         let inside = t.dir.rsplit_once('/').is_some_and(|(up, _)| take.taken.contains_key(up));
         if !inside && rules.now - t.mtime_ms > ORPHAN_AGE_MS {
-            let why = format!("temp dir last changed {}", crate::fmt::time(Some(t.mtime_ms)));
-            let key = t.dir.rsplit_once('/').map_or("", |(k, _)| k.rsplit('/').next().unwrap_or(k)).to_string();
+            let why = format!("{what} last changed {}", crate::fmt::time(Some(t.mtime_ms)));
+            let key = match what {
+                // `<KEY>/tmp.pid_*`: the entry's key; a `tmp.*` in the root: none
+                "temp dir" => t.dir.rsplit_once('/').map_or("", |(k, _)| k.rsplit('/').next().unwrap_or(k)),
+                _ => t.dir.rsplit('/').next().unwrap_or_default(),
+            }
+            .to_string();
             take.items.push(Item {
                 class: Class::OrphanTemp,
                 dir: t.dir.clone(),
@@ -332,7 +340,10 @@ impl<'a> Taker<'a> {
         }
         self.taken.insert(r.dir.as_str(), self.items.len());
         let (dir, key, sig) = (r.dir.clone(), r.key.clone(), l.sig.clone());
-        self.items.push(Item { class, dir, key, sig, bytes: l.bytes, inodes: l.inodes, files: vec![], why });
+        // the entry dir itself stays, empty, as Triton's lookups leave one (see `apply::take_out`);
+        // it goes with a later run once it has been empty for an hour
+        let inodes = (l.inodes - 1).max(0);
+        self.items.push(Item { class, dir, key, sig, bytes: l.bytes, inodes, files: vec![], why });
     }
 }
 

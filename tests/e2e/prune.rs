@@ -177,8 +177,10 @@ fn pruned_entries_miss_and_kept_ones_hit() {
     assert_eq!(a["applied"]["removed"].as_u64(), Some(items.len() as u64), "{a}");
     assert_eq!(a["scan"]["removed_entries"], 6, "the scan after it records what went: {a}");
     assert!(!temp.exists());
+    // a whole entry's files go; its dir stays, empty, as a lookup leaves one (a writer may be
+    // about to put a file into it), until a later run finds it empty for an hour
     for k in &old {
-        assert!(!cache.join(k).exists(), "{k}");
+        assert_eq!(std::fs::read_dir(cache.join(k)).unwrap().count(), 0, "{k}");
     }
     for k in &stripped {
         let names: BTreeSet<String> =
@@ -198,6 +200,25 @@ fn pruned_entries_miss_and_kept_ones_hit() {
     let evs = &events(&cache)[before..];
     assert_eq!(keys_with(evs, "hit"), kept, "every kept entry is a hit");
     assert_eq!(keys_with(evs, "miss"), old, "every pruned entry is a miss");
+
+    // The dirs whole entries leave: an empty one goes once it has been empty for an hour, a
+    // younger one stays (a writer that missed may be about to put a file into it).
+    let all = prune(&db, &[cache.to_str().unwrap(), "--apply", "--unused-for", "0", "--grace", "0"]);
+    assert!(all["applied"][0]["applied"]["removed"].as_i64().unwrap() >= kept.len() as i64, "{all}");
+    let (aged, young) = (old.iter().next().unwrap(), kept.iter().next().unwrap());
+    assert_eq!(std::fs::read_dir(cache.join(aged)).unwrap().count(), 0, "{aged}");
+    let touch = Command::new("touch").args(["-d", "2 hours ago"]).arg(cache.join(aged)).status().unwrap();
+    assert!(touch.success());
+    let dry = prune(&db, &[cache.to_str().unwrap()]);
+    let items = arr(&dry["plan"]["roots"][0]["items"]);
+    let empties: Vec<&Value> = items.iter().filter(|i| i["class"] == "orphan_temp").collect();
+    assert_eq!(empties.len(), 1, "{items:?}");
+    assert_eq!(empties[0]["key"], aged.as_str(), "{}", empties[0]);
+    assert_eq!(empties[0]["inodes"], 1, "{}", empties[0]);
+    assert!(empties[0]["why"].as_str().unwrap().starts_with("empty entry dir last changed"), "{}", empties[0]);
+    prune(&db, &[cache.to_str().unwrap(), "--apply", "--grace", "0"]);
+    assert!(!cache.join(aged).exists(), "{aged}");
+    assert!(cache.join(young).is_dir(), "{young}");
 }
 
 /// A loop of compiles (the add kernels, hooked) racing a loop of `prune --apply --unused-for 0`
