@@ -196,17 +196,51 @@ impl Entry {
         self.group.as_ref().is_some_and(|g| g.relocated)
     }
 
-    /// The digest of the entry's content ([`fact_digest`] of its key, kind and files). A group
-    /// file whose children all sit in the entry's own dir ([`Entry::group_in_dir`]) enters as
-    /// its children's names, not its bytes (which hold the dir's absolute path): the same
-    /// files at another path are the same fact.
+    /// The digest of the entry's content ([`fact_digest`] of its key, kind and files, and of what
+    /// the scanner read from them). A group file whose children all sit in the entry's own dir
+    /// ([`Entry::group_in_dir`]) enters as its children's names, not its bytes (which hold the
+    /// dir's absolute path): the same files at another path are the same fact.
+    ///
+    /// What was read (kernel, variant, resources, metadata: [`Entry::read_digest`]) enters too:
+    /// a server copies those from the first entry stored with the fact, so a node that sent real
+    /// files' sha256s with made-up figures would otherwise be believed for every machine holding
+    /// the same files; with them in the digest its entry is a fact of its own.
     pub fn fact(&self) -> String {
         let normal = self.group_in_dir().map(|(g, _)| (g.name.as_str(), group_in_dir_digest(self.group.as_ref())));
         let files = self.artifacts.iter().map(|a| match &normal {
             Some((name, d)) if *name == a.name => (a.name.as_str(), d.as_str()),
             _ => (a.name.as_str(), a.sha256.as_str()),
         });
-        fact_digest(&self.key, self.kind.as_str(), files)
+        let read = self.read_digest();
+        // "" is no file's name: the pseudo-file cannot collide with a real one
+        fact_digest(&self.key, self.kind.as_str(), files.chain(std::iter::once(("", read.as_str()))))
+    }
+
+    /// sha256 of what the scanner read from the files and a server copies from a fact's first
+    /// entry: the kernel and its variant, the resources and the metadata, as canonical JSON
+    /// (serde_json's maps are sorted), the same on the client and after a server's parse. Not
+    /// the bytes (a group file's size holds its dir's path) nor the times.
+    fn read_digest(&self) -> String {
+        use sha2::Digest;
+        let read = serde_json::json!([
+            self.kernel,
+            self.backend,
+            self.arch,
+            self.warp_size,
+            self.num_warps,
+            self.num_stages,
+            self.num_ctas,
+            self.triton_version,
+            self.meta_hash,
+            self.signature,
+            self.shapes,
+            self.registers,
+            self.spills,
+            self.shared_bytes,
+            self.resources,
+            self.metadata,
+        ]);
+        format!("read:{}", hex::encode(sha2::Sha256::digest(read.to_string().as_bytes())))
     }
 
     /// The entry's one group file and the dir its children were written at, when every child
@@ -904,6 +938,34 @@ pub fn valid_machine_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fact names what was read as well as the files: the scanner's entries of a real cache
+    /// keep their facts through the wire's JSON (a server computes the same digest from what it
+    /// parsed), and an entry with the same files but other figures (a node lying about
+    /// registers, the kernel or the metadata) is another fact, so it can poison nobody's rows.
+    #[test]
+    fn a_fact_covers_what_was_read_and_survives_the_wire() {
+        let root = crate::test_corpus::unpacked("h100-jit-3.6.0").join("triton-cache");
+        let report = crate::collect::scan_report(&root, "x").unwrap();
+        let kernels: Vec<&Entry> = report.entries.iter().filter(|e| e.kind == EntryKind::Kernel).collect();
+        assert!(kernels.len() > 100, "{}", kernels.len());
+        for e in &kernels {
+            let wire: Entry = serde_json::from_str(&serde_json::to_string(e).unwrap()).unwrap();
+            assert_eq!(wire.fact(), e.fact(), "{}", e.key);
+        }
+        let e = kernels.iter().find(|e| e.registers.is_some()).unwrap();
+        let forged: [fn(&mut Entry); 4] = [
+            |e| e.registers = e.registers.map(|r| r + 1),
+            |e| e.kernel = Some("other_kernel".into()),
+            |e| e.num_warps = e.num_warps.map(|w| w * 2),
+            |e| e.metadata.as_mut().unwrap()["shared"] = 1.into(),
+        ];
+        for (i, forge) in forged.iter().enumerate() {
+            let mut lie = (*e).clone();
+            forge(&mut lie);
+            assert_ne!(lie.fact(), e.fact(), "forgery {i}");
+        }
+    }
 
     /// A group whose children sit in its dir is stored by their names and read back with a
     /// machine's own dir exactly as that machine's scanner made it; any other is stored as it is.
