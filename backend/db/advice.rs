@@ -14,6 +14,8 @@ pub struct AdviceRow {
     pub entry_bytes: i64,
     /// How many files it holds (`entry_files`).
     pub files: i64,
+    /// How many of them are group files (`__grp__*`: prune stubs them, they stay).
+    pub groups: i64,
     /// The hook's first event for the key on this machine (unix ms).
     pub first_event: Option<i64>,
     #[sqlx(flatten)]

@@ -1,6 +1,7 @@
 -- Every live entry of one machine with what prune's advice needs (db::advice::live_rows).
 SELECT e.root, e.bytes AS entry_bytes,
        (SELECT COUNT(*) FROM entry_files f WHERE f.entry_id = e.id) AS files,
+       (SELECT COUNT(*) FROM entry_files f WHERE f.entry_id = e.id AND f.name GLOB '__grp__*') AS groups,
        e.dir, e.key, e.kind, e.kernel, e.backend, e.arch, e.warp_size, e.num_warps, e.num_stages,
        e.num_ctas, e.triton_version, e.signature, e.shapes, e.created_at, e.relocated != 0 AS relocated,
        (SELECT MAX(v.ts) FROM events v WHERE v.machine_id = e.machine_id AND v.key = e.key AND v.event = 'hit')

@@ -88,6 +88,8 @@ fn advise_root(rows: &[AdviceRow], rules: &Rules) -> RootAdvice {
                 inodes: r.files + 1,
                 files: vec![],
                 has_group: false,
+                groups: r.groups,
+                pruned: false,
             })
             .collect(),
         temps: vec![],

@@ -1,12 +1,13 @@
 //! Removing a plan's items safely for Triton's concurrent readers and writers.
 //!
 //! Triton finds an entry by its group file and then opens each child by path. So a whole entry
-//! goes in three steps: (1) its group files are renamed aside inside the entry dir, so a new
-//! lookup misses (and compiles into the dir, as on any miss); (2) after `grace`, for readers that
-//! had already read the group to finish loading, the dir is listed again and, if nothing but
-//! step 1 changed it, its files are moved out of the key namespace into a
-//! `tmp.cachelens_prune_<pid>_<n>` sibling (Triton reads no `tmp.` name as a key); (3) that dir
-//! is removed. The entry dir stays, empty (see [`take_out`]). An IR item rewrites
+//! goes in three steps: (1) a stub is renamed over each group file ([`PRUNED_GROUP`]), so a new
+//! lookup misses (and compiles into the dir, as on any miss) while no group file ever vanishes
+//! under a reader; (2) after `grace`, for readers that had already read the group to finish
+//! loading, the dir is listed again and, if nothing but step 1 changed it, its other files are
+//! moved out of the key namespace into a `tmp.cachelens_prune_<pid>_<n>` sibling (Triton reads
+//! no `tmp.` name as a key); (3) that dir is removed. The entry dir and its stubs stay (see
+//! [`take_out`]). An IR item rewrites
 //! the group file without the IR files (written aside, renamed over it), then removes them after
 //! `grace`. Every item is checked against the signature it had in the plan first; one that
 //! changed is skipped and reported. Nothing is opened outside the root and no symlink is
@@ -14,6 +15,7 @@
 //! `unlinkat` in such a dir.
 
 use super::{Class, Item, RootPlan};
+use crate::scan::entry::PRUNED_GROUP;
 use crate::scan::fsat;
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use serde::Serialize;
@@ -58,16 +60,16 @@ pub fn check_owner(root: &Path, other_owner: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An entry whose group files were renamed aside, waiting out the grace period.
+/// An entry whose group files were stubbed, waiting out the grace period.
 struct Parked {
     item: usize,
     /// The entry dir relative to the root.
     dir: String,
     parent: OwnedFd,
     name: String,
-    /// (aside name, group name) of each group file.
-    groups: Vec<(String, String)>,
-    /// The entry's signature with its groups aside.
+    /// The group files stubbed ([`PRUNED_GROUP`]): they stay.
+    groups: Vec<std::ffi::OsString>,
+    /// The entry's signature with its groups stubbed.
     sig: String,
 }
 
@@ -138,7 +140,9 @@ fn split(rfd: BorrowedFd<'_>, dir: &str) -> Result<(OwnedFd, String), String> {
     Ok((parent, name.to_string()))
 }
 
-/// Step 1 of a whole entry: check its signature, rename its group files aside.
+/// Step 1 of a whole entry: check its signature, write [`PRUNED_GROUP`] over each group file
+/// (renamed over it: Triton's `get_group` tests `exists` then opens, so a group file must never
+/// vanish under it; the stub reads as a miss).
 fn park(root: &Path, rfd: BorrowedFd<'_>, owner: u32, it: &Item) -> Result<Parked, String> {
     let (listed, listing) = super::disk::entry_now(root, rfd, &it.dir, owner).map_err(|e| err("gone", e))?;
     if listed.sig != it.sig {
@@ -148,42 +152,37 @@ fn park(root: &Path, rfd: BorrowedFd<'_>, owner: u32, it: &Item) -> Result<Parke
     let efd = fsat::open_dir(parent.as_fd(), OsStr::new(&name)).map_err(|e| err("cannot open", e))?;
     let mut groups = vec![];
     for f in listing.files.iter().filter(|f| f.name.starts_with("__grp__")) {
-        let to = aside();
-        rustix::fs::renameat(&efd, &f.raw, &efd, &to).map_err(|e| err("cannot rename its group file", e))?;
-        groups.push((to, f.name.clone()));
+        write_over(efd.as_fd(), &f.raw, PRUNED_GROUP)?;
+        groups.push(f.raw.clone());
     }
     let sig = super::disk::entry_now(root, rfd, &it.dir, owner).map_err(|e| err("gone", e))?.0.sig;
     Ok(Parked { item: 0, dir: it.dir.clone(), parent, name, groups, sig })
 }
 
-/// Steps 2 and 3: unless a writer changed the entry meanwhile, move its files out of the key
-/// namespace into a `tmp.cachelens_prune_*` sibling, check that what moved is what was checked,
-/// and remove them. The entry dir itself stays, empty, as Triton's own lookups leave one: a job
-/// that missed may be about to put a file into it, and Triton's `put` makes
-/// `<KEY>/tmp.pid_*/` and opens a file there by path, so renaming or removing the dir under it
-/// would fail that job (a loop of compiles racing prunes did fail so). An empty entry dir goes at
-/// a later run once it has been empty for an hour ([`remove_temp`]).
+/// Steps 2 and 3: unless a writer changed the entry meanwhile, move its files but the stubbed
+/// groups into a `tmp.cachelens_prune_*` sibling, check that what moved is what was checked, and
+/// remove them. The entry dir stays with its stubs, as a lookup leaves a dir: a job that missed
+/// may be about to put a file into it, and Triton's `put` makes `<KEY>/tmp.pid_*/` and opens a
+/// file there by path, so renaming or removing the dir under it would fail that job (a loop of
+/// compiles racing prunes did fail so). It goes at a later run once so for an hour
+/// ([`remove_temp`]).
 fn take_out(root: &Path, rfd: BorrowedFd<'_>, owner: u32, p: &Parked) -> Result<(), String> {
     let (now, listing) = super::disk::entry_now(root, rfd, &p.dir, owner).map_err(|e| err("gone", e))?;
     if now.sig != p.sig {
-        // a writer compiles into it (a lookup missed once the group was aside): leave it to it
-        if let Ok(efd) = fsat::open_dir(p.parent.as_fd(), OsStr::new(&p.name)) {
-            for (to, _) in &p.groups {
-                let _ = rustix::fs::unlinkat(&efd, to.as_str(), AtFlags::empty());
-            }
-        }
+        // a writer compiles into it (a lookup missed on the stub): leave it to it
         return Err("recompiled while pruning (kept)".into());
     }
     let efd = fsat::open_dir(p.parent.as_fd(), OsStr::new(&p.name)).map_err(|e| err("gone", e))?;
     let to = aside();
     rustix::fs::mkdirat(&p.parent, to.as_str(), Mode::RWXU).map_err(|e| err("cannot make a dir beside it", e))?;
     let afd = fsat::open_dir(p.parent.as_fd(), OsStr::new(&to)).map_err(|e| err("cannot open the dir beside it", e))?;
-    // every child but a dir (a writer's temp dir would have changed the signature)
+    // every child but a dir (a writer's temp dir would have changed the signature) and the
+    // stubbed groups (a reader may be between `exists` and `open`)
     let (_d, kids) = fsat::open_dir(p.parent.as_fd(), OsStr::new(&p.name))
         .and_then(fsat::list)
         .map_err(|e| err("cannot list it", e))?;
     let mut moved: Vec<&OsStr> = vec![];
-    for k in kids.iter().filter(|k| k.kind != fsat::Kind::Dir) {
+    for k in kids.iter().filter(|k| k.kind != fsat::Kind::Dir && !p.groups.contains(&k.name)) {
         match rustix::fs::renameat(&efd, k.name.as_os_str(), &afd, k.name.as_os_str()) {
             Ok(()) => moved.push(k.name.as_os_str()),
             Err(e) => {
@@ -196,8 +195,8 @@ fn take_out(root: &Path, rfd: BorrowedFd<'_>, owner: u32, p: &Parked) -> Result<
     // A writer that put a file between the check and its move: what moved is not what was
     // checked. All of it goes back (a writer's newer file already there stays).
     let stamps = |l: &crate::scan::entry::Listing| {
-        let mut v: Vec<(std::ffi::OsString, u64, i64)> =
-            l.files.iter().map(|f| (f.raw.clone(), f.size, f.mtime_ms)).collect();
+        let files = l.files.iter().filter(|f| !p.groups.contains(&f.raw));
+        let mut v: Vec<(std::ffi::OsString, u64, i64)> = files.map(|f| (f.raw.clone(), f.size, f.mtime_ms)).collect();
         v.sort();
         v
     };
@@ -216,16 +215,28 @@ fn take_out(root: &Path, rfd: BorrowedFd<'_>, owner: u32, p: &Parked) -> Result<
     remove_tree(p.parent.as_fd(), OsStr::new(&to), 1).map_err(|e| err(&format!("moved to {to}, not removed"), e))
 }
 
-/// Move `names` back from `from` into the entry dir (made again if a writer's `os.removedirs`
-/// took it once empty), never over a file a writer put there meanwhile; group files renamed
-/// aside in step 1 get their names back.
+/// Move `names` back from `from` into the entry dir, never over a file a writer put there
+/// meanwhile. The stubbed groups stay: the writer that raced writes its own over them.
 fn put_back(p: &Parked, from: &OwnedFd, names: &[&OsStr]) {
-    let _ = rustix::fs::mkdirat(&p.parent, p.name.as_str(), Mode::from_raw_mode(0o755));
     let Ok(efd) = fsat::open_dir(p.parent.as_fd(), OsStr::new(&p.name)) else { return };
     for n in names {
-        let back = p.groups.iter().find(|(aside, _)| OsStr::new(aside) == *n).map_or(*n, |(_, g)| OsStr::new(g));
-        let _ = rename_noreplace(from.as_fd(), n, efd.as_fd(), back);
+        let _ = rename_noreplace(from.as_fd(), n, efd.as_fd(), n);
     }
+}
+
+/// Write `text` to a new file beside `name` in `dir` and rename it over `name` (a reader opens
+/// the old file or the new one, never none).
+fn write_over(dir: BorrowedFd<'_>, name: &OsStr, text: &[u8]) -> Result<(), String> {
+    let to = aside();
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, to.as_str(), flags, Mode::from_raw_mode(0o644))
+        .map_err(|e| err("cannot write the new group file", e))?;
+    let mut file = std::fs::File::from(fd);
+    if let Err(e) = file.write_all(text).and_then(|()| file.sync_all()) {
+        let _ = rustix::fs::unlinkat(dir, to.as_str(), AtFlags::empty());
+        return Err(err("cannot write", e));
+    }
+    rustix::fs::renameat(dir, to.as_str(), dir, name).map_err(|e| err("cannot replace the group file", e))
 }
 
 /// `renameat2(RENAME_NOREPLACE)`; where the file system does not have it (some network file
@@ -290,14 +301,7 @@ fn strip_group(root: &Path, rfd: BorrowedFd<'_>, owner: u32, it: &Item) -> Resul
                 _ => return Err("group file: not a group Triton writes".into()),
             },
         }
-        let to = aside();
-        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&efd, to.as_str(), flags, Mode::from_raw_mode(0o644))
-            .map_err(|e| err("cannot write the new group file", e))?;
-        let mut file = std::fs::File::from(fd);
-        let text = serde_json::to_string(&v).unwrap_or_default();
-        file.write_all(text.as_bytes()).and_then(|()| file.sync_all()).map_err(|e| err("cannot write", e))?;
-        rustix::fs::renameat(&efd, to.as_str(), &efd, &g.raw).map_err(|e| err("cannot replace the group file", e))?;
+        write_over(efd.as_fd(), &g.raw, serde_json::to_string(&v).unwrap_or_default().as_bytes())?;
     }
     Ok(())
 }
@@ -329,6 +333,19 @@ fn remove_temp(rfd: BorrowedFd<'_>, it: &Item) -> Result<(), String> {
         Err(e) => return Err(err("gone", e)),
     }
     if empty_entry {
+        // prune's stubbed groups first (checked again: only the stub's bytes), then the dir,
+        // which `rmdir` takes only while empty
+        let efd = fsat::open_dir(parent.as_fd(), OsStr::new(name)).map_err(|e| err("gone", e))?;
+        let owner = fsat::owner(efd.as_fd()).map_err(|e| err("gone", e))?;
+        let listing = fsat::open_dir(parent.as_fd(), OsStr::new(name))
+            .and_then(|fd| crate::scan::entry::list_files(fd, Path::new(name), Path::new(up), owner))
+            .map_err(|e| err("gone", e))?
+            .1;
+        if crate::scan::entry::only_pruned_groups(efd.as_fd(), &listing, owner) {
+            for f in &listing.files {
+                rustix::fs::unlinkat(&efd, &f.raw, AtFlags::empty()).map_err(|e| err("cannot remove its stub", e))?;
+            }
+        }
         return rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR).map_err(|e| err("kept (not empty)", e));
     }
     remove_tree(parent.as_fd(), OsStr::new(name), 3).map_err(|e| err("cannot remove", e))

@@ -29,6 +29,10 @@ pub struct Listed {
     pub files: Vec<FileSize>,
     /// Whether it holds a `__grp__*` file (a kernel Triton can load).
     pub has_group: bool,
+    /// How many `__grp__*` files it holds.
+    pub groups: i64,
+    /// Whether it holds nothing but group files prune stubbed: an entry taken out.
+    pub pruned: bool,
 }
 
 /// A writer's temp dir: `<KEY>/tmp.pid_*` (Triton 3.2+), or `tmp.*` directly in the root.
@@ -48,8 +52,8 @@ pub struct Temp {
 pub struct Listing {
     pub entries: Vec<Listed>,
     pub temps: Vec<Temp>,
-    /// Entry dirs holding nothing (a lookup makes one; a whole entry pruned leaves one), with
-    /// their stamp: removed once empty for an hour, like a temp dir.
+    /// Entry dirs holding nothing (a lookup makes one), or nothing but the group stubs of an
+    /// entry prune took out, with their stamp: removed once so for an hour, like a temp dir.
     pub empty: Vec<Temp>,
 }
 
@@ -87,7 +91,7 @@ pub fn list(root: &Path) -> io::Result<Listing> {
         let (listed, listing) = listed;
         let nothing = listing.files.is_empty() && listing.bad.is_empty() && listing.links.is_empty();
         let key_dir = walk::is_key(dir.rsplit('/').next().unwrap_or(dir));
-        if nothing && key_dir && listing.foreign.is_empty() && listing.tmp.is_empty() {
+        if key_dir && (listed.pruned || (nothing && listing.foreign.is_empty() && listing.tmp.is_empty())) {
             out.empty.extend(temp(rfd, dir));
             continue;
         }
@@ -115,8 +119,11 @@ pub fn entry_now(root: &Path, root_fd: BorrowedFd<'_>, dir: &str, owner: u32) ->
         inodes += n;
     }
     let files = l.files.iter().map(|f| FileSize { name: f.name.clone(), size: f.size }).collect();
-    let has_group = l.files.iter().any(|f| f.name.starts_with("__grp__"));
-    let listed = Listed { dir: dir.to_string(), sig: entry::signature(&l), bytes, inodes, files, has_group };
+    let pruned = l.files.len() <= 4 && entry::only_pruned_groups(dfd, &l, owner);
+    let has_group = !pruned && l.files.iter().any(|f| f.name.starts_with("__grp__"));
+    let groups = l.files.iter().filter(|f| f.name.starts_with("__grp__")).count() as i64;
+    let sig = entry::signature(&l);
+    let listed = Listed { dir: dir.to_string(), sig, bytes, inodes, files, has_group, groups, pruned };
     Ok((listed, l))
 }
 

@@ -340,9 +340,9 @@ impl<'a> Taker<'a> {
         }
         self.taken.insert(r.dir.as_str(), self.items.len());
         let (dir, key, sig) = (r.dir.clone(), r.key.clone(), l.sig.clone());
-        // the entry dir itself stays, empty, as Triton's lookups leave one (see `apply::take_out`);
-        // it goes with a later run once it has been empty for an hour
-        let inodes = (l.inodes - 1).max(0);
+        // the entry dir and its group files (stubbed) stay (see `apply::take_out`); they go with
+        // a later run once so for an hour
+        let inodes = (l.inodes - 1 - l.groups).max(0);
         self.items.push(Item { class, dir, key, sig, bytes: l.bytes, inodes, files: vec![], why });
     }
 }

@@ -134,6 +134,26 @@ fn read_file(dir: BorrowedFd<'_>, f: &FileStat, cap: u64, owner: u32, buf: &mut 
     fsat::read_capped(file, size, cap, buf)
 }
 
+/// What `cachelens prune --apply` writes over a group file of an entry it takes out (renamed
+/// over it, so a reader between Triton's `exists` and `open` still opens a file): no
+/// `child_paths`, so Triton's `get_group` answers None, a miss, and a compile writes a real
+/// group over it.
+pub const PRUNED_GROUP: &[u8] = b"{\"child_paths\": null, \"pruned_by\": \"cachelens prune\"}\n";
+
+/// Whether the dir holds nothing but group files prune stubbed ([`PRUNED_GROUP`]): an entry
+/// taken out, as empty as a dir a lookup left.
+pub fn only_pruned_groups(fd: BorrowedFd<'_>, l: &Listing, owner: u32) -> bool {
+    let stub = |f: &FileStat| {
+        f.size == PRUNED_GROUP.len() as u64
+            && fsat::open_file(fd, &f.raw, owner).is_ok_and(|(file, size)| {
+                let mut buf = vec![];
+                fsat::read_capped(file, size, 4096, &mut buf).is_ok() && buf == PRUNED_GROUP
+            })
+    };
+    let quiet = l.bad.is_empty() && l.links.is_empty() && l.foreign.is_empty() && l.tmp.is_empty();
+    quiet && !l.files.is_empty() && l.files.iter().all(|f| f.name.starts_with("__grp__") && stub(f))
+}
+
 /// Read and parse one entry dir (open as `fd`, at `abs`; `dir` is relative to the root).
 /// `Err` means the entry was not read at all (the reason goes to the scan's skip list): also
 /// when the scan's time budget runs out before its last file ([`super::Bounds`]). The skips
@@ -157,6 +177,9 @@ pub fn read_entry(
         } else {
             (SkipKind::WriteInProgress, WRITING.into())
         });
+    }
+    if files.len() <= 4 && only_pruned_groups(fd, l, u32::MAX) {
+        return Err((SkipKind::EmptyDir, "entry taken out by cachelens prune (its group file a stub)".into()));
     }
     let mut e = Entry {
         key,
