@@ -1,0 +1,356 @@
+//! A database written by the previous release is served by this one: `tests/fixtures/old-db/`
+//! (made by `scripts/old-db-fixture.sh` with a binary of commit 585be6e, migrations up to 0031)
+//! holds the database and the answers that release's server gave for every GET route of
+//! /api/v1 it had. The current `cachelens serve` opens a copy (running every later migration),
+//! answers the same requests, and each answer must equal the pinned one but for the
+//! differences named in [`ALLOWED`], each a route, a field path and why it changed by design.
+//! An unchanged re-scan of one machine then lands in the migrated database and the answers
+//! still agree.
+use crate::common::{bin, spawn_served, unpack};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use tempfile::TempDir;
+
+/// An answer: (path under /api/v1, status, body).
+type Answer = (String, u16, Value);
+
+/// The fixture's dir.
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/old-db")
+}
+
+/// Where the fixture script unpacked h100-hook's cache: a scan root is stored as its path, so
+/// the re-scan must read the cache there to be the same root.
+const HOOK_ROOT: &str = "/tmp/cachelens-old-db-fixture/h100-hook/cache/triton-cache";
+
+/// How an answer may differ from the old one at a path.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    /// a field the old release did not give
+    Added,
+    /// the same field, another value
+    Changed,
+}
+
+/// One difference allowed by design: on `route` (the path before `?`), at `path` (`[]` for any
+/// array index), of `kind`, where `holds` is true of the new object that holds the field.
+struct Allowed {
+    route: &'static str,
+    path: &'static str,
+    kind: Kind,
+    holds: fn(&Value) -> bool,
+    why: &'static str,
+}
+
+/// A history row's hit rate over the hook's lookups: hits / (hits + misses − inferred compiles).
+fn hook_hit_rate(row: &Value) -> bool {
+    let n = |k: &str| row[k].as_f64().unwrap();
+    let lookups = n("hits") + n("misses") - n("inferred_compiles");
+    lookups > 0.0 && row["hit_rate"].as_f64() == Some(n("hits") / lookups)
+}
+
+/// Hits' saved compile time: as many saving hits as hits at most, a time only with one.
+fn saved(row: &Value) -> bool {
+    let hits = row["saved_hits"].as_i64().unwrap();
+    hits <= row["hits"].as_i64().unwrap() && row["saved_ms"].is_null() == (hits == 0)
+}
+
+/// A report's recompile cost is of its invalidated entries.
+fn cost_of_invalidated(report: &Value) -> bool {
+    report["cost"]["of"] == report["invalidated_total"]
+}
+
+/// The page's groups: one per cause of `by_cause`, with its count.
+fn groups_by_cause(report: &Value) -> bool {
+    let groups = report["groups"].as_array().unwrap();
+    let of = |g: &Value| (g["cause"].clone(), g["entries"].clone());
+    let by: Vec<_> =
+        report["by_cause"].as_array().unwrap().iter().map(|c| (c["cause"].clone(), c["count"].clone())).collect();
+    groups.iter().map(of).collect::<Vec<_>>() == by
+}
+
+/// Every difference from the previous release's answers that is by design. Nothing else may
+/// differ; an entry no answer needs any more fails the test too (so the list stays exact).
+const ALLOWED: &[Allowed] = &[
+    Allowed {
+        route: "/history",
+        path: "[].hit_rate",
+        kind: Kind::Changed,
+        holds: hook_hit_rate,
+        why: "hit rates count only the hook's lookups (6475360): compiles inferred from file times are no lookups",
+    },
+    Allowed {
+        route: "/history/kernels",
+        path: "[].hit_rate",
+        kind: Kind::Changed,
+        holds: hook_hit_rate,
+        why: "as /history's",
+    },
+    Allowed {
+        route: "/history",
+        path: "[].saved_hits",
+        kind: Kind::Added,
+        holds: saved,
+        why: "what hits saved (6475360, migration 0037 keeps it at ingest)",
+    },
+    Allowed { route: "/history", path: "[].saved_ms", kind: Kind::Added, holds: saved, why: "as saved_hits" },
+    Allowed { route: "/history/kernels", path: "[].saved_hits", kind: Kind::Added, holds: saved, why: "as /history's" },
+    Allowed { route: "/history/kernels", path: "[].saved_ms", kind: Kind::Added, holds: saved, why: "as /history's" },
+    Allowed {
+        route: "/invalidations",
+        path: ".cost",
+        kind: Kind::Added,
+        holds: cost_of_invalidated,
+        why: "the recompile cost the page shows (9d06026)",
+    },
+    Allowed {
+        route: "/invalidations",
+        path: ".groups",
+        kind: Kind::Added,
+        holds: groups_by_cause,
+        why: "the page's groups: each cause's reasons, kernels and cost (9d06026)",
+    },
+];
+
+/// One difference between an old and a new answer.
+#[derive(Debug)]
+struct Diff {
+    /// the path with `[]` for array indexes (what [`Allowed::path`] names)
+    path: String,
+    /// the path with the indexes (for the message)
+    at: String,
+    kind: Kind,
+    /// the new object holding the field (`Null` at the top)
+    parent: Value,
+    old: Option<Value>,
+    new: Option<Value>,
+}
+
+/// Every difference between `old` and `new`, fields at any depth; arrays of unequal length
+/// differ as a whole (no element is matched with another).
+/// Numbers are equal by value (JSON has one number type: `1` is `1.0`).
+fn diff(old: &Value, new: &Value, parent: &Value, path: &str, at: &str, out: &mut Vec<Diff>) {
+    let (p, q) = (path.to_string(), at.to_string());
+    match (old, new) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, va) in a {
+                let (p, q) = (format!("{path}.{k}"), format!("{at}.{k}"));
+                match b.get(k) {
+                    Some(vb) => diff(va, vb, new, &p, &q, out),
+                    // a field gone is never by design: the API is stable
+                    None => out.push(Diff {
+                        path: p,
+                        at: q,
+                        kind: Kind::Changed,
+                        parent: new.clone(),
+                        old: Some(va.clone()),
+                        new: None,
+                    }),
+                }
+            }
+            for (k, vb) in b.iter().filter(|(k, _)| !a.contains_key(*k)) {
+                out.push(Diff {
+                    path: format!("{path}.{k}"),
+                    at: format!("{at}.{k}"),
+                    kind: Kind::Added,
+                    parent: new.clone(),
+                    old: None,
+                    new: Some(vb.clone()),
+                });
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (i, (va, vb)) in a.iter().zip(b).enumerate() {
+                diff(va, vb, new, &format!("{path}[]"), &format!("{at}[{i}]"), out);
+            }
+        }
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
+        _ if old != new => out.push(Diff {
+            path: p,
+            at: q,
+            kind: Kind::Changed,
+            parent: parent.clone(),
+            old: Some(old.clone()),
+            new: Some(new.clone()),
+        }),
+        _ => {}
+    }
+}
+
+/// The pinned answers: (path under /api/v1, status, body).
+fn pinned() -> Vec<Answer> {
+    let text = std::fs::read_to_string(fixture().join("answers.jsonl")).unwrap();
+    text.lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["get"].as_str().unwrap().to_string(), v["status"].as_u64().unwrap() as u16, v["body"].clone())
+        })
+        .collect()
+}
+
+/// The fixture's database, decompressed into `dir`.
+fn old_db(dir: &Path) -> PathBuf {
+    let xz = std::fs::read(fixture().join("old.sqlite.xz")).unwrap();
+    let mut db = Vec::new();
+    lzma_rs::xz_decompress(&mut &xz[..], &mut db).unwrap();
+    let path = dir.join("cachelens.db");
+    std::fs::write(&path, db).unwrap();
+    path
+}
+
+/// `cachelens serve` of this build on `db`: (the server, its URL).
+fn serve(db: &Path) -> (crate::common::Served, String) {
+    let mut cmd = std::process::Command::new(bin());
+    cmd.arg("serve").arg("--db").arg(db).args(["--listen", "127.0.0.1:0"]);
+    // migrating takes a moment on a loaded machine; the wait is no assertion on time
+    spawn_served(cmd, 300)
+}
+
+/// Each pinned route asked of the server at `url`: (path, status, body).
+async fn ask_all(url: &str, routes: &[Answer]) -> Vec<Answer> {
+    let http = cachelens::upload::client().unwrap();
+    let mut out = Vec::new();
+    for (get, _, _) in routes {
+        let r = http.get(format!("{url}/api/v1{get}")).send().await.unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or_else(|e| panic!("GET {get}: not JSON ({e}): {text}"));
+        out.push((get.clone(), status, body));
+    }
+    out
+}
+
+/// The differences of `new` from `old` that `allowed` does not name, as lines for a message;
+/// `used[i]` is set when `allowed[i]` allowed one.
+fn unexplained(old: &[Answer], new: &[Answer], allowed: &[Allowed], used: &mut [bool]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for ((get, s_old, b_old), (_, s_new, b_new)) in old.iter().zip(new) {
+        if s_old != s_new {
+            bad.push(format!("GET {get}: status {s_old} → {s_new}: {b_new}"));
+            continue;
+        }
+        let route = get.split('?').next().unwrap();
+        let mut diffs = Vec::new();
+        diff(b_old, b_new, &Value::Null, "", "", &mut diffs);
+        for d in diffs {
+            let fits = |a: &Allowed| a.route == route && a.path == d.path && a.kind == d.kind && (a.holds)(&d.parent);
+            match allowed.iter().position(fits) {
+                Some(i) => used[i] = true,
+                None => bad.push(format!("GET {get} at `{}` ({:?}): {:?} → {:?}", d.at, d.kind, d.old, d.new)),
+            }
+        }
+    }
+    bad
+}
+
+/// A copy of h100-hook-3.6.0 at [`HOOK_ROOT`]'s cache dir, whole (another run's copy is
+/// replaced: the scanner only reads it).
+fn hook_cache_at_fixed_path() -> PathBuf {
+    let root = PathBuf::from(HOOK_ROOT);
+    let cache = root.parent().unwrap();
+    let machine_dir = cache.parent().unwrap();
+    std::fs::create_dir_all(machine_dir).unwrap();
+    let staging = TempDir::new_in(machine_dir).unwrap();
+    unpack("h100-hook-3.6.0", staging.path());
+    let _ = std::fs::remove_dir_all(cache);
+    if std::fs::rename(staging.path().join("h100-hook-3.6.0"), cache).is_err() {
+        assert!(root.is_dir(), "could not place the h100-hook cache at {HOOK_ROOT}");
+    }
+    root
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_of_the_previous_release_answers_as_it_did() {
+    let old = pinned();
+    // every GET route of /api/v1 the previous release had is asked
+    for route in [
+        "/machines",
+        "/scans",
+        "/kernels",
+        "/entries",
+        "/autotune",
+        "/compare",
+        "/nearest",
+        "/invalidations",
+        "/history",
+        "/history/kernels",
+    ] {
+        let asked = old.iter().filter(|(g, s, _)| g.split('?').next() == Some(route) && *s == 200).count();
+        assert!(asked > 0, "the fixture asks no {route}");
+    }
+    let dir = TempDir::new().unwrap();
+    let db = old_db(dir.path());
+    // the migrations applied, with their checksums; this build's: every one, unchanged since
+    let applied = |db: PathBuf| async move {
+        let opts = sqlx::sqlite::SqliteConnectOptions::new().filename(db).read_only(true);
+        let pool = sqlx::SqlitePool::connect_with(opts).await.unwrap();
+        let v: Vec<(i64, Vec<u8>)> =
+            sqlx::query_as("SELECT version, checksum FROM _sqlx_migrations WHERE success ORDER BY version")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        pool.close().await;
+        v
+    };
+    let ours: Vec<(i64, Vec<u8>)> = cachelens::db::MIGRATOR.iter().map(|m| (m.version, m.checksum.to_vec())).collect();
+    let released: Vec<_> = ours.iter().filter(|(v, _)| *v <= 31).cloned().collect();
+    assert_eq!(applied(db.clone()).await, released, "the fixture has the migrations up to 0031, as they landed");
+
+    let (server, url) = serve(&db);
+    let migrated = ask_all(&url, &old).await;
+    let mut used = vec![false; ALLOWED.len()];
+    let bad = unexplained(&old, &migrated, ALLOWED, &mut used);
+    assert!(bad.is_empty(), "{} answers differ from the previous release's:\n{}", bad.len(), bad.join("\n"));
+    let stale: Vec<_> =
+        ALLOWED.iter().zip(&used).filter(|(_, u)| !**u).map(|(a, _)| (a.route, a.path, a.why)).collect();
+    assert!(stale.is_empty(), "allowed differences no answer shows any more: {stale:?}");
+    drop(server);
+
+    assert_eq!(applied(db.clone()).await, ours, "every migration of this build is applied");
+
+    // an unchanged re-scan of h100-hook lands: nothing new, changed or removed, no hook event
+    // read twice; then every answer is as before but the new scan's own rows
+    let root = hook_cache_at_fixed_path();
+    let out = std::process::Command::new(bin())
+        .arg("scan")
+        .arg("--db")
+        .arg(&db)
+        .args(["--machine", "h100-hook", "--hook-host", "*", "--json", "-q"])
+        .arg(&root)
+        .env_remove("CACHELENS_DB")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = &s["scans"][0];
+    assert_eq!(s["root"], HOOK_ROOT, "{s}");
+    assert_eq!(s["events"].as_i64(), Some(0), "the hook's events were read before the migration: {s}");
+    assert_eq!((s["entries"].as_i64(), s["new_entries"].as_i64()), (Some(20), Some(0)), "{s}");
+    assert_eq!((s["changed_entries"].as_i64(), s["removed_entries"].as_i64()), (Some(0), Some(0)), "{s}");
+    let (server, url) = serve(&db);
+    let rescanned = ask_all(&url, &old).await;
+    drop(server);
+    let scan_id = s["scan_id"].clone();
+    let mut expected = migrated.clone();
+    for (get, _, body) in &mut expected {
+        match get.as_str() {
+            // the new scan heads the list of scans
+            "/scans" => {
+                let rows = body.as_array_mut().unwrap();
+                let new_row = rescanned.iter().find(|(g, _, _)| g == "/scans").unwrap().2[0].clone();
+                assert_eq!((&new_row["id"], &new_row["machine"]), (&scan_id, &Value::from("h100-hook")), "{new_row}");
+                rows.insert(0, new_row);
+            }
+            // h100-hook was scanned last at that scan
+            "/machines" => {
+                let at = &rescanned.iter().find(|(g, _, _)| g == "/scans").unwrap().2[0]["scanned_at"];
+                for m in body.as_array_mut().unwrap().iter_mut().filter(|m| m["name"] == "h100-hook") {
+                    m["last_scan_at"] = at.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+    let bad = unexplained(&expected, &rescanned, &[], &mut []);
+    assert!(bad.is_empty(), "{} answers changed after an unchanged re-scan:\n{}", bad.len(), bad.join("\n"));
+}
