@@ -19,9 +19,9 @@ fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/old-db")
 }
 
-/// Where the fixture script unpacked h100-hook's cache: a scan root is stored as its path, so
-/// the re-scan must read the cache there to be the same root.
-const HOOK_ROOT: &str = "/tmp/cachelens-old-db-fixture/h100-hook/cache/triton-cache";
+/// Where the fixture script unpacked the caches (`<machine>/cache/triton-cache`): a scan root is
+/// stored as its path, so a re-scan must read a cache there to be the same root.
+const BASE: &str = "/tmp/cachelens-old-db-fixture";
 
 /// How an answer may differ from the old one at a path.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -34,6 +34,7 @@ enum Kind {
 
 /// One difference allowed by design: on `route` (the path before `?`), at `path` (`[]` for any
 /// array index), of `kind`, where `holds` is true of the new object that holds the field.
+#[derive(Clone, Copy)]
 struct Allowed {
     route: &'static str,
     path: &'static str,
@@ -111,6 +112,40 @@ const ALLOWED: &[Allowed] = &[
         why: "the page's groups: each cause's reasons, kernels and cost (9d06026)",
     },
 ];
+
+/// What differs between the migrated database and one this build made from the same caches:
+/// when each scan ran and how long it took (and [`ADVICE_TIMES`]). Nothing else: the migrations
+/// fill in what later releases record, as a scan would.
+const SCAN_TIMES: &[Allowed] = &[
+    Allowed { route: "/scans", path: "[].scanned_at", kind: Kind::Changed, holds: any, why: "scanned later" },
+    Allowed { route: "/scans", path: "[].duration_ms", kind: Kind::Changed, holds: any, why: "timed anew" },
+    Allowed { route: "/machines", path: "[].last_scan_at", kind: Kind::Changed, holds: any, why: "scanned later" },
+    Allowed { route: "/timeline", path: "[].at", kind: Kind::Changed, holds: any, why: "when its scan was made" },
+];
+
+/// When a machine's advice was computed: as a scan of any machine lands, and when a database
+/// without it is first served.
+const ADVICE_TIMES: &[Allowed] = &[
+    Allowed {
+        route: "/machines/h100-hook/advice",
+        path: ".computed_at",
+        kind: Kind::Changed,
+        holds: any,
+        why: "computed when its scan landed, or when the migrated database was first served",
+    },
+    Allowed {
+        route: "/machines/mi300-1/advice",
+        path: ".computed_at",
+        kind: Kind::Changed,
+        holds: any,
+        why: "as h100-hook's",
+    },
+];
+
+/// No condition on the new value.
+fn any(_: &Value) -> bool {
+    true
+}
 
 /// One difference between an old and a new answer.
 #[derive(Debug)]
@@ -243,20 +278,72 @@ fn unexplained(old: &[Answer], new: &[Answer], allowed: &[Allowed], used: &mut [
     bad
 }
 
-/// A copy of h100-hook-3.6.0 at [`HOOK_ROOT`]'s cache dir, whole (another run's copy is
-/// replaced: the scanner only reads it).
-fn hook_cache_at_fixed_path() -> PathBuf {
-    let root = PathBuf::from(HOOK_ROOT);
-    let cache = root.parent().unwrap();
-    let machine_dir = cache.parent().unwrap();
-    std::fs::create_dir_all(machine_dir).unwrap();
-    let staging = TempDir::new_in(machine_dir).unwrap();
-    unpack("h100-hook-3.6.0", staging.path());
-    let _ = std::fs::remove_dir_all(cache);
-    if std::fs::rename(staging.path().join("h100-hook-3.6.0"), cache).is_err() {
-        assert!(root.is_dir(), "could not place the h100-hook cache at {HOOK_ROOT}");
+/// The cache of `machine` at its fixed path (see [`BASE`]): a fresh copy of corpus `archive`
+/// with only the entry dirs holding a file `keep` takes (the fixture script's subsets); its root.
+fn place(machine: &str, archive: &str, keep: fn(&str) -> bool) -> PathBuf {
+    let machine_dir = Path::new(BASE).join(machine);
+    std::fs::create_dir_all(&machine_dir).unwrap();
+    let staging = TempDir::new_in(&machine_dir).unwrap();
+    unpack(archive, staging.path());
+    let root = staging.path().join(archive).join("triton-cache");
+    for d in std::fs::read_dir(&root).unwrap().flatten().filter(|d| d.path().is_dir()) {
+        let names: Vec<String> =
+            std::fs::read_dir(d.path()).unwrap().flatten().map(|f| f.file_name().to_string_lossy().into()).collect();
+        if !names.iter().any(|n| keep(n)) {
+            std::fs::remove_dir_all(d.path()).unwrap();
+        }
     }
-    root
+    let cache = machine_dir.join("cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    std::fs::rename(staging.path().join(archive), &cache).unwrap();
+    cache.join("triton-cache")
+}
+
+/// `cachelens scan` of this build: `root` into `db` as `machine`, crediting it every hook event
+/// (as the fixture script did); its JSON summary.
+fn scan(db: &Path, machine: &str, root: &Path) -> Value {
+    let out = std::process::Command::new(bin())
+        .arg("scan")
+        .arg("--db")
+        .arg(db)
+        .args(["--machine", machine, "--hook-host", "*", "--json", "-q"])
+        .arg(root)
+        .env_remove("CACHELENS_DB")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The fixture's caches scanned by this build into a fresh `db`, in the fixture's order.
+fn fresh(db: &Path) {
+    let any = |_: &str| true;
+    scan(db, "h100-hook", &place("h100-hook", "h100-hook-3.6.0", any));
+    let upgraded = |n: &str| ["add_kernel.", "softmax_kernel.", "layernorm_kernel."].iter().any(|k| n.starts_with(k));
+    scan(db, "mi300-1", &place("mi300-1", "mi300-upgrade-1-triton-3.6.0", upgraded));
+    // snapshot 2 holds both generations: the same dir after an in-place upgrade
+    scan(db, "mi300-1", &place("mi300-1", "mi300-upgrade-2-triton-3.9.0", upgraded));
+    let add_and_autotune = |n: &str| n.starts_with("add_kernel.") || n.ends_with(".autotune.json");
+    scan(db, "h100-a", &place("h100-a", "h100-jit-3.6.0", add_and_autotune));
+}
+
+/// Routes the previous release did not have, asked of the migrated database and of a fresh one.
+fn new_routes(old: &[Answer]) -> Vec<Answer> {
+    let hook = &old.iter().find(|(g, _, _)| g == "/entries?machine=h100-hook").unwrap().2;
+    let key = hook[0]["key"].as_str().unwrap();
+    [
+        "/timeline".to_string(),
+        "/timeline?limit=2&offset=1".into(),
+        "/headline".into(),
+        "/headline?machine=h100-hook".into(),
+        "/machines/h100-hook/advice".into(),
+        "/machines/mi300-1/advice".into(),
+        format!("/search?key={}", &key[..4]),
+        format!("/search?key=h100-hook:{key}"),
+    ]
+    .into_iter()
+    .map(|g| (g, 200, Value::Null))
+    .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -298,59 +385,73 @@ async fn a_database_of_the_previous_release_answers_as_it_did() {
 
     let (server, url) = serve(&db);
     let migrated = ask_all(&url, &old).await;
+    let routes = new_routes(&old);
+    let migrated_new = ask_all(&url, &routes).await;
+    drop(server);
     let mut used = vec![false; ALLOWED.len()];
     let bad = unexplained(&old, &migrated, ALLOWED, &mut used);
     assert!(bad.is_empty(), "{} answers differ from the previous release's:\n{}", bad.len(), bad.join("\n"));
     let stale: Vec<_> =
         ALLOWED.iter().zip(&used).filter(|(_, u)| !**u).map(|(a, _)| (a.route, a.path, a.why)).collect();
     assert!(stale.is_empty(), "allowed differences no answer shows any more: {stale:?}");
-    drop(server);
-
     assert_eq!(applied(db.clone()).await, ours, "every migration of this build is applied");
-
-    // an unchanged re-scan of h100-hook lands: nothing new, changed or removed, no hook event
-    // read twice; then every answer is as before but the new scan's own rows
-    let root = hook_cache_at_fixed_path();
-    let out = std::process::Command::new(bin())
-        .arg("scan")
-        .arg("--db")
-        .arg(&db)
-        .args(["--machine", "h100-hook", "--hook-host", "*", "--json", "-q"])
-        .arg(&root)
-        .env_remove("CACHELENS_DB")
-        .output()
+    // each scan knows its root's Triton version (0044): the next scan of a root compares with it
+    let pool = sqlx::SqlitePool::connect_with(sqlx::sqlite::SqliteConnectOptions::new().filename(&db).read_only(true))
+        .await
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let versions: Vec<(i64, Option<String>)> =
+        sqlx::query_as("SELECT id, triton_version FROM scans ORDER BY id").fetch_all(&pool).await.unwrap();
+    pool.close().await;
+    let want = [(1, "3.6.0"), (2, "3.6.0"), (3, "3.9.0"), (4, "3.6.0")].map(|(i, v)| (i, Some(v.to_string())));
+    assert_eq!(versions, want);
+
+    // the same caches scanned by this build into a fresh database answer every route, the new
+    // ones too, as the migrated one does, but for when the scans ran
+    let fresh_db = dir.path().join("fresh.db");
+    fresh(&fresh_db);
+    let (server, url) = serve(&fresh_db);
+    let (fresh_old, fresh_new) = (ask_all(&url, &old).await, ask_all(&url, &routes).await);
+    drop(server);
+    let times = [SCAN_TIMES, ADVICE_TIMES].concat();
+    let mut used = vec![false; times.len()];
+    let mut bad = unexplained(&migrated, &fresh_old, &times, &mut used);
+    bad.extend(unexplained(&migrated_new, &fresh_new, &times, &mut used));
+    assert!(
+        bad.is_empty(),
+        "{} answers of the migrated database differ from a fresh one's:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+
+    // an unchanged re-scan of h100-hook (its cache is where it was) lands: nothing new, changed
+    // or removed, no hook event read twice; then every answer is as before but the new scan's
+    let s = scan(&db, "h100-hook", &Path::new(BASE).join("h100-hook/cache/triton-cache"));
     let s = &s["scans"][0];
-    assert_eq!(s["root"], HOOK_ROOT, "{s}");
+    assert_eq!(s["root"], format!("{BASE}/h100-hook/cache/triton-cache"), "{s}");
     assert_eq!(s["events"].as_i64(), Some(0), "the hook's events were read before the migration: {s}");
     assert_eq!((s["entries"].as_i64(), s["new_entries"].as_i64()), (Some(20), Some(0)), "{s}");
     assert_eq!((s["changed_entries"].as_i64(), s["removed_entries"].as_i64()), (Some(0), Some(0)), "{s}");
     let (server, url) = serve(&db);
-    let rescanned = ask_all(&url, &old).await;
+    let (rescanned, rescanned_new) = (ask_all(&url, &old).await, ask_all(&url, &routes).await);
     drop(server);
-    let scan_id = s["scan_id"].clone();
+    let new_scan = rescanned.iter().find(|(g, _, _)| g == "/scans").unwrap().2[0].clone();
+    assert_eq!((&new_scan["id"], &new_scan["machine"]), (&s["scan_id"], &Value::from("h100-hook")), "{new_scan}");
     let mut expected = migrated.clone();
     for (get, _, body) in &mut expected {
         match get.as_str() {
             // the new scan heads the list of scans
-            "/scans" => {
-                let rows = body.as_array_mut().unwrap();
-                let new_row = rescanned.iter().find(|(g, _, _)| g == "/scans").unwrap().2[0].clone();
-                assert_eq!((&new_row["id"], &new_row["machine"]), (&scan_id, &Value::from("h100-hook")), "{new_row}");
-                rows.insert(0, new_row);
-            }
+            "/scans" => body.as_array_mut().unwrap().insert(0, new_scan.clone()),
             // h100-hook was scanned last at that scan
             "/machines" => {
-                let at = &rescanned.iter().find(|(g, _, _)| g == "/scans").unwrap().2[0]["scanned_at"];
                 for m in body.as_array_mut().unwrap().iter_mut().filter(|m| m["name"] == "h100-hook") {
-                    m["last_scan_at"] = at.clone();
+                    m["last_scan_at"] = new_scan["scanned_at"].clone();
                 }
             }
             _ => {}
         }
     }
-    let bad = unexplained(&expected, &rescanned, &[], &mut []);
+    let mut used = vec![false; ADVICE_TIMES.len()];
+    let mut bad = unexplained(&expected, &rescanned, &[], &mut []);
+    bad.extend(unexplained(&migrated_new, &rescanned_new, ADVICE_TIMES, &mut used));
     assert!(bad.is_empty(), "{} answers changed after an unchanged re-scan:\n{}", bad.len(), bad.join("\n"));
 }
