@@ -7,17 +7,20 @@
 #
 # OLD_CACHELENS: a `cachelens` binary of the previous release (the fixture in the repo was made
 # by one built from commit 585be6e: migrations up to 0031). OUT_DIR: default
-# tests/fixtures/old-db. Needs tar, xz, sqlite3, curl and jq.
+# tests/fixtures/old-db. OLD_COMMIT (optional) names the commit it was built from in made-by.txt.
+# Needs tar, xz, sqlite3, curl and jq.
 #
 # Three machines from demo/*.tar.xz, every file as Triton wrote it; two are a subset of their
-# archive's entry dirs to keep the fixture small (~0.7 MB):
+# archive's entry dirs to keep the fixture small (0.86 MB with the answers); the test makes the
+# same subsets (old_db.rs, `fresh`): change both together.
 #   h100-hook  h100-hook-3.6.0, whole (the hook's events: history, compile times)
 #   mi300-1    mi300-upgrade-1-triton-3.6.0 then -2-triton-3.9.0 into the same dir (an in-place
 #              upgrade: an invalidation report with content), add/softmax/layernorm entries only
 #   h100-a     h100-jit-3.6.0's triton-cache: the add_kernel entries (a source edit, debug and
 #              line-info variants) and the four matmul .autotune.json entries
-# The caches are unpacked at fixed paths under /tmp/cachelens-old-db-fixture/: the test re-scans
-# h100-hook from the same path (a scan root is stored as its path) and expects an unchanged scan.
+# The caches are unpacked at fixed paths under /tmp/cachelens-old-db-fixture/: the test scans
+# them there again (a scan root is stored as its path) into a fresh database and, for h100-hook,
+# into the migrated one, where it expects an unchanged scan.
 # The old server then answers the routes below; the database is taken after it stopped (with the
 # pair reports it stored on first visit) and compressed.
 set -euo pipefail
@@ -134,5 +137,5 @@ SERVER=
 sqlite3 "$DB" 'PRAGMA wal_checkpoint(TRUNCATE);' >/dev/null
 xz -9e -T1 -c "$DB" >"$OUT/old.sqlite.xz"
 cp "$ANSWERS" "$OUT/answers.jsonl"
-"$OLD" --version >"$OUT/made-by.txt"
+echo "$("$OLD" --version)${OLD_COMMIT:+ (commit $OLD_COMMIT)}" >"$OUT/made-by.txt"
 ls -l "$OUT"
