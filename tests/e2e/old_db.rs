@@ -4,8 +4,9 @@
 //! /api/v1 it had. The current `cachelens serve` opens a copy (running every later migration),
 //! answers the same requests, and each answer must equal the pinned one but for the
 //! differences named in [`ALLOWED`], each a route, a field path and why it changed by design.
-//! Then every answer, the routes added since included, must equal those of a database this
-//! build scans from the same caches (what the migrations fill in is what a scan records), and
+//! Then every answer, the routes added since and `/metrics` included, must equal those of a
+//! database this build scans from the same caches (what the migrations fill in is what a scan
+//! records; only what a scan measures on the file system waits for the next scan), and
 //! an unchanged re-scan into the migrated database lands and changes no answer.
 use crate::common::{bin, spawn_served, unpack};
 use serde_json::Value;
@@ -242,6 +243,33 @@ fn serve(db: &Path) -> (crate::common::Served, String) {
     spawn_served(cmd, 300)
 }
 
+/// What a scan measures of its root's file system (db/hazards.rs): absent from `/metrics` for a
+/// machine not scanned since the migration, as nothing measured it.
+const HAZARD_SERIES: &[&str] = &[
+    "cachelens_cache_inodes",
+    "cachelens_fs_free_bytes",
+    "cachelens_fs_free_inodes",
+    "cachelens_fs_inodes",
+    "cachelens_network_fs",
+    "cachelens_orphaned_temp_dirs",
+    "cachelens_shared_cache",
+];
+
+/// `/metrics` of the server at `url`, as a set of lines (series in any order), the scan times
+/// (when the scans ran) and request durations (of this process) left out; and the lines of
+/// [`HAZARD_SERIES`] apart.
+async fn metrics(url: &str) -> (std::collections::BTreeSet<String>, std::collections::BTreeSet<String>) {
+    let text =
+        cachelens::upload::client().unwrap().get(format!("{url}/metrics")).send().await.unwrap().text().await.unwrap();
+    let name = |l: &str| {
+        let l = l.strip_prefix("# ").map(|c| c.split(' ').nth(1).unwrap_or("")).unwrap_or(l);
+        l.split(['{', ' ']).next().unwrap().to_string()
+    };
+    let timed = ["cachelens_last_scan_timestamp_seconds", "cachelens_http_request_duration_seconds"];
+    let lines = text.lines().filter(|l| !timed.iter().any(|t| name(l).starts_with(t))).map(str::to_string);
+    lines.partition(|l| !HAZARD_SERIES.contains(&name(l).as_str()))
+}
+
 /// Each pinned route asked of the server at `url`: (path, status, body).
 async fn ask_all(url: &str, routes: &[Answer]) -> Vec<Answer> {
     let http = cachelens::upload::client().unwrap();
@@ -388,7 +416,9 @@ async fn a_database_of_the_previous_release_answers_as_it_did() {
     let migrated = ask_all(&url, &old).await;
     let routes = new_routes(&old);
     let migrated_new = ask_all(&url, &routes).await;
+    let (migrated_metrics, migrated_hazards) = metrics(&url).await;
     drop(server);
+    assert!(migrated_hazards.is_empty(), "{migrated_hazards:?}");
     for (get, status, body) in &migrated_new {
         assert_eq!(*status, 200, "GET {get}: {body}");
     }
@@ -415,7 +445,14 @@ async fn a_database_of_the_previous_release_answers_as_it_did() {
     fresh(&fresh_db);
     let (server, url) = serve(&fresh_db);
     let (fresh_old, fresh_new) = (ask_all(&url, &old).await, ask_all(&url, &routes).await);
+    let (fresh_metrics, fresh_hazards) = metrics(&url).await;
     drop(server);
+    let odd: Vec<_> = migrated_metrics.symmetric_difference(&fresh_metrics).collect();
+    assert!(odd.is_empty(), "/metrics of the migrated database and a fresh one differ: {odd:?}");
+    assert!(
+        fresh_hazards.iter().any(|l| l.starts_with("cachelens_cache_inodes{machine=\"mi300-1\"")),
+        "{fresh_hazards:?}"
+    );
     let times = [SCAN_TIMES, ADVICE_TIMES].concat();
     let mut used = vec![false; times.len()];
     let mut bad = unexplained(&migrated, &fresh_old, &times, &mut used);
