@@ -8,7 +8,10 @@
 //! database this build scans from the same caches (what the migrations fill in is what a scan
 //! records; only what a scan measures on the file system waits for the next scan), and
 //! an unchanged re-scan into the migrated database lands and changes no answer.
+mod diff;
+
 use crate::common::{bin, spawn_served, unpack};
+use diff::{Allowed, Kind, unexplained};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
@@ -24,26 +27,6 @@ fn fixture() -> PathBuf {
 /// Where the fixture script unpacked the caches (`<machine>/cache/triton-cache`): a scan root is
 /// stored as its path, so a re-scan must read a cache there to be the same root.
 const BASE: &str = "/tmp/cachelens-old-db-fixture";
-
-/// How an answer may differ from the old one at a path.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Kind {
-    /// a field the old release did not give
-    Added,
-    /// the same field, another value
-    Changed,
-}
-
-/// One difference allowed by design: on `route` (the path before `?`), at `path` (`[]` for any
-/// array index), of `kind`, where `holds` is true of the new object that holds the field.
-#[derive(Clone, Copy)]
-struct Allowed {
-    route: &'static str,
-    path: &'static str,
-    kind: Kind,
-    holds: fn(&Value) -> bool,
-    why: &'static str,
-}
 
 /// A history row's hit rate over the hook's lookups: hits / (hits + misses − inferred compiles).
 fn hook_hit_rate(row: &Value) -> bool {
@@ -149,71 +132,6 @@ fn any(_: &Value) -> bool {
     true
 }
 
-/// One difference between an old and a new answer.
-#[derive(Debug)]
-struct Diff {
-    /// the path with `[]` for array indexes (what [`Allowed::path`] names)
-    path: String,
-    /// the path with the indexes (for the message)
-    at: String,
-    kind: Kind,
-    /// the new object holding the field (`Null` at the top)
-    parent: Value,
-    old: Option<Value>,
-    new: Option<Value>,
-}
-
-/// Every difference between `old` and `new`, fields at any depth; arrays of unequal length
-/// differ as a whole (no element is matched with another).
-/// Numbers are equal by value (JSON has one number type: `1` is `1.0`).
-fn diff(old: &Value, new: &Value, parent: &Value, path: &str, at: &str, out: &mut Vec<Diff>) {
-    let (p, q) = (path.to_string(), at.to_string());
-    match (old, new) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, va) in a {
-                let (p, q) = (format!("{path}.{k}"), format!("{at}.{k}"));
-                match b.get(k) {
-                    Some(vb) => diff(va, vb, new, &p, &q, out),
-                    // a field gone is never by design: the API is stable
-                    None => out.push(Diff {
-                        path: p,
-                        at: q,
-                        kind: Kind::Changed,
-                        parent: new.clone(),
-                        old: Some(va.clone()),
-                        new: None,
-                    }),
-                }
-            }
-            for (k, vb) in b.iter().filter(|(k, _)| !a.contains_key(*k)) {
-                out.push(Diff {
-                    path: format!("{path}.{k}"),
-                    at: format!("{at}.{k}"),
-                    kind: Kind::Added,
-                    parent: new.clone(),
-                    old: None,
-                    new: Some(vb.clone()),
-                });
-            }
-        }
-        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
-            for (i, (va, vb)) in a.iter().zip(b).enumerate() {
-                diff(va, vb, new, &format!("{path}[]"), &format!("{at}[{i}]"), out);
-            }
-        }
-        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
-        _ if old != new => out.push(Diff {
-            path: p,
-            at: q,
-            kind: Kind::Changed,
-            parent: parent.clone(),
-            old: Some(old.clone()),
-            new: Some(new.clone()),
-        }),
-        _ => {}
-    }
-}
-
 /// The pinned answers: (path under /api/v1, status, body).
 fn pinned() -> Vec<Answer> {
     let text = std::fs::read_to_string(fixture().join("answers.jsonl")).unwrap();
@@ -282,29 +200,6 @@ async fn ask_all(url: &str, routes: &[Answer]) -> Vec<Answer> {
         out.push((get.clone(), status, body));
     }
     out
-}
-
-/// The differences of `new` from `old` that `allowed` does not name, as lines for a message;
-/// `used[i]` is set when `allowed[i]` allowed one.
-fn unexplained(old: &[Answer], new: &[Answer], allowed: &[Allowed], used: &mut [bool]) -> Vec<String> {
-    let mut bad = Vec::new();
-    for ((get, s_old, b_old), (_, s_new, b_new)) in old.iter().zip(new) {
-        if s_old != s_new {
-            bad.push(format!("GET {get}: status {s_old} → {s_new}: {b_new}"));
-            continue;
-        }
-        let route = get.split('?').next().unwrap();
-        let mut diffs = Vec::new();
-        diff(b_old, b_new, &Value::Null, "", "", &mut diffs);
-        for d in diffs {
-            let fits = |a: &Allowed| a.route == route && a.path == d.path && a.kind == d.kind && (a.holds)(&d.parent);
-            match allowed.iter().position(fits) {
-                Some(i) => used[i] = true,
-                None => bad.push(format!("GET {get} at `{}` ({:?}): {:?} → {:?}", d.at, d.kind, d.old, d.new)),
-            }
-        }
-    }
-    bad
 }
 
 /// The cache of `machine` at its fixed path (see [`BASE`]): a fresh copy of corpus `archive`
