@@ -28,6 +28,7 @@ mod kernel_filter;
 mod layouts;
 mod metrics;
 mod nearest;
+mod old_db;
 mod pages;
 mod prune;
 mod reports;
