@@ -249,7 +249,7 @@ pub async fn refresh(db: &Db) -> Result<(), SummaryError> {
 /// short transaction (rows per kernel variant, not per entry), which an upload then waits out
 /// well within its busy timeout. Pages read the old tables until it commits. An update does the
 /// same for the marked machines and kernels only.
-async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
+pub(crate) async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
     let _running = db.summaries.running.lock().await;
     // From here a landing queues the next background update: this one may not see its data.
     db.summaries.queued.store(false, Ordering::Release);
@@ -270,6 +270,13 @@ async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
         tokio::spawn(checkpoint(db.pool().clone()));
     }
     Ok(())
+}
+
+/// Build every summary table again from the data (the repair path: what the first build does),
+/// and wait for it.
+pub(crate) async fn rebuild_whole(db: &Db) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM page_stats_version").execute(db.pool()).await?;
+    rebuild_if_stale(db).await
 }
 
 /// Claim the marks made so far: move the generation on and return the one they carry (and

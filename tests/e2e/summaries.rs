@@ -85,7 +85,7 @@ async fn variant_cells_name_their_samples() {
 
 /// Every summary table as sorted rows of quoted values (a comma-separated `machines` sorted:
 /// its order is the query plan's, and the pages sort it).
-async fn summary_rows(pool: &sqlx::SqlitePool) -> std::collections::BTreeMap<String, Vec<String>> {
+pub(crate) async fn summary_rows(pool: &sqlx::SqlitePool) -> std::collections::BTreeMap<String, Vec<String>> {
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'page\\_%' ESCAPE '\\'
            AND name NOT IN ('page_stats_version', 'page_gen', 'page_dirty_machines', 'page_dirty_kernels')
