@@ -1,8 +1,8 @@
-//! The summary tables (`page_*`, migrations 0002/0004/0008/0044): derived data that the dashboard
+//! The summary tables (`page_*`, migrations 0002/0004/0008/0045): derived data that the dashboard
 //! reads instead of aggregating every entry of the fleet per request. This module owns their
 //! upkeep and the rule for when a page waits for it; `summaries` reads them.
 //!
-//! Kept as data arrives (0044): triggers on `entries` and `best_configs` mark the machines and
+//! Kept as data arrives (0045): triggers on `entries` and `best_configs` mark the machines and
 //! kernels a write touched (`page_dirty_machines`, `page_dirty_kernels`), in the writer's own
 //! transaction. An update ([`stage_and_swap`]) sums again only the rows of those machines
 //! (per-machine tables) and those kernels (grid cells, autotune timings, kernel totals), and

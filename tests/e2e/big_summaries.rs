@@ -3,7 +3,7 @@
 //! JIT cache) cloned under new keys over 100 kernel names as `benches/load/fleet.rs` does,
 //! neighbours sharing 80% of their keys; then one more machine lands, one machine re-scans
 //! having lost 10% of its entries, and one compiles 50 entries of a new kernel. Prints, for each landing, the update of the marked machines
-//! and kernels against the whole build from the data (what every landing cost before 0044:
+//! and kernels against the whole build from the data (what every landing cost before 0045:
 //! `rebuild_summaries_whole` runs the same statements over the whole fleet), on the same data.
 //! Times are printed, not asserted on; the two must agree row for row.
 //!

@@ -127,7 +127,7 @@ async fn rows_of(pool: &sqlx::SqlitePool, table: &str, machine: &str) -> Vec<(i6
     sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(machine).fetch_all(pool).await.unwrap()
 }
 
-/// Summaries kept as data arrives (0044): after a new machine's upload only its rows and its
+/// Summaries kept as data arrives (0045): after a new machine's upload only its rows and its
 /// kernels' fleet rows are written (the other machines' rows keep their rowids), and after that
 /// upload, a re-scan that lost entries and a machine retired, every summary table holds exactly
 /// what the whole build from the data makes.
