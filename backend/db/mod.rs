@@ -103,6 +103,18 @@ impl Db {
         rebuild::refresh(self).await
     }
 
+    /// Bring the summary tables up to date now and wait for it, however long it takes (a page
+    /// waits at most [`rebuild::refresh`]'s bound).
+    pub async fn update_summaries(&self) -> sqlx::Result<()> {
+        rebuild::rebuild_if_stale(self).await
+    }
+
+    /// Build every summary table again from the data, as a database's first build does (the
+    /// repair path), and wait for it.
+    pub async fn rebuild_summaries_whole(&self) -> sqlx::Result<()> {
+        rebuild::rebuild_whole(self).await
+    }
+
     /// Data landed (or the server started): rebuild the summary tables in the background now
     /// rather than on the next page (see [`rebuild::rebuild_soon`]).
     pub fn rebuild_soon(&self) {

@@ -1,6 +1,14 @@
-//! The summary tables (`page_*`, migrations 0002/0004/0008): derived data that the dashboard
+//! The summary tables (`page_*`, migrations 0002/0004/0008/0045): derived data that the dashboard
 //! reads instead of aggregating every entry of the fleet per request. This module owns their
-//! rebuild and the rule for when a page waits for it; `summaries` reads them.
+//! upkeep and the rule for when a page waits for it; `summaries` reads them.
+//!
+//! Kept as data arrives (0045): triggers on `entries` and `best_configs` mark the machines and
+//! kernels a write touched (`page_dirty_machines`, `page_dirty_kernels`), in the writer's own
+//! transaction. An update ([`stage_and_swap`]) sums again only the rows of those machines
+//! (per-machine tables) and those kernels (grid cells, autotune timings, kernel totals), and
+//! derives the fleet's few rows (bytes by type, filter choices) from per-machine rows. The whole
+//! build from the data ([`REBUILD`], every machine and kernel) is the first build of a database
+//! and the repair path (delete `page_stats_version`'s row).
 //!
 //! Sizes are summed with `TOTAL()` cast back to an integer: SQLite's `SUM()` fails on integer
 //! overflow (two entries of `i64::MAX` bytes made every page 500), and a cast of a too-large
@@ -87,61 +95,138 @@ const TABLES: &[(&str, &str)] = &[
     ("page_machine_versions", "staged_machine_versions"),
     ("page_machine_days", "staged_machine_days"),
     ("page_choices", "staged_choices"),
+    ("page_machine_ext", "staged_machine_ext"),
 ];
 
-/// The data the summary tables are derived from, as (last scan that changed anything, last entry
-/// id). A re-scan that found nothing new, changed or removed does not make them stale.
-async fn data_version(conn: &mut SqliteConnection) -> sqlx::Result<(i64, i64)> {
+/// Tables with rows per machine: an update replaces the rows of the marked machines.
+const PER_MACHINE: &[&str] = &[
+    "page_kernel_stats",
+    "page_machine_stats",
+    "page_machine_kernels",
+    "page_machine_versions",
+    "page_machine_days",
+    "page_machine_ext",
+];
+
+/// Tables with rows per kernel summed over the fleet: an update replaces the marked kernels' rows.
+const PER_KERNEL: &[&str] = &["page_variant_cells", "page_kernel_identical", "page_autotune_configs"];
+
+/// Staging tables only the whole build fills: an update derives these tables from the others
+/// ([`DERIVE`]).
+const WHOLE_ONLY: &[&str] = &["staged_kernel_totals", "staged_ext_stats", "staged_choices"];
+
+/// After an update's per-machine and per-kernel rows are in (same write transaction): the rows
+/// summed over machines, from the summary rows rather than the entries.
+const DERIVE: &[&str] = &[
+    "DELETE FROM page_kernel_totals WHERE kernel IN (SELECT kernel FROM temp.dirty_k)",
+    "INSERT INTO page_kernel_totals(kernel, entries, machines, bytes, last_compiled)
+     SELECT kernel, SUM(entries), COUNT(DISTINCT machine_id), CAST(TOTAL(bytes) AS INTEGER), MAX(last_compiled)
+     FROM page_kernel_stats WHERE kernel IN (SELECT kernel FROM temp.dirty_k) GROUP BY kernel",
+    "DELETE FROM page_ext_stats",
+    "INSERT INTO page_ext_stats(ext, files, bytes)
+     SELECT ext, SUM(files), CAST(TOTAL(bytes) AS INTEGER) FROM page_machine_ext GROUP BY ext",
+    "DELETE FROM page_choices WHERE col = 'backend'
+       AND NOT EXISTS (SELECT 1 FROM page_kernel_stats k WHERE k.backend = page_choices.value)",
+    "DELETE FROM page_choices WHERE col = 'arch'
+       AND NOT EXISTS (SELECT 1 FROM page_kernel_stats k WHERE k.arch = page_choices.value)",
+    "DELETE FROM page_choices WHERE col = 'triton_version'
+       AND NOT EXISTS (SELECT 1 FROM page_kernel_stats k WHERE k.triton_version = page_choices.value)",
+    "INSERT OR IGNORE INTO page_choices(col, value)
+     SELECT 'backend', backend FROM page_kernel_stats
+     WHERE machine_id IN (SELECT machine_id FROM temp.dirty_m) AND backend IS NOT NULL
+     UNION SELECT 'arch', arch FROM page_kernel_stats
+     WHERE machine_id IN (SELECT machine_id FROM temp.dirty_m) AND arch IS NOT NULL
+     UNION SELECT 'triton_version', triton_version FROM page_kernel_stats
+     WHERE machine_id IN (SELECT machine_id FROM temp.dirty_m) AND triton_version IS NOT NULL",
+];
+
+/// Where a [`REBUILD`] statement selects the entries of some machines or kernels: nothing in the
+/// whole build, the marked ones in an update.
+const MARKS: &[(&str, &str)] = &[
+    ("/*machines*/", "AND machine_id IN (SELECT machine_id FROM temp.dirty_m)"),
+    ("/*e.machines*/", "AND e.machine_id IN (SELECT machine_id FROM temp.dirty_m)"),
+    ("/*kernels*/", "AND kernel IN (SELECT kernel FROM temp.dirty_k)"),
+    ("/*e.kernels*/", "AND e.kernel IN (SELECT kernel FROM temp.dirty_k)"),
+    // the autotune runs of the marked kernels, from their entries (not from every run's row)
+    (
+        "FROM autotune a CROSS JOIN entries e ON e.id = a.entry_id",
+        "FROM temp.dirty_k d CROSS JOIN entries e INDEXED BY entries_kernel ON e.kernel = d.kernel
+         CROSS JOIN autotune a ON a.entry_id = e.id",
+    ),
+];
+
+/// A [`REBUILD`] statement as the whole build (`marked` false) or an update runs it; `None`:
+/// not run by an update.
+fn statement(sql: &str, marked: bool) -> Option<String> {
+    if !marked {
+        let mut s = sql.to_string();
+        for (mark, _) in MARKS.iter().filter(|(m, _)| m.starts_with("/*")) {
+            s = s.replace(mark, "");
+        }
+        return Some(s);
+    }
+    if WHOLE_ONLY.iter().any(|t| sql.contains(&format!("INSERT INTO temp.{t}("))) {
+        return None;
+    }
+    let mut s = sql.to_string();
+    for (mark, with) in MARKS {
+        s = s.replace(mark, with);
+    }
+    Some(s)
+}
+
+/// The highest entry id: how much data a first build reads.
+async fn max_entry_id(conn: &mut SqliteConnection) -> sqlx::Result<i64> {
+    sqlx::query_scalar("SELECT COALESCE((SELECT MAX(id) FROM entries), 0)").fetch_one(conn).await
+}
+
+/// Where the tables stand: (built once, changes marked since).
+async fn standing(conn: &mut SqliteConnection) -> sqlx::Result<(bool, bool)> {
     sqlx::query_as(
-        "SELECT COALESCE((SELECT MAX(id) FROM scans WHERE new_entries + changed_entries + removed_entries > 0), 0),
-                COALESCE((SELECT MAX(id) FROM entries), 0)",
+        "SELECT EXISTS (SELECT 1 FROM page_stats_version WHERE id = 1),
+                EXISTS (SELECT 1 FROM page_dirty_machines) OR EXISTS (SELECT 1 FROM page_dirty_kernels)",
     )
     .fetch_one(conn)
     .await
 }
 
-/// The data version the tables were last built from (`None`: never built).
-async fn built_version(conn: &mut SqliteConnection) -> sqlx::Result<Option<(i64, i64)>> {
-    sqlx::query_as("SELECT max_scan_id, max_entry_id FROM page_stats_version WHERE id = 1").fetch_optional(conn).await
-}
-
-/// Make the summary tables current before a page reads them. Cheap when nothing changed (two
-/// index look-ups). When they are stale a rebuild starts in the background; the page waits for
-/// it up to [`WAIT_FOR_REBUILD`] (fully when the tables were never built, not at all when the
-/// last rebuild was slow), then reads whatever the tables hold: the previous figures until the
-/// rebuild commits.
+/// Make the summary tables current before a page reads them. Cheap when nothing changed (three
+/// index look-ups). When changes are marked an update starts in the background; the page waits
+/// for it up to [`WAIT_FOR_REBUILD`] (fully when the tables were never built, not at all when the
+/// last update was slow), then reads whatever the tables hold: the previous figures until the
+/// update commits.
 pub async fn refresh(db: &Db) -> Result<(), SummaryError> {
-    let (built, now) = {
+    let (built, entries) = {
         let mut conn = db.pool().acquire().await?;
-        (built_version(&mut conn).await?, data_version(&mut conn).await?)
+        match standing(&mut conn).await? {
+            (true, false) => return Ok(()),
+            (built, _) => (built, max_entry_id(&mut conn).await?),
+        }
     };
-    if built == Some(now) {
-        return Ok(());
-    }
     let state = &db.summaries;
-    // No rebuild yet in this process: judge by the size of the data.
+    // No update yet in this process: judge by the size of the data.
     let quick = match state.last_ms.load(Ordering::Relaxed) {
-        0 => now.1 <= SMALL_DATA,
+        0 => entries <= SMALL_DATA,
         ms => ms <= QUICK_REBUILD_MS,
     };
-    if built.is_some() && !quick && state.running.try_lock().is_err() {
-        return Ok(()); // the rebuild under way serves the next pages; this one shows the last figures
+    if built && !quick && state.running.try_lock().is_err() {
+        return Ok(()); // the update under way serves the next pages; this one shows the last figures
     }
     let d = db.clone();
-    // (waits for a rebuild under way, then rebuilds only if that one left the tables stale)
+    // (waits for an update under way, then updates only if that one left changes marked)
     let task = tokio::spawn(async move { rebuild_if_stale(&d).await });
     let joined = match (built, quick) {
-        (None, _) if now.1 <= SMALL_DATA => Ok(task.await),
-        (None, _) => match tokio::time::timeout(WAIT_FOR_REBUILD, task).await {
+        (false, _) if entries <= SMALL_DATA => Ok(task.await),
+        (false, _) => match tokio::time::timeout(WAIT_FOR_REBUILD, task).await {
             Ok(done) => Ok(done),
             Err(_) => {
                 let ms = state.last_ms.load(Ordering::Relaxed);
                 let last = if ms == 0 { "none yet".to_string() } else { format!("{:.0} s", ms as f64 / 1000.0) };
-                return Err(SummaryError::Building { entries: now.1, last });
+                return Err(SummaryError::Building { entries, last });
             }
         },
-        (Some(_), true) => tokio::time::timeout(WAIT_FOR_REBUILD, task).await,
-        (Some(_), false) => return Ok(()),
+        (true, true) => tokio::time::timeout(WAIT_FOR_REBUILD, task).await,
+        (true, false) => return Ok(()),
     };
     match joined {
         Ok(Ok(r)) => Ok(r?),
@@ -153,47 +238,88 @@ pub async fn refresh(db: &Db) -> Result<(), SummaryError> {
     }
 }
 
-/// Rebuild every summary table, unless another rebuild made them current.
+/// Bring the summary tables up to date, unless another update already did: the whole build
+/// when they were never built, else the marked machines and kernels only.
 ///
-/// Locking: at a million entries the aggregates take 25-33 s. Run in a write transaction they
+/// Locking: a whole build of a million entries takes 25-33 s. Run in a write transaction it
 /// held SQLite's write lock that long, and an upload waiting for it (busy timeout 30 s) could
-/// fail. So the aggregates are computed inside a read transaction (WAL: writers go on) into
-/// staging tables in the connection's private `temp` schema (writing it takes no lock on the
-/// main database), and only copying the results into the real tables takes the write lock, in
-/// one short transaction (rows per kernel variant, not per entry), which an upload then waits
-/// out well within its busy timeout. Pages read the old tables until it commits. The version
-/// recorded is the read snapshot's: data that lands meanwhile makes the tables stale again, so
-/// the next page rebuilds.
-async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
+/// fail. So the sums are computed inside a read transaction (WAL: writers go on) into staging
+/// tables in the connection's private `temp` schema (writing it takes no lock on the main
+/// database), and only copying the results into the real tables takes the write lock, in one
+/// short transaction (rows per kernel variant, not per entry), which an upload then waits out
+/// well within its busy timeout. Pages read the old tables until it commits. An update does the
+/// same for the marked machines and kernels only.
+pub(crate) async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
     let _running = db.summaries.running.lock().await;
-    // From here a landing queues the next background rebuild: this one may not see its data.
+    // From here a landing queues the next background update: this one may not see its data.
     db.summaries.queued.store(false, Ordering::Release);
     let mut conn = db.pool().acquire().await?;
     let started = std::time::Instant::now();
     let result = stage_and_swap(&mut conn, db.pool()).await;
     // Drop the staging tables whatever happened: the connection goes back to the pool.
-    for (_, staged) in TABLES.iter().chain(&[("", "dup_binaries"), ("", "dup_code")]) {
+    let scratch = [("", "dup_binaries"), ("", "dup_code"), ("", "dirty_m"), ("", "dirty_k")];
+    for (_, staged) in TABLES.iter().chain(&scratch) {
         let drop = format!("DROP TABLE IF EXISTS temp.{staged}");
         let _ = sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut *conn).await;
     }
-    if result? {
+    if let Some(whole) = result? {
         let ms = started.elapsed().as_millis() as u64;
         db.summaries.last_ms.store(ms, Ordering::Relaxed);
-        tracing::info!(ms, "summary tables rebuilt");
-        // (a task of its own: a page waiting for the rebuild does not wait for the checkpoint)
+        tracing::info!(ms, whole, "summary tables brought up to date");
+        // (a task of its own: a page waiting for the update does not wait for the checkpoint)
         tokio::spawn(checkpoint(db.pool().clone()));
     }
     Ok(())
 }
 
-/// Stage (read transaction) then swap (short write transaction). False when already current.
-async fn stage_and_swap(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) -> sqlx::Result<bool> {
+/// Build every summary table again from the data (the repair path: what the first build does),
+/// and wait for it.
+pub(crate) async fn rebuild_whole(db: &Db) -> sqlx::Result<()> {
+    sqlx::query("DELETE FROM page_stats_version").execute(db.pool()).await?;
+    rebuild_if_stale(db).await
+}
+
+/// Claim the marks made so far: move the generation on and return the one they carry (and
+/// older). Marks made from here carry the new one and outlive this update.
+async fn claim(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) -> sqlx::Result<i64> {
     use sqlx::Connection;
-    let mut read = conn.begin().await?;
-    let now = data_version(&mut read).await?;
-    if built_version(&mut read).await? == Some(now) {
-        return Ok(false);
+    let turn = super::write::turn(pool).await;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    let (claimed,): (i64,) =
+        sqlx::query_as("UPDATE page_gen SET gen = gen + 1 WHERE id = 1 RETURNING gen - 1").fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    drop(turn);
+    Ok(claimed)
+}
+
+/// Stage (read transaction) then swap (short write transaction). `None` when already current,
+/// else whether it was the whole build.
+async fn stage_and_swap(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) -> sqlx::Result<Option<bool>> {
+    use sqlx::Connection;
+    let (built, dirty) = standing(&mut *conn).await?;
+    if built && !dirty {
+        return Ok(None);
     }
+    let claimed = claim(&mut *conn, pool).await?;
+    let marked = built;
+    let mut read = conn.begin().await?;
+    let entries = max_entry_id(&mut read).await?;
+    for sql in [
+        "CREATE TEMP TABLE IF NOT EXISTS dirty_m(machine_id INTEGER PRIMARY KEY)",
+        "CREATE TEMP TABLE IF NOT EXISTS dirty_k(kernel TEXT PRIMARY KEY) WITHOUT ROWID",
+        "DELETE FROM temp.dirty_m",
+        "DELETE FROM temp.dirty_k",
+    ] {
+        sqlx::query(sql).execute(&mut *read).await?;
+    }
+    sqlx::query("INSERT INTO temp.dirty_m SELECT machine_id FROM page_dirty_machines WHERE gen <= ?")
+        .bind(claimed)
+        .execute(&mut *read)
+        .await?;
+    sqlx::query("INSERT INTO temp.dirty_k SELECT kernel FROM page_dirty_kernels WHERE gen <= ?")
+        .bind(claimed)
+        .execute(&mut *read)
+        .await?;
     for (live, staged) in TABLES {
         // (dropped first in case a failed rebuild left one on this connection)
         let drop = format!("DROP TABLE IF EXISTS temp.{staged}");
@@ -201,30 +327,53 @@ async fn stage_and_swap(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) ->
         let sql = format!("CREATE TEMP TABLE {staged} AS SELECT * FROM main.{live} WHERE 0");
         sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *read).await?;
     }
-    for sql in REBUILD {
-        sqlx::query(sqlx::AssertSqlSafe(*sql)).execute(&mut *read).await?;
+    for sql in REBUILD.iter().filter_map(|s| statement(s, marked)) {
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *read).await?;
     }
     read.commit().await?;
     let turn = super::write::turn(pool).await;
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-    for (live, staged) in TABLES {
-        sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM main.{live}"))).execute(&mut *tx).await?;
-        let sql = format!("INSERT INTO main.{live} SELECT * FROM temp.{staged}");
-        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
+    // Another update (another server on this database) claimed later marks and wrote newer sums
+    // of what this one read: keep them.
+    let (applied,): (i64,) = sqlx::query_as("SELECT applied FROM page_gen WHERE id = 1").fetch_one(&mut *tx).await?;
+    if applied >= claimed {
+        return Ok(None);
     }
-    sqlx::query(
-        "INSERT INTO page_stats_version(id, max_scan_id, max_entry_id, built_at) VALUES (1, ?, ?, ?)
-         ON CONFLICT(id) DO UPDATE SET max_scan_id = excluded.max_scan_id, max_entry_id = excluded.max_entry_id,
-                                       built_at = excluded.built_at",
-    )
-    .bind(now.0)
-    .bind(now.1)
-    .bind(super::now_ms())
-    .execute(&mut *tx)
-    .await?;
+    if marked {
+        let tables = PER_MACHINE.iter().map(|t| (*t, "machine_id", "dirty_m"));
+        for (live, col, marks) in tables.chain(PER_KERNEL.iter().map(|t| (*t, "kernel", "dirty_k"))) {
+            let staged = TABLES.iter().find(|(l, _)| *l == live).map(|(_, s)| *s).unwrap_or_default();
+            let sql = format!("DELETE FROM main.{live} WHERE {col} IN (SELECT {col} FROM temp.{marks})");
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
+            let sql = format!("INSERT INTO main.{live} SELECT * FROM temp.{staged}");
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
+        }
+        for sql in DERIVE {
+            sqlx::query(*sql).execute(&mut *tx).await?;
+        }
+    } else {
+        for (live, staged) in TABLES {
+            sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM main.{live}"))).execute(&mut *tx).await?;
+            let sql = format!("INSERT INTO main.{live} SELECT * FROM temp.{staged}");
+            sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
+        }
+        sqlx::query(
+            "INSERT INTO page_stats_version(id, max_scan_id, max_entry_id, built_at)
+             VALUES (1, COALESCE((SELECT MAX(id) FROM scans), 0), ?, ?)
+             ON CONFLICT(id) DO UPDATE SET max_scan_id = excluded.max_scan_id, max_entry_id = excluded.max_entry_id,
+                                           built_at = excluded.built_at",
+        )
+        .bind(entries)
+        .bind(super::now_ms())
+        .execute(&mut *tx)
+        .await?;
+    }
+    sqlx::query("DELETE FROM page_dirty_machines WHERE gen <= ?").bind(claimed).execute(&mut *tx).await?;
+    sqlx::query("DELETE FROM page_dirty_kernels WHERE gen <= ?").bind(claimed).execute(&mut *tx).await?;
+    sqlx::query("UPDATE page_gen SET applied = ? WHERE id = 1").bind(claimed).execute(&mut *tx).await?;
     tx.commit().await?;
     drop(turn);
-    Ok(true)
+    Ok(Some(!marked))
 }
 
 /// Copy the write-ahead log into the database and empty it, right after a rebuild, when it has
@@ -287,7 +436,7 @@ pub(crate) const CHECKPOINT_FROM: u64 = 64 << 20;
 const REBUILD: &[&str] = &[
     "INSERT INTO temp.staged_kernel_stats(kernel, machine_id, backend, arch, triton_version, entries, bytes, last_compiled)
      SELECT kernel, machine_id, backend, arch, triton_version, COUNT(*), CAST(TOTAL(bytes) AS INTEGER), MAX(created_at)
-     FROM entries WHERE removed_at IS NULL AND kernel IS NOT NULL
+     FROM entries WHERE removed_at IS NULL AND kernel IS NOT NULL /*machines*/
      GROUP BY kernel, machine_id, backend, arch, triton_version",
     "INSERT INTO temp.staged_kernel_totals(kernel, entries, machines, bytes, last_compiled)
      SELECT kernel, SUM(entries), COUNT(DISTINCT machine_id), CAST(TOTAL(bytes) AS INTEGER), MAX(last_compiled)
@@ -296,7 +445,7 @@ const REBUILD: &[&str] = &[
      SELECT e.machine_id, COUNT(*), COUNT(DISTINCT e.kernel), CAST(TOTAL(e.bytes) AS INTEGER), SUM(e.relocated),
             (SELECT GROUP_CONCAT(v, ',') FROM (SELECT DISTINCT triton_version AS v FROM temp.staged_kernel_stats k
                                               WHERE k.machine_id = e.machine_id AND v IS NOT NULL ORDER BY v))
-     FROM entries e WHERE e.removed_at IS NULL GROUP BY e.machine_id",
+     FROM entries e WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id",
     "INSERT INTO temp.staged_ext_stats(ext, files, bytes)
      SELECT ext, SUM(files), CAST(TOTAL(bytes) AS INTEGER) FROM (
        SELECT a.ext, COUNT(*) AS files, TOTAL(a.bytes) AS bytes FROM artifacts a JOIN entries e ON e.id = a.entry_id
@@ -319,7 +468,7 @@ const REBUILD: &[&str] = &[
     "DELETE FROM temp.dup_binaries",
     "INSERT INTO temp.dup_binaries(kernel, sha)
      SELECT kernel, binary_sha256 FROM entries
-     WHERE removed_at IS NULL AND kernel IS NOT NULL AND binary_sha256 IS NOT NULL
+     WHERE removed_at IS NULL AND kernel IS NOT NULL AND binary_sha256 IS NOT NULL /*kernels*/
      GROUP BY kernel, binary_sha256 HAVING COUNT(DISTINCT key) > 1",
     // machine code that two or more keys of a kernel share (bytes may differ in debug info only)
     "CREATE TEMP TABLE IF NOT EXISTS dup_code(kernel TEXT NOT NULL, code TEXT NOT NULL, PRIMARY KEY (kernel, code))
@@ -329,7 +478,7 @@ const REBUILD: &[&str] = &[
      SELECT kernel, json_extract(COALESCE(resources_json, (SELECT t.resources_json FROM fact_texts t
                                      WHERE t.fact = entries.fact AND t.relocated = entries.relocated)),
                                  '$.code_sha256') AS c FROM entries
-     WHERE removed_at IS NULL AND kernel IS NOT NULL AND c IS NOT NULL
+     WHERE removed_at IS NULL AND kernel IS NOT NULL AND c IS NOT NULL /*kernels*/
      GROUP BY kernel, c HAVING COUNT(DISTINCT key) > 1",
     "INSERT INTO temp.staged_variant_cells(kernel, backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind,
                                     entries, machines, reg_min, reg_max, spill_min, spill_max, shared_min, shared_max,
@@ -352,7 +501,7 @@ const REBUILD: &[&str] = &[
             substr(MIN(printf('%020d', e.id) || m.name || char(9) || e.key), 21),
             substr(MAX(printf('%020d', e.id) || m.name || char(9) || e.key), 21)
      FROM entries e JOIN machines m ON m.id = e.machine_id
-     WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL
+     WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL /*e.kernels*/
      GROUP BY e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages, k",
     "INSERT INTO temp.staged_kernel_identical(kernel, identical, same_code)
      SELECT kernel, SUM(shared_binary), SUM(shared_code) FROM temp.staged_variant_cells
@@ -391,12 +540,26 @@ const REBUILD: &[&str] = &[
      SELECT machine_id, triton_version, SUM(entries), CAST(TOTAL(bytes) AS INTEGER) FROM temp.staged_kernel_stats GROUP BY machine_id, triton_version",
     // removed entries count too: they were compiled all the same
     "INSERT INTO temp.staged_machine_days(machine_id, day, entries)
-     SELECT machine_id, created_at / 86400000, COUNT(*) FROM entries WHERE created_at IS NOT NULL
+     SELECT machine_id, created_at / 86400000, COUNT(*) FROM entries WHERE created_at IS NOT NULL /*machines*/
      GROUP BY machine_id, created_at / 86400000",
     "INSERT INTO temp.staged_choices(col, value)
      SELECT DISTINCT 'backend', backend FROM temp.staged_kernel_stats WHERE backend IS NOT NULL
      UNION SELECT DISTINCT 'arch', arch FROM temp.staged_kernel_stats WHERE arch IS NOT NULL
      UNION SELECT DISTINCT 'triton_version', triton_version FROM temp.staged_kernel_stats WHERE triton_version IS NOT NULL",
+    // bytes by artifact type per machine, as `staged_ext_stats` counts them for the fleet
+    "INSERT INTO temp.staged_machine_ext(machine_id, ext, files, bytes)
+     SELECT machine_id, ext, SUM(files), CAST(TOTAL(bytes) AS INTEGER) FROM (
+       SELECT e.machine_id, a.ext, COUNT(*) AS files, TOTAL(a.bytes) AS bytes
+       FROM entries e JOIN artifacts a ON a.entry_id = e.id
+       WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id, a.ext
+       UNION ALL
+       SELECT e.machine_id, f.ext, COUNT(*), TOTAL(f.bytes) FROM entries e JOIN fact_files f ON f.fact = e.fact
+       WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id, f.ext
+       UNION ALL
+       SELECT e.machine_id, 'grp', 0, TOTAL(e.group_bytes - f.bytes) FROM entries e
+       JOIN fact_files f ON f.fact = e.fact AND f.ext = 'grp'
+       WHERE e.removed_at IS NULL AND e.group_sha256 IS NOT NULL /*e.machines*/ GROUP BY e.machine_id)
+     GROUP BY machine_id, ext",
 ];
 #[cfg(test)]
 mod tests;

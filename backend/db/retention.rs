@@ -108,7 +108,6 @@ pub async fn retire(pool: &SqlitePool, name: &str) -> Result<Retired, RetireErro
         .bind(name)
         .execute(&mut *tx)
         .await?;
-    stale_summaries(&mut tx).await?;
     tx.commit().await?;
     Ok(Retired {
         machine: name.to_string(),
@@ -131,12 +130,6 @@ async fn delete_entries(tx: &mut SqliteConnection, filter: &str, arg: i64) -> sq
     Ok(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(arg).execute(&mut *tx).await?.rows_affected())
 }
 
-/// The summary tables no longer describe the data: the next page rebuilds them (in the
-/// background, showing the previous figures meanwhile, as after any landing).
-async fn stale_summaries(tx: &mut SqliteConnection) -> sqlx::Result<()> {
-    sqlx::query("UPDATE page_stats_version SET max_scan_id = -1").execute(&mut *tx).await.map(drop)
-}
-
 /// What ageing out deleted.
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
 pub struct AgedOut {
@@ -151,10 +144,8 @@ pub async fn age_out(pool: &SqlitePool, before: i64) -> sqlx::Result<AgedOut> {
         let (_turn, mut tx) = write::begin(pool).await?;
         let filter =
             format!("id IN (SELECT id FROM entries WHERE removed_at IS NOT NULL AND removed_at < ?1 LIMIT {BATCH})");
+        // (the summary tables' triggers mark the machines and kernels whose entries went)
         let n = delete_entries(&mut tx, &filter, before).await?;
-        if n > 0 {
-            stale_summaries(&mut tx).await?;
-        }
         tx.commit().await?;
         out.entries += n;
         if n < BATCH as u64 {

@@ -4,6 +4,7 @@ mod api_read;
 mod bench_routes;
 mod big_advice;
 mod big_report;
+mod big_summaries;
 mod blobs;
 mod bounded;
 mod client;

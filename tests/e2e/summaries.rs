@@ -82,3 +82,145 @@ async fn variant_cells_name_their_samples() {
     let pool = cachelens::db::open(&keep[0].path().join("test.db")).await.unwrap();
     check(pool).await;
 }
+
+/// Every summary table as sorted rows of quoted values (a comma-separated `machines` sorted:
+/// its order is the query plan's, and the pages sort it).
+pub(crate) async fn summary_rows(pool: &sqlx::SqlitePool) -> std::collections::BTreeMap<String, Vec<String>> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'page\\_%' ESCAPE '\\'
+           AND name NOT IN ('page_stats_version', 'page_gen', 'page_dirty_machines', 'page_dirty_kernels')
+         ORDER BY name",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for t in tables {
+        let cols: Vec<String> =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT name FROM pragma_table_info('{t}')")))
+                .fetch_all(pool)
+                .await
+                .unwrap();
+        let cols: Vec<String> = cols
+            .iter()
+            .map(|c| match c.as_str() {
+                "machines" => "(SELECT quote(group_concat(value, ',')) FROM (SELECT value FROM json_each('[\"' || \
+                               replace(machines, ',', '\",\"') || '\"]') ORDER BY value))"
+                    .to_string(),
+                c => format!("quote({c})"),
+            })
+            .collect();
+        let sql = format!("SELECT {} FROM {t}", cols.join(" || '|' || "));
+        let mut rows: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_all(pool).await.unwrap();
+        rows.sort();
+        out.insert(t, rows);
+    }
+    out
+}
+
+/// (rowid, row) of `table`'s rows of `machine`.
+async fn rows_of(pool: &sqlx::SqlitePool, table: &str, machine: &str) -> Vec<(i64, i64, i64)> {
+    let sql = format!(
+        "SELECT rowid, entries, bytes FROM {table}
+         WHERE machine_id = (SELECT id FROM machines WHERE name = ?) ORDER BY rowid"
+    );
+    sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(machine).fetch_all(pool).await.unwrap()
+}
+
+/// Summaries kept as data arrives (0045): after a new machine's upload only its rows and its
+/// kernels' fleet rows are written (the other machines' rows keep their rowids), and after that
+/// upload, a re-scan that lost entries and a machine retired, every summary table holds exactly
+/// what the whole build from the data makes.
+#[tokio::test]
+async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
+    let (keep, pool) = crate::common::fleet_db().await;
+    let db = cachelens::db::Db::new(pool.clone());
+    db.fresh_summaries().await.unwrap();
+    let state = AppState::new(pool.clone(), Config::default());
+    let tables = ["page_kernel_stats", "page_machine_kernels", "page_machine_versions"];
+    let mut before = vec![];
+    for t in tables {
+        before.push(rows_of(&pool, t, "a100-1").await);
+    }
+    assert!(before.iter().all(|r| !r.is_empty()));
+    let cells = "SELECT rowid, kernel, entries FROM page_variant_cells ORDER BY rowid";
+    let cells_before: Vec<(i64, String, i64)> = sqlx::query_as(cells).fetch_all(&pool).await.unwrap();
+
+    // a new machine uploads the same cache as h100-a (the same keys), and an autotuned one
+    let (_c1, jit) = crate::common::unpacked("h100-jit-3.6.0");
+    let r = cachelens::collect::scan_report(&jit.join("triton-cache"), "h100-d").unwrap();
+    cachelens::collect::ingest_report(&pool, &r, "upload").await.unwrap();
+    let (_c2, tuned) = crate::common::unpacked("h100-inductor-autotune-triton-3.6.0");
+    let r = cachelens::collect::scan_report(&tuned, "h100-e").unwrap();
+    cachelens::collect::ingest_report(&pool, &r, "upload").await.unwrap();
+    let marked: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM page_dirty_machines").fetch_one(&pool).await.unwrap();
+    assert_eq!(marked, 2, "the landings marked their two machines");
+    db.fresh_summaries().await.unwrap();
+    for (t, rows) in tables.iter().zip(&before) {
+        assert_eq!(&rows_of(&pool, t, "a100-1").await, rows, "{t}: a100-1's rows were not written again");
+        assert!(!rows_of(&pool, t, "h100-d").await.is_empty(), "{t}: h100-d's rows are in");
+    }
+    // grid cells of the kernels the new machines do not have
+    let theirs: std::collections::HashSet<String> = sqlx::query_scalar(
+        "SELECT DISTINCT e.kernel FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE m.name IN ('h100-d', 'h100-e') AND e.kernel IS NOT NULL",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .collect();
+    let untouched =
+        |cells: Vec<(i64, String, i64)>| -> Vec<_> { cells.into_iter().filter(|c| !theirs.contains(&c.1)).collect() };
+    let cells_before = untouched(cells_before);
+    assert!(!cells_before.is_empty());
+    let cells_after = untouched(sqlx::query_as(cells).fetch_all(&pool).await.unwrap());
+    assert_eq!(cells_after, cells_before, "grid cells of kernels the landing did not touch were not written");
+    let machines: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT m.name, s.entries FROM page_machine_stats s JOIN machines m ON m.id = s.machine_id
+         WHERE m.name IN ('h100-a', 'h100-d') ORDER BY m.name",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(machines[0].1, machines[1].1, "the same cache counts the same: {machines:?}");
+
+    // h100-c loses entries (a re-scan after a prune), h100-b is retired
+    let cache = keep[3].path().join("cache/triton-cache");
+    let mut dirs: Vec<_> = std::fs::read_dir(&cache).unwrap().map(|d| d.unwrap().path()).collect();
+    dirs.sort();
+    for d in dirs.iter().filter(|d| d.is_dir()).take(3) {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+    let s = cachelens::collect::scan_local(&pool, &cache, "h100-c").await.unwrap();
+    assert!(s.removed_entries >= 3, "{s:?}");
+    cachelens::db::retention::retire(&pool, "h100-b").await.unwrap();
+    db.fresh_summaries().await.unwrap();
+    let kept = summary_rows(&pool).await;
+    let api = |state: AppState| async move {
+        let mut out = vec![];
+        for uri in ["/api/v1/machines", "/api/v1/kernels?sort=size", "/api/v1/kernels?machine=h100-c"] {
+            out.push(crate::common::get_json(&state, uri).await);
+        }
+        out
+    };
+    let api_kept = api(state.clone()).await;
+
+    // the whole build from the data (the first build and the repair path)
+    sqlx::query("DELETE FROM page_stats_version").execute(&pool).await.unwrap();
+    db.fresh_summaries().await.unwrap();
+    let whole = summary_rows(&pool).await;
+    assert_eq!(kept.keys().collect::<Vec<_>>(), whole.keys().collect::<Vec<_>>());
+    for (t, rows) in &whole {
+        assert!(!rows.is_empty() || t == "page_kernel_identical", "{t} is empty");
+        assert_eq!(&kept[t], rows, "{t}: kept as data arrived vs the whole build");
+    }
+    assert_eq!(api(state).await, api_kept);
+    let left: i64 = sqlx::query_scalar(
+        "SELECT (SELECT COUNT(*) FROM page_dirty_machines) + (SELECT COUNT(*) FROM page_dirty_kernels)",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0, "no change is left marked");
+}

@@ -62,14 +62,13 @@ async fn two_databases_do_not_share_rebuild_state() {
     ingest(&b, &report("node-b", "b2", &["bb01", "bb02", "bb03"], 100)).await;
     b.fresh_summaries().await.unwrap();
     assert_eq!(live_entries(&b).await, 3, "B's page waited for B's own rebuild");
-    let mut conn = b.pool().acquire().await.unwrap();
-    assert_eq!(built_version(&mut conn).await.unwrap(), Some(data_version(&mut conn).await.unwrap()));
+    assert!(current(&b).await);
     assert!(b.summaries.running.try_lock().is_ok(), "B's rebuild is done");
 }
 
 async fn current(db: &Db) -> bool {
     let mut conn = db.pool().acquire().await.unwrap();
-    built_version(&mut conn).await.unwrap() == Some(data_version(&mut conn).await.unwrap())
+    standing(&mut conn).await.unwrap() == (true, false)
 }
 
 /// A landing starts the rebuild itself: the tables become current with no page asking, and
@@ -103,7 +102,7 @@ async fn first_build_of_a_large_database_answers_building_instead_of_hanging() {
     let dir = tempfile::TempDir::new().unwrap();
     let db = Db::open(&dir.path().join("a.db")).await.unwrap();
     ingest(&db, &report("node-a", "a1", &["aa01", "aa02"], 100)).await;
-    // The data version reads the highest entry id: make it one of a large database.
+    // The size of a first build is the highest entry id: make it one of a large database.
     sqlx::query("UPDATE entries SET id = id + ?").bind(SMALL_DATA).execute(db.pool()).await.unwrap();
     let held = db.summaries.running.lock().await; // the first build under way
     let t = std::time::Instant::now();
