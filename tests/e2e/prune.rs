@@ -93,13 +93,17 @@ fn compile(py: &std::ffi::OsStr, cache: &Path, kernels: &str, env: &[(&str, &str
     v
 }
 
-/// The hook's lines of `event` appended to the cache's event files after `from` lines.
+/// The hook's event lines in the cache's event files. Read while compiles run, only whole lines
+/// count (a writer may be half way through its last), and a file rotated away meanwhile is
+/// passed over; once they are done, every line is whole.
 fn events(cache: &Path) -> Vec<Value> {
     let mut out = vec![];
     for f in std::fs::read_dir(cache.join(".cachelens")).unwrap() {
         let f = f.unwrap().path();
         if f.to_string_lossy().ends_with(".jsonl") {
-            out.extend(std::fs::read_to_string(&f).unwrap().lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+            let Ok(text) = std::fs::read_to_string(&f) else { continue };
+            let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+            out.extend(whole.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
         }
     }
     out
