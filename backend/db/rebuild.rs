@@ -170,7 +170,7 @@ async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
     db.summaries.queued.store(false, Ordering::Release);
     let mut conn = db.pool().acquire().await?;
     let started = std::time::Instant::now();
-    let result = stage_and_swap(&mut conn, db.pool()).await;
+    let result = stage_and_swap(&mut conn, db).await;
     // Drop the staging tables whatever happened: the connection goes back to the pool.
     for (_, staged) in TABLES.iter().chain(&[("", "dup_binaries"), ("", "dup_code")]) {
         let drop = format!("DROP TABLE IF EXISTS temp.{staged}");
@@ -181,13 +181,13 @@ async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
         db.summaries.last_ms.store(ms, Ordering::Relaxed);
         tracing::info!(ms, "summary tables rebuilt");
         // (a task of its own: a page waiting for the rebuild does not wait for the checkpoint)
-        tokio::spawn(checkpoint(db.pool().clone()));
+        tokio::spawn(checkpoint(db.clone()));
     }
     Ok(())
 }
 
 /// Stage (read transaction) then swap (short write transaction). False when already current.
-async fn stage_and_swap(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) -> sqlx::Result<bool> {
+async fn stage_and_swap(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<bool> {
     use sqlx::Connection;
     let mut read = conn.begin().await?;
     let now = data_version(&mut read).await?;
@@ -205,7 +205,7 @@ async fn stage_and_swap(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) ->
         sqlx::query(sqlx::AssertSqlSafe(*sql)).execute(&mut *read).await?;
     }
     read.commit().await?;
-    let turn = super::write::turn(pool).await;
+    let turn = super::write::turn(db).await;
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     for (live, staged) in TABLES {
         sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM main.{live}"))).execute(&mut *tx).await?;
@@ -244,7 +244,8 @@ async fn stage_and_swap(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) ->
 /// in the first minutes of the load bench's routes: report stores waited, pages answered 202).
 /// A log the truncation could not start over is started over by SQLite's next checkpoint once
 /// those readers end, and cut to [`CHECKPOINT_FROM`] then (`journal_size_limit`, `db::open`).
-async fn checkpoint(pool: sqlx::SqlitePool) {
+async fn checkpoint(db: Db) {
+    let pool = db.pool();
     let wal = format!("{}-wal", pool.connect_options().get_filename().display());
     if std::fs::metadata(&wal).map_or(true, |m| m.len() < CHECKPOINT_FROM) {
         return;
@@ -254,7 +255,7 @@ async fn checkpoint(pool: sqlx::SqlitePool) {
     let copied: sqlx::Result<(i64, i64, i64)> =
         sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut *conn).await;
     let passive_ms = t.elapsed().as_millis() as u64;
-    let turn = super::write::turn(&pool).await;
+    let turn = super::write::turn(&db).await;
     let wait = format!("PRAGMA busy_timeout = {}", TRUNCATE_WAIT.as_millis());
     let _ = sqlx::query(sqlx::AssertSqlSafe(wait)).execute(&mut *conn).await;
     let done: sqlx::Result<(i64, i64, i64)> =

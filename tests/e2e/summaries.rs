@@ -18,7 +18,8 @@ async fn sizes_summing_past_i64_keep_every_page_answering() {
     }
     let kernel = r.entries.iter().find(|e| e.bytes == i64::MAX).unwrap().kernel.clone().unwrap();
     let (_db, pool) = crate::common::fresh_db().await;
-    cachelens::collect::ingest_report(&pool, &r, "upload").await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    cachelens::collect::ingest_report(&store, &r, "upload").await.unwrap();
     let state = AppState::new(pool, Config::default());
 
     for uri in ["/", "/kernels", "/kernels?machine=huge", "/machines/huge", &format!("/kernels/{kernel}")] {
