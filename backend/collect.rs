@@ -5,7 +5,6 @@ use crate::db::ingest::{Begin, Finish, Ingest, Records};
 use crate::model::{REPORT_FORMAT, ScanReport, ScanSummary};
 use crate::scan::{self, Previous};
 use anyhow::Context;
-use sqlx::SqlitePool;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -85,18 +84,29 @@ impl Opts {
 /// Scan `root` into the local database. Every hook event found is credited to `machine`
 /// whatever its host ([`scan::Hosts::Any`]) and there is no time budget: for a cache known to be
 /// this machine's (the demo, tests); the CLI scans with [`scan_local_opts`] and [`Opts::cli`].
-pub async fn scan_local(pool: &SqlitePool, root: &Path, machine: &str) -> anyhow::Result<ScanSummary> {
-    scan_local_with(pool, root, machine, false).await
+pub async fn scan_local(db: &crate::db::Db, root: &Path, machine: &str) -> anyhow::Result<ScanSummary> {
+    scan_local_with(db, root, machine, false).await
 }
 
 /// [`scan_local`]; `full`: check every entry file by file (`scan --full`), not trusting
 /// unchanged dir stamps.
-pub async fn scan_local_with(pool: &SqlitePool, root: &Path, machine: &str, full: bool) -> anyhow::Result<ScanSummary> {
-    scan_local_opts(pool, root, machine, Opts { full, ..Opts::default() }).await
+pub async fn scan_local_with(
+    db: &crate::db::Db,
+    root: &Path,
+    machine: &str,
+    full: bool,
+) -> anyhow::Result<ScanSummary> {
+    scan_local_opts(db, root, machine, Opts { full, ..Opts::default() }).await
 }
 
 /// Scan `root` into the local database as `opts` say.
-pub async fn scan_local_opts(pool: &SqlitePool, root: &Path, machine: &str, opts: Opts) -> anyhow::Result<ScanSummary> {
+pub async fn scan_local_opts(
+    db: &crate::db::Db,
+    root: &Path,
+    machine: &str,
+    opts: Opts,
+) -> anyhow::Result<ScanSummary> {
+    let pool = db.pool();
     let started = Instant::now();
     let full = opts.full;
     let root = resolve_root(root)?;
@@ -108,8 +118,7 @@ pub async fn scan_local_opts(pool: &SqlitePool, root: &Path, machine: &str, opts
         let root = root.clone();
         move || scan::survey(&root, threads(), !full)
     });
-    let mut ingest = match Ingest::begin(pool, machine, &new_client_id(), &root_s, crate::db::now_ms(), "local").await?
-    {
+    let mut ingest = match Ingest::begin(db, machine, &new_client_id(), &root_s, crate::db::now_ms(), "local").await? {
         Begin::Started(i) => i,
         Begin::AlreadyStored(_) => anyhow::bail!("scan id collision"),
     };
@@ -182,12 +191,12 @@ pub async fn scan_local_opts(pool: &SqlitePool, root: &Path, machine: &str, opts
         })
         .await?;
     summary.beside = beside;
-    if let Err(e) = crate::prune::advice::refresh(pool, &summary.machine).await {
+    if let Err(e) = crate::prune::advice::refresh(db, &summary.machine).await {
         tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
     }
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: finished");
     // The scan's invalidation report, computed now so that its first visit reads it.
-    crate::answers::stored::after_scan(pool.clone(), summary.scan_id, false).await;
+    crate::answers::stored::after_scan(db.clone(), summary.scan_id, None).await;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: report stored");
     // Fold the WAL back into the database file now and truncate it: a cold scan of a big cache
     // leaves a WAL as large as the database, which every later process would otherwise recover
@@ -253,8 +262,8 @@ pub fn scan_report_from(root: &Path, machine: &str, prev: &Previous) -> anyhow::
 }
 
 /// Ingest a whole report (an upload) in one transaction. Returns (summary, created).
-pub async fn ingest_report(pool: &SqlitePool, r: &ScanReport, source: &str) -> anyhow::Result<(ScanSummary, bool)> {
-    let mut ingest = match Ingest::begin(pool, &r.machine, &r.client_id, &r.root, r.scanned_at, source).await? {
+pub async fn ingest_report(db: &crate::db::Db, r: &ScanReport, source: &str) -> anyhow::Result<(ScanSummary, bool)> {
+    let mut ingest = match Ingest::begin(db, &r.machine, &r.client_id, &r.root, r.scanned_at, source).await? {
         Begin::Started(i) => i,
         Begin::AlreadyStored(id) => {
             return Ok((ScanSummary { scan_id: id, machine: r.machine.clone(), ..Default::default() }, false));
@@ -276,8 +285,8 @@ pub async fn ingest_report(pool: &SqlitePool, r: &ScanReport, source: &str) -> a
             staged_upload: None,
         })
         .await?;
-    let hazards = store_hazards(pool, &summary, r.hazards.clone()).await;
-    if let Err(e) = crate::prune::advice::refresh(pool, &summary.machine).await {
+    let hazards = store_hazards(db, &summary, r.hazards.clone()).await;
+    if let Err(e) = crate::prune::advice::refresh(db, &summary.machine).await {
         tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
     }
     Ok((ScanSummary { beside: r.beside.clone(), hazards, ..summary }, true))
@@ -291,13 +300,13 @@ const COMMIT_BATCH_TEXT: i64 = 32 << 20;
 /// transaction that also drops the staged parts. Memory: one part and one batch of its
 /// entries' IR text at a time. Returns (summary, created).
 pub async fn ingest_staged(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     up: &crate::db::staging::Upload,
     commit: &crate::model::UploadCommit,
     mut skipped: Vec<crate::model::Skip>,
 ) -> anyhow::Result<(ScanSummary, bool)> {
     use crate::db::staging;
-    let mut ingest = match Ingest::begin(pool, &up.machine, &up.client_id, &up.root, up.scanned_at, "upload").await? {
+    let mut ingest = match Ingest::begin(db, &up.machine, &up.client_id, &up.root, up.scanned_at, "upload").await? {
         Begin::Started(i) => i,
         Begin::AlreadyStored(id) => {
             return Ok((ScanSummary { scan_id: id, machine: up.machine.clone(), ..Default::default() }, false));
@@ -345,8 +354,8 @@ pub async fn ingest_staged(
             staged_upload: Some(up.id),
         })
         .await?;
-    let hazards = store_hazards(pool, &summary, commit.hazards.clone()).await;
-    if let Err(e) = crate::prune::advice::refresh(pool, &summary.machine).await {
+    let hazards = store_hazards(db, &summary, commit.hazards.clone()).await;
+    if let Err(e) = crate::prune::advice::refresh(db, &summary.machine).await {
         tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
     }
     Ok((ScanSummary { beside: commit.beside.clone(), hazards, ..summary }, true))
@@ -364,11 +373,11 @@ pub async fn read_hazards(root: std::path::PathBuf, hosts: crate::scan::Hosts) -
 /// Store the hazards a landed scan reported as its root's latest (`db::hazards`); what was
 /// stored, with the server's cache inodes and warnings. A failure is logged: the scan stands.
 pub async fn store_hazards(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     s: &ScanSummary,
     h: Option<crate::model::Hazards>,
 ) -> Option<crate::model::Hazards> {
-    let stored = crate::db::hazards::store(pool, &s.machine, &s.root, s.scan_id, h?).await;
+    let stored = crate::db::hazards::store(db, &s.machine, &s.root, s.scan_id, h?).await;
     stored.map_err(|e| tracing::warn!("storing the hazards of {} on {}: {e:#}", s.root, s.machine)).ok()
 }
 

@@ -6,7 +6,6 @@
 
 use crate::collect::scan_local;
 use rust_embed::RustEmbed;
-use sqlx::SqlitePool;
 use std::path::Path;
 
 #[derive(RustEmbed)]
@@ -43,7 +42,7 @@ pub fn unpack(name: &str, dest: &Path) -> anyhow::Result<()> {
 }
 
 /// Load every demo machine into `pool`. Returns the number of scans stored.
-pub async fn load(pool: &SqlitePool, workdir: &Path) -> anyhow::Result<usize> {
+pub async fn load(db: &crate::db::Db, workdir: &Path) -> anyhow::Result<usize> {
     let mut scans = 0;
     for (i, (machine, archives, sub)) in PLAN.iter().enumerate() {
         let slot = workdir.join(format!("m{i}"));
@@ -55,9 +54,9 @@ pub async fn load(pool: &SqlitePool, workdir: &Path) -> anyhow::Result<usize> {
             let tmp = slot.join(archive);
             let fixed = slot.join("cache");
             std::fs::rename(&tmp, &fixed)?;
-            let s = scan_local(pool, &fixed.join(sub), machine).await?;
+            let s = scan_local(db, &fixed.join(sub), machine).await?;
             let h = crate::collect::read_hazards(std::path::PathBuf::from(&s.root), crate::scan::Hosts::Any).await;
-            crate::collect::store_hazards(pool, &s, h).await;
+            crate::collect::store_hazards(db, &s, h).await;
             tracing::info!(machine, archive, entries = s.entries, "demo scan");
             scans += 1;
         }

@@ -15,7 +15,6 @@ use crate::cli::GateArgs;
 use crate::explain::report::{CauseCount, Cost, InvalidatedRow, InvalidationsReport};
 use anyhow::Context;
 use serde::Serialize;
-use sqlx::SqlitePool;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -125,11 +124,12 @@ pub fn parse_pair(base: &str, change: Option<&str>) -> Result<Pair, String> {
 /// The invalidation report of a pair, freshly computed by the explainer (the gate's one call
 /// into it: where reports are stored, this is the line to re-point), with the kernels (distinct
 /// names) of its old and new side.
-async fn invalidation_report(pool: &SqlitePool, pair: &Pair) -> Result<(InvalidationsReport, Kernels), ExplainError> {
+async fn invalidation_report(db: &crate::db::Db, pair: &Pair) -> Result<(InvalidationsReport, Kernels), ExplainError> {
+    let pool = db.pool();
     use crate::db::explain::{light_at, light_now};
     match pair {
         Pair::Machines(a, b) => {
-            let r = dbx::invalidations_machines(pool, a, b).await?;
+            let r = dbx::invalidations_machines(db, a, b).await?;
             Ok((r, (names(&light_now(pool, a).await?), names(&light_now(pool, b).await?))))
         }
         Pair::Scans { machine, from, to } => {
@@ -140,7 +140,7 @@ async fn invalidation_report(pool: &SqlitePool, pair: &Pair) -> Result<(Invalida
                     to.id, machine, to.root
                 )));
             };
-            let r = dbx::invalidations_scans(pool, Some(&from), &to).await?;
+            let r = dbx::invalidations_scans(db, Some(&from), &to).await?;
             Ok((r, (names(&light_at(pool, &from).await?), names(&light_at(pool, &to).await?))))
         }
     }
@@ -362,19 +362,19 @@ async fn compared(a: &GateArgs) -> anyhow::Result<Verdict> {
         let change = a.change.as_deref().context("give two cache dirs, BASE and CHANGE (or --db with machines)")?;
         let (base, change) = (PathBuf::from(&a.base), PathBuf::from(change));
         let tmp = tempfile::Builder::new().prefix("cachelens-gate-").tempdir()?;
-        let pool = crate::db::open(&tmp.path().join("gate.db")).await?;
+        let store = crate::db::Db::open(&tmp.path().join("gate.db")).await?;
         for (machine, dir) in [("base", &base), ("change", &change)] {
-            scan_dir(&pool, machine, dir, a.quiet).await?;
+            scan_dir(&store, machine, dir, a.quiet).await?;
         }
-        let r = invalidation_report(&pool, &Pair::Machines("base".into(), "change".into())).await?;
-        pool.close().await;
+        let r = invalidation_report(&store, &Pair::Machines("base".into(), "change".into())).await?;
+        store.pool().close().await;
         let labels = (base.display().to_string(), change.display().to_string());
         return Ok(Verdict::new(r, labels, given, limit));
     };
     anyhow::ensure!(db.is_file(), "no database at {} (scan into it first)", db.display());
     let pair = parse_pair(&a.base, a.change.as_deref()).map_err(anyhow::Error::msg)?;
-    let pool = crate::db::open(db).await?;
-    let r = invalidation_report(&pool, &pair).await?;
+    let store = crate::db::Db::open(db).await?;
+    let r = invalidation_report(&store, &pair).await?;
     let labels = match (&pair, r.0.from) {
         (Pair::Machines(x, y), _) => (x.clone(), y.clone()),
         (Pair::Scans { machine, .. }, from) => {
@@ -385,8 +385,8 @@ async fn compared(a: &GateArgs) -> anyhow::Result<Verdict> {
     Ok(Verdict::new(r, labels, given, limit))
 }
 
-/// Scan every Triton cache found below `dir` into `pool` as `machine` (read-only, as `scan`).
-async fn scan_dir(pool: &SqlitePool, machine: &str, dir: &Path, quiet: bool) -> anyhow::Result<()> {
+/// Scan every Triton cache found below `dir` into `db` as `machine` (read-only, as `scan`).
+async fn scan_dir(db: &crate::db::Db, machine: &str, dir: &Path, quiet: bool) -> anyhow::Result<()> {
     let mut say = |line: String| {
         if !quiet {
             eprintln!("{machine}: {}", crate::fmt::term(&line))
@@ -397,7 +397,7 @@ async fn scan_dir(pool: &SqlitePool, machine: &str, dir: &Path, quiet: bool) -> 
     for r in roots {
         let (bar, counts) = crate::progress::Bar::scan(quiet, &r.path.display().to_string());
         let s = crate::collect::scan_local_opts(
-            pool,
+            db,
             &r.path,
             machine,
             crate::collect::Opts { progress: counts, ..Default::default() },

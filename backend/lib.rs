@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod answers;
+pub mod bounded;
 pub mod cli;
 pub mod collect;
 pub mod db;

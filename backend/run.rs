@@ -69,18 +69,18 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     if let Some(server) = &a.server {
         return upload(&a, server, &machine, &paths).await;
     }
-    let pool = db::open(&a.db.path()).await?;
+    let store = db::Db::open(&a.db.path()).await?;
     let mut summaries = vec![];
     let mut failed = vec![];
     for r in &paths {
         let opts = collect::Opts { full: a.full, ..collect::Opts::cli(&machine, &a.hook_hosts, a.time_budget) };
         // One root that fails (unreadable, a full disk) never costs the machine's other roots.
-        match scan_root(&pool, r, &machine, opts, a.quiet).await {
+        match scan_root(&store, r, &machine, opts, a.quiet).await {
             Ok(s) => summaries.push(s),
             Err(e) => failed.push(root_failed(r, e)),
         }
     }
-    let hit_miss = db::headline::hit_miss(&pool, &machine).await?;
+    let hit_miss = db::headline::hit_miss(store.pool(), &machine).await?;
     let dest = Dest { database: Some(a.db.path().display().to_string()), server: None, dashboard: None };
     print_summaries(&summaries, &failed, a.json, &dest, hit_miss.as_ref());
     roots_failed(&failed, paths.len())
@@ -113,7 +113,7 @@ fn roots_failed(failed: &[Failed], of: usize) -> anyhow::Result<()> {
 
 /// Scan one root found into the local database, with what sits beside it.
 async fn scan_root(
-    pool: &sqlx::SqlitePool,
+    db: &db::Db,
     r: &crate::locate::Root,
     machine: &str,
     opts: collect::Opts,
@@ -123,11 +123,11 @@ async fn scan_root(
     let (bar, counts) = crate::progress::Bar::scan(quiet, &r.path.display().to_string());
     let hosts = opts.hosts.clone();
     let opts = collect::Opts { progress: counts, beside: r.beside.clone(), ..opts };
-    let s = collect::scan_local_opts(pool, &r.path, machine, opts).await;
+    let s = collect::scan_local_opts(db, &r.path, machine, opts).await;
     bar.finish();
     let mut s = s?;
     let h = collect::read_hazards(PathBuf::from(&s.root), hosts).await;
-    s.hazards = collect::store_hazards(pool, &s, h).await;
+    s.hazards = collect::store_hazards(db, &s, h).await;
     Ok(s)
 }
 
@@ -355,14 +355,14 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
             path.display()
         );
     } else {
-        let pool = db::open(&db.path()).await?;
+        let store = db::Db::open(&db.path()).await?;
         let machine = collect::hostname();
         let mut summaries = vec![];
         for r in &present {
             let opts = collect::Opts::cli(&machine, &[], crate::scan::limits::DEFAULT_TIME_BUDGET);
-            summaries.push(scan_root(&pool, r, &machine, opts, false).await?);
+            summaries.push(scan_root(&store, r, &machine, opts, false).await?);
         }
-        let hit_miss = db::headline::hit_miss(&pool, &machine).await?;
+        let hit_miss = db::headline::hit_miss(store.pool(), &machine).await?;
         let page = format!("http://{}/machines/{}", listener.local_addr()?, crate::fmt::enc(&machine));
         let dest = Dest { database: Some(db.path().display().to_string()), server: None, dashboard: Some(page) };
         print_summaries(&summaries, &[], false, &dest, hit_miss.as_ref());
@@ -436,7 +436,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
 /// Serve on a listener already bound (so that a busy port is said before the demo loads).
 async fn serve_on(a: ServeArgs, listener: tokio::net::TcpListener) -> anyhow::Result<()> {
     let db_path = serve_db_path(&a)?;
-    let pool = db::open(&db_path).await?;
+    let store = db::Db::open(&db_path).await?;
     if a.demo {
         let work = db_path.with_extension("demo-caches");
         eprintln!(
@@ -444,7 +444,7 @@ async fn serve_on(a: ServeArgs, listener: tokio::net::TcpListener) -> anyhow::Re
             work.display(),
             db_path.display()
         );
-        let n = crate::demo::load(&pool, &work).await?;
+        let n = crate::demo::load(&store, &work).await?;
         let caches = crate::demo::disk_bytes(&work);
         let dbytes: u64 = ["", "-wal"]
             .iter()
@@ -473,12 +473,12 @@ async fn serve_on(a: ServeArgs, listener: tokio::net::TcpListener) -> anyhow::Re
     };
     let limits =
         web::serve::Limits { header_timeout: secs(a.limits.header_timeout), max_connections: a.limits.max_connections };
-    let state = AppState::new(pool, config);
+    let state = AppState::new(store, config);
     state.db.rebuild_soon(); // a database scanned or migrated while no server ran
     state.db.fill_classes_soon(); // entries stored before classes were (migration 0025)
-    tokio::spawn(db::keysets::warm(state.db.pool().clone())); // the same, for machine-pair reports
+    tokio::spawn(db::keysets::warm(state.db.clone())); // the same, for machine-pair reports
     if let Keep::For(keep) = a.keep_removed {
-        tokio::spawn(db::retention::age_out_every(state.db.pool().clone(), keep, secs(3600)));
+        tokio::spawn(db::retention::age_out_every(state.db.clone(), keep, secs(3600)));
     }
     let app = web::app(state);
     eprintln!(
@@ -506,9 +506,9 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
 async fn explain(a: ExplainArgs) -> anyhow::Result<()> {
     let path = a.db.path();
     anyhow::ensure!(path.exists(), "no database at {} (scan first, or pass --db FILE)", path.display());
-    let pool = db::open(&path).await?;
+    let store = db::Db::open(&path).await?;
     let r =
-        crate::answers::load::compare_ids(&pool, &Default::default(), &a.a, &a.b, a.ir.as_deref(), !a.keep_locations)
+        crate::answers::load::compare_ids(&store, &Default::default(), &a.a, &a.b, a.ir.as_deref(), !a.keep_locations)
             .await?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
@@ -526,8 +526,8 @@ async fn machine(c: MachineCommand) -> anyhow::Result<()> {
         MachineCommand::Retire { name, db, json } => {
             let path = db.path();
             anyhow::ensure!(path.exists(), "no database at {} (pass --db FILE)", path.display());
-            let pool = db::open(&path).await?;
-            let r = db::retention::retire(&pool, &name).await?;
+            let store = db::Db::open(&path).await?;
+            let r = db::retention::retire(&store, &name).await?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
@@ -552,8 +552,8 @@ async fn token(c: TokenCommand) -> anyhow::Result<()> {
         TokenCommand::Create { machine, db } => {
             anyhow::ensure!(crate::model::valid_machine_name(&machine), "invalid machine name {machine:?}");
             let path = db.path();
-            let pool = db::open(&path).await?;
-            println!("{}", db::tokens::create(&pool, &machine).await?);
+            let store = db::Db::open(&path).await?;
+            println!("{}", db::tokens::create(&store, &machine).await?);
             // stdout is the token alone (scripts read it); where it went, on stderr: a server
             // started on another database does not know it
             eprintln!("token for machine {machine} stored in {} (serve this database: --db)", path.display());
@@ -572,8 +572,8 @@ async fn token(c: TokenCommand) -> anyhow::Result<()> {
             }
         }
         TokenCommand::Revoke { id, db } => {
-            let pool = db::open(&db.path()).await?;
-            anyhow::ensure!(db::tokens::revoke(&pool, id).await?, "no active token with id {id}");
+            let store = db::Db::open(&db.path()).await?;
+            anyhow::ensure!(db::tokens::revoke(&store, id).await?, "no active token with id {id}");
             println!("revoked token {id}");
         }
     }

@@ -74,12 +74,13 @@ async fn main() -> anyhow::Result<()> {
     let base = Arc::new(cachelens::collect::scan_report(&jit.join("triton-cache"), "base")?);
 
     let db = tmp.path().join("load.db");
-    let pool = cachelens::db::open(&db).await?;
+    let store = cachelens::db::Db::open(&db).await?;
+    let pool = store.pool().clone();
     let mut tokens = vec![];
     for c in 0..clients {
-        tokens.push(cachelens::db::tokens::create(&pool, &format!("load-{c:03}")).await?);
+        tokens.push(cachelens::db::tokens::create(&store, &format!("load-{c:03}")).await?);
     }
-    let app = cachelens::web::app(AppState::new(pool.clone(), Config::default()));
+    let app = cachelens::web::app(AppState::new(store.clone(), Config::default()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     tokio::spawn(async move { axum::serve(listener, app).await });

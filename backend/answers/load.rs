@@ -6,7 +6,7 @@ use crate::db::explain::{LightRow, Loaded, ir_of, light_at, light_now, load, mac
 use crate::db::keysets;
 use crate::db::scans::{ScanRef, scans_of};
 use crate::explain::report::{self, CompareReport, InvalidationsReport};
-use crate::explain::{Budget, Side, compare, finish, match_part, nearest_classes};
+use crate::explain::{Budget, Side, compare_kept, finish, match_part, nearest_classes};
 use sqlx::SqlitePool;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -54,14 +54,15 @@ pub fn parse_id(id: &str) -> Result<(&str, &str), ExplainError> {
 }
 
 /// Loads an entry by `MACHINE:KEY` (or the start of a key: [`resolve`]), 404 when unknown.
-pub async fn load_id(pool: &SqlitePool, id: &str) -> Result<Loaded, ExplainError> {
+pub async fn load_id(db: &crate::db::Db, id: &str) -> Result<Loaded, ExplainError> {
+    let pool = db.pool();
     let (m, k) = parse_id(id)?;
-    if let Some(l) = load(pool, m, k).await? {
+    if let Some(l) = load(db, m, k).await? {
         return Ok(l);
     }
     let id = resolve(pool, id).await?;
     let (m, k) = parse_id(&id)?;
-    load(pool, m, k).await?.ok_or_else(|| ExplainError::NotFound(format!("no entry {m}:{k}")))
+    load(db, m, k).await?.ok_or_else(|| ExplainError::NotFound(format!("no entry {m}:{k}")))
 }
 
 /// Comparisons (entry loads, analyses and IR diffs) run at once at most, and how long one more
@@ -110,13 +111,14 @@ impl Default for DiffSlots {
 /// The comparison of two entries, with the IR diff of `ir` (default: `.source` when both have
 /// one, else `.ttir`), in one of `slots`' turns, computed on a blocking thread.
 pub async fn compare_ids(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     slots: &DiffSlots,
     a: &str,
     b: &str,
     ir: Option<&str>,
     strip: bool,
 ) -> Result<CompareReport, ExplainError> {
+    let pool = db.pool();
     if let Some(k) = ir.filter(|k| !report::IR_KINDS.contains(k)) {
         return Err(ExplainError::Bad(format!("unknown IR {k:?}: one of {}", report::IR_KINDS.join(", "))));
     }
@@ -125,7 +127,7 @@ pub async fn compare_ids(
     // The turn is taken before the entries are loaded: their texts (up to 16 MiB each) are
     // held only by the comparisons that run.
     let turn = slots.turn().await?;
-    let (la, lb) = (load_id(pool, a).await?, load_id(pool, b).await?);
+    let (la, lb) = (load_id(db, a).await?, load_id(db, b).await?);
     let kind = ir.unwrap_or(if la.side.source.is_some() && lb.side.source.is_some() { "source" } else { "ttir" });
     // Shared with the sides, not copied (each up to 16 MiB).
     let text = |l: &Loaded| -> Option<std::sync::Arc<str>> {
@@ -143,6 +145,7 @@ pub async fn compare_ids(
         ),
     };
     let kind = kind.to_string();
+    let kept = db.explained().clone();
     let work = move || {
         let _turn = turn;
         let (ir_stats, ir_rows) = report::ir_report(&kind, ta.as_deref(), tb.as_deref(), strip, 3);
@@ -152,7 +155,7 @@ pub async fn compare_ids(
             .map(|(s, l)| report::Relocated::new(s, format!("{}:{}", l.row.machine, l.row.key), l.group_at.clone()))
             .collect();
         CompareReport {
-            cmp: compare(&la.side, &lb.side),
+            cmp: compare_kept(&la.side, &lb.side, &kept),
             kernel_a: la.side.kernel_name().map(str::to_string),
             kernel_b: lb.side.kernel_name().map(str::to_string),
             relocated,
@@ -211,34 +214,36 @@ pub const NEAREST_MAX_CANDIDATES: usize = 1024;
 /// can still place a neighbour; the index is read for tiers 1 and 2 only when the ranking gets
 /// to them (`db::nearest::variants_around`). At most [`NEAREST_MAX_CLASSES`] classes are
 /// analysed.
-pub async fn nearest_of(pool: &SqlitePool, id: &str, limit: usize) -> Result<(Side, Vec<Neighbour>), ExplainError> {
-    nearest_ranked(pool, &crate::db::nearest::Open::none(), id, limit).await.map(|(of, n, _)| (of, n))
+pub async fn nearest_of(db: &crate::db::Db, id: &str, limit: usize) -> Result<(Side, Vec<Neighbour>), ExplainError> {
+    nearest_ranked(db, &crate::db::nearest::Open::none(), id, limit).await.map(|(of, n, _)| (of, n))
 }
 
 /// [`nearest_of`] for a server: what it reads of the candidates is kept in `cache` while the
 /// database stays as it is ([`crate::db::nearest::Cache`]).
 pub async fn nearest_cached(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     cache: &crate::db::nearest::Cache,
     id: &str,
     limit: usize,
 ) -> Result<(Side, Vec<Neighbour>), ExplainError> {
+    let pool = db.pool();
     let open = cache.open(pool).await?;
-    nearest_ranked(pool, &open, id, limit).await.map(|(of, n, _)| (of, n))
+    nearest_ranked(db, &open, id, limit).await.map(|(of, n, _)| (of, n))
 }
 
 /// [`nearest_of`], and whether the class limit cut the analysis short; candidates' classes and
 /// sides read through `cache`.
 pub async fn nearest_ranked(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     cache: &crate::db::nearest::Open<'_>,
     id: &str,
     limit: usize,
 ) -> Result<(Side, Vec<Neighbour>, bool), ExplainError> {
+    let pool = db.pool();
     let t0 = std::time::Instant::now();
     let id = &resolve(pool, id).await?;
     let (m, k) = parse_id(id)?;
-    let Some((of, kv)) = crate::db::nearest::entry_and_variants(pool, m, k, cache).await? else {
+    let Some((of, kv)) = crate::db::nearest::entry_and_variants(db, m, k, cache).await? else {
         return Err(ExplainError::NotFound(format!("no entry {m}:{k}")));
     };
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "nearest: loaded");
@@ -270,15 +275,9 @@ pub async fn nearest_ranked(
             cut.truncate(NEAREST_MAX_CANDIDATES);
             truncated = true;
         }
-        let crate::db::nearest::Classes { candidates, mut classes, more } = crate::db::nearest::classes_of_ids(
-            pool,
-            &ids,
-            Some(&kv),
-            &of.key,
-            NEAREST_MAX_CLASSES - analysed + 1,
-            cache,
-        )
-        .await?;
+        let crate::db::nearest::Classes { candidates, mut classes, more } =
+            crate::db::nearest::classes_of_ids(db, &ids, Some(&kv), &of.key, NEAREST_MAX_CLASSES - analysed + 1, cache)
+                .await?;
         tracing::debug!(
             ms = t0.elapsed().as_secs_f64() * 1e3,
             tier = b,
@@ -296,7 +295,7 @@ pub async fn nearest_ranked(
         analysed += classes.len();
         let side_of: std::collections::HashMap<usize, usize> =
             classes.iter().enumerate().flat_map(|(c, (_, m))| m.iter().map(move |&i| (i, c))).collect();
-        let ranked = nearest_classes(&of, &classes, usize::MAX);
+        let ranked = nearest_classes(&of, &classes, usize::MAX, db.explained());
         let shared: Vec<std::sync::Arc<Side>> = classes.into_iter().map(|(s, _)| s).collect();
         for n in ranked {
             let at = &candidates[n.index];
@@ -326,7 +325,7 @@ pub async fn nearest_ranked(
                 .entry(class)
                 .or_insert_with(|| {
                     let c = Side { machine: machine.clone(), key: key.clone(), ..(*side).clone() };
-                    let cmp = compare(&of, &c);
+                    let cmp = compare_kept(&of, &c, db.explained());
                     (cmp.summary, cmp.identical_binary, cmp.identical_code)
                 })
                 .clone();
@@ -461,7 +460,7 @@ fn light(machine: &str, r: &LightRow) -> Side {
 /// most `limits.group_entries` entries (`load/pieces.rs`), and matched off the async workers.
 /// Equal to [`invalidations`] of the two sides loaded whole.
 pub async fn invalidations_grouped(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     old: &SideSet,
     new: &SideSet,
     limits: Limits,
@@ -487,7 +486,7 @@ pub async fn invalidations_grouped(
         groups.entry(r.kernel.as_deref()).or_default().1.push(r);
     }
     let mut budget = Budget { pairs_left: limits.pairs };
-    let mut shared = crate::explain::Shared::default();
+    let mut shared = crate::explain::Shared::new(db.explained().clone());
     let mut loading = std::time::Duration::ZERO;
     let mut parts = Vec::with_capacity(groups.len());
     progress.total.store(groups.len(), Relaxed);
@@ -515,14 +514,14 @@ pub async fn invalidations_grouped(
         // A named kernel: paired in pieces, whatever its size.
         if let Some(k) = kernel {
             let machines = (old.machine.as_str(), new.machine.as_str());
-            parts.push(pieces::kernel_part(pool, machines, k, &o, &n, limits, &mut shared).await?);
+            parts.push(pieces::kernel_part(db, machines, k, &o, &n, limits, &mut shared).await?);
             loading += t.elapsed();
             continue;
         }
         // Entries without a kernel name (partial entries): loaded whole.
-        let os = sides_of_ids(pool, &old.machine, &o.iter().map(|r| r.id).collect::<Vec<_>>()).await?;
+        let os = sides_of_ids(db, &old.machine, &o.iter().map(|r| r.id).collect::<Vec<_>>()).await?;
         let mut full: HashMap<String, Side> =
-            sides_of_ids(pool, &new.machine, &fresh).await?.into_iter().map(|s| (s.key.clone(), s)).collect();
+            sides_of_ids(db, &new.machine, &fresh).await?.into_iter().map(|s| (s.key.clone(), s)).collect();
         loading += t.elapsed();
         let ns: Vec<Side> = n.iter().map(|r| full.remove(&r.key).unwrap_or_else(|| light(&new.machine, r))).collect();
         let (part, left, kept) = tokio::task::spawn_blocking(move || {
@@ -586,13 +585,14 @@ pub async fn scan_sides(
 /// sets are equal on both machines ([`crate::db::keysets`]) are counted, not read: all their
 /// entries are kept, which is what matching them would give (`tests/e2e/reports.rs` pins the
 /// report equal to the whole sets matched at once).
-pub async fn machine_sides(pool: &SqlitePool, a: &str, b: &str) -> Result<(SideSet, SideSet), ExplainError> {
+pub async fn machine_sides(db: &crate::db::Db, a: &str, b: &str) -> Result<(SideSet, SideSet), ExplainError> {
+    let pool = db.pool();
     for m in [a, b] {
         if !machine_exists(pool, m).await? {
             return Err(ExplainError::NotFound(format!("no machine {m:?}")));
         }
     }
-    let (ka, kb) = (keysets::current(pool, a).await?, keysets::current(pool, b).await?);
+    let (ka, kb) = (keysets::current(db, a).await?, keysets::current(db, b).await?);
     let same = keysets::all_kept(&ka, &kb);
     if same.is_empty() {
         return Ok((SideSet::all(a, light_now(pool, a).await?), SideSet::all(b, light_now(pool, b).await?)));
@@ -614,13 +614,14 @@ pub async fn machine_sides(pool: &SqlitePool, a: &str, b: &str) -> Result<(SideS
 
 /// A report computed fresh from two sides, under `limits`.
 pub async fn report_of(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     old: &SideSet,
     new: &SideSet,
     limits: Limits,
     progress: &crate::answers::stored::Progress,
 ) -> Result<InvalidationsReport, ExplainError> {
-    let inv = invalidations_grouped(pool, old, new, limits, progress).await?;
+    let pool = db.pool();
+    let inv = invalidations_grouped(db, old, new, limits, progress).await?;
     let mut r = inv_report(inv, old, new);
     add_compile_times(pool, &mut r).await?;
     Ok(r)
@@ -643,19 +644,20 @@ async fn add_compile_times(pool: &SqlitePool, r: &mut InvalidationsReport) -> sq
 /// Invalidations on one machine between two scans, computed fresh (the stored reports of
 /// [`crate::answers::stored`] are equal to it).
 pub async fn invalidations_scans(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     from: Option<&ScanRef>,
     to: &ScanRef,
 ) -> Result<InvalidationsReport, ExplainError> {
+    let pool = db.pool();
     let (old, new) = scan_sides(pool, from, to).await?;
-    let mut r = report_of(pool, &old, &new, LIMITS, &Default::default()).await?;
+    let mut r = report_of(db, &old, &new, LIMITS, &Default::default()).await?;
     r.from = from.map(|f| f.id);
     r.to = Some(to.id);
     Ok(r)
 }
 
 /// Invalidations from machine `a` to machine `b`, as they are now, computed fresh.
-pub async fn invalidations_machines(pool: &SqlitePool, a: &str, b: &str) -> Result<InvalidationsReport, ExplainError> {
-    let (old, new) = machine_sides(pool, a, b).await?;
-    report_of(pool, &old, &new, LIMITS, &Default::default()).await
+pub async fn invalidations_machines(db: &crate::db::Db, a: &str, b: &str) -> Result<InvalidationsReport, ExplainError> {
+    let (old, new) = machine_sides(db, a, b).await?;
+    report_of(db, &old, &new, LIMITS, &Default::default()).await
 }

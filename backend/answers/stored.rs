@@ -66,10 +66,10 @@ const LIGHT_UNNAMED: i64 = 2_000;
 
 /// Whether `spec`'s computation is light (see [`LIGHT_UNNAMED`]). Only where it runs depends on
 /// this, never what it computes.
-async fn light(pool: &SqlitePool, spec: &Spec) -> sqlx::Result<bool> {
+async fn light(db: &crate::db::Db, spec: &Spec) -> sqlx::Result<bool> {
+    let pool = db.pool();
     let Spec::Machines { a, b } = spec else { return Ok(false) };
-    let (Some(ka), Some(kb)) =
-        (crate::db::keysets::kept_now(pool, a).await?, crate::db::keysets::kept_now(pool, b).await?)
+    let (Some(ka), Some(kb)) = (crate::db::keysets::kept_now(db, a).await?, crate::db::keysets::kept_now(db, b).await?)
     else {
         return Ok(false);
     };
@@ -115,11 +115,19 @@ struct Job {
     at: std::time::Instant,
 }
 
-/// Jobs by database file and report name. An ended job is kept while its generations are current so that a report
-/// over the limits is refused at once instead of computed again on every visit; at most
-/// [`MAX_JOBS`], the oldest ended ones dropped first.
-static JOBS: std::sync::Mutex<Option<HashMap<String, Job>>> = std::sync::Mutex::new(None);
+/// A server's report jobs, by report name (one database a server: `web::AppState` owns them).
+/// An ended job is kept while its generations are current so that a report over the limits is
+/// refused at once instead of computed again on every visit; at most [`MAX_JOBS`], the oldest
+/// ended ones dropped first.
+#[derive(Default)]
+pub struct Jobs(std::sync::Mutex<HashMap<String, Job>>);
 const MAX_JOBS: usize = 4096;
+
+impl std::fmt::Debug for Jobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Jobs({})", self.0.lock().map_or(0, |j| j.len()))
+    }
+}
 
 /// Computations under way or waiting for a slot at most: one more report asked for is answered
 /// 503 (`ExplainError::Busy`). Each waits for one of two slots and then takes up to seconds of a
@@ -141,8 +149,8 @@ pub enum Lookup {
 
 /// The stored report of `spec`, computed and stored first when there is none for the sides as
 /// they are now (waiting for it however long it takes, within `limits`).
-pub async fn stored(pool: &SqlitePool, spec: &Spec, limits: Limits) -> Result<Stored, ExplainError> {
-    match lookup(pool, spec, limits, None).await? {
+pub async fn stored(db: &crate::db::Db, jobs: &Jobs, spec: &Spec, limits: Limits) -> Result<Stored, ExplainError> {
+    match lookup(db, jobs, spec, limits, None).await? {
         Lookup::Ready(s) => Ok(*s),
         Lookup::Computing { .. } => unreachable!("no wait limit"),
     }
@@ -152,13 +160,14 @@ pub async fn stored(pool: &SqlitePool, spec: &Spec, limits: Limits) -> Result<St
 /// in the background and waited for at most `wait` (`None`: until it ends). A computation that
 /// ended over the limits answers its error at once while the sides stay as they were.
 pub async fn lookup(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
+    jobs: &Jobs,
     spec: &Spec,
     limits: Limits,
     wait: Option<std::time::Duration>,
 ) -> Result<Lookup, ExplainError> {
-    // Jobs are per database (a process may serve several: the tests do).
-    let name = format!("{}\0{}", pool.connect_options().get_filename().display(), spec.name());
+    let pool = db.pool();
+    let name = spec.name();
     let deadline = wait.map(|w| tokio::time::Instant::now() + w);
     // Whether the computation is light, asked only when there is none stored.
     let mut is_light = None;
@@ -169,14 +178,14 @@ pub async fn lookup(
         }
         let light = match is_light {
             Some(l) => l,
-            None => *is_light.insert(light(pool, spec).await?),
+            None => *is_light.insert(light(db, spec).await?),
         };
-        let Joined { mut ended, progress, at } = job(pool, spec, &name, gens, limits, light)?;
+        let Joined { mut ended, progress, at } = job(db, jobs, spec, &name, gens, limits, light)?;
         let seen = ended.borrow_and_update().clone();
         match seen {
             Some(Ended::OverBudget(e)) => return Err(ExplainError::OverBudget(e)),
             Some(Ended::Failed(e)) => {
-                forget(&name, gens);
+                forget(jobs, &name, gens);
                 return Err(ExplainError::Db(sqlx::Error::Protocol(e)));
             }
             // Stored at `gens`: read it (or, should the sides have moved meanwhile, start over).
@@ -184,7 +193,7 @@ pub async fn lookup(
                 if let Some(s) = reports::find(pool, &spec.name(), gens).await? {
                     return Ok(Lookup::Ready(Box::new(s)));
                 }
-                forget(&name, gens);
+                forget(jobs, &name, gens);
                 continue;
             }
             None => {}
@@ -201,18 +210,16 @@ pub async fn lookup(
         };
         if !changed {
             // The task is gone without a word (it panicked): let the next lookup start over.
-            forget(&name, gens);
+            forget(jobs, &name, gens);
             return Err(ExplainError::Db(sqlx::Error::Protocol("the report computation failed".into())));
         }
     }
 }
 
 /// Drops the job of `name` at `gens` (ended with a transient error, or stored and since moved on).
-fn forget(name: &str, gens: (i64, i64)) {
-    let mut jobs = JOBS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(all) = jobs.as_mut()
-        && all.get(name).is_some_and(|j| j.gens == gens)
-    {
+fn forget(jobs: &Jobs, name: &str, gens: (i64, i64)) {
+    let mut all = jobs.0.lock().unwrap_or_else(|e| e.into_inner());
+    if all.get(name).is_some_and(|j| j.gens == gens) {
         all.remove(name);
     }
 }
@@ -227,15 +234,15 @@ struct Joined {
 /// The job of `name` at `gens`: the one under way or ended, else a new one started (refused
 /// past [`MAX_PENDING`]).
 fn job(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
+    jobs: &Jobs,
     spec: &Spec,
     name: &str,
     gens: (i64, i64),
     limits: Limits,
     light: bool,
 ) -> Result<Joined, ExplainError> {
-    let mut jobs = JOBS.lock().unwrap_or_else(|e| e.into_inner());
-    let all = jobs.get_or_insert_with(HashMap::new);
+    let mut all = jobs.0.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(j) = all.get(name)
         && ((j.gens, j.limits) == (gens, limits) || j.ended.borrow().is_none())
     {
@@ -260,9 +267,9 @@ fn job(
     let progress = Arc::new(Progress::default());
     let at = std::time::Instant::now();
     all.insert(name.to_string(), Job { gens, limits, progress: progress.clone(), ended: rx.clone(), at });
-    let (pool, spec, p) = (pool.clone(), spec.clone(), progress.clone());
+    let (db, spec, p) = (db.clone(), spec.clone(), progress.clone());
     tokio::spawn(async move {
-        let ended = match compute(&pool, &spec, gens, limits, &p, light).await {
+        let ended = match compute(&db, &spec, gens, limits, &p, light).await {
             Ok(()) => Ended::Stored,
             Err(ExplainError::OverBudget(e)) => Ended::OverBudget(e),
             Err(e) => {
@@ -277,7 +284,7 @@ fn job(
 
 /// Computes the report of `spec` for its sides at `gens` and stores it, in a computing slot.
 async fn compute(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     spec: &Spec,
     gens: (i64, i64),
     limits: Limits,
@@ -291,9 +298,9 @@ async fn compute(
     let t = std::time::Instant::now();
     // In the background, stored: however long it takes (the wait is the reader's, bounded by
     // `lookup`); memory stays bounded by the pieces it is computed in.
-    let r = fresh_with(pool, spec, Limits { time: None, ..limits }, progress).await?;
+    let r = fresh_with(db, spec, Limits { time: None, ..limits }, progress).await?;
     let matched = t.elapsed();
-    persist(pool, &spec.name(), gens, &r, t.elapsed().as_millis() as i64, limits.kept).await?;
+    persist(db, &spec.name(), gens, &r, t.elapsed().as_millis() as i64, limits.kept).await?;
     tracing::debug!(
         spec = spec.name(),
         matched_ms = matched.as_millis() as u64,
@@ -304,26 +311,27 @@ async fn compute(
 }
 
 /// The report of `spec` computed fresh, every row in memory (what stored reports equal).
-pub async fn fresh(pool: &SqlitePool, spec: &Spec, limits: Limits) -> Result<InvalidationsReport, ExplainError> {
-    fresh_with(pool, spec, limits, &Progress::default()).await
+pub async fn fresh(db: &crate::db::Db, spec: &Spec, limits: Limits) -> Result<InvalidationsReport, ExplainError> {
+    fresh_with(db, spec, limits, &Progress::default()).await
 }
 
 async fn fresh_with(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     spec: &Spec,
     limits: Limits,
     progress: &Progress,
 ) -> Result<InvalidationsReport, ExplainError> {
+    let pool = db.pool();
     Ok(match spec {
         Spec::Scans { from, to } => {
             let (old, new) = scan_sides(pool, from.as_ref(), to).await?;
-            let mut r = report_of(pool, &old, &new, limits, progress).await?;
+            let mut r = report_of(db, &old, &new, limits, progress).await?;
             (r.from, r.to) = (from.as_ref().map(|f| f.id), Some(to.id));
             r
         }
         Spec::Machines { a, b } => {
-            let (old, new) = machine_sides(pool, a, b).await?;
-            report_of(pool, &old, &new, limits, progress).await?
+            let (old, new) = machine_sides(db, a, b).await?;
+            report_of(db, &old, &new, limits, progress).await?
         }
     })
 }
@@ -346,7 +354,7 @@ impl Tally {
 
 /// Groups a report by cause (reasons, kernels, page order) and stores it.
 async fn persist(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     spec: &str,
     gens: (i64, i64),
     r: &InvalidationsReport,
@@ -417,7 +425,7 @@ async fn persist(
         timed: total.cost.timed,
     };
     let to_store = ToStore { head: &head, invalidated: rows, whys, kernels, new: &r.new, removed: &r.removed };
-    let id = reports::store(pool, spec, gens, &to_store, ms, kept).await?;
+    let id = reports::store(db, spec, gens, &to_store, ms, kept).await?;
     Ok(Stored { id, head })
 }
 
@@ -577,44 +585,45 @@ pub async fn paged(
 }
 
 /// Computes and stores the report of a scan that just landed (against the scan of its root
-/// before it), so that its first visit reads it. On a server (`refresh_pairs`), the machine-pair
+/// before it), so that its first visit reads it. On a server (with its `jobs`), the machine-pair
 /// reports with this machine that were visited before ([`REFRESHED_PAIRS`] at most, the latest
 /// first) are then computed again in the background, so that they are current when visited again.
 /// Errors (a report over the limits included) are logged: a scan never fails for its report.
-pub async fn after_scan(pool: SqlitePool, scan_id: i64, refresh_pairs: bool) {
+pub async fn after_scan(db: crate::db::Db, scan_id: i64, jobs: Option<Arc<Jobs>>) {
+    let pool = db.pool();
     let run = async {
-        let Some(to) = crate::db::scans::scan(&pool, scan_id).await? else {
+        let Some(to) = crate::db::scans::scan(pool, scan_id).await? else {
             return Ok(());
         };
-        let (from, to, _) = super::load::pick_scans(&pool, &to.machine, None, Some(to.id)).await?;
+        let (from, to, _) = super::load::pick_scans(pool, &to.machine, None, Some(to.id)).await?;
         let machine = to.machine.clone();
         let ids = (to.id, from.as_ref().map(|f| f.id));
         let spec = Spec::Scans { from, to };
         let name = spec.name();
-        if refresh_pairs {
-            stored(&pool, &spec, super::load::LIMITS).await?;
+        if let Some(jobs) = &jobs {
+            stored(&db, jobs, &spec, super::load::LIMITS).await?;
         } else {
             // A local scan: the process is the only one to ask for this report, and computing it
             // here rather than in a task of its own keeps the scan's peak memory that of one
             // thread's allocations (a re-scan of 100,000 entries: 185 MB here, 256 MB in a task).
-            let gens = spec.gens(&pool).await?;
-            if reports::find(&pool, &spec.name(), gens).await?.is_none() {
-                compute(&pool, &spec, gens, super::load::LIMITS, &Progress::default(), false).await?;
+            let gens = spec.gens(pool).await?;
+            if reports::find(pool, &spec.name(), gens).await?.is_none() {
+                compute(&db, &spec, gens, super::load::LIMITS, &Progress::default(), false).await?;
             }
         }
         // Kept beside the machine's latest landing reports, out of the evicted ones.
-        reports::mark_landing(&pool, &name, &machine, super::load::LIMITS.kept).await?;
+        reports::mark_landing(&db, &name, &machine, super::load::LIMITS.kept).await?;
         // A mass invalidation is a fleet timeline event.
-        if let Some(r) = reports::find(&pool, &name, spec.gens(&pool).await?).await? {
-            crate::db::timeline::on_report(&pool, ids.0, ids.1, &r.head).await?;
+        if let Some(r) = reports::find(pool, &name, spec.gens(pool).await?).await? {
+            crate::db::timeline::on_report(&db, ids.0, ids.1, &r.head).await?;
         }
         // The machine's kernel key sets, so that the first visit of a pair with it reads them.
-        crate::db::keysets::current(&pool, &machine).await?;
-        if refresh_pairs {
-            for (a, b) in reports::pairs_with(&pool, &machine, REFRESHED_PAIRS).await? {
+        crate::db::keysets::current(&db, &machine).await?;
+        if let Some(jobs) = &jobs {
+            for (a, b) in reports::pairs_with(pool, &machine, REFRESHED_PAIRS).await? {
                 let spec = Spec::Machines { a, b };
                 // Started, not waited for; past the pending bound the rest wait for a visit.
-                match lookup(&pool, &spec, super::load::LIMITS, Some(std::time::Duration::ZERO)).await {
+                match lookup(&db, jobs, &spec, super::load::LIMITS, Some(std::time::Duration::ZERO)).await {
                     Err(e @ ExplainError::Busy(_)) => {
                         tracing::info!(error = %e, "pair reports not recomputed at landing");
                         break;

@@ -34,8 +34,9 @@ pub async fn machine_id(pool: &SqlitePool, name: &str) -> sqlx::Result<Option<i6
 }
 
 /// Store a machine's advice (JSON of [`crate::prune::advice::Advice`]).
-pub async fn store(pool: &SqlitePool, machine_id: i64, at: i64, json: &str) -> sqlx::Result<()> {
-    let _turn = super::write::turn(pool).await;
+pub async fn store(db: &super::Db, machine_id: i64, at: i64, json: &str) -> sqlx::Result<()> {
+    let pool = db.pool();
+    let _turn = super::write::turn(db).await;
     sqlx::query(
         "INSERT INTO machine_advice(machine_id, computed_at, advice_json) VALUES (?, ?, ?)
          ON CONFLICT(machine_id) DO UPDATE SET computed_at = excluded.computed_at, advice_json = excluded.advice_json",

@@ -15,7 +15,7 @@
 
 use super::explain::SideRow;
 use crate::model::Entry;
-use sqlx::{QueryBuilder, Sqlite, SqlitePool};
+use sqlx::{QueryBuilder, Sqlite};
 
 /// An entry's class: the first 128 bits of a sha256.
 pub type Class = [u8; 16];
@@ -151,10 +151,10 @@ const FILL_CHUNK: i64 = 1000;
 /// Compute the classes of the entries listed pending (a database migrated from before 0025),
 /// a chunk per transaction, each read and written under the write lock so that no ingest
 /// changes an entry between its read and its class. Returns how many were computed.
-pub async fn fill_pending(pool: &SqlitePool) -> sqlx::Result<usize> {
+pub async fn fill_pending(db: &super::Db) -> sqlx::Result<usize> {
     let mut done = 0;
     loop {
-        let (_turn, mut tx) = super::write::begin(pool).await?;
+        let (_turn, mut tx) = super::write::begin(db).await?;
         let ids: Vec<i64> = sqlx::query_scalar("SELECT entry_id FROM entry_classes_pending ORDER BY entry_id LIMIT ?")
             .bind(FILL_CHUNK)
             .fetch_all(&mut *tx)

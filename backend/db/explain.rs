@@ -23,7 +23,8 @@ pub struct Loaded {
 pub(crate) const KERNEL_KINDS: &[EntryKind] = &[EntryKind::Kernel, EntryKind::BinaryOnly, EntryKind::Partial];
 
 /// One entry as a [`Side`], by machine and key (removed entries included).
-pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Option<Loaded>> {
+pub async fn load(db: &super::Db, machine: &str, key: &str) -> sqlx::Result<Option<Loaded>> {
+    let pool = db.pool();
     let Some(row) = entries::entry(pool, machine, key).await? else {
         return Ok(None);
     };
@@ -35,7 +36,7 @@ pub async fn load(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<O
     let Some(r) = side_rows(pool, &[row.id]).await?.remove(&row.id) else {
         return Ok(None);
     };
-    let texts = texts_by_sha(pool, shas_of_rows(std::iter::once(&r))).await?;
+    let texts = texts_by_sha(db, shas_of_rows(std::iter::once(&r))).await?;
     let parts = parts_of_keys(pool, &[row.key.as_str()]).await?.remove(&(row.machine.clone(), row.key.clone()));
     let side = r.into_side(&texts, parts);
     Ok(Some(Loaded { side, row, group_at }))
@@ -66,10 +67,11 @@ pub(crate) type VariantColumns = (Option<String>, Option<String>, Option<i64>, O
 /// and its variant columns; one query (and one for IR texts not kept yet), where [`load`]
 /// (which also reads the entry's page row, files and group) takes six.
 pub(crate) async fn side_and_variant(
-    pool: &SqlitePool,
+    db: &super::Db,
     machine: &str,
     key: &str,
 ) -> sqlx::Result<Option<(Side, i64, VariantColumns)>> {
+    let pool = db.pool();
     let sql = format!(
         "SELECT json_array(json_array({SIDE_FIELDS}), signature, shapes, num_warps, num_stages, parts) FROM (
              SELECT {SIDE_COLUMNS}, e.signature, e.shapes, e.num_warps, e.num_stages, {} AS parts
@@ -81,7 +83,7 @@ pub(crate) async fn side_and_variant(
     let Some(text) = text else { return Ok(None) };
     type Row = (SideRow, Option<String>, Option<String>, Option<i64>, Option<i64>, Option<String>);
     let (r, s, t, w, n, parts): Row = serde_json::from_str(&text).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
-    let texts = texts_by_sha(pool, shas_of_rows(std::iter::once(&r))).await?;
+    let texts = texts_by_sha(db, shas_of_rows(std::iter::once(&r))).await?;
     let parts = parts_of_text(parts.as_deref());
     let id = r.id;
     Ok(Some((r.into_side(&texts, parts), id, (s, t, w, n))))
@@ -156,38 +158,30 @@ pub async fn ir_of(pool: &SqlitePool, entry_id: i64, ext: &str) -> sqlx::Result<
 /// right for as long as it is kept. Entries of one kernel on a fleet point at few distinct
 /// texts (a pair of 50,000-entry machines on two releases: 68 distinct `.source`/`.ttir` texts,
 /// 2.5 GB if read once per entry), so each distinct text is read from the database and held in
-/// memory once. At most [`TEXTS_MAX_BYTES`] are kept; past it the cache starts over (what is
-/// in use stays alive in its `Arc`s).
-static TEXTS: std::sync::Mutex<Option<TextCache>> = std::sync::Mutex::new(None);
+/// memory once. At most [`TEXTS_MAX_BYTES`] are kept, a text of more than a quarter of it not
+/// at all (what is in use stays alive in its `Arc`s).
+#[derive(Debug)]
+pub struct Texts(crate::bounded::Bounded<String, Arc<str>>);
 
-/// Bytes of IR text [`TEXTS`] keeps.
-const TEXTS_MAX_BYTES: usize = 128 << 20;
+/// Bytes of IR text [`Texts`] keeps.
+pub const TEXTS_MAX_BYTES: usize = 128 << 20;
 
-#[derive(Default)]
-struct TextCache {
-    texts: HashMap<String, Arc<str>>,
-    bytes: usize,
+impl Default for Texts {
+    fn default() -> Texts {
+        // four shards: a text of up to a quarter of the bound is kept
+        Texts(crate::bounded::Bounded::weighed(TEXTS_MAX_BYTES as u64, 4096, Some(4), |_, t: &Arc<str>| t.len() as u64))
+    }
 }
 
-fn cached_texts(shas: &[&str]) -> HashMap<String, Arc<str>> {
-    let c = TEXTS.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(c) = c.as_ref() else { return HashMap::new() };
-    shas.iter().filter_map(|s| Some((s.to_string(), c.texts.get(*s)?.clone()))).collect()
-}
+impl Texts {
+    /// Texts kept now.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
 
-fn keep_texts(read: &HashMap<String, Arc<str>>) {
-    let mut c = TEXTS.lock().unwrap_or_else(|e| e.into_inner());
-    let c = c.get_or_insert_with(TextCache::default);
-    for (sha, t) in read {
-        if t.len() > TEXTS_MAX_BYTES / 4 {
-            continue;
-        }
-        if c.bytes + t.len() > TEXTS_MAX_BYTES {
-            *c = TextCache::default();
-        }
-        if c.texts.insert(sha.clone(), t.clone()).is_none() {
-            c.bytes += t.len();
-        }
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -199,11 +193,17 @@ fn distinct<'a>(shas: impl Iterator<Item = &'a str>) -> Vec<String> {
     shas.into_iter().map(str::to_string).collect()
 }
 
-/// The texts of the blobs `shas` (distinct), each read once and shared (see [`TEXTS`]).
-pub(crate) async fn texts_by_sha(pool: &SqlitePool, shas: Vec<String>) -> sqlx::Result<HashMap<String, Arc<str>>> {
-    let shas: Vec<&str> = shas.iter().map(String::as_str).collect();
-    let mut texts = cached_texts(&shas);
-    let missing: Vec<&str> = shas.into_iter().filter(|s| !texts.contains_key(*s)).collect();
+/// The texts of the blobs `shas` (distinct), each read once and shared (see [`Texts`]).
+pub(crate) async fn texts_by_sha(db: &super::Db, shas: Vec<String>) -> sqlx::Result<HashMap<String, Arc<str>>> {
+    let pool = db.pool();
+    let mut texts = HashMap::new();
+    let mut missing = Vec::new();
+    for s in &shas {
+        match db.texts.0.get(s.as_str()) {
+            Some(t) => drop(texts.insert(s.clone(), t)),
+            None => missing.push(s.as_str()),
+        }
+    }
     let mut read = HashMap::new();
     for part in missing.chunks(100) {
         let mut qb = QueryBuilder::<Sqlite>::new(format!(
@@ -220,7 +220,9 @@ pub(crate) async fn texts_by_sha(pool: &SqlitePool, shas: Vec<String>) -> sqlx::
             read.insert(r.get::<String, _>(0), Arc::<str>::from(text));
         }
     }
-    keep_texts(&read);
+    for (sha, t) in &read {
+        db.texts.0.insert(sha.clone(), t.clone());
+    }
     texts.extend(read);
     Ok(texts)
 }
@@ -367,13 +369,14 @@ pub(crate) fn int_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D
 }
 
 /// Run an entry query (selecting [`SideRow`] columns) and attach IR text.
-async fn sides(pool: &SqlitePool, sql: &str, binds: &[&str]) -> sqlx::Result<Vec<Side>> {
+async fn sides(db: &super::Db, sql: &str, binds: &[&str]) -> sqlx::Result<Vec<Side>> {
+    let pool = db.pool();
     let mut q = sqlx::query_as::<_, SideRow>(sqlx::AssertSqlSafe(sql.to_string()));
     for b in binds {
         q = q.bind(*b);
     }
     let rows = q.fetch_all(pool).await?;
-    let texts = texts_by_sha(pool, shas_of_rows(rows.iter())).await?;
+    let texts = texts_by_sha(db, shas_of_rows(rows.iter())).await?;
     let mut machines: Vec<&str> = rows.iter().map(|r| r.machine.as_str()).collect();
     machines.sort_unstable();
     machines.dedup();
@@ -408,7 +411,7 @@ const SIDE_COLUMNS: &str = "e.id, m.name AS machine, e.key, e.kernel,
 
 /// Kernel entries of the scan's machine and root that were present right after that scan:
 /// `first_scan_id <= S` and not removed by S.
-pub async fn sides_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<Side>> {
+pub async fn sides_at(db: &super::Db, s: &ScanRef) -> sqlx::Result<Vec<Side>> {
     let id = s.id.to_string();
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
@@ -418,27 +421,27 @@ pub async fn sides_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<Side>>
            AND (e.removed_scan_id IS NULL OR e.removed_scan_id > CAST(?3 AS INTEGER))
          ORDER BY e.kernel, e.key"
     );
-    sides(pool, &sql, &[&s.machine, &s.root, &id]).await
+    sides(db, &sql, &[&s.machine, &s.root, &id]).await
 }
 
 /// Kernel entries a machine holds now (every root).
-pub async fn sides_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<Side>> {
+pub async fn sides_now(db: &super::Db, machine: &str) -> sqlx::Result<Vec<Side>> {
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
         "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
          WHERE m.name = ?1 AND e.kind IN {kinds} AND e.removed_at IS NULL ORDER BY e.kernel, e.key"
     );
-    sides(pool, &sql, &[machine]).await
+    sides(db, &sql, &[machine]).await
 }
 
 /// Entries of one kernel on every machine, present now.
-pub async fn kernel_sides(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<Side>> {
+pub async fn kernel_sides(db: &super::Db, kernel: &str) -> sqlx::Result<Vec<Side>> {
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
         "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
          WHERE e.kernel = ?1 AND e.kind IN {kinds} AND e.removed_at IS NULL ORDER BY m.name, e.key"
     );
-    sides(pool, &sql, &[kernel]).await
+    sides(db, &sql, &[kernel]).await
 }
 
 /// Whether a machine exists.
@@ -559,9 +562,10 @@ pub async fn light_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<Lig
 }
 
 /// Entries of `machine` by id, in full (metadata, IR, recorded key parts), in the order of `ids`.
-pub async fn sides_of_ids(pool: &SqlitePool, machine: &str, ids: &[i64]) -> sqlx::Result<Vec<Side>> {
+pub async fn sides_of_ids(db: &super::Db, machine: &str, ids: &[i64]) -> sqlx::Result<Vec<Side>> {
+    let pool = db.pool();
     let mut rows = side_rows(pool, ids).await?;
-    let texts = texts_by_sha(pool, shas_of_rows(rows.values())).await?;
+    let texts = texts_by_sha(db, shas_of_rows(rows.values())).await?;
     let keys: Vec<&str> = rows.values().map(|r| r.key.as_str()).collect();
     let mut parts = parts_of_machine_keys(pool, machine, &keys).await?;
     Ok(ids

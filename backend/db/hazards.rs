@@ -20,14 +20,15 @@ pub struct RootHazards {
 /// Store `h` (checked) as the latest hazards of `root` on `machine`, its cache inodes counted
 /// from the live entries the server holds of that root. Returns what was stored, with the
 /// machines sharing it and its warnings.
-pub async fn store(pool: &SqlitePool, machine: &str, root: &str, scan_id: i64, h: Hazards) -> sqlx::Result<Hazards> {
+pub async fn store(db: &super::Db, machine: &str, root: &str, scan_id: i64, h: Hazards) -> sqlx::Result<Hazards> {
+    let pool = db.pool();
     let mut h = h;
     h.cache_inodes = super::prune::cache_inodes(pool, machine, root).await?;
     h.warnings.clear();
     h.shared_with.clear();
     let json = serde_json::to_string(&h).unwrap_or_default();
     {
-        let _turn = super::write::turn(pool).await;
+        let _turn = super::write::turn(db).await;
         sqlx::query(
             "INSERT INTO root_hazards(machine_id, root, scan_id, reported_at, hazards_json)
              SELECT m.id, ?2, ?3, ?4, ?5 FROM machines m WHERE m.name = ?1

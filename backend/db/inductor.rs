@@ -241,10 +241,16 @@ const INDUCTOR_WHERE: &str = "FROM inductor_autotune a JOIN machines m ON m.id =
 /// depends on the text alone, and a blob's sha256 names its text (`blobs` is content-addressed),
 /// so an answer kept here is the one a fresh parse gives, whatever landed since. Parsing 100
 /// texts of 30 configs each (and reading their 6 KB each) was most of a page of
-/// `/api/v1/autotune` (~30 ms). Bounded: at most [`PARSED_MAX`] texts, all dropped when full.
-#[derive(Debug, Default)]
+/// `/api/v1/autotune` (~30 ms). Bounded: at most [`PARSED_MAX`] texts ([`crate::bounded::Bounded`]).
+#[derive(Debug)]
 pub struct ParsedAutotune {
-    map: std::sync::Mutex<std::collections::HashMap<String, Option<std::sync::Arc<AutotuneRow>>>>,
+    map: crate::bounded::Bounded<String, Option<std::sync::Arc<AutotuneRow>>>,
+}
+
+impl Default for ParsedAutotune {
+    fn default() -> ParsedAutotune {
+        ParsedAutotune { map: crate::bounded::Bounded::entries(PARSED_MAX) }
+    }
 }
 
 /// Parsed `.autotune.json` texts kept at most (each a few KB: 30 configs of ~200 bytes).
@@ -252,15 +258,16 @@ pub const PARSED_MAX: usize = 2048;
 
 impl ParsedAutotune {
     fn get(&self, sha: &str) -> Option<Option<std::sync::Arc<AutotuneRow>>> {
-        self.map.lock().unwrap_or_else(|e| e.into_inner()).get(sha).cloned()
+        self.map.get(sha)
     }
 
     fn put(&self, sha: String, row: Option<std::sync::Arc<AutotuneRow>>) {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= PARSED_MAX {
-            map.clear();
-        }
-        map.insert(sha, row);
+        self.map.insert(sha, row);
+    }
+
+    /// Texts kept now.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
     }
 }
 

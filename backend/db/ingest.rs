@@ -7,7 +7,7 @@
 
 use crate::model::{BestConfig, Entry, EntryKind, EventFileMark, HookEvent, Present, ScanSummary, Skip, SkipKind};
 use crate::scan::{FastMap, FastSet, Previous};
-use sqlx::{QueryBuilder, Row, Sqlite, SqlitePool, Transaction};
+use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// What an entry row looked like before this scan.
@@ -88,14 +88,14 @@ pub async fn machine_id(tx: &mut Transaction<'static, Sqlite>, name: &str, now: 
 impl Ingest {
     /// Start ingesting a scan of `root` on `machine`.
     pub async fn begin(
-        pool: &SqlitePool,
+        db: &super::Db,
         machine: &str,
         client_id: &str,
         root: &str,
         scanned_at: i64,
         source: &str,
     ) -> sqlx::Result<Begin> {
-        let (turn, mut tx) = super::write::begin(pool).await?;
+        let (turn, mut tx) = super::write::begin(db).await?;
         let now = scanned_at;
         let machine_id = machine_id(&mut tx, machine, super::now_ms()).await?;
         let dup: Option<i64> = sqlx::query_scalar("SELECT id FROM scans WHERE machine_id = ? AND client_id = ?")

@@ -13,7 +13,7 @@ use super::explain::{LightRow, light_now};
 use sha2::{Digest, Sha256};
 use sqlx::SqlitePool;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// One kernel's key set on one machine.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
@@ -80,38 +80,47 @@ pub fn of_rows(rows: &[LightRow]) -> Vec<KeySet> {
 /// A machine's key sets by kernel, shared.
 pub type Sets = Arc<HashMap<String, KeySet>>;
 
-/// Key sets read lately, by database file and machine id, with the generation they are of: a
-/// machine-pair report reads both machines' sets, and a fleet's pairs read each machine's again
-/// and again (4,000 rows a machine of the bench fleet). At most [`KEPT_SETS`] sets in all.
-static KEPT: Mutex<Option<Kept>> = Mutex::new(None);
-/// (database file, machine id) → (generation, sets).
-type Kept = HashMap<(String, i64), (i64, Sets)>;
-/// ~150 bytes a set (kernel name, digest, counts): ~30 MB at most, 50 bench machines.
-const KEPT_SETS: usize = 200_000;
+/// Key sets read lately, by machine id, with the generation they are of: a machine-pair
+/// report reads both machines' sets, and a fleet's pairs read each machine's again and again
+/// (4,000 rows a machine of the bench fleet). At most [`KEPT_SETS`] sets in all; a machine's
+/// sets of another generation are not handed out (and replaced when read again).
+#[derive(Debug)]
+pub struct Kept(crate::bounded::Bounded<i64, (i64, Sets)>);
 
-fn kept(at: &(String, i64), generation: i64) -> Option<Sets> {
-    let kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-    kept.as_ref()?.get(at).filter(|(g, _)| *g == generation).map(|(_, s)| s.clone())
+/// ~150 bytes a set (kernel name, digest, counts): ~30 MB at most, 50 bench machines.
+pub const KEPT_SETS: usize = 200_000;
+
+impl Default for Kept {
+    fn default() -> Kept {
+        // one shard: a machine's sets are kept unless they alone pass the bound
+        Kept(crate::bounded::Bounded::weighed(KEPT_SETS as u64, 64, Some(1), |_, (_, s): &(i64, Sets)| s.len() as u64))
+    }
 }
 
-/// Keeps `sets` unless they alone pass [`KEPT_SETS`]; the others are dropped when the total
-/// would.
-fn keep(at: (String, i64), generation: i64, sets: Sets) {
-    if sets.len() > KEPT_SETS {
-        return;
+impl Kept {
+    fn get(&self, id: i64, generation: i64) -> Option<Sets> {
+        self.0.get(&id).filter(|(g, _)| *g == generation).map(|(_, s)| s)
     }
-    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
-    let all = kept.get_or_insert_with(HashMap::new);
-    all.remove(&at);
-    if all.values().map(|(_, s)| s.len()).sum::<usize>() + sets.len() > KEPT_SETS {
-        all.clear();
+
+    fn keep(&self, id: i64, generation: i64, sets: Sets) {
+        self.0.insert(id, (generation, sets));
     }
-    all.insert(at, (generation, sets));
+
+    /// Machines whose sets are kept now.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// The key sets of `machine` when they are kept in memory for its generation now; `None` when
 /// they would have to be read or recomputed (nothing is read but the generation).
-pub async fn kept_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<Sets>> {
+pub async fn kept_now(db: &super::Db, machine: &str) -> sqlx::Result<Option<Sets>> {
+    let pool = db.pool();
     let stamp: Option<(i64, i64)> = sqlx::query_as(
         "SELECT m.id, COALESCE(g.gen, 0) FROM machines m LEFT JOIN report_gens g ON g.machine_id = m.id
          WHERE m.name = ?",
@@ -120,7 +129,7 @@ pub async fn kept_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<S
     .fetch_optional(pool)
     .await?;
     let Some((id, now)) = stamp else { return Ok(None) };
-    Ok(kept(&(pool.connect_options().get_filename().display().to_string(), id), now))
+    Ok(db.keysets.get(id, now))
 }
 
 /// Live entries of `machine` without a kernel name of the kinds a report reads (the partial
@@ -176,7 +185,8 @@ async fn store(pool: &SqlitePool, _turn: super::write::Turn, id: i64, now: i64, 
 /// The generation is read first: sets kept or stored for it are the sets of the entries now,
 /// and a change landing after the read leaves them marked with the older generation (read
 /// again next time), never wrong for the generation they carry.
-pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<Sets> {
+pub async fn current(db: &super::Db, machine: &str) -> sqlx::Result<Sets> {
+    let pool = db.pool();
     let stamp: Option<(i64, i64, Option<i64>)> = sqlx::query_as(
         "SELECT m.id, COALESCE(g.gen, 0), k.gen FROM machines m
          LEFT JOIN report_gens g ON g.machine_id = m.id LEFT JOIN kernel_keysets_gen k ON k.machine_id = m.id
@@ -186,8 +196,7 @@ pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<Sets> {
     .fetch_optional(pool)
     .await?;
     let Some((id, now, stored)) = stamp else { return Ok(Arc::default()) };
-    let at = (pool.connect_options().get_filename().display().to_string(), id);
-    if let Some(sets) = kept(&at, now) {
+    if let Some(sets) = db.keysets.get(id, now) {
         return Ok(sets);
     }
     if stored != Some(now) {
@@ -196,19 +205,19 @@ pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<Sets> {
         // Stored in this process's turn to write when it is free now; else (a scan landing: up
         // to ~30 s at 50,000 entries) in the background, and this request goes on with the sets
         // kept in memory.
-        match super::write::turn_now(pool) {
+        match super::write::turn_now(db) {
             Some(turn) => store(pool, turn, id, now, &sets).await?,
             None => {
-                let (pool, sets) = (pool.clone(), sets.clone());
+                let (db, sets) = (db.clone(), sets.clone());
                 tokio::spawn(async move {
-                    let turn = super::write::turn(&pool).await;
-                    if let Err(e) = store(&pool, turn, id, now, &sets).await {
+                    let turn = super::write::turn(&db).await;
+                    if let Err(e) = store(db.pool(), turn, id, now, &sets).await {
                         tracing::warn!(machine = id, error = %e, "could not store key sets (computed again when asked)");
                     }
                 });
             }
         }
-        keep(at, now, sets.clone());
+        db.keysets.keep(id, now, sets.clone());
         return Ok(sets);
     }
     // One JSON text, digests in hex: sqlx hands each row over from its SQLite thread on its own,
@@ -227,7 +236,7 @@ pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<Sets> {
         sets.insert(kernel.clone(), KeySet { kernel, entries, keys, relocated, digest });
     }
     let sets: Sets = Arc::new(sets);
-    keep(at, now, sets.clone());
+    db.keysets.keep(id, now, sets.clone());
     Ok(sets)
 }
 
@@ -271,15 +280,15 @@ async fn light_now_unnamed(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec
 /// Bring every machine's key sets up to date (a server started on a database written by an
 /// older build, or by local scans while no server ran), one machine at a time; a failure is
 /// logged, and the pair reports recompute the rows on first use anyway.
-pub async fn warm(pool: SqlitePool) {
-    let names: Vec<String> = match sqlx::query_scalar("SELECT name FROM machines ORDER BY name").fetch_all(&pool).await
-    {
+pub async fn warm(db: super::Db) {
+    let pool = db.pool();
+    let names: Vec<String> = match sqlx::query_scalar("SELECT name FROM machines ORDER BY name").fetch_all(pool).await {
         Ok(n) => n,
         Err(e) => return tracing::warn!("kernel key sets not warmed: {e}"),
     };
     let t = std::time::Instant::now();
     for m in &names {
-        if let Err(e) = current(&pool, m).await {
+        if let Err(e) = current(&db, m).await {
             tracing::warn!(machine = %m, "kernel key sets not warmed: {e}");
         }
     }

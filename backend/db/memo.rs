@@ -9,12 +9,12 @@
 //! triggers on every change to entries, removals and deletions included) and the machine
 //! count. Every writer, this server's uploads or a local `cachelens scan` in another process,
 //! moves it, since the aggregates are written in the same transaction as the scan. Bounded:
-//! at most [`MAX`] answers, all dropped when full.
+//! at most [`MAX`] answers ([`Bounded`]).
 
+use crate::bounded::Bounded;
 use sqlx::SqlitePool;
 use std::any::Any;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What the database holds, as far as the memoised answers can tell.
@@ -29,15 +29,14 @@ pub const MAX: usize = 512;
 type Slot = (Stamp, Instant, Arc<dyn Any + Send + Sync>);
 
 /// The answers of one database, by key (the request's filter, as its callers spell it).
-#[derive(Default)]
+#[derive(Debug)]
 pub struct Memo {
-    map: Mutex<HashMap<String, Slot>>,
+    map: Bounded<String, Slot>,
 }
 
-impl std::fmt::Debug for Memo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let n = self.map.lock().map_or(0, |m| m.len());
-        write!(f, "Memo({n} answers)")
+impl Default for Memo {
+    fn default() -> Memo {
+        Memo { map: Bounded::entries(MAX) }
     }
 }
 
@@ -52,19 +51,19 @@ pub async fn stamp(pool: &SqlitePool) -> sqlx::Result<Stamp> {
 }
 
 impl Memo {
+    /// Answers kept now.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
     /// The answer kept for `key` at `now`, if any and not older than [`TTL`].
     pub fn get<T: Clone + Send + Sync + 'static>(&self, key: &str, now: Stamp) -> Option<T> {
-        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let (s, at, v) = map.get(key)?;
-        (*s == now && at.elapsed() < TTL).then(|| v.downcast_ref::<T>().cloned()).flatten()
+        let (s, at, v) = self.map.get(key)?;
+        (s == now && at.elapsed() < TTL).then(|| v.downcast_ref::<T>().cloned()).flatten()
     }
 
     /// Keep `value` for `key`, computed from the database at `stamp`.
     pub fn put<T: Send + Sync + 'static>(&self, key: String, stamp: Stamp, value: T) {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX {
-            map.clear();
-        }
-        map.insert(key, (stamp, Instant::now(), Arc::new(value)));
+        self.map.insert(key, (stamp, Instant::now(), Arc::new(value)));
     }
 }

@@ -32,6 +32,8 @@ pub mod staging;
 pub mod summaries;
 pub mod timeline;
 pub mod tokens;
+#[cfg(test)]
+mod two_databases;
 pub mod write;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
@@ -40,18 +42,27 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// One database: its pool and the state kept per database (the summary rebuild's lock and
-/// timing). Cheap to clone; make one per database and clone it, so that every user of the
-/// database shares that state while two databases in one process share nothing.
+/// One database: its pool and all the state kept per database (its writers' queue, the summary
+/// rebuild's lock and timing, and its caches, each a [`crate::bounded::Bounded`]). Cheap to
+/// clone; make one per database and clone it, so that every user of the database shares that
+/// state while two databases in one process share nothing.
 #[derive(Clone, Debug)]
 pub struct Db {
     pool: SqlitePool,
+    /// This process's writers, one at a time (see [`write`]).
+    pub(crate) writers: Arc<tokio::sync::Mutex<()>>,
     summaries: Arc<rebuild::State>,
     memo: Arc<memo::Memo>,
     /// Triton `.autotune.json` texts parsed, by sha256 (see [`inductor::ParsedAutotune`]).
     pub(crate) parsed_autotune: Arc<inductor::ParsedAutotune>,
     /// Candidates' classes and sides of nearest-neighbour requests (see [`nearest::Cache`]).
     nearest: Arc<nearest::Cache>,
+    /// IR texts by sha256 (see [`explain::Texts`]).
+    pub(crate) texts: Arc<explain::Texts>,
+    /// Machines' kernel key sets (see [`keysets::Kept`]).
+    pub(crate) keysets: Arc<keysets::Kept>,
+    /// IR texts prepared and line diffs made by the explainer (see [`crate::explain::Kept`]).
+    explained: Arc<crate::explain::Kept>,
 }
 
 impl Db {
@@ -59,11 +70,37 @@ impl Db {
     pub fn new(pool: SqlitePool) -> Db {
         Db {
             pool,
+            writers: Arc::default(),
             summaries: Arc::default(),
             memo: Arc::default(),
             parsed_autotune: Arc::default(),
             nearest: Arc::default(),
+            texts: Arc::default(),
+            keysets: Arc::default(),
+            explained: Arc::default(),
         }
+    }
+
+    /// What the explainer keeps for this database ([`crate::explain::Kept`]).
+    pub fn explained(&self) -> &Arc<crate::explain::Kept> {
+        &self.explained
+    }
+
+    /// How many entries each cache of this database holds now: (memo answers, parsed autotune
+    /// texts, IR texts, key sets' machines, prepared texts, line diffs, nearest rows and sides).
+    pub fn kept(&self) -> [usize; 8] {
+        let (prepared, diffs) = self.explained.len();
+        let (rows, sides) = self.nearest.kept();
+        [
+            self.memo.len(),
+            self.parsed_autotune.len(),
+            self.texts.len(),
+            self.keysets.len(),
+            prepared,
+            diffs,
+            rows,
+            sides,
+        ]
     }
 
     /// Open (creating and migrating if needed) the database at `path`.
@@ -125,14 +162,14 @@ impl Db {
     /// ([`classes::fill_pending`]); when some were, what nearest requests kept is dropped, so
     /// that they group by the new classes.
     pub fn fill_classes_soon(&self) {
-        let (pool, nearest) = (self.pool.clone(), self.nearest.clone());
+        let (db, nearest) = (self.clone(), self.nearest.clone());
         tokio::spawn(async move {
             let t = std::time::Instant::now();
             let mut filled = 0;
             // A failed chunk (the write lock held past the busy timeout by a long ingest, say)
             // is tried again later: what was computed stays, the rest stays pending.
             for attempt in 1..=10 {
-                match classes::fill_pending(&pool).await {
+                match classes::fill_pending(&db).await {
                     Ok(n) => {
                         filled += n;
                         break;

@@ -16,6 +16,7 @@
 use super::classes::Class;
 use super::explain::{SideRow, parts_of_keys, shas_of_rows, side_rows_where, texts_by_sha};
 use super::memo;
+use crate::bounded::Bounded;
 use crate::explain::Side;
 use crate::model::EntryKind;
 use sqlx::SqlitePool;
@@ -79,12 +80,13 @@ impl KernelVariants {
 /// variants (their columns hashed) and the ids of each, read once per database stamp through
 /// `cache`, not a row an entry. `None`: no such entry, or one without a kernel name.
 pub async fn kernel_variants(
-    pool: &SqlitePool,
+    db: &super::Db,
     machine: &str,
     key: &str,
     cache: &Open<'_>,
 ) -> sqlx::Result<Option<KernelVariants>> {
-    let Some((_, Some(mut kv))) = entry_and_variants(pool, machine, key, cache).await? else { return Ok(None) };
+    let pool = db.pool();
+    let Some((_, Some(mut kv))) = entry_and_variants(db, machine, key, cache).await? else { return Ok(None) };
     kv.read_whole(pool, cache).await?;
     Ok(Some(kv))
 }
@@ -93,12 +95,13 @@ pub async fn kernel_variants(
 /// makes it) and, when it has a kernel name, its kernel's variants ([`kernel_variants`]), maybe
 /// tier 0 alone ([`variants_around`]); one query for the entry, not two. `None`: no such entry.
 pub async fn entry_and_variants(
-    pool: &SqlitePool,
+    db: &super::Db,
     machine: &str,
     key: &str,
     cache: &Open<'_>,
 ) -> sqlx::Result<Option<(Side, Option<KernelVariants>)>> {
-    let Some((side, id, columns)) = super::explain::side_and_variant(pool, machine, key).await? else {
+    let pool = db.pool();
+    let Some((side, id, columns)) = super::explain::side_and_variant(db, machine, key).await? else {
         return Ok(None);
     };
     let kv = match side.kernel.clone() {
@@ -322,13 +325,14 @@ enum Group<'a> {
 /// page ask about the same kernels again, and the candidates of a kernel are the same for each
 /// of its entries.
 pub async fn classes_of_ids(
-    pool: &SqlitePool,
+    db: &super::Db,
     ids: &[i64],
     kv: Option<&KernelVariants>,
     me_key: &str,
     max_classes: usize,
     cache: &Open<'_>,
 ) -> sqlx::Result<Classes> {
+    let pool = db.pool();
     let t0 = std::time::Instant::now();
     // (a candidate kept by a request that read no stored classes has none)
     let class = |k: &Known| kv.and(k.class);
@@ -422,7 +426,7 @@ pub async fn classes_of_ids(
         if !again.is_empty() {
             side_rows.extend(super::explain::side_rows(pool, &again).await?);
         }
-        let texts = texts_by_sha(pool, shas_of_rows(side_rows.values())).await?;
+        let texts = texts_by_sha(db, shas_of_rows(side_rows.values())).await?;
         let parts_of: HashMap<i64, Option<serde_json::Value>> =
             rows.iter().filter(|(id, _)| side_rows.contains_key(id)).map(|(id, k)| (*id, k.parts.clone())).collect();
         for (id, r) in side_rows {
@@ -522,26 +526,39 @@ impl Known {
 /// database's [`memo::stamp`] (newest scan and hook event, report generations moved by
 /// triggers on every change to entries, machine count) stays the same: every writer moves it,
 /// this server's uploads or a local scan in another process. Bounded: at most [`KEPT_ROWS`]
-/// entries and [`KEPT_SIDES`] sides, each map started over when full.
+/// entries, [`KEPT_SIDES`] sides and [`KEPT_VARIANT_ROWS`] variant rows
+/// ([`crate::bounded::Bounded`]); all dropped when the stamp moves.
 #[derive(Default)]
 pub struct Cache {
-    kept: std::sync::Mutex<Kept>,
+    kept: std::sync::Mutex<Arc<Kept>>,
 }
 
-#[derive(Default)]
+/// What a [`Cache`] keeps under one stamp.
 struct Kept {
     stamp: Option<memo::Stamp>,
-    rows: HashMap<i64, Option<Arc<Known>>>,
-    sides: HashMap<i64, Arc<Side>>,
-    /// By kernel name: its live entries' variant columns, and how many rows all kernels hold.
-    variants: HashMap<String, Arc<Variants>>,
-    variant_rows: usize,
+    rows: Bounded<i64, Option<Arc<Known>>>,
+    sides: Bounded<i64, Arc<Side>>,
+    /// By kernel name: its live entries' variant columns, weighed by their rows.
+    variants: Bounded<String, Arc<Variants>>,
+}
+
+impl Default for Kept {
+    fn default() -> Kept {
+        let rows = |_: &String, v: &Arc<Variants>| v.iter().map(|(_, ids)| 1 + ids.len() as u64).sum::<u64>();
+        Kept {
+            stamp: None,
+            rows: Bounded::entries(KEPT_ROWS),
+            sides: Bounded::entries(KEPT_SIDES),
+            // one shard: a kernel's variants are kept unless they alone pass the bound
+            variants: Bounded::weighed(KEPT_VARIANT_ROWS as u64, 1024, Some(1), rows),
+        }
+    }
 }
 
 impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let k = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        write!(f, "nearest::Cache({} rows, {} sides)", k.rows.len(), k.sides.len())
+        let (rows, sides) = self.kept();
+        write!(f, "nearest::Cache({rows} rows, {sides} sides)")
     }
 }
 
@@ -560,12 +577,14 @@ impl Cache {
     /// dropped). Read the stamp before anything the answer reads.
     pub async fn open(&self, pool: &SqlitePool) -> sqlx::Result<Open<'_>> {
         let stamp = memo::stamp(pool).await?;
-        let old = {
+        let (kept, old) = {
             let mut k = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-            (k.stamp != Some(stamp)).then(|| std::mem::replace(&mut *k, Kept { stamp: Some(stamp), ..Kept::default() }))
+            let old = (k.stamp != Some(stamp))
+                .then(|| std::mem::replace(&mut *k, Arc::new(Kept { stamp: Some(stamp), ..Kept::default() })));
+            (k.clone(), old)
         };
         drop_apart(old);
-        Ok(Open { cache: Some(self), stamp })
+        Ok(Open { kept: Some(kept), cache: std::marker::PhantomData })
     }
 
     /// Drop everything kept (the next request reads afresh).
@@ -582,36 +601,29 @@ impl Cache {
 }
 
 /// A [`Cache`] opened at one stamp: what it hands out was read under that stamp, and what is
-/// read is kept only while the cache still holds that stamp. [`Open::none`] keeps nothing.
+/// read is kept under that stamp only (dropped with it). [`Open::none`] keeps nothing.
 pub struct Open<'a> {
-    cache: Option<&'a Cache>,
-    stamp: memo::Stamp,
+    kept: Option<Arc<Kept>>,
+    cache: std::marker::PhantomData<&'a Cache>,
 }
 
 impl<'a> Open<'a> {
     /// No cache: everything is read.
     pub fn none() -> Open<'static> {
-        Open { cache: None, stamp: Default::default() }
-    }
-
-    fn kept<T>(&self, f: impl FnOnce(&mut Kept) -> T) -> Option<T> {
-        let mut k = self.cache?.kept.lock().unwrap_or_else(|e| e.into_inner());
-        (k.stamp == Some(self.stamp)).then(|| f(&mut k))
+        Open { kept: None, cache: std::marker::PhantomData }
     }
 
     /// What is kept of `ids` in the map `of` picks, and the ids of which nothing is kept.
-    fn lookup<V: Clone>(&self, ids: &[i64], of: impl Fn(&Kept) -> &HashMap<i64, V>) -> (HashMap<i64, V>, Vec<i64>) {
+    fn lookup<V: Clone>(&self, ids: &[i64], of: impl Fn(&Kept) -> &Bounded<i64, V>) -> (HashMap<i64, V>, Vec<i64>) {
+        let Some(k) = &self.kept else { return (HashMap::new(), ids.to_vec()) };
         let mut kept = HashMap::with_capacity(ids.len());
         let mut missing = vec![];
-        self.kept(|k| {
-            for id in ids {
-                match of(k).get(id) {
-                    Some(v) => drop(kept.insert(*id, v.clone())),
-                    None => missing.push(*id),
-                }
+        for id in ids {
+            match of(k).get(id) {
+                Some(v) => drop(kept.insert(*id, v)),
+                None => missing.push(*id),
             }
-        })
-        .unwrap_or_else(|| missing = ids.to_vec());
+        }
         (kept, missing)
     }
 
@@ -621,33 +633,22 @@ impl<'a> Open<'a> {
     }
 
     fn keep_rows(&self, fresh: &HashMap<i64, Option<Arc<Known>>>) {
-        let full = self.kept(|k| {
-            let full = (k.rows.len() + fresh.len() > KEPT_ROWS).then(|| std::mem::take(&mut k.rows));
-            k.rows.extend(fresh.iter().map(|(id, r)| (*id, r.clone())));
-            full
-        });
-        drop_apart(full.flatten());
+        if let Some(k) = &self.kept {
+            for (id, r) in fresh {
+                k.rows.insert(*id, r.clone());
+            }
+        }
     }
 
     /// The kept variants of `kernel`.
     fn variants(&self, kernel: &str) -> Option<Arc<Variants>> {
-        self.kept(|k| k.variants.get(kernel).cloned()).flatten()
+        self.kept.as_ref()?.variants.get(kernel)
     }
 
     fn keep_variants(&self, kernel: &str, v: Arc<Variants>) {
-        let rows = |v: &[(Variant, Vec<i64>)]| v.iter().map(|(_, ids)| 1 + ids.len()).sum::<usize>();
-        let full = self.kept(|k| {
-            let full = (k.variant_rows + rows(&v) > KEPT_VARIANT_ROWS).then(|| {
-                k.variant_rows = 0;
-                std::mem::take(&mut k.variants)
-            });
-            k.variant_rows += rows(&v);
-            if let Some(old) = k.variants.insert(kernel.to_string(), v) {
-                k.variant_rows -= rows(&old);
-            }
-            full
-        });
-        drop_apart(full.flatten());
+        if let Some(k) = &self.kept {
+            k.variants.insert(kernel.to_string(), v);
+        }
     }
 
     /// The kept sides of `ids`, and the ids not kept.
@@ -656,16 +657,13 @@ impl<'a> Open<'a> {
     }
 
     fn keep_side(&self, id: i64, side: Arc<Side>) {
-        let full = self.kept(|k| {
-            let full = (k.sides.len() >= KEPT_SIDES).then(|| std::mem::take(&mut k.sides));
+        if let Some(k) = &self.kept {
             k.sides.insert(id, side);
-            full
-        });
-        drop_apart(full.flatten());
+        }
     }
 }
 
-/// Drops what a full or outdated cache held outside its lock and off the async workers: 16,384
+/// Drops what an outdated cache held outside its lock and off the async workers: 16,384
 /// sides' parsed metadata took tens of milliseconds to free, while every other nearest request
 /// waited on the lock.
 fn drop_apart<T: Send + 'static>(old: Option<T>) {

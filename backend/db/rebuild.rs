@@ -255,7 +255,7 @@ pub(crate) async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
     db.summaries.queued.store(false, Ordering::Release);
     let mut conn = db.pool().acquire().await?;
     let started = std::time::Instant::now();
-    let result = stage_and_swap(&mut conn, db.pool()).await;
+    let result = stage_and_swap(&mut conn, db).await;
     // Drop the staging tables whatever happened: the connection goes back to the pool.
     let scratch = [("", "dup_binaries"), ("", "dup_code"), ("", "dirty_m"), ("", "dirty_k")];
     for (_, staged) in TABLES.iter().chain(&scratch) {
@@ -267,7 +267,7 @@ pub(crate) async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
         db.summaries.last_ms.store(ms, Ordering::Relaxed);
         tracing::info!(ms, whole, "summary tables brought up to date");
         // (a task of its own: a page waiting for the update does not wait for the checkpoint)
-        tokio::spawn(checkpoint(db.pool().clone()));
+        tokio::spawn(checkpoint(db.clone()));
     }
     Ok(())
 }
@@ -281,9 +281,9 @@ pub(crate) async fn rebuild_whole(db: &Db) -> sqlx::Result<()> {
 
 /// Claim the marks made so far: move the generation on and return the one they carry (and
 /// older). Marks made from here carry the new one and outlive this update.
-async fn claim(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) -> sqlx::Result<i64> {
+async fn claim(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<i64> {
     use sqlx::Connection;
-    let turn = super::write::turn(pool).await;
+    let turn = super::write::turn(db).await;
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     let (claimed,): (i64,) =
         sqlx::query_as("UPDATE page_gen SET gen = gen + 1 WHERE id = 1 RETURNING gen - 1").fetch_one(&mut *tx).await?;
@@ -294,13 +294,13 @@ async fn claim(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) -> sqlx::Re
 
 /// Stage (read transaction) then swap (short write transaction). `None` when already current,
 /// else whether it was the whole build.
-async fn stage_and_swap(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) -> sqlx::Result<Option<bool>> {
+async fn stage_and_swap(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<Option<bool>> {
     use sqlx::Connection;
     let (built, dirty) = standing(&mut *conn).await?;
     if built && !dirty {
         return Ok(None);
     }
-    let claimed = claim(&mut *conn, pool).await?;
+    let claimed = claim(&mut *conn, db).await?;
     let marked = built;
     let mut read = conn.begin().await?;
     let entries = max_entry_id(&mut read).await?;
@@ -331,7 +331,7 @@ async fn stage_and_swap(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) ->
         sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *read).await?;
     }
     read.commit().await?;
-    let turn = super::write::turn(pool).await;
+    let turn = super::write::turn(db).await;
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     // Another update (another server on this database) claimed later marks and wrote newer sums
     // of what this one read: keep them.
@@ -393,7 +393,8 @@ async fn stage_and_swap(conn: &mut SqliteConnection, pool: &sqlx::SqlitePool) ->
 /// in the first minutes of the load bench's routes: report stores waited, pages answered 202).
 /// A log the truncation could not start over is started over by SQLite's next checkpoint once
 /// those readers end, and cut to [`CHECKPOINT_FROM`] then (`journal_size_limit`, `db::open`).
-async fn checkpoint(pool: sqlx::SqlitePool) {
+async fn checkpoint(db: Db) {
+    let pool = db.pool();
     let wal = format!("{}-wal", pool.connect_options().get_filename().display());
     if std::fs::metadata(&wal).map_or(true, |m| m.len() < CHECKPOINT_FROM) {
         return;
@@ -403,7 +404,7 @@ async fn checkpoint(pool: sqlx::SqlitePool) {
     let copied: sqlx::Result<(i64, i64, i64)> =
         sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut *conn).await;
     let passive_ms = t.elapsed().as_millis() as u64;
-    let turn = super::write::turn(&pool).await;
+    let turn = super::write::turn(&db).await;
     let wait = format!("PRAGMA busy_timeout = {}", TRUNCATE_WAIT.as_millis());
     let _ = sqlx::query(sqlx::AssertSqlSafe(wait)).execute(&mut *conn).await;
     let done: sqlx::Result<(i64, i64, i64)> =

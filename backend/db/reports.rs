@@ -125,8 +125,8 @@ pub const LANDING_KEPT: i64 = 4;
 
 /// Marks the report named `spec` as the landing report of `machine`'s latest scan; its landing
 /// reports past the latest [`LANDING_KEPT`] join the evicted ones.
-pub async fn mark_landing(pool: &SqlitePool, spec: &str, machine: &str, kept: (i64, i64)) -> sqlx::Result<()> {
-    let (_turn, mut tx) = super::write::begin(pool).await?;
+pub async fn mark_landing(db: &super::Db, spec: &str, machine: &str, kept: (i64, i64)) -> sqlx::Result<()> {
+    let (_turn, mut tx) = super::write::begin(db).await?;
     sqlx::query("UPDATE inv_reports SET landing = 1, machine = ?, computed_at = MAX(computed_at, ?) WHERE spec = ?")
         .bind(machine)
         .bind(super::now_ms())
@@ -175,14 +175,14 @@ pub async fn count(pool: &SqlitePool) -> sqlx::Result<(i64, i64)> {
 /// Replaces the report named `spec` by `r` (a landing report stays one), then evicts past the
 /// store's bounds (see the module docs); returns its id.
 pub async fn store(
-    pool: &SqlitePool,
+    db: &super::Db,
     spec: &str,
     gens: (i64, i64),
     r: &ToStore<'_>,
     compute_ms: i64,
     kept: (i64, i64),
 ) -> sqlx::Result<i64> {
-    let (_turn, mut tx) = super::write::begin(pool).await?;
+    let (_turn, mut tx) = super::write::begin(db).await?;
     let was: Option<(i64, Option<String>)> =
         sqlx::query_as("DELETE FROM inv_reports WHERE spec = ? RETURNING landing, machine")
             .bind(spec)

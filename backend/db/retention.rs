@@ -17,7 +17,7 @@
 
 use super::write;
 use serde::Serialize;
-use sqlx::{SqliteConnection, SqlitePool};
+use sqlx::SqliteConnection;
 
 /// Entries deleted per write transaction when ageing out.
 const BATCH: i64 = 5_000;
@@ -50,8 +50,8 @@ fn known_names(known: &[String]) -> String {
 }
 
 /// Delete machine `name` and everything that is only its (see the module doc).
-pub async fn retire(pool: &SqlitePool, name: &str) -> Result<Retired, RetireError> {
-    let (_turn, mut tx) = write::begin(pool).await?;
+pub async fn retire(db: &super::Db, name: &str) -> Result<Retired, RetireError> {
+    let (_turn, mut tx) = write::begin(db).await?;
     let Some((id,)) = sqlx::query_as::<_, (i64,)>("SELECT id FROM machines WHERE name = ?")
         .bind(name)
         .fetch_optional(&mut *tx)
@@ -138,10 +138,10 @@ pub struct AgedOut {
 }
 
 /// Delete entries removed before `before` (unix ms) and stored reports computed before it.
-pub async fn age_out(pool: &SqlitePool, before: i64) -> sqlx::Result<AgedOut> {
+pub async fn age_out(db: &super::Db, before: i64) -> sqlx::Result<AgedOut> {
     let mut out = AgedOut::default();
     loop {
-        let (_turn, mut tx) = write::begin(pool).await?;
+        let (_turn, mut tx) = write::begin(db).await?;
         let filter =
             format!("id IN (SELECT id FROM entries WHERE removed_at IS NOT NULL AND removed_at < ?1 LIMIT {BATCH})");
         // (the summary tables' triggers mark the machines and kernels whose entries went)
@@ -152,7 +152,7 @@ pub async fn age_out(pool: &SqlitePool, before: i64) -> sqlx::Result<AgedOut> {
             break;
         }
     }
-    let (_turn, mut tx) = write::begin(pool).await?;
+    let (_turn, mut tx) = write::begin(db).await?;
     out.reports = sqlx::query("DELETE FROM inv_reports WHERE computed_at < ?")
         .bind(before)
         .execute(&mut *tx)
@@ -164,10 +164,10 @@ pub async fn age_out(pool: &SqlitePool, before: i64) -> sqlx::Result<AgedOut> {
 
 /// Age out what is older than `keep`, now and then every `every`, for as long as the server
 /// runs (`serve --keep-removed`). A failed pass is logged and tried again at the next.
-pub async fn age_out_every(pool: SqlitePool, keep: std::time::Duration, every: std::time::Duration) {
+pub async fn age_out_every(db: super::Db, keep: std::time::Duration, every: std::time::Duration) {
     loop {
         let before = super::now_ms().saturating_sub(keep.as_millis().min(i64::MAX as u128) as i64);
-        match age_out(&pool, before).await {
+        match age_out(&db, before).await {
             Ok(AgedOut { entries: 0, reports: 0 }) => {}
             Ok(out) => tracing::info!(
                 entries = out.entries,

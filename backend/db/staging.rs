@@ -31,15 +31,9 @@ pub struct Upload {
 
 /// Find the open upload of (`machine`, `client_id`) or open one; drop expired uploads and the
 /// machine's least recently touched past [`OPEN_PER_MACHINE`].
-pub async fn open(
-    pool: &SqlitePool,
-    machine: &str,
-    client_id: &str,
-    root: &str,
-    scanned_at: i64,
-) -> sqlx::Result<Upload> {
+pub async fn open(db: &super::Db, machine: &str, client_id: &str, root: &str, scanned_at: i64) -> sqlx::Result<Upload> {
     let now = super::now_ms();
-    let (_turn, mut tx) = super::write::begin(pool).await?;
+    let (_turn, mut tx) = super::write::begin(db).await?;
     let stale: Vec<i64> = sqlx::query_scalar(
         "SELECT id FROM uploads WHERE touched_at < ?
          UNION SELECT id FROM (SELECT id FROM uploads WHERE machine = ? AND client_id <> ?
@@ -90,8 +84,8 @@ pub async fn committed(pool: &SqlitePool, machine: &str, client_id: &str) -> sql
 }
 
 /// Drop an upload whose scan was stored already (a repeated commit).
-pub async fn discard(pool: &SqlitePool, id: i64) -> sqlx::Result<()> {
-    let (_turn, mut tx) = super::write::begin(pool).await?;
+pub async fn discard(db: &super::Db, id: i64) -> sqlx::Result<()> {
+    let (_turn, mut tx) = super::write::begin(db).await?;
     drop_upload(&mut tx, id).await?;
     tx.commit().await
 }
@@ -111,8 +105,8 @@ pub async fn parts(pool: &SqlitePool, id: i64) -> sqlx::Result<Vec<i64>> {
 }
 
 /// Store part `n` (gzipped JSON of a screened [`ScanPart`]), replacing a part sent before.
-pub async fn put_part(pool: &SqlitePool, id: i64, n: i64, entries: i64, skipped: i64, gz: &[u8]) -> sqlx::Result<()> {
-    let (_turn, mut tx) = super::write::begin(pool).await?;
+pub async fn put_part(db: &super::Db, id: i64, n: i64, entries: i64, skipped: i64, gz: &[u8]) -> sqlx::Result<()> {
+    let (_turn, mut tx) = super::write::begin(db).await?;
     sqlx::query("INSERT OR REPLACE INTO upload_parts(upload_id, n, entries, skipped, body) VALUES (?, ?, ?, ?, ?)")
         .bind(id)
         .bind(n)
@@ -126,8 +120,8 @@ pub async fn put_part(pool: &SqlitePool, id: i64, n: i64, entries: i64, skipped:
 }
 
 /// Store a blob's text as the client gzipped it (its sha256 checked by the caller).
-pub async fn put_blob(pool: &SqlitePool, id: i64, sha256: &str, text_bytes: i64, gz: &[u8]) -> sqlx::Result<()> {
-    let (_turn, mut tx) = super::write::begin(pool).await?;
+pub async fn put_blob(db: &super::Db, id: i64, sha256: &str, text_bytes: i64, gz: &[u8]) -> sqlx::Result<()> {
+    let (_turn, mut tx) = super::write::begin(db).await?;
     sqlx::query("INSERT OR REPLACE INTO upload_blobs(upload_id, sha256, text_bytes, gz) VALUES (?, ?, ?, ?)")
         .bind(id)
         .bind(sha256)

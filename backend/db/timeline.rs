@@ -138,13 +138,13 @@ pub async fn on_scan(
 }
 
 /// Records the landing report of scan `to` (against `from`) when it is a mass invalidation.
-pub async fn on_report(pool: &SqlitePool, to: i64, from: Option<i64>, head: &ReportHead) -> sqlx::Result<()> {
+pub async fn on_report(db: &super::Db, to: i64, from: Option<i64>, head: &ReportHead) -> sqlx::Result<()> {
     let (n, base) = (head.invalidated, head.old_entries);
     if n < MASS_MIN || n.saturating_mul(4) < base {
         return Ok(());
     }
     let cause = head.by_cause.iter().max_by_key(|c| (c.count, std::cmp::Reverse(c.cause.rank()))).map(|c| c.cause);
-    let (_turn, mut tx) = super::write::begin(pool).await?;
+    let (_turn, mut tx) = super::write::begin(db).await?;
     sqlx::query(
         "INSERT OR REPLACE INTO timeline(at, machine_id, scan_id, from_scan_id, kind, after, count, base)
          SELECT s.scanned_at, s.machine_id, s.id, ?, ?, ?, ?, ? FROM scans s WHERE s.id = ?",

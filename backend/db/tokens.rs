@@ -10,10 +10,11 @@ pub fn hash(token: &str) -> String {
 }
 
 /// Create a token for `machine`; returns the token (the only time it exists in clear).
-pub async fn create(pool: &SqlitePool, machine: &str) -> sqlx::Result<String> {
+pub async fn create(db: &super::Db, machine: &str) -> sqlx::Result<String> {
+    let pool = db.pool();
     let bytes: [u8; 32] = rand::random();
     let token = format!("cl_{}", hex::encode(bytes));
-    let _turn = super::write::turn(pool).await;
+    let _turn = super::write::turn(db).await;
     sqlx::query("INSERT INTO tokens(machine, token_hash, created_at) VALUES (?, ?, ?)")
         .bind(machine)
         .bind(hash(&token))
@@ -39,8 +40,9 @@ pub async fn list(pool: &SqlitePool) -> sqlx::Result<Vec<TokenRow>> {
 }
 
 /// Revoke by id; returns whether a live token was revoked.
-pub async fn revoke(pool: &SqlitePool, id: i64) -> sqlx::Result<bool> {
-    let _turn = super::write::turn(pool).await;
+pub async fn revoke(db: &super::Db, id: i64) -> sqlx::Result<bool> {
+    let pool = db.pool();
+    let _turn = super::write::turn(db).await;
     let r = sqlx::query("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
         .bind(super::now_ms())
         .bind(id)
@@ -73,8 +75,9 @@ pub async fn check(pool: &SqlitePool, token: &str) -> sqlx::Result<Check> {
 
 /// Record that a token was just used for an upload (a write: in this process's turn, see
 /// [`super::write`]).
-pub async fn touch(pool: &SqlitePool, token: &str) -> sqlx::Result<()> {
-    let _turn = super::write::turn(pool).await;
+pub async fn touch(db: &super::Db, token: &str) -> sqlx::Result<()> {
+    let pool = db.pool();
+    let _turn = super::write::turn(db).await;
     sqlx::query("UPDATE tokens SET last_used_at = ? WHERE token_hash = ?")
         .bind(super::now_ms())
         .bind(hash(token))

@@ -1,4 +1,4 @@
-//! One writer at a time per database file in this process, served in the order they asked.
+//! One writer at a time per database in this process, served in the order they asked.
 //!
 //! SQLite's write lock is no queue: a writer that finds it taken sleeps and tries again (the busy
 //! handler, up to the pool's 30 s busy timeout), and a writer that commits and begins again at
@@ -8,43 +8,33 @@
 //! waited for them answered 500 (`scripts/load-bench.sh --upload-nodes 50 --upload-entries
 //! 50000` on the 1.25M-entry fleet: 17 such failures in six minutes). Every write transaction of
 //! this process starts with [`begin`] (or holds a [`turn`] around a write of its own): a writer
-//! waits in line, however long the ones before it take, and is never refused. SQLite's busy
-//! timeout stays for writers in other processes (a `cachelens scan` into the same file).
+//! waits in line, however long the ones before it take, and is never refused. The queue is the
+//! database's handle's ([`super::Db`]: one per database in a process). SQLite's busy timeout
+//! stays for writers in other processes (a `cachelens scan` into the same file).
 
-use sqlx::{Sqlite, SqlitePool, Transaction};
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::Arc;
-use tokio::sync::{Mutex, OwnedMutexGuard};
+use super::Db;
+use sqlx::{Sqlite, Transaction};
+use tokio::sync::OwnedMutexGuard;
 
 /// A writer's turn: the database's writers after it wait until it is dropped.
 pub type Turn = OwnedMutexGuard<()>;
 
-/// The queue of each database file's writers (`tokio::sync::Mutex` is fair: first come, first
-/// served).
-static QUEUES: std::sync::Mutex<Option<HashMap<PathBuf, Arc<Mutex<()>>>>> = std::sync::Mutex::new(None);
-
-fn queue(pool: &SqlitePool) -> Arc<Mutex<()>> {
-    let file = pool.connect_options().get_filename().to_path_buf();
-    let mut all = QUEUES.lock().unwrap_or_else(|e| e.into_inner());
-    all.get_or_insert_with(HashMap::new).entry(file).or_default().clone()
-}
-
-/// Wait for this process's turn to write to `pool`'s database.
-pub async fn turn(pool: &SqlitePool) -> Turn {
-    queue(pool).lock_owned().await
+/// Wait for this process's turn to write to `db` (`tokio::sync::Mutex` is fair: first come,
+/// first served).
+pub async fn turn(db: &Db) -> Turn {
+    db.writers.clone().lock_owned().await
 }
 
 /// The turn when no writer holds or waits for it now (`None`: someone does).
-pub fn turn_now(pool: &SqlitePool) -> Option<Turn> {
-    queue(pool).try_lock_owned().ok()
+pub fn turn_now(db: &Db) -> Option<Turn> {
+    db.writers.clone().try_lock_owned().ok()
 }
 
 /// Wait for the turn, then begin a write transaction (`BEGIN IMMEDIATE`). Keep the turn until
-/// the transaction has ended: `let (_turn, mut tx) = write::begin(pool).await?;`.
-pub async fn begin(pool: &SqlitePool) -> sqlx::Result<(Turn, Transaction<'static, Sqlite>)> {
-    let turn = turn(pool).await;
-    Ok((turn, pool.begin_with("BEGIN IMMEDIATE").await?))
+/// the transaction has ended: `let (_turn, mut tx) = write::begin(db).await?;`.
+pub async fn begin(db: &Db) -> sqlx::Result<(Turn, Transaction<'static, Sqlite>)> {
+    let turn = turn(db).await;
+    Ok((turn, db.pool().begin_with("BEGIN IMMEDIATE").await?))
 }
 
 #[cfg(test)]
@@ -63,6 +53,7 @@ mod tests {
         // the same file through a pool whose busy timeout is short
         let opts = (*pool.connect_options()).clone().busy_timeout(Duration::from_millis(200));
         let short = sqlx::sqlite::SqlitePoolOptions::new().max_connections(4).connect_with(opts).await.unwrap();
+        let short = super::Db::new(short);
 
         let (turn, mut long) = super::begin(&short).await.unwrap();
         sqlx::query("INSERT INTO t(who) VALUES ('long')").execute(&mut *long).await.unwrap();
@@ -91,7 +82,7 @@ mod tests {
         // and a plain BEGIN IMMEDIATE, outside the queue, is refused after the busy timeout: what
         // the queue spares this process's writers
         let held = super::begin(&short).await.unwrap();
-        let refused = short.begin_with("BEGIN IMMEDIATE").await;
+        let refused = short.pool().begin_with("BEGIN IMMEDIATE").await;
         assert!(refused.is_err_and(|e| e.to_string().contains("locked")), "SQLite's own lock refuses");
         drop(held);
     }

@@ -3,6 +3,7 @@
 
 use super::fields::{Context, Finding, SET_TO_DEFAULT, metadata_findings, target_field};
 use super::ir::Prepared;
+use super::kept::Kept;
 use super::source::{self, Flags, SourceFacts};
 use super::{Cause, Comparison, Row, Side};
 use serde_json::{Map, Value, json};
@@ -18,70 +19,36 @@ pub(crate) struct Prep {
 }
 
 impl Prep {
-    pub fn new(side: &Side) -> Prep {
-        let prep = |ir: &Option<Arc<str>>| ir.as_ref().map(prepared);
+    pub fn new(side: &Side, kept: &Kept) -> Prep {
+        let prep = |ir: &Option<Arc<str>>| ir.as_ref().map(|t| prepared(t, kept));
         Prep { source: prep(&side.source), ttir: prep(&side.ttir) }
     }
 
     /// The preps of `sides`, each distinct IR text prepared once: the compiles of one variant
     /// on a fleet mostly share their `.source` and `.ttir` (a key changes with the Triton
     /// version, the GPU or an env var while the text stays the same).
-    pub fn shared<'a>(sides: impl IntoIterator<Item = &'a Side>) -> Vec<Prep> {
+    pub fn shared<'a>(sides: impl IntoIterator<Item = &'a Side>, kept: &Kept) -> Vec<Prep> {
         // By allocation, not by text: the sides hold their texts alive meanwhile, and hashing
         // the texts themselves (18 KB a `.source`) was most of this function.
         let mut done: HashMap<(usize, usize), Arc<Prepared>> = HashMap::new();
         let mut prep = |ir: &'a Option<Arc<str>>| {
             let t = ir.as_ref()?;
-            Some(done.entry((t.as_ptr() as usize, t.len())).or_insert_with(|| prepared(t)).clone())
+            Some(done.entry((t.as_ptr() as usize, t.len())).or_insert_with(|| prepared(t, kept)).clone())
         };
         sides.into_iter().map(|s| Prep { source: prep(&s.source), ttir: prep(&s.ttir) }).collect()
     }
 }
 
-/// IR texts prepared lately: pages ask about the same kernels again (nearest neighbours,
-/// comparisons, reports of machines that share compiles), and preparing a text (strip, canonical
-/// names, signature) costs ~0.2 ms per 10 KB. Found first by the text's allocation: the texts
-/// of a fleet are read once per blob and shared (`db::explain::texts_by_sha`), so a request
-/// names the same allocations again, and hashing them (18 KB a `.source`, two texts for each of
-/// up to 128 classes of a nearest request) was ~10 % of its time; the cache holds each such
-/// allocation alive, so its address names nothing else meanwhile. Then by the text's id, the
-/// first 16 bytes of its sha256 (texts read apart). At most [`PREPARED_KEPT`] texts (a prepared text keeps its hashes,
-/// signature, shapes and locations, a few KB, and the text itself, not its stripped lines);
-/// past it the cache starts over.
-static PREPARED: std::sync::Mutex<Option<PreparedCache>> = std::sync::Mutex::new(None);
-
-#[derive(Default)]
-struct PreparedCache {
-    /// By (address, length) of a shared text, with the text held alive.
-    by_text: HashMap<(usize, usize), (Arc<str>, Arc<Prepared>)>,
-    /// By the text's id ([`Prepared::id`]).
-    by_hash: HashMap<[u8; 16], Arc<Prepared>>,
-}
-
-/// Prepared texts [`PREPARED`] keeps: a fleet's nearest requests rank up to 128 classes, two
-/// texts each, and the load benchmark's fleet has 2,986 distinct texts (512 thrashed: most of
-/// a request's time was preparing texts again).
-const PREPARED_KEPT: usize = 4096;
-
-/// `text` prepared, from [`PREPARED`] when it was lately.
-pub(crate) fn prepared(text: &Arc<str>) -> Arc<Prepared> {
+/// `text` prepared, from `kept` when it was lately ([`Kept`]).
+pub(crate) fn prepared(text: &Arc<str>, kept: &Kept) -> Arc<Prepared> {
     let at = (text.as_ptr() as usize, text.len());
-    if let Some((_, p)) = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.by_text.get(&at)) {
-        return p.clone();
+    if let Some((_, p)) = kept.prepared_at.get(&at) {
+        return p;
     }
     let k = super::ir::text_id(text);
-    let known = PREPARED.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.by_hash.get(&k).cloned());
-    let p = known.unwrap_or_else(|| Arc::new(Prepared::with_id(text, k)));
-    let full = {
-        let mut c = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
-        let c = c.get_or_insert_with(PreparedCache::default);
-        let full =
-            (c.by_hash.len() >= PREPARED_KEPT || c.by_text.len() >= 4 * PREPARED_KEPT).then(|| std::mem::take(c));
-        c.by_hash.insert(k, p.clone());
-        c.by_text.insert(at, (text.clone(), p.clone()));
-        full
-    };
-    drop(full); // outside the lock
+    let p = kept.prepared.get(&k).unwrap_or_else(|| Arc::new(Prepared::with_id(text, k)));
+    kept.prepared.insert(k, p.clone());
+    kept.prepared_at.insert(at, (text.clone(), p.clone()));
     p
 }
 
@@ -125,13 +92,17 @@ pub(crate) fn identical_code(a: &Side, b: &Side) -> bool {
     a.key != b.key && (same(&a.binary_sha256, &b.binary_sha256) || same(&a.code_sha256, &b.code_sha256))
 }
 
-/// Compares two sides. `detailed` runs the IR line diff too and keeps the rows of equal fields
-/// (for a comparison shown); without it only the differing rows are built (for ranking).
-pub(crate) fn analyse(a: &Side, pa: &Prep, b: &Side, pb: &Prep, detailed: bool) -> Analysis {
+/// Compares two sides. `detailed` runs the IR line diff too (kept in it) and keeps the rows of
+/// equal fields (for a comparison shown); without it only the differing rows are built (for
+/// ranking).
+pub(crate) fn analyse(a: &Side, pa: &Prep, b: &Side, pb: &Prep, detailed: Option<&Kept>) -> Analysis {
     let (ma, mb) = (object(a), object(b));
     let cx = Context::of(&ma, &mb);
-    let mut findings =
-        if a.metadata.is_some() || b.metadata.is_some() { metadata_findings(&cx, !detailed) } else { Vec::new() };
+    let mut findings = if a.metadata.is_some() || b.metadata.is_some() {
+        metadata_findings(&cx, detailed.is_none())
+    } else {
+        Vec::new()
+    };
     if !ma.contains_key("name") && !mb.contains_key("name") {
         let k = |s: &Side| s.kernel_name().map(|n| json!(n)).unwrap_or(Value::Null);
         findings.push(Finding::new(Cause::Source, "name", k(a), k(b)).note("the kernel's name"));
@@ -309,8 +280,8 @@ fn phrase(c: Cause, an: &Analysis, a: &Side, b: &Side) -> String {
 }
 
 /// Builds the comparison; also returns the headline phrase (for grouping invalidations).
-pub(crate) fn build(a: &Side, pa: &Prep, b: &Side, pb: &Prep) -> (Comparison, String) {
-    let mut an = analyse(a, pa, b, pb, true);
+pub(crate) fn build(a: &Side, pa: &Prep, b: &Side, pb: &Prep, kept: &Kept) -> (Comparison, String) {
+    let mut an = analyse(a, pa, b, pb, Some(kept));
     let identical_binary = a.binary_sha256.is_some() && a.binary_sha256 == b.binary_sha256 && a.key != b.key;
     let (cause, head, rest) = match an.headline() {
         Some(h) => {
@@ -408,7 +379,13 @@ fn unexplained(a: &Side, b: &Side, an: &mut Analysis) -> (Cause, String, String)
 }
 
 /// Why two entries differ: every field by component, the most upstream differing component
-/// as the headline, and a one-sentence summary.
+/// as the headline, and a one-sentence summary. Nothing is kept across calls (see
+/// [`compare_kept`]).
 pub fn compare(a: &Side, b: &Side) -> Comparison {
-    build(a, &Prep::new(a), b, &Prep::new(b)).0
+    compare_kept(a, b, &Kept::default())
+}
+
+/// [`compare`], with the prepared texts and line diffs of `kept`.
+pub fn compare_kept(a: &Side, b: &Side, kept: &Kept) -> Comparison {
+    build(a, &Prep::new(a, kept), b, &Prep::new(b, kept), kept).0
 }

@@ -2,6 +2,7 @@
 //! old and a new set (two scans of one machine, or two machines).
 
 use super::compare::{Analysis, Prep, analyse, build};
+use super::kept::Kept;
 use super::source::is_variant_field;
 use super::{Cause, Side};
 use serde::Serialize;
@@ -73,12 +74,13 @@ pub struct Near {
 /// the key differ from `of`, then how few key inputs (fields), then how few differing rows
 /// overall, then the lower index. Best first, at most `limit`.
 pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<Near> {
-    let p = Prep::new(of);
+    let kept = Kept::default();
+    let p = Prep::new(of, &kept);
     let mut ranked: Vec<((usize, usize, usize), Near)> = candidates
         .iter()
         .enumerate()
         .map(|(index, c)| {
-            let an = analyse(of, &p, c, &Prep::new(c), false);
+            let an = analyse(of, &p, c, &Prep::new(c, &kept), None);
             let (components, differing) = (an.components(), an.causes().count());
             let cause = an.headline().unwrap_or(Cause::None);
             (
@@ -95,10 +97,16 @@ pub fn nearest(of: &Side, candidates: &[Side], limit: usize) -> Vec<Near> {
 /// the analysis reads is equal: key, metadata, IR text, binary, code digest, relocation,
 /// recorded key parts; only the machine differs): one analysis per class, and the same answer as
 /// [`nearest`] over every member. A class is (a member's side, the candidate indices of all its
-/// members); `index` in the answer is such a candidate index.
-pub fn nearest_classes(of: &Side, classes: &[(std::sync::Arc<Side>, Vec<usize>)], limit: usize) -> Vec<Near> {
-    let preps = Prep::shared(classes.iter().map(|(side, _)| &**side));
-    ranked_classes(of, &Prep::new(of), classes, &preps, limit).into_iter().map(|(n, _)| n).collect()
+/// members); `index` in the answer is such a candidate index. IR texts are prepared through
+/// `kept`.
+pub fn nearest_classes(
+    of: &Side,
+    classes: &[(std::sync::Arc<Side>, Vec<usize>)],
+    limit: usize,
+    kept: &Kept,
+) -> Vec<Near> {
+    let preps = Prep::shared(classes.iter().map(|(side, _)| &**side), kept);
+    ranked_classes(of, &Prep::new(of, kept), classes, &preps, limit).into_iter().map(|(n, _)| n).collect()
 }
 
 /// The best `limit` of the classes' members, each with its class's position in `classes`.
@@ -111,7 +119,7 @@ fn ranked_classes(
 ) -> Vec<(Near, usize)> {
     let mut ranked: Vec<((usize, usize, usize), Near, usize)> = Vec::new();
     for (class, ((side, members), ps)) in classes.iter().zip(preps).enumerate() {
-        let an = analyse(of, p, side, ps, false);
+        let an = analyse(of, p, side, ps, None);
         let (components, differing) = (an.components(), an.causes().count());
         let cause = an.headline().unwrap_or(Cause::None);
         for &index in members {
@@ -235,17 +243,28 @@ fn ir_texts(s: &Side, shared: &mut Shared) -> (Option<u64>, Option<u64>) {
 /// share its allocation (`db::explain::texts_by_sha`): the allocation names the text, and is kept
 /// alive here so that its address names nothing else. Texts read apart are hashed apart, to the
 /// same hash. Bounded: past [`SHARED_TEXTS`] texts or [`SHARED_PREPS`] prepared IRs (~150 KB
-/// each) a map starts over.
+/// each) a map starts over. Texts are prepared, and pairs compared, through its [`Kept`].
 #[derive(Default)]
 pub struct Shared {
     texts: HashMap<(usize, usize), (std::sync::Arc<str>, u64)>,
     preps: HashMap<(Option<u64>, Option<u64>), std::sync::Arc<Prep>>,
+    pub(crate) kept: std::sync::Arc<Kept>,
 }
 
 const SHARED_TEXTS: usize = 16_384;
 const SHARED_PREPS: usize = 1_024;
 
 impl Shared {
+    /// A report's shared state, preparing texts through `kept`.
+    pub fn new(kept: std::sync::Arc<Kept>) -> Shared {
+        Shared { kept, ..Shared::default() }
+    }
+
+    /// What it prepares texts through.
+    pub fn kept(&self) -> std::sync::Arc<Kept> {
+        self.kept.clone()
+    }
+
     fn text(&mut self, t: &Option<std::sync::Arc<str>>) -> Option<u64> {
         use std::hash::{Hash, Hasher};
         let t = t.as_ref()?;
@@ -265,7 +284,7 @@ impl Shared {
         if self.preps.len() >= SHARED_PREPS && !self.preps.contains_key(&k) {
             self.preps.clear();
         }
-        self.preps.entry(k).or_insert_with(|| std::sync::Arc::new(Prep::new(s))).clone()
+        self.preps.entry(k).or_insert_with(|| std::sync::Arc::new(Prep::new(s, &self.kept))).clone()
     }
 }
 
@@ -344,7 +363,7 @@ pub fn match_part(old: &[Side], new: &[Side], budget: &mut Budget, shared: &mut 
                 std::collections::hash_map::Entry::Occupied(e) => *e.get(),
                 std::collections::hash_map::Entry::Vacant(e) => {
                     budget.pairs_left = budget.pairs_left.checked_sub(1).ok_or(OverBudget)?;
-                    let an = analyse(&old[o], &old_prep[o], &new[n], &new_prep[&n], false);
+                    let an = analyse(&old[o], &old_prep[o], &new[n], &new_prep[&n], None);
                     let variant = an.causes().any(|f| is_variant_field(&f.row.field) || is_config_option(&f.row.field));
                     let opts = variant && an.causes().all(|f| is_config_option(&f.row.field));
                     *e.insert((distance(&an), variant, opts))
@@ -400,7 +419,7 @@ pub fn match_part(old: &[Side], new: &[Side], budget: &mut Budget, shared: &mut 
             let (cause, summary, identical_binary, identical_code, head) = built
                 .entry((old_content[o], new_content[&n]))
                 .or_insert_with(|| {
-                    let (cmp, head) = build(&old[o], &old_prep[o], &new[n], &new_prep[&n]);
+                    let (cmp, head) = build(&old[o], &old_prep[o], &new[n], &new_prep[&n], &shared.kept);
                     (cmp.cause, cmp.summary, cmp.identical_binary, cmp.identical_code, head)
                 })
                 .clone();

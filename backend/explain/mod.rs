@@ -18,6 +18,7 @@
 mod compare;
 mod fields;
 mod ir;
+mod kept;
 mod locs;
 mod matching;
 mod recorded;
@@ -27,8 +28,9 @@ mod source;
 mod tests;
 mod text;
 
-pub use compare::{churn_note, compare, reason};
+pub use compare::{churn_note, compare, compare_kept, reason};
 pub use ir::{DiffLine, ir_diff, strip_locations};
+pub use kept::Kept;
 pub use matching::{
     Budget, Invalidated, Invalidations, Near, OverBudget, Part, Shared, finish, invalidations, match_part, nearest,
     nearest_classes, pieces,

@@ -5,6 +5,7 @@
 use super::Cause;
 use super::fields::Finding;
 use super::ir::{Arg, Prepared, diff_ops, literals};
+use super::kept::{Kept, LineChanges};
 use super::locs::{Locs, moved};
 use serde_json::{Value, json};
 use similar::DiffTag;
@@ -40,8 +41,14 @@ pub(crate) fn arg_text(a: &Arg) -> String {
 }
 
 /// Compares two prepared IR texts. `detailed` also runs the line diff (changed-line count and
-/// the literals that changed), which ranking does not need.
-pub(crate) fn compare_ir(evidence: &str, pa: &Prepared, pb: &Prepared, flags: Flags, detailed: bool) -> SourceFacts {
+/// the literals that changed, kept in it), which ranking does not need.
+pub(crate) fn compare_ir(
+    evidence: &str,
+    pa: &Prepared,
+    pb: &Prepared,
+    flags: Flags,
+    detailed: Option<&Kept>,
+) -> SourceFacts {
     let mut facts = SourceFacts::default();
     // Signature, by position (older releases name arguments %arg0...).
     let mut sig_changes: Vec<(String, String, String)> = Vec::new();
@@ -62,7 +69,7 @@ pub(crate) fn compare_ir(evidence: &str, pa: &Prepared, pb: &Prepared, flags: Fl
             }
         }
         // The equal signature is a row to show, not to rank by.
-        if sig_changes.is_empty() && detailed {
+        if sig_changes.is_empty() && detailed.is_some() {
             let s: Vec<String> =
                 pa.sig.iter().enumerate().map(|(i, a)| format!("{}: {}", arg_label(a, a, i), arg_text(a))).collect();
             facts.findings.push(Finding::new(Cause::Source, "signature", json!(s.join(", ")), json!(s.join(", "))));
@@ -90,8 +97,10 @@ pub(crate) fn compare_ir(evidence: &str, pa: &Prepared, pb: &Prepared, flags: Fl
     let field = format!("body ({evidence})");
     let body = Finding::new(Cause::Source, &field, json!(pa.n_lines), json!(pb.n_lines));
     let (mut pairs, mut changed) = (Vec::new(), None);
-    if pa.canon != pb.canon && detailed {
-        let d = line_changes_kept(pa, pb);
+    if let Some(kept) = detailed
+        && pa.canon != pb.canon
+    {
+        let d = line_changes_kept(pa, pb, kept);
         changed = Some(d.0);
         pairs = d.1.clone();
     }
@@ -182,37 +191,14 @@ pub(crate) fn compare_ir(evidence: &str, pa: &Prepared, pb: &Prepared, flags: Fl
     facts
 }
 
-/// A line diff's outcome: changed lines, and the literal changes (see [`line_changes`]).
-type LineChanges = std::sync::Arc<(usize, Vec<(String, String)>)>;
-
-/// Line diffs lately made, by the two texts' ids ([`Prepared::id`]): a fleet's entries share few
-/// distinct IR texts (the load benchmark's 300,000 entries: 2,986), so the neighbours a nearest
-/// request lists, and the pairs a page compares, are mostly pairs of texts diffed before — the
-/// diffs of ~20 listed neighbours were ~15 % of a nearest request. At most [`DIFFS_KEPT`];
-/// past it the map starts over.
-static DIFFS: std::sync::Mutex<Option<KeptDiffs>> = std::sync::Mutex::new(None);
-
-/// [`DIFFS`]' map: by (A's text id, B's text id).
-type KeptDiffs = std::collections::HashMap<([u8; 16], [u8; 16]), LineChanges>;
-
-/// Line diffs [`DIFFS`] keeps (a few hundred bytes each).
-const DIFFS_KEPT: usize = 16_384;
-
-/// [`line_changes`] of two texts, from [`DIFFS`] when they were diffed lately.
-pub(crate) fn line_changes_kept(pa: &Prepared, pb: &Prepared) -> LineChanges {
+/// [`line_changes`] of two texts, from `kept` when they were diffed lately ([`Kept`]).
+pub(crate) fn line_changes_kept(pa: &Prepared, pb: &Prepared, kept: &Kept) -> LineChanges {
     let k = (pa.id, pb.id);
-    if let Some(d) = DIFFS.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|m| m.get(&k)) {
-        return d.clone();
+    if let Some(d) = kept.diffs.get(&k) {
+        return d;
     }
     let d = std::sync::Arc::new(line_changes(pa, pb));
-    let full = {
-        let mut m = DIFFS.lock().unwrap_or_else(|e| e.into_inner());
-        let m = m.get_or_insert_with(Default::default);
-        let full = (m.len() >= DIFFS_KEPT).then(|| std::mem::take(m));
-        m.insert(k, d.clone());
-        full
-    };
-    drop(full); // outside the lock
+    kept.diffs.insert(k, d.clone());
     d
 }
 

@@ -136,10 +136,11 @@ pub async fn compute(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<Ad
 }
 
 /// After a scan of `machine` landed: store its advice for the overview.
-pub async fn refresh(pool: &SqlitePool, machine: &str) -> anyhow::Result<()> {
+pub async fn refresh(db: &crate::db::Db, machine: &str) -> anyhow::Result<()> {
+    let pool = db.pool();
     let Some(id) = advice::machine_id(pool, machine).await? else { return Ok(()) };
     let a = compute(pool, machine).await?.ok_or_else(|| anyhow::anyhow!("machine {machine} vanished"))?;
-    advice::store(pool, id, a.computed_at, &serde_json::to_string(&a)?).await?;
+    advice::store(db, id, a.computed_at, &serde_json::to_string(&a)?).await?;
     Ok(())
 }
 

@@ -13,7 +13,7 @@ pub async fn run(a: PruneArgs) -> anyhow::Result<()> {
     anyhow::ensure!(crate::model::valid_machine_name(&machine), "invalid machine name {machine:?}: use --machine");
     let db_path = a.db.path();
     let plan_path = a.plan.clone().unwrap_or_else(|| db_path.with_file_name("prune-plan.json"));
-    let pool = crate::db::open(&db_path).await?;
+    let db = crate::db::Db::open(&db_path).await?;
     let plan = if a.apply && a.plan.is_some() && a.paths.is_empty() {
         let text =
             std::fs::read_to_string(&plan_path).with_context(|| format!("cannot read {}", plan_path.display()))?;
@@ -32,7 +32,7 @@ pub async fn run(a: PruneArgs) -> anyhow::Result<()> {
         );
         plan
     } else {
-        make_plan(&a, &pool, &machine).await?
+        make_plan(&a, &db, &machine).await?
     };
     for r in &plan.roots {
         apply::check_owner(Path::new(&r.root), a.allow_other_owner).or_else(|e| {
@@ -70,7 +70,7 @@ pub async fn run(a: PruneArgs) -> anyhow::Result<()> {
         let applied = tokio::task::spawn_blocking(move || apply::apply(&root, grace)).await??;
         // what went is recorded: the entries taken out are marked removed
         let opts = collect::Opts::cli(&machine, &a.hook_hosts, crate::scan::limits::DEFAULT_TIME_BUDGET);
-        let scan = collect::scan_local_opts(&pool, Path::new(&r.root), &machine, opts).await?;
+        let scan = collect::scan_local_opts(&db, Path::new(&r.root), &machine, opts).await?;
         if !a.json {
             println!(
                 "{}: removed {} items, {} and {} inodes; {} kept because they changed; scan {} recorded {} entries removed",
@@ -95,7 +95,8 @@ pub async fn run(a: PruneArgs) -> anyhow::Result<()> {
 }
 
 /// Scan each root found into the database and decide what can go.
-async fn make_plan(a: &PruneArgs, pool: &sqlx::SqlitePool, machine: &str) -> anyhow::Result<Plan> {
+async fn make_plan(a: &PruneArgs, db: &crate::db::Db, machine: &str) -> anyhow::Result<Plan> {
+    let pool = db.pool();
     let known = crate::db::scans::roots_of(pool, machine).await?;
     let json = a.json;
     let mut say = |line: String| if json { eprintln!("{}", term(&line)) } else { println!("{}", term(&line)) };
@@ -112,7 +113,7 @@ async fn make_plan(a: &PruneArgs, pool: &sqlx::SqlitePool, machine: &str) -> any
     for r in roots {
         let opts = collect::Opts::cli(machine, &a.hook_hosts, crate::scan::limits::DEFAULT_TIME_BUDGET);
         let (bar, counts) = crate::progress::Bar::scan(a.quiet, &r.path.display().to_string());
-        let s = collect::scan_local_opts(pool, &r.path, machine, collect::Opts { progress: counts, ..opts }).await;
+        let s = collect::scan_local_opts(db, &r.path, machine, collect::Opts { progress: counts, ..opts }).await;
         bar.finish();
         let s = s?;
         let rows = crate::db::prune::rows(pool, machine, &s.root).await?;

@@ -81,6 +81,8 @@ pub struct AppState {
     pub upload_queue: Arc<tokio::sync::Semaphore>,
     /// Commits answered 202 and still ingesting (`Prefer: respond-async`, see `api::uploads`).
     pub commits: Arc<api::uploads::Commits>,
+    /// The server's invalidation-report computations (`answers::stored::Jobs`).
+    pub jobs: Arc<crate::answers::stored::Jobs>,
     /// The server's Prometheus metrics (`GET /metrics`, see metrics.rs).
     pub metrics: Arc<metrics::Metrics>,
     /// Entry comparisons (`/compare`, `/api/v1/compare`) at once: two, others wait 10 s at most
@@ -99,6 +101,7 @@ impl AppState {
         let queue = config.upload_queue.max(1);
         AppState {
             db: db.into(),
+            jobs: Arc::default(),
             config: Arc::new(config),
             upload_queue: Arc::new(tokio::sync::Semaphore::new(queue)),
             upload_slots: Arc::new(tokio::sync::Semaphore::new(slots)),

@@ -1,6 +1,7 @@
 //! Query strings shared by a page and its JSON API twin (`/compare` and `/api/v1/compare`, ...):
 //! one type per question, so that the page and the API accept the same parameters.
 
+use super::AppState;
 use super::error::AppError;
 use crate::answers::load::{self as dbx, Limits};
 use crate::answers::stored::{Lookup, Spec, lookup};
@@ -9,7 +10,6 @@ use crate::db::reports::Stored;
 use crate::db::scans::ScanRef;
 use crate::explain::Cause;
 use serde::Deserialize;
-use sqlx::SqlitePool;
 
 /// Query of `/compare` (page and API).
 #[derive(Debug, Deserialize, Default)]
@@ -100,8 +100,8 @@ impl InvalidationsQuery {
 
     /// The stored report the query asks for, computed first if the sides changed: waited for
     /// however long it takes (the API).
-    pub async fn run(&self, pool: &SqlitePool, limits: Limits) -> Result<(Stored, Option<ScanContext>), AppError> {
-        match self.lookup(pool, limits, None).await? {
+    pub async fn run(&self, s: &AppState, limits: Limits) -> Result<(Stored, Option<ScanContext>), AppError> {
+        match self.lookup(s, limits, None).await? {
             (Lookup::Ready(s), scans) => Ok((*s, scans)),
             (Lookup::Computing { .. }, _) => unreachable!("no wait limit"),
         }
@@ -111,16 +111,18 @@ impl InvalidationsQuery {
     /// and asks again).
     pub async fn lookup(
         &self,
-        pool: &SqlitePool,
+        s: &AppState,
         limits: Limits,
         wait: Option<std::time::Duration>,
     ) -> Result<(Lookup, Option<ScanContext>), AppError> {
+        let (db, jobs) = (&s.db, &*s.jobs);
+        let pool = db.pool();
         let some = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
         match (some(&self.machine), some(&self.a), some(&self.b)) {
             (Some(m), None, None) => {
                 let (from, to, scans) = dbx::pick_scans(pool, &m, self.from, self.to).await?;
                 let spec = Spec::Scans { from: from.clone(), to: to.clone() };
-                Ok((lookup(pool, &spec, limits, wait).await?, Some(ScanContext { from, to, scans })))
+                Ok((lookup(db, jobs, &spec, limits, wait).await?, Some(ScanContext { from, to, scans })))
             }
             (None, Some(a), Some(b)) => {
                 for m in [&a, &b] {
@@ -128,7 +130,7 @@ impl InvalidationsQuery {
                         return Err(AppError::NotFound(format!("no machine {m:?}")));
                     }
                 }
-                Ok((lookup(pool, &Spec::Machines { a, b }, limits, wait).await?, None))
+                Ok((lookup(db, jobs, &Spec::Machines { a, b }, limits, wait).await?, None))
             }
             _ => Err(AppError::BadRequest("give machine=M (with optional from=SCAN&to=SCAN) or a=M1&b=M2".into())),
         }

@@ -56,6 +56,7 @@ async fn storing_the_advice_of_50000_entries_costs_one_pass() {
     let events = clone_events(&t.events, clones, &keys);
     let dirs: Vec<String> = entries.iter().map(|e| e.dir.clone()).collect();
     let (_db, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let root = "/cache/triton";
     let report = |entries, unchanged, events| ScanReport {
         client_id: cachelens::collect::new_client_id(),
@@ -70,7 +71,7 @@ async fn storing_the_advice_of_50000_entries_costs_one_pass() {
     };
     let n_events = events.len();
     let started = Instant::now();
-    cachelens::collect::ingest_report(&pool, &report(entries, vec![], events), "test").await.unwrap();
+    cachelens::collect::ingest_report(&store, &report(entries, vec![], events), "test").await.unwrap();
     let first = ms(started);
     assert_eq!(count(&pool, "SELECT COUNT(*) FROM entries WHERE removed_at IS NULL").await, N as i64);
 
@@ -84,10 +85,10 @@ async fn storing_the_advice_of_50000_entries_costs_one_pass() {
     let a = a.unwrap();
     passes.sort_by(f64::total_cmp);
     let s = Instant::now();
-    advice::refresh(&pool, "big").await.unwrap();
+    advice::refresh(&store, "big").await.unwrap();
     let refresh = ms(s);
     let s = Instant::now();
-    cachelens::collect::ingest_report(&pool, &report(vec![], dirs, vec![]), "test").await.unwrap();
+    cachelens::collect::ingest_report(&store, &report(vec![], dirs, vec![]), "test").await.unwrap();
     let rescan = ms(s);
     println!(
         "advice of {N} live entries ({n_events} hook events): one pass {:.0} ms (min {:.0}, max {:.0} of 5), \

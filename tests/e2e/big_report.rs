@@ -115,15 +115,16 @@ async fn an_in_place_upgrade_of_10000_entries_of_one_kernel_is_paired_whole() {
     assert_eq!(by_kernel(&gen1), by_kernel(&gen2));
 
     let (_db, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let state = AppState::new(pool.clone(), Config::default());
     let (old_clones, new_clones) = (clones(&gen1, N), clones(&gen2, N));
     let root = "/cache/triton";
-    cachelens::collect::ingest_report(&pool, &report("up", root, old_clones.clone(), &old), "test").await.unwrap();
+    cachelens::collect::ingest_report(&store, &report("up", root, old_clones.clone(), &old), "test").await.unwrap();
     let mut all = old_clones;
     all.extend(new_clones);
     let mut blobs = both.clone();
     blobs.blobs.extend(old.blobs.clone());
-    cachelens::collect::ingest_report(&pool, &report("up", root, all, &blobs), "test").await.unwrap();
+    cachelens::collect::ingest_report(&store, &report("up", root, all, &blobs), "test").await.unwrap();
     assert_eq!(
         count(&pool, "SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_one' AND removed_at IS NULL").await,
         2 * N as i64

@@ -69,7 +69,7 @@ async fn big_summaries_a_landing_updates_what_it_touched() {
     let t = std::time::Instant::now();
     for i in 0..nodes {
         let r = report(&format!("node-{i:03}"), window(i, per), &tpl);
-        cachelens::collect::ingest_report(&pool, &r, "upload").await.unwrap();
+        cachelens::collect::ingest_report(&db, &r, "upload").await.unwrap();
     }
     println!("big_summaries: {nodes} machines x {per} entries ingested in {:.1} s", t.elapsed().as_secs_f64());
     let first = timed(db.update_summaries()).await;
@@ -90,7 +90,7 @@ async fn big_summaries_a_landing_updates_what_it_touched() {
         ("50 entries of one new kernel", report("node-001", one_kernel, &tpl)),
     ];
     for (what, r) in landings {
-        cachelens::collect::ingest_report(&pool, &r, "upload").await.unwrap();
+        cachelens::collect::ingest_report(&db, &r, "upload").await.unwrap();
         let marked: (i64, i64) = sqlx::query_as(
             "SELECT (SELECT COUNT(*) FROM page_dirty_machines), (SELECT COUNT(*) FROM page_dirty_kernels)",
         )

@@ -14,8 +14,9 @@ use tempfile::TempDir;
 /// (database dir, the caches' dir, pool).
 pub(crate) async fn demo_db() -> (TempDir, TempDir, SqlitePool) {
     let (dbdir, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let work = TempDir::new().unwrap();
-    cachelens::demo::load(&pool, work.path()).await.unwrap();
+    cachelens::demo::load(&store, work.path()).await.unwrap();
     (dbdir, work, pool)
 }
 

@@ -127,7 +127,8 @@ async fn slow_server(state: AppState, on_commit: impl Fn(AppState) + Send + Sync
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_but_steady_server_is_waited_for() {
     let (_d, pool) = fresh_db().await;
-    let token = cachelens::db::tokens::create(&pool, "node-1").await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    let token = cachelens::db::tokens::create(&store, "node-1").await.unwrap();
     let url = slow_server(AppState::new(pool.clone(), Config::default()), |_| {}).await;
     let (ok, stdout, stderr) = run(&url, &token, &["--read-timeout", "5s", "--retries", "1"]).await;
     assert!(ok, "{stdout}\n{stderr}");
@@ -144,7 +145,8 @@ async fn a_slow_but_steady_server_is_waited_for() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_commit_is_asked_again_not_timed_out() {
     let (_d, pool) = fresh_db().await;
-    let token = cachelens::db::tokens::create(&pool, "node-1").await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    let token = cachelens::db::tokens::create(&store, "node-1").await.unwrap();
     let hold = |st: AppState| {
         let n = st.upload_slots.available_permits() as u32;
         let busy = st.upload_slots.clone().try_acquire_many_owned(n).unwrap();

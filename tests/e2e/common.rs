@@ -41,6 +41,7 @@ pub async fn fresh_db() -> (TempDir, SqlitePool) {
 /// machine listed one after another are unpacked into the same path (an in-place upgrade).
 pub async fn corpus_db(plan: &[(&str, &str, &str)]) -> (Vec<TempDir>, SqlitePool) {
     let (dbdir, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let mut keep = vec![dbdir];
     let mut slot: Option<(String, TempDir)> = None;
     for (machine, archive, sub) in plan {
@@ -58,7 +59,7 @@ pub async fn corpus_db(plan: &[(&str, &str, &str)]) -> (Vec<TempDir>, SqlitePool
         let _ = std::fs::remove_dir_all(&staging);
         unpack(archive, &staging);
         std::fs::rename(staging.join(archive), &fixed).unwrap();
-        cachelens::collect::scan_local(&pool, &fixed.join(sub), machine).await.unwrap();
+        cachelens::collect::scan_local(&store, &fixed.join(sub), machine).await.unwrap();
         slot = Some((machine.to_string(), t));
     }
     if let Some((_, t)) = slot {
@@ -267,5 +268,6 @@ pub fn skip_or_fail(why: &str) {
 
 /// Scan `root` into `pool` as `machine` (the CLI's local scan).
 pub async fn scan(pool: &SqlitePool, root: &Path, machine: &str) -> ScanSummary {
-    cachelens::collect::scan_local(pool, root, machine).await.unwrap()
+    let store = cachelens::db::Db::from(pool.clone());
+    cachelens::collect::scan_local(&store, root, machine).await.unwrap()
 }

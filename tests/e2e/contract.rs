@@ -104,7 +104,7 @@ async fn odd_files_never_freeze_a_node() {
     let (jit, ind) = (jit.join("triton-cache"), ind);
     let odd = make_odd(&jit, &ind);
     let srv = server(Config::default()).await;
-    let token = cachelens::db::tokens::create(&srv.pool, "odd-node").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "odd-node").await.unwrap();
     let out = cli_upload(&srv.url, &token, "odd-node", &jit, &[ind.to_str().unwrap()]).await;
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -162,7 +162,7 @@ fn entry(key: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_skips_bad_records_and_stores_the_rest() {
     let srv = server(Config::default()).await;
-    let token = cachelens::db::tokens::create(&srv.pool, "m1").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "m1").await.unwrap();
     let mut bad_bytes = entry("B1");
     bad_bytes["bytes"] = json!(-1);
     let mut bad_warps = entry("B2");
@@ -240,7 +240,7 @@ async fn a_failing_root_does_not_stop_the_others() {
     let (_t2, b) = unpacked("mi300-upgrade-1-triton-3.6.0");
     let (a, b) = (a.join("triton-cache"), b.join("triton-cache"));
     let srv = server(Config::default()).await;
-    let token = cachelens::db::tokens::create(&srv.pool, "two").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "two").await.unwrap();
     // the first root fails for good (`failpoint::root` stands in for a full disk or a refused upload)
     let out = tokio::process::Command::new(bin())
         .arg("scan")
@@ -386,7 +386,8 @@ async fn a_local_scan_killed_before_its_commit_stores_nothing() {
 
 async fn token_for(db: &Path, machine: &str) -> String {
     let pool = cachelens::db::open(db).await.unwrap();
-    let t = cachelens::db::tokens::create(&pool, machine).await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    let t = cachelens::db::tokens::create(&store, machine).await.unwrap();
     pool.close().await;
     t
 }
@@ -399,7 +400,7 @@ async fn a_scan_bigger_than_the_servers_limit_is_uploaded_in_parts() {
     let (_t, jit) = unpacked("h100-jit-3.6.0");
     let cache = jit.join("triton-cache");
     let srv = server(Config { max_upload_bytes: 1 << 20, ..Config::default() }).await;
-    let token = cachelens::db::tokens::create(&srv.pool, "parts").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "parts").await.unwrap();
     let out = cli_upload(&srv.url, &token, "parts", &cache, &["--json"]).await;
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");

@@ -438,6 +438,7 @@ async fn same_key_in_two_device_dirs_and_two_roots() {
     };
 
     let (_d, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let s = scan(&pool, &ind, "m").await;
     assert_eq!(counts(&s), (2, 2, 0, 0, 0));
     let dup0 = BTreeMap::from([("duplicate key (also in triton/0/)".to_string(), 1)]);
@@ -454,7 +455,7 @@ async fn same_key_in_two_device_dirs_and_two_roots() {
     // an upload of the second root: the client cannot know, the server counts the duplicate
     let report = cachelens::collect::scan_report(&other, "m").unwrap();
     assert_eq!(report.entries.len(), 2);
-    let (s, created) = cachelens::collect::ingest_report(&pool, &report, "upload").await.unwrap();
+    let (s, created) = cachelens::collect::ingest_report(&store, &report, "upload").await.unwrap();
     assert!(created);
     assert_eq!((counts(&s), &s.skipped), ((1, 0, 0, 1, 0), &dup_ind), "uploaded");
     let r = rows(&pool, "m").await;

@@ -29,7 +29,7 @@ async fn check_upgrade(state: &AppState, machine: &str, old_v: &str, new_v: &str
     // Through the DB.
     let (from, to, _) = xl::pick_scans(state.db.pool(), machine, None, None).await.unwrap();
     assert_eq!((from.as_ref().map(|s| s.id), to.id), (Some(first), second), "defaults: previous scan → latest");
-    let r = xl::invalidations_scans(state.db.pool(), from.as_ref(), &to).await.unwrap();
+    let r = xl::invalidations_scans(&state.db, from.as_ref(), &to).await.unwrap();
     assert_eq!((r.invalidated.len(), r.kept, r.new.len(), r.removed.len()), (n, n, 0, 0), "{}", r.summary);
     // Through the API, explicit and default scans alike.
     let inv = get_json(state, &format!("/api/v1/invalidations?machine={machine}&from={first}&to={second}")).await;
@@ -237,13 +237,14 @@ async fn explain_h100_jit_phases() {
     let names: Vec<&str> = phases.iter().map(|p| p.0.as_str()).collect();
     assert_eq!(names, ["cold", "warm", "debug", "edit", "line-info"]);
     let (_db, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let cache = tempfile::TempDir::new().unwrap();
     let mut scans = vec![];
     for (_, keys) in &phases {
         for k in keys {
             copy_dir(&jit.join("triton-cache").join(k), &cache.path().join(k));
         }
-        scans.push(cachelens::collect::scan_local(&pool, cache.path(), "h100-jit").await.unwrap().scan_id);
+        scans.push(cachelens::collect::scan_local(&store, cache.path(), "h100-jit").await.unwrap().scan_id);
     }
     let state = AppState::new(pool.clone(), Config::default());
     let phase = |i: usize| format!("/api/v1/invalidations?machine=h100-jit&from={}&to={}", scans[i - 1], scans[i]);
@@ -292,12 +293,12 @@ async fn explain_h100_jit_phases() {
     // The same through the DB functions.
     let to = cachelens::db::scans::scan(&pool, scans[4]).await.unwrap().unwrap();
     let from = cachelens::db::scans::scan(&pool, scans[3]).await.unwrap().unwrap();
-    let r = xl::invalidations_scans(&pool, Some(&from), &to).await.unwrap();
+    let r = xl::invalidations_scans(&store, Some(&from), &to).await.unwrap();
     assert_eq!(r.invalidated.len(), 45);
     assert!(r.invalidated.iter().all(|i| i.cause == cachelens::explain::Cause::Env));
     // Scans of one machine with another root cannot be compared.
     let other = tempfile::TempDir::new().unwrap();
-    let s = cachelens::collect::scan_local(&pool, other.path(), "h100-jit").await.unwrap().scan_id;
+    let s = cachelens::collect::scan_local(&store, other.path(), "h100-jit").await.unwrap().scan_id;
     let (st, body) = get(&state, &format!("/api/v1/invalidations?machine=h100-jit&from={}&to={s}", scans[4])).await;
     assert_eq!(st, 400, "{body}");
 }

@@ -282,7 +282,7 @@ async fn uploads_keep_key_parts_and_code_digests() {
     compile(&other, &workload(), &b, "softmax", &hooked);
     let srv = crate::upload::server(Config::default()).await;
     for (m, dir) in [("up-a", &a), ("up-b", &b)] {
-        let token = cachelens::db::tokens::create(&srv.pool, m).await.unwrap();
+        let token = cachelens::db::tokens::create(&srv.db, m).await.unwrap();
         let out = crate::upload::cli_upload(&srv.url, &token, m, dir, &[]).await;
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }

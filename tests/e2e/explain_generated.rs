@@ -63,8 +63,9 @@ fn generated() -> Option<&'static PathBuf> {
 
 async fn scan_generated(gen_dir: &Path) -> (Vec<tempfile::TempDir>, AppState) {
     let (keep, pool) = corpus_db(&[("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache")]).await;
+    let store = cachelens::db::Db::from(pool.clone());
     for m in ["sm90", "sm80", "gfx942", "f32ieee"] {
-        cachelens::collect::scan_local(&pool, &gen_dir.join(m), &format!("gen-{m}")).await.unwrap();
+        cachelens::collect::scan_local(&store, &gen_dir.join(m), &format!("gen-{m}")).await.unwrap();
     }
     (keep, AppState::new(pool, Config::default()))
 }
@@ -234,7 +235,7 @@ async fn explain_generated_other_triton_version() {
     let version = v["triton_version"].as_str().unwrap().to_string();
     assert_ne!(version, "3.6.0", "CACHELENS_PYTHON_ALT must have another Triton than 3.6.0");
     let (_keep, state) = scan_generated(dir).await;
-    cachelens::collect::scan_local(state.db.pool(), cache.path(), "gen-alt").await.unwrap();
+    cachelens::collect::scan_local(&state.db, cache.path(), "gen-alt").await.unwrap();
     let inv = get_json(&state, "/api/v1/invalidations?a=gen-alt&b=gen-sm90").await;
     let s = inv["summary"].as_str().unwrap();
     assert_eq!(inv["by_cause"], serde_json::json!([{"cause": "compiler", "count": 6}]), "{s}");

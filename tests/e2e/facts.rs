@@ -49,7 +49,8 @@ fn sent(stdout: &str) -> (usize, usize, f64) {
 }
 
 async fn upload(url: &str, pool: &SqlitePool, machine: &str, dir: &Path) -> String {
-    let token = cachelens::db::tokens::create(pool, machine).await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    let token = cachelens::db::tokens::create(&store, machine).await.unwrap();
     let out = cli_upload(url, &token, machine, dir, &[]).await;
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -339,7 +340,7 @@ async fn texts_the_server_holds_are_proven_not_sent() {
     }
 
     // The endpoint itself, on an open upload of node-c.
-    let token = cachelens::db::tokens::create(&srv.pool, "node-c").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "node-c").await.unwrap();
     let begin = |client: &str| serde_json::json!({"format": 2, "client_id": client, "machine": "node-c", "root": "/c", "scanned_at": cachelens::db::now_ms()});
     let post = |path: String, body: serde_json::Value| {
         let (url, token) = (srv.url.clone(), token.clone());
@@ -375,6 +376,7 @@ async fn texts_the_server_holds_are_proven_not_sent() {
 /// the row with its files (`/api/v1/entries`), its texts with the group as that machine has it,
 /// and the explainer's side and the dir its group names.
 async fn seen_as(pool: &SqlitePool, machine: &str) -> Vec<(String, String)> {
+    let store = cachelens::db::Db::from(pool.clone());
     let keys: Vec<String> = sqlx::query_scalar(
         "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? ORDER BY e.key",
     )
@@ -386,7 +388,7 @@ async fn seen_as(pool: &SqlitePool, machine: &str) -> Vec<(String, String)> {
     for k in keys {
         let row = cachelens::db::entries::entry(pool, machine, &k).await.unwrap().unwrap();
         let d = cachelens::db::entries::entry_detail(pool, row.id).await.unwrap();
-        let l = cachelens::db::explain::load(pool, machine, &k).await.unwrap().unwrap();
+        let l = cachelens::db::explain::load(&store, machine, &k).await.unwrap().unwrap();
         let texts = (&d.metadata_json, &d.group_json, &d.resources_json, &d.root, &d.dir);
         let seen = format!("{}\n{texts:?}\n{:?}\n{:?}", serde_json::to_string(&row).unwrap(), l.side, l.group_at);
         out.push((k, seen));
@@ -460,7 +462,7 @@ async fn the_same_cache_at_another_path_is_one_fact_and_reads_as_its_own() {
     // An older client names these entries by their files alone (not what it read from them):
     // none is held, so it sends them whole (its rows are facts of their own, as the rows that
     // older clients stored keep theirs).
-    let token = cachelens::db::tokens::create(&srv.pool, "node-old").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "node-old").await.unwrap();
     let post = |path: String, body: serde_json::Value| {
         let (url, token) = (srv.url.clone(), token.clone());
         async move { crate::upload::post_raw(&url, &path, Some(&token), body.to_string().into_bytes(), false).await }

@@ -186,7 +186,8 @@ fn upload_endpoint_answers_4xx_to_garbage() {
     use tower::ServiceExt;
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (_dir, pool) = rt.block_on(crate::common::fresh_db());
-    let token = rt.block_on(cachelens::db::tokens::create(&pool, "fuzz-node")).unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    let token = rt.block_on(cachelens::db::tokens::create(&store, "fuzz-node")).unwrap();
     let cfg = cachelens::web::Config { max_upload_bytes: 1 << 20, ..Default::default() };
     let app = cachelens::web::app(cachelens::web::AppState::new(pool.clone(), cfg));
     let mut runner =

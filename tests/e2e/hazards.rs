@@ -16,7 +16,8 @@ const TOKEN: &str = "hazards-read-token-0123456789";
 /// `machine`'s upload of `root` through the CLI, as `--json`, its hostname `machine` and its
 /// hook's host `hook_host`: the one scan's summary.
 async fn upload(url: &str, pool: &sqlx::SqlitePool, machine: &str, root: &Path, hook_host: &str) -> Value {
-    let token = cachelens::db::tokens::create(pool, machine).await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    let token = cachelens::db::tokens::create(&store, machine).await.unwrap();
     let out = tokio::process::Command::new(bin())
         .arg("scan")
         .arg(root)
@@ -47,6 +48,7 @@ async fn page(url: &str, path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploaded_hazards_reach_the_machine_page_and_metrics_and_a_shared_root_is_told() {
     let (_dir, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let state = AppState::new(pool.clone(), Config { read_token: Some(TOKEN.into()), ..Config::default() });
     let url = crate::metrics::serve(state).await;
 
@@ -117,7 +119,7 @@ async fn uploaded_hazards_reach_the_machine_page_and_metrics_and_a_shared_root_i
     assert_eq!(gauge(&m, "cachelens_cache_inodes", "node-a", &root_s), inodes as f64);
 
     // Retiring a machine drops its hazards; the other is no longer told it shares the root.
-    cachelens::db::retention::retire(&pool, "node-b").await.unwrap();
+    cachelens::db::retention::retire(&store, "node-b").await.unwrap();
     let rows = cachelens::db::hazards::read(&pool, None).await.unwrap();
     assert_eq!(rows.len(), 1);
     assert!(rows[0].hazards.shared_with.is_empty() && rows[0].hazards.other_hosts == ["node-b"]);
@@ -126,8 +128,9 @@ async fn uploaded_hazards_reach_the_machine_page_and_metrics_and_a_shared_root_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_client_uploads_without_hazards_and_absurd_hazards_are_left_out() {
     let (_dir, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let url = crate::metrics::serve(AppState::new(pool.clone(), Config::default())).await;
-    let token = cachelens::db::tokens::create(&pool, "node-1").await.unwrap();
+    let token = cachelens::db::tokens::create(&store, "node-1").await.unwrap();
     let stored = || async { count(&pool, "SELECT COUNT(*) FROM root_hazards").await };
 
     // A report as clients before hazards send it.

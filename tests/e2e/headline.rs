@@ -65,11 +65,12 @@ async fn headline_counts_the_hooks_lookups_over_a_day_a_week_and_all_time() {
     assert_eq!((count(&old_lines, "miss"), count(&old_lines, "hit"), count(&new_lines, "hit")), (16, 16, 16));
 
     let (_db, pool) = fresh_db().await;
-    cachelens::collect::scan_local(&pool, &root, "hooked").await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    cachelens::collect::scan_local(&store, &root, "hooked").await.unwrap();
     let (_t2, plain) = unpacked("h100-fpfusion-off-triton-3.6.0");
-    cachelens::collect::scan_local(&pool, &plain.join("triton-cache"), "no-hook").await.unwrap();
+    cachelens::collect::scan_local(&store, &plain.join("triton-cache"), "no-hook").await.unwrap();
     let (_t3, jit) = unpacked("h100-jit-3.6.0");
-    cachelens::collect::scan_local(&pool, &jit.join("inductor"), "inductor").await.unwrap();
+    cachelens::collect::scan_local(&store, &jit.join("inductor"), "inductor").await.unwrap();
     let state = cachelens::web::AppState::new(pool.clone(), cachelens::web::Config::default());
 
     let h = get_json(&state, "/api/v1/headline").await;

@@ -142,8 +142,9 @@ async fn hook_events_count_exactly_once_across_rescans() {
     let (_t, dir) = unpacked("h100-jit-3.6.0");
     let root = dir.join("triton-cache");
     let (_db, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let state = cachelens::web::AppState::new(pool.clone(), cachelens::web::Config::default());
-    let scan = || cachelens::collect::scan_local(&pool, &root, "hooked");
+    let scan = || cachelens::collect::scan_local(&store, &root, "hooked");
 
     let add = keys_of(&root, "add_kernel");
     let (k1, k2) = (&add[0], &add[1]);

@@ -181,7 +181,8 @@ async fn aggregates_equal_fresh_after_every_change() {
     let events = hook_events_file(&root);
     let original = std::fs::read_to_string(&events).unwrap();
     let (db_dir, mut pool) = fresh_db().await;
-    let scan = || cachelens::collect::scan_local(&pool, &root, "hook");
+    let store = cachelens::db::Db::from(pool.clone());
+    let scan = || cachelens::collect::scan_local(&store, &root, "hook");
 
     let s1 = scan().await.unwrap();
     assert_eq!(s1.events, 48);
@@ -212,7 +213,7 @@ async fn aggregates_equal_fresh_after_every_change() {
         .unwrap();
     let later = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     std::fs::File::options().write(true).open(&meta).unwrap().set_modified(later).unwrap();
-    let s = cachelens::collect::scan_local_with(&pool, &root, "hook", true).await.unwrap();
+    let s = cachelens::collect::scan_local_with(&store, &root, "hook", true).await.unwrap();
     assert_eq!(s.changed_entries, 1);
     let t3 = assert_history_fresh(&pool).await;
     assert_eq!((t3.compiles, t3.inferred_compiles), (t2.compiles + 1, t2.inferred_compiles + 1));
@@ -222,7 +223,7 @@ async fn aggregates_equal_fresh_after_every_change() {
 
     // Uploads: the same cache into a server, then the very same report again.
     let srv = server(Config::default()).await;
-    let token = cachelens::db::tokens::create(&srv.pool, "hook").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "hook").await.unwrap();
     std::fs::write(&events, &original).unwrap();
     let up = scan_and_upload(&srv.url, &token, &root, "hook", Retry::new(2)).await.unwrap();
     assert_eq!(up.response.summary.events, 48);
@@ -311,17 +312,19 @@ async fn memoised_history_follows_every_landing() {
     let root2 = dir2.join("triton-cache");
     let (_db, pool) = fresh_db().await;
     let state = cachelens::web::AppState::new(pool.clone(), Config::default());
+    // a local scan, in another process: its own handle on the database
+    let store = cachelens::db::Db::from(pool.clone());
     let want = |pool: SqlitePool| async move {
         let f = HistoryFilter::default();
         serde_json::to_value(cachelens::db::history::series(&pool, &f, Bucket::Day).await.unwrap()).unwrap()
     };
-    cachelens::collect::scan_local(&pool, &root, "hook").await.unwrap();
+    cachelens::collect::scan_local(&store, &root, "hook").await.unwrap();
     let a = get_json(&state, "/api/v1/history?bucket=day").await;
     assert_eq!(a, want(pool.clone()).await);
     assert_eq!(get_json(&state, "/api/v1/history?bucket=day").await, a, "read again");
     let page_a = get(&state, "/history?bucket=day").await.1;
     // Another machine lands: its 16 misses and 16 hits show at once.
-    cachelens::collect::scan_local(&pool, &root2, "hook-2").await.unwrap();
+    cachelens::collect::scan_local(&store, &root2, "hook-2").await.unwrap();
     let b = get_json(&state, "/api/v1/history?bucket=day").await;
     assert_ne!(b, a);
     assert_eq!(b, want(pool.clone()).await);
@@ -336,7 +339,7 @@ async fn memoised_history_follows_every_landing() {
     v["ts"] = serde_json::json!(v["ts"].as_f64().unwrap() + 1.0);
     append(&events, &format!("{v}\n"));
     let before = counts_of(&get_json(&state, "/api/v1/history?bucket=day").await);
-    cachelens::collect::scan_local(&pool, &root, "hook").await.unwrap();
+    cachelens::collect::scan_local(&store, &root, "hook").await.unwrap();
     let c = get_json(&state, "/api/v1/history?bucket=day").await;
     assert_eq!(c, want(pool.clone()).await);
     assert_eq!(counts_of(&c), before + 1, "one more hit");

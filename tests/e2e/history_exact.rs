@@ -83,8 +83,9 @@ async fn same_key_lookups_within_a_millisecond_count_exactly() {
     assert!(ms.len() < 250, "the writer should log several lines per millisecond ({} distinct ms)", ms.len());
 
     let (_db, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let state = AppState::new(pool.clone(), Config::default());
-    let scan = || cachelens::collect::scan_local(&pool, &root, "fast");
+    let scan = || cachelens::collect::scan_local(&store, &root, "fast");
     assert_eq!(scan().await.unwrap().events, 302);
     let q = format!("machine=fast&{since}");
     assert_eq!(totals(&state, &q).await, (300, 1, 1, 302));
@@ -101,7 +102,7 @@ async fn same_key_lookups_within_a_millisecond_count_exactly() {
     // Uploads: the server has nothing, so the first sends every line of both files.
     let srv = server(Config::default()).await;
     let sstate = AppState::new(srv.pool.clone(), Config::default());
-    let token = cachelens::db::tokens::create(&srv.pool, "fast").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "fast").await.unwrap();
     let retry = Retry::new(2);
     let up = scan_and_upload(&srv.url, &token, &root, "fast", retry).await.unwrap();
     assert_eq!((up.events_sent, up.response.summary.events), (404, 404));
@@ -138,7 +139,7 @@ async fn same_key_lookups_within_a_millisecond_count_exactly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_with_bad_hook_events_skip_those_lines() {
     let srv = server(Config::default()).await;
-    let token = cachelens::db::tokens::create(&srv.pool, "ev").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "ev").await.unwrap();
     let ts = now_ms();
     let event = json!({"ts": ts, "ts_us": ts * 1000 + 7, "seq": 3, "host": "gpu-1", "pid": 42, "key": "K".repeat(52),
                        "kernel": "add_kernel", "event": "hit", "compile_ms": null, "stages_ms": null});
@@ -223,8 +224,9 @@ async fn recompiles_in_place_keep_every_compile() {
     let (_t, dir) = unpacked("h100-jit-3.6.0");
     let root = dir.join("triton-cache");
     let (_db, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let state = AppState::new(pool.clone(), Config::default());
-    let scan = || cachelens::collect::scan_local(&pool, &root, "rc");
+    let scan = || cachelens::collect::scan_local(&store, &root, "rc");
     let add = "machine=rc&kernel=add_kernel&bucket=hour&limit=1000";
     let key = std::fs::read_dir(&root)
         .unwrap()
@@ -293,8 +295,9 @@ async fn lines_read_again_claim_rows_stored_before_exact_identity() {
     let since = format!("machine=old&from={}", now_ms() - 1000);
     hook_emit(&root, &"D".repeat(52), 200, false);
     let (_db, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let state = AppState::new(pool.clone(), Config::default());
-    let scan = || cachelens::collect::scan_local(&pool, &root, "old");
+    let scan = || cachelens::collect::scan_local(&store, &root, "old");
     assert_eq!(scan().await.unwrap().events, 200);
     // What the old schema kept: one row per (host, pid, key, event, millisecond).
     for sql in [
@@ -344,8 +347,9 @@ async fn real_triton_recompiles_count_each_compile() {
         assert!(out.status.success(), "workload failed: {}", String::from_utf8_lossy(&out.stderr));
     };
     let (_db, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let state = AppState::new(pool.clone(), Config::default());
-    let scan = || cachelens::collect::scan_local(&pool, &cache, "tri");
+    let scan = || cachelens::collect::scan_local(&store, &cache, "tri");
     let q = "machine=tri&kernel=add_kernel";
     let inferred = || async {
         let v = get_json(&state, &format!("/api/v1/history?{q}&bucket=day")).await;

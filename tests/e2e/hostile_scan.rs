@@ -291,6 +291,7 @@ async fn explain_strips_control_characters() {
     let t = tempfile::TempDir::new().unwrap();
     let db = t.path().join("x.db");
     let pool = cachelens::db::open(&db).await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
     for (i, archive) in ["a100-upgrade-1-triton-3.4.0", "a100-upgrade-2-triton-3.5.1"].iter().enumerate() {
         // both scans of one root (an in-place upgrade), the second's metadata carrying escapes
         let dir = t.path().join(format!("u{i}"));
@@ -308,7 +309,7 @@ async fn explain_strips_control_characters() {
                 std::fs::write(&m, serde_json::to_vec(&v).unwrap()).unwrap();
             }
         }
-        cachelens::collect::scan_local(&pool, &cache, "a100-1").await.unwrap();
+        cachelens::collect::scan_local(&store, &cache, "a100-1").await.unwrap();
     }
     let state = cachelens::web::AppState::new(pool, cachelens::web::Config::default());
     let inv = get_json(&state, "/api/v1/invalidations?machine=a100-1").await;

@@ -71,7 +71,7 @@ async fn huge_numbers_are_skipped_and_pages_stay_up() {
     let srv = server(Config::default()).await;
     let (_t, dir) = unpacked("h100-jit-3.6.0");
     let cache = dir.join("triton-cache");
-    let token = cachelens::db::tokens::create(&srv.pool, "m1").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "m1").await.unwrap();
     assert!(cli_upload(&srv.url, &token, "m1", &cache, &[]).await.status.success());
     // two entries of i64::MAX bytes: their sum overflowed the summary tables (500 everywhere)
     let mut r = cachelens::collect::scan_report(&cache, "m1").unwrap();
@@ -239,8 +239,8 @@ async fn blobs_missing_tells_a_machine_only_about_its_own_blobs() {
     let srv = server(Config::default()).await;
     let (_t, dir) = unpacked("h100-jit-3.6.0");
     let cache = dir.join("triton-cache");
-    let a = cachelens::db::tokens::create(&srv.pool, "owner").await.unwrap();
-    let b = cachelens::db::tokens::create(&srv.pool, "snoop").await.unwrap();
+    let a = cachelens::db::tokens::create(&srv.db, "owner").await.unwrap();
+    let b = cachelens::db::tokens::create(&srv.db, "snoop").await.unwrap();
     assert!(cli_upload(&srv.url, &a, "owner", &cache, &[]).await.status.success());
     let shas: Vec<String> = cachelens::collect::scan_report(&cache, "owner").unwrap().blobs.into_keys().collect();
     assert!(shas.len() > 10);

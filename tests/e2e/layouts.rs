@@ -203,7 +203,7 @@ async fn vllm_tree_uploaded_with_its_sizes() {
     use crate::upload::{cli_upload, post_raw, server, text as both};
     let (_t, home, _, jit) = tree();
     let srv = server(Default::default()).await;
-    let token = cachelens::db::tokens::create(&srv.pool, "vup").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "vup").await.unwrap();
     let out = cli_upload(&srv.url, &token, "vup", &home, &[]).await;
     let (stdout, stderr) = both(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");

@@ -158,6 +158,7 @@ async fn per_machine_figures_equal_the_api_before_and_after_an_upload() {
         ("a100-1", "a100-upgrade-2-triton-3.5.1", "triton-cache"),
     ])
     .await;
+    let store = cachelens::db::Db::from(pool.clone());
     let state = AppState::new(pool.clone(), Config { read_token: Some(TOKEN.into()), ..Config::default() });
     let url = serve(state).await;
 
@@ -179,7 +180,7 @@ async fn per_machine_figures_equal_the_api_before_and_after_an_upload() {
     assert_eq!(m.get(&key("cachelens_uploads_total", &[("status", "201")])), None, "no upload yet");
 
     // A real upload from the CLI (the hook corpus again, as another machine, with its events).
-    let token = cachelens::db::tokens::create(&pool, "node-up").await.unwrap();
+    let token = cachelens::db::tokens::create(&store, "node-up").await.unwrap();
     let (_t, dir) = unpacked("h100-hook-3.6.0");
     let out = cli_upload(&url, &token, "node-up", &dir.join("triton-cache"), &[]).await;
     let (stdout, stderr) = text(&out);

@@ -24,6 +24,7 @@ async fn nearest_by_variant_classes_equals_the_plain_computation() {
         ("h100-at", "h100-inductor-autotune-triton-3.6.0", ""),
     ])
     .await;
+    let store = cachelens::db::Db::from(pool.clone());
     assert!(
         count(&pool, "SELECT COUNT(*) FROM entries WHERE kind = 'autotune' AND kernel IS NOT NULL").await > 0,
         "no entry of a kernel's name that is not a compiled kernel"
@@ -44,7 +45,7 @@ async fn nearest_by_variant_classes_equals_the_plain_computation() {
     let (mut compared, mut cut_short) = (0, 0);
     let mut per_kernel: std::collections::HashMap<(String, String), usize> = Default::default();
     for (m, k) in &ids {
-        let of = load(&pool, m, k).await.unwrap().unwrap();
+        let of = load(&store, m, k).await.unwrap().unwrap();
         let Some(kernel) = of.side.kernel_name() else { continue };
         // every kernel on every machine, at most 2 entries of each (a debug build analyses
         // slowly): h100-a's entries have their key on h100-z and their class under other keys
@@ -54,7 +55,7 @@ async fn nearest_by_variant_classes_equals_the_plain_computation() {
         if *seen > 2 {
             continue;
         }
-        let mut cands = kernel_sides(&pool, kernel).await.unwrap();
+        let mut cands = kernel_sides(&store, kernel).await.unwrap();
         cands.retain(|c| !(c.machine == *m && c.key == *k));
         // 3: later tiers are skipped once three neighbours rank below them; 20: most are read
         // (machine, key, components, differing key inputs, headline cause, summary)
@@ -69,7 +70,7 @@ async fn nearest_by_variant_classes_equals_the_plain_computation() {
                 })
                 .collect();
             let open = cachelens::db::nearest::Open::none();
-            let (_, got, cut) = nearest_ranked(&pool, &open, &format!("{m}:{k}"), limit).await.unwrap();
+            let (_, got, cut) = nearest_ranked(&store, &open, &format!("{m}:{k}"), limit).await.unwrap();
             if cut {
                 // more than NEAREST_MAX_CLASSES groups could place a neighbour: the best of
                 // those analysed, not the plain ranking (counted below)
@@ -187,11 +188,12 @@ async fn nearest_kept_across_requests_equals_a_fresh_computation_after_every_cha
     let cache = Cache::default();
     let check = |label: &'static str| {
         let (pool, cache, sample) = (&pool, &cache, &sample);
+        let store = cachelens::db::Db::from(pool.clone());
         async move {
             let mut listed = 0;
             for id in sample {
-                let (_, fresh) = nearest_of(pool, id, 20).await.unwrap();
-                let (_, kept) = nearest_cached(pool, cache, id, 20).await.unwrap();
+                let (_, fresh) = nearest_of(&store, id, 20).await.unwrap();
+                let (_, kept) = nearest_cached(&store, cache, id, 20).await.unwrap();
                 assert_eq!(
                     serde_json::to_value(&kept).unwrap(),
                     serde_json::to_value(&fresh).unwrap(),
@@ -255,6 +257,7 @@ async fn a_cut_tier_holds_the_first_classes_of_the_whole_tier() {
         ("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache"),
     ])
     .await;
+    let store = cachelens::db::Db::from(pool.clone());
     // the entry of h100-a whose kernel has the most candidates
     let keys: Vec<String> = sqlx::query_scalar(
         "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id
@@ -265,7 +268,7 @@ async fn a_cut_tier_holds_the_first_classes_of_the_whole_tier() {
     .unwrap();
     let mut best: Option<(String, cachelens::db::nearest::KernelVariants)> = None;
     for k in &keys {
-        let kv = kernel_variants(&pool, "h100-a", k, &Open::none()).await.unwrap().unwrap();
+        let kv = kernel_variants(&store, "h100-a", k, &Open::none()).await.unwrap().unwrap();
         if best.as_ref().is_none_or(|(_, b)| kv.tiers.concat().len() > b.tiers.concat().len()) {
             best = Some((k.clone(), kv));
         }
@@ -291,32 +294,32 @@ async fn a_cut_tier_holds_the_first_classes_of_the_whole_tier() {
     let placed = |c: &Classes| -> Vec<(String, String)> {
         c.candidates.iter().map(|c| (c.machine.clone(), c.key.clone())).collect()
     };
-    let from_stored = classes_of_ids(&pool, &ids, Some(&kv), &me, usize::MAX, &Open::none()).await.unwrap();
-    let from_rows = classes_of_ids(&pool, &ids, None, &me, usize::MAX, &Open::none()).await.unwrap();
+    let from_stored = classes_of_ids(&store, &ids, Some(&kv), &me, usize::MAX, &Open::none()).await.unwrap();
+    let from_rows = classes_of_ids(&store, &ids, None, &me, usize::MAX, &Open::none()).await.unwrap();
     assert_eq!(placed(&from_stored), placed(&from_rows));
     let autotune: i64 =
         count(&pool, "SELECT COUNT(*) FROM entries WHERE kind = 'autotune' AND kernel IS NOT NULL").await;
     assert!(ids.len() as i64 >= placed(&from_rows).len() as i64 + autotune && autotune > 0, "{autotune}");
     for (label, stored) in [("stored classes", Some(&kv)), ("no stored classes", None)] {
-        let whole = classes_of_ids(&pool, &ids, stored, &me, usize::MAX, &Open::none()).await.unwrap();
+        let whole = classes_of_ids(&store, &ids, stored, &me, usize::MAX, &Open::none()).await.unwrap();
         let all = shown(&whole);
         assert!(!whole.more);
         assert!(all.len() >= 6, "{label}: {} classes of {} candidates", all.len(), ids.len());
         assert!(all.iter().any(|(_, m)| m.len() > 1), "{label}: no class on two machines: {all:?}");
         for n in [1, 2, 3, all.len() / 2, all.len() - 1, all.len()] {
             let want = &all[..n];
-            let cut = classes_of_ids(&pool, &ids, stored, &me, n, &Open::none()).await.unwrap();
+            let cut = classes_of_ids(&store, &ids, stored, &me, n, &Open::none()).await.unwrap();
             assert_eq!(shown(&cut), want, "{label}: cut at {n}");
             assert_eq!(cut.more, n < all.len(), "{label}: cut at {n}");
             // half the candidates kept by an earlier uncut request, then cut
             let cache = Cache::default();
             let open = cache.open(&pool).await.unwrap();
-            classes_of_ids(&pool, &ids[..ids.len() / 2], stored, &me, usize::MAX, &open).await.unwrap();
-            let cut = classes_of_ids(&pool, &ids, stored, &me, n, &open).await.unwrap();
+            classes_of_ids(&store, &ids[..ids.len() / 2], stored, &me, usize::MAX, &open).await.unwrap();
+            let cut = classes_of_ids(&store, &ids, stored, &me, n, &open).await.unwrap();
             assert_eq!(shown(&cut), want, "{label}: cut at {n}, half kept");
             assert_eq!(cut.more, n < all.len(), "{label}: cut at {n}, half kept");
             // kept from the cut request, then asked uncut
-            let again = classes_of_ids(&pool, &ids, stored, &me, usize::MAX, &open).await.unwrap();
+            let again = classes_of_ids(&store, &ids, stored, &me, usize::MAX, &open).await.unwrap();
             assert_eq!(shown(&again), all, "{label}: uncut after a cut at {n}");
         }
     }
@@ -333,8 +336,10 @@ async fn a_cut_tier_holds_the_first_classes_of_the_whole_tier() {
 async fn stored_classes_are_the_classes_of_the_rows_after_every_change() {
     use cachelens::db::classes::fill_pending;
     let (_d, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let check = |label: &'static str| {
         let pool = &pool;
+        let store = &store;
         async move {
             let read = || async {
                 let rows: Vec<(i64, String, bool)> = sqlx::query_as(
@@ -359,7 +364,7 @@ async fn stored_classes_are_the_classes_of_the_rows_after_every_change() {
                 .execute(pool)
                 .await
                 .unwrap();
-            assert_eq!(fill_pending(pool).await.unwrap(), stored.len(), "{label}");
+            assert_eq!(fill_pending(store).await.unwrap(), stored.len(), "{label}");
             assert_eq!(count(pool, "SELECT COUNT(*) FROM entry_classes_pending").await, 0, "{label}");
             assert_eq!(read().await, stored, "{label}: stored classes are not the rows' classes");
             stored.into_iter().collect::<std::collections::HashMap<i64, String>>()
@@ -435,7 +440,7 @@ async fn stored_classes_are_the_classes_of_the_rows_after_every_change() {
         "h100-c",
     )
     .unwrap();
-    cachelens::collect::ingest_report(&pool, &report, "upload").await.unwrap();
+    cachelens::collect::ingest_report(&store, &report, "upload").await.unwrap();
     let landed =
         count(&pool, "SELECT COUNT(*) FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'h100-c'");
     assert!(landed.await > 0);
@@ -458,6 +463,7 @@ async fn the_first_tier_read_alone_is_the_first_tier_of_the_whole_list() {
         ("h100-at", "h100-inductor-autotune-triton-3.6.0", ""),
     ])
     .await;
+    let store = cachelens::db::Db::from(pool.clone());
     // some entries of a named kernel lack a variant column, some have them all
     let unknown = "signature IS NULL OR shapes IS NULL OR num_warps IS NULL OR num_stages IS NULL";
     let (partial, full) = (
@@ -474,8 +480,8 @@ async fn the_first_tier_read_alone_is_the_first_tier_of_the_whole_list() {
     .unwrap();
     let (mut alone, mut whole, mut nonempty) = (0, 0, 0);
     for (m, k) in &ids {
-        let (_, first) = entry_and_variants(&pool, m, k, &Open::none()).await.unwrap().unwrap();
-        let (first, all) = (first.unwrap(), kernel_variants(&pool, m, k, &Open::none()).await.unwrap().unwrap());
+        let (_, first) = entry_and_variants(&store, m, k, &Open::none()).await.unwrap().unwrap();
+        let (first, all) = (first.unwrap(), kernel_variants(&store, m, k, &Open::none()).await.unwrap().unwrap());
         assert!(all.whole());
         assert_eq!(first.tiers[0], all.tiers[0], "{m}:{k}");
         if first.whole() {

@@ -277,6 +277,7 @@ async fn names_and_ir_render_as_text_and_huge_ir_is_capped() {
 #[tokio::test]
 async fn pages_follow_new_scans() {
     let (keep, pool) = corpus_db(&[("a100-1", "a100-upgrade-1-triton-3.4.0", "triton-cache")]).await;
+    let store = cachelens::db::Db::from(pool.clone());
     let s = AppState::new(pool.clone(), Config::default());
     // the machine's row on the overview: its versions come from the summary tables
     let row = |page: String| {
@@ -290,7 +291,7 @@ async fn pages_follow_new_scans() {
 
     // a re-scan that finds nothing new: the tables are current, nothing is rebuilt
     let dir = keep.last().unwrap().path().to_path_buf();
-    cachelens::collect::scan_local(&pool, &dir.join("cache/triton-cache"), "a100-1").await.unwrap();
+    cachelens::collect::scan_local(&store, &dir.join("cache/triton-cache"), "a100-1").await.unwrap();
     ok(&s, "/").await;
     let again: i64 = sqlx::query_scalar("SELECT built_at FROM page_stats_version").fetch_one(&pool).await.unwrap();
     assert_eq!(again, built, "a no-change re-scan does not rebuild the summaries");
@@ -299,7 +300,7 @@ async fn pages_follow_new_scans() {
     std::fs::remove_dir_all(dir.join("cache")).unwrap();
     unpack("a100-upgrade-2-triton-3.5.1", &dir.join("staging2"));
     std::fs::rename(dir.join("staging2/a100-upgrade-2-triton-3.5.1"), dir.join("cache")).unwrap();
-    cachelens::collect::scan_local(&pool, &dir.join("cache/triton-cache"), "a100-1").await.unwrap();
+    cachelens::collect::scan_local(&store, &dir.join("cache/triton-cache"), "a100-1").await.unwrap();
     let after = row(ok(&s, "/").await);
     // (Triton keeps the old entries: the upgraded cache holds both versions)
     let live: i64 =

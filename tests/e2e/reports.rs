@@ -38,8 +38,9 @@ const FIELDS: &[&str] = &[
 /// the fresh one equals the whole-set computation. Returns the stored report's id.
 async fn same_as_fresh(state: &AppState, query: &str, spec: Spec) -> i64 {
     let pool = state.db.pool();
+    let store = cachelens::db::Db::from(pool.clone());
     let api = get_json(state, &format!("/api/v1/invalidations?{query}&limit=1000")).await;
-    let want = fresh(pool, &spec, LIMITS).await.unwrap();
+    let want = fresh(&store, &spec, LIMITS).await.unwrap();
     let want = serde_json::to_value(&want).unwrap();
     for f in FIELDS {
         assert_eq!(api[f], want[f], "{query}: field {f} of the stored report differs from a fresh one");
@@ -49,12 +50,12 @@ async fn same_as_fresh(state: &AppState, query: &str, spec: Spec) -> i64 {
     let (old, new) = match &spec {
         Spec::Scans { from, to } => {
             let old = match from {
-                Some(f) => sides_at(pool, f).await.unwrap(),
+                Some(f) => sides_at(&store, f).await.unwrap(),
                 None => vec![],
             };
-            (old, sides_at(pool, to).await.unwrap())
+            (old, sides_at(&store, to).await.unwrap())
         }
-        Spec::Machines { a, b } => (sides_now(pool, a).await.unwrap(), sides_now(pool, b).await.unwrap()),
+        Spec::Machines { a, b } => (sides_now(&store, a).await.unwrap(), sides_now(&store, b).await.unwrap()),
     };
     let whole = cachelens::explain::invalidations(&old, &new);
     // (every entry counted, those of kernels counted without being read included)
@@ -256,7 +257,7 @@ async fn an_upload_replacing_a_scan_replaces_the_stored_report() {
     unpack("mi300-upgrade-1-triton-3.6.0", &staging);
     std::fs::rename(staging.join("mi300-upgrade-1-triton-3.6.0"), &cache).unwrap();
     let root = cache.join("triton-cache");
-    let token = cachelens::db::tokens::create(&srv.pool, "up").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "up").await.unwrap();
     let retry = cachelens::upload::Retry::new(1);
     cachelens::upload::scan_and_upload(&srv.url, &token, &root, "up", retry).await.unwrap();
     let (from, to) = latest(&state, "up").await;
@@ -324,7 +325,7 @@ async fn a_kernel_over_the_entries_loaded_at_once_is_paired_in_pieces() {
         sqlx::query("DELETE FROM inv_reports").execute(small.db.pool()).await.unwrap();
         let (from, to) = latest(&small, "a100-1").await;
         let spec = Spec::Scans { from: from.clone(), to: to.clone() };
-        let want = fresh(small.db.pool(), &spec, limits).await.unwrap();
+        let want = fresh(&small.db, &spec, limits).await.unwrap();
         let want = serde_json::to_value(&want).unwrap();
         for f in FIELDS {
             assert_eq!(whole[f], want[f], "group_entries {n}: field {f} differs");
@@ -421,7 +422,7 @@ async fn a_landing_recomputes_the_visited_pair_reports_of_its_machine() {
     let root = cache.join("triton-cache");
     let retry = cachelens::upload::Retry::new(1);
     for m in ["ref", "up"] {
-        let token = cachelens::db::tokens::create(&srv.pool, m).await.unwrap();
+        let token = cachelens::db::tokens::create(&srv.db, m).await.unwrap();
         cachelens::upload::scan_and_upload(&srv.url, &token, &root, m, retry).await.unwrap();
     }
     let before = get_json(&state, "/api/v1/invalidations?a=ref&b=up").await;
@@ -430,7 +431,7 @@ async fn a_landing_recomputes_the_visited_pair_reports_of_its_machine() {
     std::fs::remove_dir_all(&cache).unwrap();
     unpack("mi300-upgrade-2-triton-3.9.0", &staging);
     std::fs::rename(staging.join("mi300-upgrade-2-triton-3.9.0"), &cache).unwrap();
-    let token = cachelens::db::tokens::create(&srv.pool, "up").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "up").await.unwrap();
     cachelens::upload::scan_and_upload(&srv.url, &token, &root, "up", retry).await.unwrap();
     let current = "SELECT COUNT(*) FROM inv_reports r
         WHERE r.spec = 'pair:ref' || char(10) || 'up'
@@ -484,13 +485,14 @@ async fn a_no_change_rescan_report_is_counted_and_equals_the_whole_match() {
     let (_t, dir) = unpacked("a100-upgrade-1-triton-3.4.0");
     let cache = dir.join("triton-cache");
     let (_db, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let state = AppState::new(pool.clone(), Config::default());
     scan(&pool, &cache, "m").await;
     scan(&pool, &cache, "m").await;
     let (from, to) = latest(&state, "m").await;
     let f = from.clone().unwrap();
     let counted = cachelens::db::explain::light_same(&pool, &f, &to).await.unwrap();
-    let at_to = sides_at(&pool, &to).await.unwrap();
+    let at_to = sides_at(&store, &to).await.unwrap();
     let relocated = at_to.iter().filter(|s| s.relocated).count();
     assert_eq!(counted, Some((at_to.len(), relocated)), "nothing changed: the same entries, counted");
     assert!(at_to.len() > 20, "{} entries", at_to.len());

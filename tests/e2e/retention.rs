@@ -61,6 +61,7 @@ async fn a_retired_machine_leaves_the_answers_of_a_database_that_never_had_it() 
     let (_f, fp) = unpacked("h100-fpfusion-off-triton-3.6.0");
     let (a100, fp) = (a100.join("triton-cache"), fp.join("triton-cache"));
     let (db_dir, with) = fresh_db().await;
+    let with_db = cachelens::db::Db::from(with.clone());
     scan_all(&with, &[("hook", &hook.join("triton-cache")), ("a100", &a100), ("fp", &fp)]).await;
     let (_w, without) = fresh_db().await;
     scan_all(&without, &[("a100", &a100), ("fp", &fp)]).await;
@@ -71,8 +72,8 @@ async fn a_retired_machine_leaves_the_answers_of_a_database_that_never_had_it() 
     assert!(hook_entries >= 20, "{hook_entries}");
     assert!(count(&with, "SELECT COUNT(*) FROM events").await > 0, "the hook's events are in");
     let tokens = [
-        cachelens::db::tokens::create(&with, "hook").await.unwrap(),
-        cachelens::db::tokens::create(&with, "fp").await.unwrap(),
+        cachelens::db::tokens::create(&with_db, "hook").await.unwrap(),
+        cachelens::db::tokens::create(&with_db, "fp").await.unwrap(),
     ];
     let before = fleet_answers(&with).await;
     assert_ne!(before, fleet_answers(&without).await, "the retired machine shows before");

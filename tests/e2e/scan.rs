@@ -652,6 +652,7 @@ async fn rescan_rereads_only_changed_entries() {
     let (_t, root) = unpacked("h100-jit-3.6.0");
     let cache = root.join("triton-cache");
     let (_d, pool) = fresh_db().await;
+    let store = cachelens::db::Db::from(pool.clone());
     let s1 = scan(&pool, &cache, "m").await;
     assert_eq!((s1.entries, s1.new_entries), (122, 122));
 
@@ -685,7 +686,7 @@ async fn rescan_rereads_only_changed_entries() {
     let t = std::fs::File::options().write(true).open(&f).unwrap();
     t.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5)).unwrap();
     drop(t);
-    let s3b = cachelens::collect::scan_local_with(&pool, &cache, "m", true).await.unwrap();
+    let s3b = cachelens::collect::scan_local_with(&store, &cache, "m", true).await.unwrap();
     assert_eq!((s3b.changed_entries, s3b.unchanged_entries), (1, 121));
 
     let gone = &dirs[7];
@@ -967,7 +968,8 @@ async fn cloned_entries_share_their_ir_and_each_shows_it() {
         clones.push(clone.file_name().unwrap().to_string_lossy().to_string());
     }
     let (_d, pool) = fresh_db().await;
-    cachelens::collect::scan_local(&pool, &cache, "m").await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    cachelens::collect::scan_local(&store, &cache, "m").await.unwrap();
     // every llir/ptx artifact of every entry, clone or not, has its text in blobs, stored once
     let rows = sqlx::query(
         "SELECT a.ext, COUNT(*), COUNT(b.sha256), COUNT(DISTINCT a.sha256),

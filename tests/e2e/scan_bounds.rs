@@ -128,11 +128,12 @@ fn a_spent_time_budget_leaves_the_unread_entries_live() {
     // An upload's report: the entries not reached are sent as skipped, which the ingest keeps.
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let pool = cachelens::db::open(&db).await.unwrap();
+        let store = cachelens::db::Db::from(pool.clone());
         let prev = cachelens::scan::Previous { deadline: Some(std::time::Instant::now()), ..Default::default() };
         let report = cachelens::collect::scan_report_from(&cache, "tb", &prev).unwrap();
         assert!(report.entries.is_empty());
         assert_eq!(report.skipped.iter().filter(|s| s.reason == reason).count() as i64, n - 1);
-        let (s, _) = cachelens::collect::ingest_report(&pool, &report, "upload").await.unwrap();
+        let (s, _) = cachelens::collect::ingest_report(&store, &report, "upload").await.unwrap();
         assert_eq!((s.entries, s.removed_entries), (n - 1, 0), "{s:?}");
         pool.close().await;
     });

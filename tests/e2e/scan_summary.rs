@@ -78,7 +78,7 @@ async fn a_local_scan_ends_with_the_machines_hits_and_misses() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_ends_with_the_servers_figures_and_the_machines_page() {
     let srv = server(Config::default()).await;
-    let token = cachelens::db::tokens::create(&srv.pool, "h100-hook").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "h100-hook").await.unwrap();
     let hook = corpus_read_only("h100-hook-3.6.0").join("triton-cache");
     let out = cli_upload(&srv.url, &token, "h100-hook", &hook, &["--quiet", "--hook-host", "*"]).await;
     let (o, e) = text(&out);

@@ -18,7 +18,8 @@ async fn sizes_summing_past_i64_keep_every_page_answering() {
     }
     let kernel = r.entries.iter().find(|e| e.bytes == i64::MAX).unwrap().kernel.clone().unwrap();
     let (_db, pool) = crate::common::fresh_db().await;
-    cachelens::collect::ingest_report(&pool, &r, "upload").await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    cachelens::collect::ingest_report(&store, &r, "upload").await.unwrap();
     let state = AppState::new(pool, Config::default());
 
     for uri in ["/", "/kernels", "/kernels?machine=huge", "/machines/huge", &format!("/kernels/{kernel}")] {
@@ -149,10 +150,10 @@ async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
     // a new machine uploads the same cache as h100-a (the same keys), and an autotuned one
     let (_c1, jit) = crate::common::unpacked("h100-jit-3.6.0");
     let r = cachelens::collect::scan_report(&jit.join("triton-cache"), "h100-d").unwrap();
-    cachelens::collect::ingest_report(&pool, &r, "upload").await.unwrap();
+    cachelens::collect::ingest_report(&db, &r, "upload").await.unwrap();
     let (_c2, tuned) = crate::common::unpacked("h100-inductor-autotune-triton-3.6.0");
     let r = cachelens::collect::scan_report(&tuned, "h100-e").unwrap();
-    cachelens::collect::ingest_report(&pool, &r, "upload").await.unwrap();
+    cachelens::collect::ingest_report(&db, &r, "upload").await.unwrap();
     let marked: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM page_dirty_machines").fetch_one(&pool).await.unwrap();
     assert_eq!(marked, 2, "the landings marked their two machines");
     db.fresh_summaries().await.unwrap();
@@ -192,9 +193,9 @@ async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
     for d in dirs.iter().filter(|d| d.is_dir()).take(3) {
         std::fs::remove_dir_all(d).unwrap();
     }
-    let s = cachelens::collect::scan_local(&pool, &cache, "h100-c").await.unwrap();
+    let s = cachelens::collect::scan_local(&db, &cache, "h100-c").await.unwrap();
     assert!(s.removed_entries >= 3, "{s:?}");
-    cachelens::db::retention::retire(&pool, "h100-b").await.unwrap();
+    cachelens::db::retention::retire(&db, "h100-b").await.unwrap();
     db.fresh_summaries().await.unwrap();
     let kept = summary_rows(&pool).await;
     let api = |state: AppState| async move {

@@ -16,6 +16,7 @@ async fn timeline_tells_upgrades_invalidations_and_new_machines() {
     let tl = get_json(&state, "/api/v1/timeline").await;
     let tl = arr(&tl);
     let pool = state.db.pool();
+    let store = cachelens::db::Db::from(pool.clone());
     // One new machine per machine, at its first scan.
     let machines = count(pool, "SELECT COUNT(*) FROM machines").await;
     assert_eq!(tl.iter().filter(|e| e["kind"] == "new_machine").count() as i64, machines);
@@ -90,7 +91,7 @@ async fn timeline_tells_upgrades_invalidations_and_new_machines() {
         tl.iter().map(|e| (e["kind"].as_str().unwrap().to_string(), e["href"].as_str().unwrap().to_string())).collect();
     assert_eq!(rows, api);
     // A machine retired takes its events along.
-    cachelens::db::retention::retire(pool, "a100-1").await.unwrap();
+    cachelens::db::retention::retire(&store, "a100-1").await.unwrap();
     let after = get_json(&state, "/api/v1/timeline").await;
     assert!(arr(&after).iter().all(|e| e["machine"] != "a100-1") && arr(&after).len() == tl.len() - 3);
 }

@@ -56,7 +56,7 @@ async fn a_token_uploads_only_for_its_machine_and_not_once_revoked() {
     let srv = server(Config::default()).await;
     let (_t, dir) = unpacked("mi300-upgrade-1-triton-3.6.0");
     let cache = dir.join("triton-cache");
-    let token = cachelens::db::tokens::create(&srv.pool, "mi300-a").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "mi300-a").await.unwrap();
     let out = cli_upload(&srv.url, &token, "mi300-b", &cache, &[]).await;
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).1.contains("403"), "{:?}", text(&out));
@@ -64,7 +64,7 @@ async fn a_token_uploads_only_for_its_machine_and_not_once_revoked() {
     assert!(out.status.success(), "{:?}", text(&out));
     let id = cachelens::db::tokens::list(&srv.pool).await.unwrap()[0].id;
     assert!(cachelens::db::tokens::list(&srv.pool).await.unwrap()[0].last_used_at.is_some());
-    cachelens::db::tokens::revoke(&srv.pool, id).await.unwrap();
+    cachelens::db::tokens::revoke(&srv.db, id).await.unwrap();
     let out = cli_upload(&srv.url, &token, "mi300-a", &cache, &[]).await;
     assert_eq!(out.status.code(), Some(1));
     let (_, stderr) = text(&out);
@@ -78,7 +78,7 @@ async fn a_token_uploads_only_for_its_machine_and_not_once_revoked() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_a_stored_upload_marks_its_token_used() {
     let srv = server(Config::default()).await;
-    let token = cachelens::db::tokens::create(&srv.pool, "t-used").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "t-used").await.unwrap();
     let last_used = || async { cachelens::db::tokens::list(&srv.pool).await.unwrap()[0].last_used_at };
     let report = |machine: &str| {
         serde_json::to_vec(&serde_json::json!({"format": 1, "client_id": "c1", "machine": machine, "root": "/cache",
@@ -110,7 +110,7 @@ async fn read_token_guards_pages_and_api_but_not_uploads() {
     let api = format!("{}/api/v1/machines", srv.url);
     let status = |r: reqwest::Response| r.status().as_u16();
     // nothing, a wrong token, a machine's upload token: 401 with JSON and a basic-auth prompt
-    let upload_token = cachelens::db::tokens::create(&srv.pool, "n1").await.unwrap();
+    let upload_token = cachelens::db::tokens::create(&srv.db, "n1").await.unwrap();
     for auth in [None, Some("wrong"), Some(upload_token.as_str())] {
         let mut req = http.get(&api);
         if let Some(t) = auth {

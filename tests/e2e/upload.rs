@@ -14,16 +14,20 @@ use tempfile::TempDir;
 pub struct Server {
     pub url: String,
     pub pool: SqlitePool,
+    /// The server's database handle (its writers' queue and caches).
+    pub db: cachelens::db::Db,
     pub _dir: TempDir,
 }
 
 pub async fn server(config: Config) -> Server {
     let (dir, pool) = fresh_db().await;
-    let app = cachelens::web::app(AppState::new(pool.clone(), config));
+    let state = AppState::new(pool.clone(), config);
+    let db = state.db.clone();
+    let app = cachelens::web::app(state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    Server { url, pool, _dir: dir }
+    Server { url, pool, db, _dir: dir }
 }
 
 /// Row counts of the tables an upload writes: (scans, entries, artifacts, blobs).
@@ -88,7 +92,7 @@ async fn upload_two_machines_from_the_cli_and_read_them_back() {
     let (_t1, h100) = unpacked("h100-jit-3.6.0");
     let (_t2, mi300) = unpacked("mi300-upgrade-1-triton-3.6.0");
     for (machine, dir) in [("h100-up", h100.join("triton-cache")), ("mi300-up", mi300.join("triton-cache"))] {
-        let token = cachelens::db::tokens::create(&srv.pool, machine).await.unwrap();
+        let token = cachelens::db::tokens::create(&srv.db, machine).await.unwrap();
         let out = cli_upload(&srv.url, &token, machine, &dir, &[]).await;
         let (stdout, stderr) = text(&out);
         assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -118,7 +122,7 @@ async fn upload_two_machines_from_the_cli_and_read_them_back() {
 async fn the_same_scan_twice_is_stored_once() {
     let srv = server(Config::default()).await;
     let (_t, dir) = unpacked("h100-jit-3.6.0");
-    let token = cachelens::db::tokens::create(&srv.pool, "h100-up").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "h100-up").await.unwrap();
     let report = cachelens::collect::scan_report(&dir.join("triton-cache"), "h100-up").unwrap();
     let body = gz(&serde_json::to_vec(&report).unwrap());
     let (s1, r1) = post_raw(&srv.url, "/api/v1/scans", Some(&token), body.clone(), true).await;
@@ -148,8 +152,8 @@ async fn identical_ir_is_sent_and_stored_once() {
     let (_t, dir) = unpacked("h100-jit-3.6.0");
     let cache = dir.join("triton-cache");
     let retry = cachelens::upload::Retry::new(2);
-    let t1 = cachelens::db::tokens::create(&srv.pool, "h100-a").await.unwrap();
-    let t2 = cachelens::db::tokens::create(&srv.pool, "h100-twin").await.unwrap();
+    let t1 = cachelens::db::tokens::create(&srv.db, "h100-a").await.unwrap();
+    let t2 = cachelens::db::tokens::create(&srv.db, "h100-twin").await.unwrap();
     let r = cachelens::collect::scan_report(&cache, "h100-a").unwrap();
     let first = cachelens::upload::upload_report(&srv.url, &t1, r, retry).await.unwrap();
     assert!(first.blobs_total > 0 && first.blobs_sent == first.blobs_total);
@@ -206,11 +210,11 @@ pub fn tiny_report(machine: &str) -> Value {
 async fn rejected_uploads_store_nothing() {
     let max = 1 << 20;
     let srv = server(Config { max_upload_bytes: max, ..Config::default() }).await;
-    let token = cachelens::db::tokens::create(&srv.pool, "node-1").await.unwrap();
-    let revoked = cachelens::db::tokens::create(&srv.pool, "node-1").await.unwrap();
-    let other = cachelens::db::tokens::create(&srv.pool, "node-2").await.unwrap();
+    let token = cachelens::db::tokens::create(&srv.db, "node-1").await.unwrap();
+    let revoked = cachelens::db::tokens::create(&srv.db, "node-1").await.unwrap();
+    let other = cachelens::db::tokens::create(&srv.db, "node-2").await.unwrap();
     let revoked_id = cachelens::db::tokens::list(&srv.pool).await.unwrap()[1].id;
-    assert!(cachelens::db::tokens::revoke(&srv.pool, revoked_id).await.unwrap());
+    assert!(cachelens::db::tokens::revoke(&srv.db, revoked_id).await.unwrap());
     let good = serde_json::to_vec(&tiny_report("node-1")).unwrap();
     let with = |f: &dyn Fn(&mut Value)| {
         let mut v = tiny_report("node-1");
@@ -266,7 +270,7 @@ async fn rejected_uploads_store_nothing() {
     ];
     for (i, (what, body, want)) in records.into_iter().enumerate() {
         let fresh = server(Config { max_upload_bytes: max, ..Config::default() }).await;
-        let t = cachelens::db::tokens::create(&fresh.pool, "node-1").await.unwrap();
+        let t = cachelens::db::tokens::create(&fresh.db, "node-1").await.unwrap();
         let mut v: Value = serde_json::from_slice(&body).unwrap();
         v["client_id"] = json!(format!("rec-{i}"));
         let (status, resp) =
@@ -379,7 +383,7 @@ async fn client_retries_5xx_with_the_same_scan_and_not_4xx() {
     assert!(bodies.iter().all(|b| *b == bodies[0]), "every retry sends the same scan");
     // a 4xx is final: one try, the server's message, exit 1
     let srv = server(Config::default()).await;
-    let t = cachelens::db::tokens::create(&srv.pool, "other").await.unwrap();
+    let t = cachelens::db::tokens::create(&srv.db, "other").await.unwrap();
     let out = cli_upload(&srv.url, &t, "m1", &dir.join("triton-cache"), &["--retries", "5"]).await;
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1));
@@ -494,7 +498,8 @@ async fn server_killed_mid_upload_restarts_and_the_retry_stores_the_scan_once() 
     let db = dbdir.path().join("server.db");
     let token = {
         let pool = cachelens::db::open(&db).await.unwrap();
-        let t = cachelens::db::tokens::create(&pool, "h100-up").await.unwrap();
+        let store = cachelens::db::Db::from(pool.clone());
+        let t = cachelens::db::tokens::create(&store, "h100-up").await.unwrap();
         pool.close().await;
         t
     };

@@ -52,7 +52,8 @@ async fn answer(s: &mut tokio::net::TcpStream) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_is_read_while_the_uploads_ahead_ingest() {
     let (_d, pool) = fresh_db().await;
-    let token = cachelens::db::tokens::create(&pool, "node-1").await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    let token = cachelens::db::tokens::create(&store, "node-1").await.unwrap();
     let state = AppState::new(pool, Config::default());
     // Every ingest slot taken, as by a long ingest of the uploads ahead.
     let n = state.upload_slots.available_permits() as u32;
@@ -76,8 +77,9 @@ async fn a_body_is_read_while_the_uploads_ahead_ingest() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_answers_503_and_the_client_waits_its_turn() {
     let (_d, pool) = fresh_db().await;
-    let token = cachelens::db::tokens::create(&pool, "node-1").await.unwrap();
-    let t2 = cachelens::db::tokens::create(&pool, "node-2").await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    let token = cachelens::db::tokens::create(&store, "node-1").await.unwrap();
+    let t2 = cachelens::db::tokens::create(&store, "node-2").await.unwrap();
     let state = AppState::new(pool.clone(), Config { upload_queue: 1, ..Config::default() });
     let n = state.upload_slots.available_permits() as u32;
     let busy = state.upload_slots.clone().acquire_many_owned(n).await.unwrap();

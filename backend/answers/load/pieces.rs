@@ -22,7 +22,6 @@ use super::{ExplainError, Limits, light};
 use crate::db::explain::{LightRow, sides_of_ids};
 use crate::explain::pieces::{self, Built, Facts, Splitter, SubKey, Verdict};
 use crate::explain::{Invalidated, Part, Shared, Side};
-use sqlx::SqlitePool;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -51,7 +50,7 @@ async fn blocking<T: Send + 'static>(
     shared: &mut Shared,
     f: impl FnOnce(&mut Shared) -> T + Send + 'static,
 ) -> Result<T, ExplainError> {
-    let mut s = std::mem::take(shared);
+    let mut s = std::mem::replace(shared, Shared::new(shared.kept()));
     let (out, s) = tokio::task::spawn_blocking(move || (f(&mut s), s))
         .await
         .map_err(|e| ExplainError::Db(sqlx::Error::Protocol(format!("report task failed: {e}"))))?;
@@ -61,16 +60,16 @@ async fn blocking<T: Send + 'static>(
 
 /// The sides of `ids` (one machine), in order; an id no longer read (an entry deleted meanwhile)
 /// as its light row, as the whole match reads a new entry it cannot load.
-async fn read(pool: &SqlitePool, machine: &str, rows: &[&LightRow]) -> Result<Vec<Side>, ExplainError> {
+async fn read(db: &crate::db::Db, machine: &str, rows: &[&LightRow]) -> Result<Vec<Side>, ExplainError> {
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let mut by_id: HashMap<String, Side> =
-        sides_of_ids(pool, machine, &ids).await?.into_iter().map(|s| (s.key.clone(), s)).collect();
+        sides_of_ids(db, machine, &ids).await?.into_iter().map(|s| (s.key.clone(), s)).collect();
     Ok(rows.iter().map(|r| by_id.remove(&r.key).unwrap_or_else(|| light(machine, r))).collect())
 }
 
 /// Each row's class, reading `batch` rows in full at a time.
 async fn classify(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     machine: &str,
     rows: &[&LightRow],
     batch: usize,
@@ -79,7 +78,7 @@ async fn classify(
 ) -> Result<Vec<usize>, ExplainError> {
     let mut of = Vec::with_capacity(rows.len());
     for chunk in rows.chunks(batch) {
-        let sides = read(pool, machine, chunk).await?;
+        let sides = read(db, machine, chunk).await?;
         let facts = blocking(shared, move |sh| sides.iter().map(|s| pieces::facts(s, sh)).collect::<Vec<_>>()).await?;
         for (r, f) in chunk.iter().zip(facts) {
             of.push(classes.add(r.id, f));
@@ -99,7 +98,7 @@ struct Reps<'a> {
 
 impl<'a> Reps<'a> {
     async fn new(
-        pool: &SqlitePool,
+        db: &crate::db::Db,
         machine: &'a str,
         classes: &'a Classes,
         rows: HashMap<i64, &'a LightRow>,
@@ -108,18 +107,18 @@ impl<'a> Reps<'a> {
         let mut r = Reps { machine, classes, rows, held: None };
         if hold {
             let all: Vec<usize> = (0..classes.rep.len()).collect();
-            r.held = Some(r.get(pool, &all).await?);
+            r.held = Some(r.get(db, &all).await?);
         }
         Ok(r)
     }
 
     /// The sides of classes `which`, in order.
-    async fn get(&self, pool: &SqlitePool, which: &[usize]) -> Result<Vec<Arc<Side>>, ExplainError> {
+    async fn get(&self, db: &crate::db::Db, which: &[usize]) -> Result<Vec<Arc<Side>>, ExplainError> {
         if let Some(h) = &self.held {
             return Ok(which.iter().map(|&c| h[c].clone()).collect());
         }
         let rs: Vec<&LightRow> = which.iter().map(|&c| self.rows[&self.classes.rep[c]]).collect();
-        Ok(read(pool, self.machine, &rs).await?.into_iter().map(Arc::new).collect())
+        Ok(read(db, self.machine, &rs).await?.into_iter().map(Arc::new).collect())
     }
 }
 
@@ -127,7 +126,7 @@ impl<'a> Reps<'a> {
 /// the new ones not all kept. Equal to `match_part` of the entries loaded whole.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn kernel_part(
-    pool: &SqlitePool,
+    db: &crate::db::Db,
     (old_machine, new_machine): (&str, &str),
     kernel: &str,
     old: &[&LightRow],
@@ -154,8 +153,8 @@ pub(super) async fn kernel_part(
 
     // 1. classes
     let (mut oc, mut nc) = (Classes::default(), Classes::default());
-    let old_class = classify(pool, old_machine, &old, batch, &mut oc, shared).await?;
-    let fresh_class = classify(pool, new_machine, &fresh_rows, batch, &mut nc, shared).await?;
+    let old_class = classify(db, old_machine, &old, batch, &mut oc, shared).await?;
+    let fresh_class = classify(db, new_machine, &fresh_rows, batch, &mut nc, shared).await?;
 
     // 2. sub-groups: (old classes, new classes)
     let split = Splitter::of(oc.facts.iter().chain(&nc.facts));
@@ -168,8 +167,8 @@ pub(super) async fn kernel_part(
     }
 
     let hold = oc.rep.len() + nc.rep.len() <= batch;
-    let old_reps = Reps::new(pool, old_machine, &oc, old.iter().map(|r| (r.id, *r)).collect(), hold).await?;
-    let new_reps = Reps::new(pool, new_machine, &nc, fresh_rows.iter().map(|r| (r.id, *r)).collect(), hold).await?;
+    let old_reps = Reps::new(db, old_machine, &oc, old.iter().map(|r| (r.id, *r)).collect(), hold).await?;
+    let new_reps = Reps::new(db, new_machine, &nc, fresh_rows.iter().map(|r| (r.id, *r)).collect(), hold).await?;
     // each class's entries: old by index, new by index in the kernel's new list
     let mut old_members: Vec<Vec<usize>> = vec![vec![]; oc.facts.len()];
     for (o, &c) in old_class.iter().enumerate() {
@@ -189,13 +188,13 @@ pub(super) async fn kernel_part(
         let mut table: Vec<Vec<((usize, usize), usize)>> = vec![vec![]; ncs.len()];
         let mut analysed = 0usize;
         for (oi, ochunk) in ocs.chunks(half).enumerate() {
-            let os = Arc::new(old_reps.get(pool, ochunk).await?);
+            let os = Arc::new(old_reps.get(db, ochunk).await?);
             for (ni, nchunk) in ncs.chunks(half).enumerate() {
                 analysed += ochunk.len() * nchunk.len();
                 if analysed > limits.pairs {
                     return Err(ExplainError::OverBudget(super::pairs_over(limits)));
                 }
-                let ns = new_reps.get(pool, nchunk).await?;
+                let ns = new_reps.get(db, nchunk).await?;
                 let os = os.clone();
                 let found: Vec<(usize, usize, Verdict)> = blocking(shared, move |sh| {
                     let mut v = Vec::new();
@@ -233,8 +232,8 @@ pub(super) async fn kernel_part(
         (0..old.len()).filter(|o| !new_keys.contains(old[*o].key.as_str()) && !used_old.contains(o)).collect();
     let added: Vec<usize> = fresh.iter().copied().filter(|n| !used_new.contains(n)).collect();
     if let ([o], [n]) = (gone.as_slice(), added.as_slice()) {
-        let os = read(pool, old_machine, &[old[*o]]).await?;
-        let ns = read(pool, new_machine, &[new[*n]]).await?;
+        let os = read(db, old_machine, &[old[*o]]).await?;
+        let ns = read(db, new_machine, &[new[*n]]).await?;
         let opts = blocking(shared, move |sh| pieces::verdict(&os[0], &ns[0], sh).is_some_and(|v| v.opts)).await?;
         if opts {
             matched.push((*n, *o));
@@ -251,7 +250,7 @@ pub(super) async fn kernel_part(
     for chunk in needed.chunks(half) {
         let ocs: Vec<usize> = chunk.iter().map(|p| p.0).collect();
         let ncs: Vec<usize> = chunk.iter().map(|p| p.1).collect();
-        let (os, ns) = (old_reps.get(pool, &ocs).await?, new_reps.get(pool, &ncs).await?);
+        let (os, ns) = (old_reps.get(db, &ocs).await?, new_reps.get(db, &ncs).await?);
         let b =
             blocking(shared, move |sh| os.iter().zip(&ns).map(|(o, n)| pieces::built(o, n, sh)).collect::<Vec<_>>())
                 .await?;

@@ -36,7 +36,7 @@ fn report(machine: &str, client_id: &str, keys: &[&str], bytes: i64) -> ScanRepo
 }
 
 async fn ingest(db: &Db, r: &ScanReport) {
-    crate::collect::ingest_report(db.pool(), r, "upload").await.unwrap();
+    crate::collect::ingest_report(db, r, "upload").await.unwrap();
 }
 
 async fn live_entries(db: &Db) -> i64 {

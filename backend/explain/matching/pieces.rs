@@ -121,7 +121,7 @@ pub fn verdict(o: &Side, n: &Side, shared: &mut Shared) -> Option<Verdict> {
     if surely_variant((identity(&po.source), identity(&po.ttir)), (identity(&pn.source), identity(&pn.ttir))) {
         return None;
     }
-    let an = analyse(o, &po, n, &pn, false);
+    let an = analyse(o, &po, n, &pn, None);
     let variant = an.causes().any(|f| is_variant_field(&f.row.field) || is_config_option(&f.row.field));
     let opts = variant && an.causes().all(|f| is_config_option(&f.row.field));
     Some(Verdict { dist: distance(&an), variant, opts })
@@ -133,7 +133,7 @@ pub type Built = (Cause, String, bool, bool, String);
 /// The comparison of a matched pair, as [`super::match_part`] builds it.
 pub fn built(o: &Side, n: &Side, shared: &mut Shared) -> Built {
     let (po, pn) = (shared.prep(o), shared.prep(n));
-    let (cmp, head) = build(o, &po, n, &pn);
+    let (cmp, head) = build(o, &po, n, &pn, &shared.kept);
     (cmp.cause, cmp.summary, cmp.identical_binary, cmp.identical_code, head)
 }
 

@@ -46,17 +46,20 @@ fn a_kept_line_diff_is_the_diff_of_those_two_texts() {
     assert_eq!(three.len(), 3, "three texts");
     let (a, b, c) = (&preps[three[0]], &preps[three[1]], &preps[three[2]]);
     assert!(a.canon != b.canon && a.canon != c.canon);
-    let kept = line_changes_kept(a, b);
+    let k = crate::explain::Kept::default();
+    let kept = line_changes_kept(a, b, &k);
     assert_eq!(*kept, line_changes(a, b));
     assert!(kept.0 > 0, "the two texts differ by lines: {kept:?}");
-    assert!(std::sync::Arc::ptr_eq(&kept, &line_changes_kept(a, b)), "the second diff is the kept one");
-    let back = line_changes_kept(b, a);
+    assert!(std::sync::Arc::ptr_eq(&kept, &line_changes_kept(a, b, &k)), "the second diff is the kept one");
+    let back = line_changes_kept(b, a, &k);
     assert!(!std::sync::Arc::ptr_eq(&kept, &back));
     assert_eq!(*back, line_changes(b, a));
-    assert_eq!(*line_changes_kept(a, c), line_changes(a, c));
+    assert_eq!(*line_changes_kept(a, c, &k), line_changes(a, c));
+    let other = crate::explain::Kept::default();
+    assert!(!std::sync::Arc::ptr_eq(&kept, &line_changes_kept(a, b, &other)), "another Kept shares nothing");
     // The same bytes in another allocation: the same id, the same kept diff.
     let copy = Prepared::new(&std::sync::Arc::from(texts[three[0]].to_string()));
     assert_eq!(copy.id, a.id);
-    assert!(std::sync::Arc::ptr_eq(&kept, &line_changes_kept(&copy, b)));
+    assert!(std::sync::Arc::ptr_eq(&kept, &line_changes_kept(&copy, b, &k)));
     assert!(preps.iter().map(|p| p.id).collect::<std::collections::HashSet<_>>().len() == preps.len());
 }

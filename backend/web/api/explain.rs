@@ -25,9 +25,7 @@ type ApiResult<T> = Result<Json<T>, ApiError>;
 /// `GET /api/v1/compare?a=M:KEY&b=M:KEY[&ir=ttgir][&strip=0]`.
 async fn compare(State(s): State<AppState>, ApiQuery(q): ApiQuery<CompareQuery>) -> ApiResult<CompareReport> {
     let (a, b) = q.ids()?;
-    Ok(Json(
-        dbx::compare_ids(s.db.pool(), &s.diff_slots, a, b, q.ir.as_deref(), q.strip()).await.map_err(AppError::from)?,
-    ))
+    Ok(Json(dbx::compare_ids(&s.db, &s.diff_slots, a, b, q.ir.as_deref(), q.strip()).await.map_err(AppError::from)?))
 }
 
 /// The answer of `/api/v1/nearest`.
@@ -42,7 +40,7 @@ struct NearestAnswer {
 async fn nearest(State(s): State<AppState>, ApiQuery(q): ApiQuery<NearestQuery>) -> ApiResult<NearestAnswer> {
     let id = q.entry.as_deref().ok_or_else(|| AppError::BadRequest("missing entry=MACHINE:KEY".into()))?;
     let (of, neighbours) =
-        dbx::nearest_cached(s.db.pool(), s.db.nearest_cache(), id, q.limit()).await.map_err(AppError::from)?;
+        dbx::nearest_cached(&s.db, s.db.nearest_cache(), id, q.limit()).await.map_err(AppError::from)?;
     let kernel = of.kernel_name().map(str::to_string);
     Ok(Json(NearestAnswer { entry: format!("{}:{}", of.machine, of.key), kernel, neighbours }))
 }
@@ -62,7 +60,7 @@ async fn invalidations(
         }
         w => w.map(std::time::Duration::from_secs_f64),
     };
-    let r = match q.lookup(s.db.pool(), s.config.report_limits, wait).await? {
+    let r = match q.lookup(&s, s.config.report_limits, wait).await? {
         (Lookup::Ready(r), _) => *r,
         (Lookup::Computing { done, total, secs }, _) => {
             let body = serde_json::json!({"computing": true, "done": done, "total": total, "seconds": secs});

@@ -65,13 +65,13 @@ pub async fn post_scan(
         spool_capped(&headers, body, max, s.config.upload_read_timeout, s.config.spool_dir.as_deref()).await?;
     // Bounded: at most `upload_slots` bodies decoded and ingesting at once (see AppState).
     let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
-    let pool = s.db.pool().clone();
-    let staged = staging::open(&pool, &machine, &format!("whole-{}", crate::collect::new_client_id()), "", 0).await?;
+    let db = s.db.clone();
+    let staged = staging::open(&db, &machine, &format!("whole-{}", crate::collect::new_client_id()), "", 0).await?;
     let (id, handle) = (staged.id, tokio::runtime::Handle::current());
     let decoded = tokio::task::spawn_blocking(move || -> Result<super::whole::Header, AppError> {
         let mut f = spooled;
         std::io::Seek::rewind(&mut f).map_err(|e| AppError::Internal(e.into()))?;
-        let mut stage = DbStage { pool, handle, id, n: 0 };
+        let mut stage = DbStage { db, handle, id, n: 0 };
         super::whole::decode(f, gzip, max.min(MAX_REPORT_BYTES), &mut stage)
     })
     .await
@@ -79,16 +79,16 @@ pub async fn post_scan(
     let named = match decoded.and_then(|r| r).and_then(|h| h.check(&machine)) {
         Ok(n) => n,
         Err(e) => {
-            staging::discard(s.db.pool(), id).await?;
+            staging::discard(&s.db, id).await?;
             return Err(e.into());
         }
     };
     let up = staging::Upload { client_id: named.client_id, root: named.root, scanned_at: named.scanned_at, ..staged };
-    let (mut summary, created) = crate::collect::ingest_staged(s.db.pool(), &up, &named.commit, named.skipped).await?;
+    let (mut summary, created) = crate::collect::ingest_staged(&s.db, &up, &named.commit, named.skipped).await?;
     if created {
         landed(&s, &headers, summary.scan_id).await;
     } else {
-        staging::discard(s.db.pool(), id).await?;
+        staging::discard(&s.db, id).await?;
         stored_summary(&s, &mut summary).await?;
     }
     tracing::info!(machine = %machine, scan_id = summary.scan_id, created, "upload");
@@ -97,7 +97,7 @@ pub async fn post_scan(
 
 /// A whole report's parts and blobs, staged as they are decoded (on a blocking thread).
 struct DbStage {
-    pool: sqlx::SqlitePool,
+    db: crate::db::Db,
     handle: tokio::runtime::Handle,
     id: i64,
     n: i64,
@@ -107,14 +107,14 @@ impl super::whole::Stage for DbStage {
     fn part(&mut self, p: crate::model::ScanPart) -> Result<(), AppError> {
         let (entries, skipped) = (p.entries.len() as i64, p.skipped.len() as i64);
         let gz = super::uploads::gzip_json(&p)?;
-        self.handle.block_on(staging::put_part(&self.pool, self.id, self.n, entries, skipped, &gz))?;
+        self.handle.block_on(staging::put_part(&self.db, self.id, self.n, entries, skipped, &gz))?;
         self.n += 1;
         Ok(())
     }
 
     fn blob(&mut self, sha256: &str, text: &str) -> Result<(), AppError> {
         let gz = super::uploads::gzip_bytes(text.as_bytes())?;
-        self.handle.block_on(staging::put_blob(&self.pool, self.id, sha256, text.len() as i64, &gz))?;
+        self.handle.block_on(staging::put_blob(&self.db, self.id, sha256, text.len() as i64, &gz))?;
         Ok(())
     }
 }
@@ -125,11 +125,11 @@ pub(super) async fn landed(s: &AppState, headers: &HeaderMap, scan_id: i64) {
     // Only an upload that was stored counts as a use of its token. The scan is committed by
     // now: failing to note the use must not turn it into an error (the client would retry).
     if let Some(t) = bearer(headers)
-        && let Err(e) = tokens::touch(s.db.pool(), t).await
+        && let Err(e) = tokens::touch(&s.db, t).await
     {
         tracing::warn!("could not record the upload token's last use: {e}");
     }
-    tokio::spawn(crate::answers::stored::after_scan(s.db.pool().clone(), scan_id, true));
+    tokio::spawn(crate::answers::stored::after_scan(s.db.clone(), scan_id, Some(s.jobs.clone())));
     s.db.rebuild_soon();
 }
 

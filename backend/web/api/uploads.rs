@@ -64,7 +64,7 @@ pub async fn begin(State(s): State<AppState>, headers: HeaderMap, body: Body) ->
     if let Some(id) = staging::committed(s.db.pool(), &machine, &b.client_id).await? {
         return Ok(Json(session(0, Some(id), vec![], None)));
     }
-    let up = staging::open(s.db.pool(), &machine, &b.client_id, &b.root, b.scanned_at).await?;
+    let up = staging::open(&s.db, &machine, &b.client_id, &b.root, b.scanned_at).await?;
     crate::failpoint::hit("upload-begun");
     Ok(Json(session(up.id, None, staging::parts(s.db.pool(), up.id).await?, up.salt)))
 }
@@ -95,7 +95,7 @@ pub async fn put_part(
     })
     .await
     .map_err(|e| AppError::Internal(e.into()))??;
-    staging::put_part(s.db.pool(), up.id, n, entries, skipped, &gz).await?;
+    staging::put_part(&s.db, up.id, n, entries, skipped, &gz).await?;
     crate::failpoint::hit("part-stored");
     Ok(Json(PartAnswer { n, entries, skipped }))
 }
@@ -138,7 +138,7 @@ pub async fn put_blob(
     })
     .await
     .map_err(|e| AppError::Internal(e.into()))??;
-    staging::put_blob(s.db.pool(), up.id, &sha, len, &gz).await?;
+    staging::put_blob(&s.db, up.id, &sha, len, &gz).await?;
     crate::failpoint::hit("blob-stored");
     Ok(StatusCode::NO_CONTENT)
 }
@@ -178,11 +178,11 @@ pub async fn commit(
             let (s, headers, machine) = (s.clone(), headers.clone(), machine.clone());
             tokio::spawn(async move {
                 let _slot = s.upload_slots.acquire().await.map_err(|e| AppError::Internal(e.into()))?;
-                let (mut summary, created) = crate::collect::ingest_staged(s.db.pool(), &up, &c, skipped).await?;
+                let (mut summary, created) = crate::collect::ingest_staged(&s.db, &up, &c, skipped).await?;
                 if created {
                     super::upload::landed(&s, &headers, summary.scan_id).await;
                 } else {
-                    staging::discard(s.db.pool(), up.id).await?;
+                    staging::discard(&s.db, up.id).await?;
                     super::upload::stored_summary(&s, &mut summary).await?;
                 }
                 tracing::info!(machine = %machine, scan_id = summary.scan_id, created, parts = c.parts, "staged upload");

@@ -83,7 +83,7 @@ pub async fn compare_page(State(s): State<AppState>, hx: Hx, Query(q): Query<Com
         if (fa.as_str(), fb.as_str()) != (ia, ib) {
             return Ok(Redirect::to(&format!("{}{tail}", compare_url(&fa, &fb))).into_response());
         }
-        Some(dbx::compare_ids(s.db.pool(), &s.diff_slots, ia, ib, q.ir(), q.strip()).await?)
+        Some(dbx::compare_ids(&s.db, &s.diff_slots, ia, ib, q.ir(), q.strip()).await?)
     };
     let ir = r.as_ref().map(|r| r.ir.kind.clone()).unwrap_or_else(|| "source".into());
     let base = compare_url(&a, &b);
@@ -136,7 +136,7 @@ pub async fn nearest_page(
         Err(ExplainError::Ambiguous(x)) => return candidates(&x, page),
         Err(e) => return Err(e.into()),
     }
-    let (of, list) = dbx::nearest_cached(s.db.pool(), s.db.nearest_cache(), &id, q.limit()).await?;
+    let (of, list) = dbx::nearest_cached(&s.db, s.db.nearest_cache(), &id, q.limit()).await?;
     let kernel = of.kernel_name().unwrap_or("?").to_string();
     let rows = list
         .into_iter()

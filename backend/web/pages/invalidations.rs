@@ -180,7 +180,7 @@ pub async fn page(State(s): State<AppState>, hx: Hx, Query(q): Query<Invalidatio
         return Ok(HtmlTemplate(Pick { machines, pick }).into_response());
     }
     let pool = s.db.pool();
-    let (r, scans) = match q.lookup(pool, s.config.report_limits, Some(s.config.report_wait)).await? {
+    let (r, scans) = match q.lookup(&s, s.config.report_limits, Some(s.config.report_wait)).await? {
         (Lookup::Ready(r), scans) => (*r, scans),
         (Lookup::Computing { done, total, secs }, scans) => {
             let (old_machine, new_machine) = match &scans {
