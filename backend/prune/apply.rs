@@ -335,15 +335,14 @@ fn remove_temp(rfd: BorrowedFd<'_>, it: &Item) -> Result<(), String> {
     if empty_entry {
         // prune's stubbed groups first (checked again: only the stub's bytes), then the dir,
         // which `rmdir` takes only while empty
-        let efd = fsat::open_dir(parent.as_fd(), OsStr::new(name)).map_err(|e| err("gone", e))?;
-        let owner = fsat::owner(efd.as_fd()).map_err(|e| err("gone", e))?;
-        let listing = fsat::open_dir(parent.as_fd(), OsStr::new(name))
+        let owner = fsat::owner(rfd).map_err(|e| err("gone", e))?;
+        let (d, listing) = fsat::open_dir(parent.as_fd(), OsStr::new(name))
             .and_then(|fd| crate::scan::entry::list_files(fd, Path::new(name), Path::new(up), owner))
-            .map_err(|e| err("gone", e))?
-            .1;
-        if crate::scan::entry::only_pruned_groups(efd.as_fd(), &listing, owner) {
+            .map_err(|e| err("gone", e))?;
+        let efd = d.fd().map_err(|e| err("gone", e))?;
+        if crate::scan::entry::only_pruned_groups(efd, &listing, owner) {
             for f in &listing.files {
-                rustix::fs::unlinkat(&efd, &f.raw, AtFlags::empty()).map_err(|e| err("cannot remove its stub", e))?;
+                rustix::fs::unlinkat(efd, &f.raw, AtFlags::empty()).map_err(|e| err("cannot remove its stub", e))?;
             }
         }
         return rustix::fs::unlinkat(&parent, name, AtFlags::REMOVEDIR).map_err(|e| err("kept (not empty)", e));

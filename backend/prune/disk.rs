@@ -119,7 +119,7 @@ pub fn entry_now(root: &Path, root_fd: BorrowedFd<'_>, dir: &str, owner: u32) ->
         inodes += n;
     }
     let files = l.files.iter().map(|f| FileSize { name: f.name.clone(), size: f.size }).collect();
-    let pruned = l.files.len() <= 4 && entry::only_pruned_groups(dfd, &l, owner);
+    let pruned = entry::only_pruned_groups(dfd, &l, owner);
     let has_group = !pruned && l.files.iter().any(|f| f.name.starts_with("__grp__"));
     let groups = l.files.iter().filter(|f| f.name.starts_with("__grp__")).count() as i64;
     let sig = entry::signature(&l);

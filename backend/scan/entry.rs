@@ -141,8 +141,12 @@ fn read_file(dir: BorrowedFd<'_>, f: &FileStat, cap: u64, owner: u32, buf: &mut 
 pub const PRUNED_GROUP: &[u8] = b"{\"child_paths\": null, \"pruned_by\": \"cachelens prune\"}\n";
 
 /// Whether the dir holds nothing but group files prune stubbed ([`PRUNED_GROUP`]): an entry
-/// taken out, as empty as a dir a lookup left.
+/// taken out, as empty as a dir a lookup left. A dir of more than 4 files is an entry (Triton
+/// writes one group file per entry): nothing is opened.
 pub fn only_pruned_groups(fd: BorrowedFd<'_>, l: &Listing, owner: u32) -> bool {
+    if l.files.len() > 4 {
+        return false;
+    }
     let stub = |f: &FileStat| {
         f.size == PRUNED_GROUP.len() as u64
             && fsat::open_file(fd, &f.raw, owner).is_ok_and(|(file, size)| {
@@ -178,7 +182,7 @@ pub fn read_entry(
             (SkipKind::WriteInProgress, WRITING.into())
         });
     }
-    if files.len() <= 4 && only_pruned_groups(fd, l, u32::MAX) {
+    if only_pruned_groups(fd, l, u32::MAX) {
         return Err((SkipKind::EmptyDir, "entry taken out by cachelens prune (its group file a stub)".into()));
     }
     let mut e = Entry {

@@ -40,7 +40,7 @@ fn clones(t: &[&Entry], n: usize) -> Vec<Entry> {
     (0..n).map(|i| clone_entry(t[i % t.len()], i / t.len())).collect()
 }
 
-fn report(machine: &str, root: &str, entries: Vec<Entry>, blobs: &ScanReport) -> ScanReport {
+pub(crate) fn report(machine: &str, root: &str, entries: Vec<Entry>, blobs: &ScanReport) -> ScanReport {
     ScanReport {
         client_id: cachelens::collect::new_client_id(),
         machine: machine.into(),

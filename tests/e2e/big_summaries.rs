@@ -10,7 +10,7 @@
 //!     cargo test --test e2e big_summaries -- --nocapture
 
 use crate::common::*;
-use cachelens::model::{Entry, ScanReport};
+use cachelens::model::Entry;
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -27,20 +27,6 @@ fn clone_entry(e: &Entry, n: usize) -> Entry {
     }
     c.kernel = Some(kernel);
     c
-}
-
-fn report(machine: &str, entries: Vec<Entry>, blobs: &ScanReport) -> ScanReport {
-    ScanReport {
-        client_id: cachelens::collect::new_client_id(),
-        machine: machine.into(),
-        root: "/cache/triton".into(),
-        scanned_at: cachelens::db::now_ms(),
-        entries,
-        unchanged: vec![],
-        events: vec![],
-        event_files: vec![],
-        ..blobs.clone()
-    }
 }
 
 async fn timed<F: std::future::Future<Output = sqlx::Result<()>>>(f: F) -> f64 {
@@ -68,7 +54,7 @@ async fn big_summaries_a_landing_updates_what_it_touched() {
     let db = cachelens::db::Db::new(pool.clone());
     let t = std::time::Instant::now();
     for i in 0..nodes {
-        let r = report(&format!("node-{i:03}"), window(i, per), &tpl);
+        let r = crate::big_report::report(&format!("node-{i:03}"), "/cache/triton", window(i, per), &tpl);
         cachelens::collect::ingest_report(&db, &r, "upload").await.unwrap();
     }
     println!("big_summaries: {nodes} machines x {per} entries ingested in {:.1} s", t.elapsed().as_secs_f64());
@@ -85,9 +71,15 @@ async fn big_summaries_a_landing_updates_what_it_touched() {
         c
     }));
     let landings = [
-        ("a new machine's upload", report(&format!("node-{nodes:03}"), window(nodes, per), &tpl)),
-        ("a re-scan that lost 10%", report("node-000", window(0, per - per / 10), &tpl)),
-        ("50 entries of one new kernel", report("node-001", one_kernel, &tpl)),
+        (
+            "a new machine's upload",
+            crate::big_report::report(&format!("node-{nodes:03}"), "/cache/triton", window(nodes, per), &tpl),
+        ),
+        (
+            "a re-scan that lost 10%",
+            crate::big_report::report("node-000", "/cache/triton", window(0, per - per / 10), &tpl),
+        ),
+        ("50 entries of one new kernel", crate::big_report::report("node-001", "/cache/triton", one_kernel, &tpl)),
     ];
     for (what, r) in landings {
         cachelens::collect::ingest_report(&db, &r, "upload").await.unwrap();
