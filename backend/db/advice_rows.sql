@@ -20,6 +20,6 @@ SELECT e.root, e.bytes AS entry_bytes,
           UNION ALL
           SELECT MIN(v.ts) FROM events v WHERE v.machine_id = e.machine_id AND v.key = e.key AND v.event = 'compile'))
          AS first_event
-FROM entries e
+FROM entry_rows e
 WHERE e.machine_id = ?1 AND e.removed_at IS NULL
 ORDER BY e.root, e.dir

@@ -67,12 +67,12 @@ pub async fn missing_blobs(pool: &SqlitePool, machine: &str, shas: &[String]) ->
         // not the fact's group file where the machine's own differs (it names another
         // machine's paths)
         let have: HashSet<String> = sqlx::query_scalar(
-            "SELECT f.sha256 FROM fact_files f INDEXED BY fact_files_sha JOIN entries e ON e.fact = f.fact
+            "SELECT f.sha256 FROM fact_files f INDEXED BY fact_files_sha JOIN entry_rows e ON e.fact = f.fact
              JOIN blobs b ON b.sha256 = f.sha256
              WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND f.sha256 IN (SELECT value FROM json_each(?2))
                AND NOT (f.ext = 'grp' AND e.group_sha256 IS NOT NULL)
              UNION
-             SELECT a.sha256 FROM artifacts a JOIN entries e ON e.id = a.entry_id JOIN blobs b ON b.sha256 = a.sha256
+             SELECT a.sha256 FROM artifacts a JOIN entry_rows e ON e.id = a.entry_id JOIN blobs b ON b.sha256 = a.sha256
              WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND a.sha256 IN (SELECT value FROM json_each(?2))",
         )
         .bind(machine)

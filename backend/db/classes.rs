@@ -169,7 +169,7 @@ pub async fn fill_pending(db: &super::Db) -> sqlx::Result<usize> {
                 &mut tx,
                 &ids,
                 &format!(
-                    "SELECT {} FROM entries e WHERE e.id IN (",
+                    "SELECT {} FROM entry_rows e WHERE e.id IN (",
                     super::explain::rows_json("json_array(e.id, e.machine_id, e.kind)")
                 ),
                 ")",

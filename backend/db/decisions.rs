@@ -33,7 +33,7 @@ pub async fn decision(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<Decisio
     let links: Vec<LinkedEntry> = sqlx::query_as(
         "SELECT c.rank, e.key, e.kernel, e.num_warps, e.num_stages, e.shapes FROM inductor_choices c
          JOIN entry_modules em ON em.machine_id = c.machine_id AND em.module = c.module
-         JOIN entries e ON e.id = em.entry_id
+         JOIN entry_rows e ON e.id = em.entry_id
          WHERE c.decision_id = ? AND e.removed_at IS NULL ORDER BY c.rank, e.key",
     )
     .bind(id)
@@ -86,7 +86,7 @@ pub async fn kernel_decisions(
     // CROSS JOIN fixes SQLite's join order to the order written
     let from = if choices <= entries {
         "inductor_choices c CROSS JOIN entry_modules em ON c.machine_id = em.machine_id AND c.module = em.module
-         CROSS JOIN entries e ON e.id = em.entry_id"
+         CROSS JOIN entry_rows e ON e.id = em.entry_id"
     } else {
         "entries e JOIN entry_modules em ON em.entry_id = e.id
          JOIN inductor_choices c ON c.machine_id = em.machine_id AND c.module = em.module"
@@ -123,7 +123,7 @@ pub async fn kernel_decisions(
 pub async fn machine_count(pool: &SqlitePool, machine: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "SELECT (SELECT COUNT(*) FROM inductor_autotune a WHERE a.machine_id = m.id)
-              + (SELECT COUNT(*) FROM entries e INDEXED BY entries_autotune
+              + (SELECT COUNT(*) FROM entry_rows e
                  WHERE e.machine_id = m.id AND e.kind = 'autotune' AND e.removed_at IS NULL)
          FROM machines m WHERE m.name = ?",
     )

@@ -107,9 +107,8 @@ async fn entries_walked(
     // a page without `machine=` (0.9-1.4 s on the 350,130-entry bench fleet, 15 s cold).
     // `entries_listing_live` (migration 0026) holds the live entries alone: skipping `offset`
     // of them reads no table row.
-    let index = if include_removed { "entries_listing" } else { "entries_listing_live" };
     let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-        "{}SELECT {ENTRY_COLUMNS} FROM machines m CROSS JOIN entries e INDEXED BY {index} ON e.machine_id = m.id WHERE 1",
+        "{}SELECT {ENTRY_COLUMNS} FROM machines m CROSS JOIN entry_rows e ON e.machine_id = m.id WHERE 1",
         entry_rows_head()
     ));
     if let Some(m) = machine {
@@ -202,7 +201,7 @@ async fn entries_skipped(
         }
     }
     // ?1 machine id, ?2 its name, ?3 kernel filter, ?4 the group's kernel, ?5 limit, ?6 skip
-    let from = "FROM machines m CROSS JOIN entries e INDEXED BY entries_listing_live ON e.machine_id = m.id";
+    let from = "FROM machines m CROSS JOIN entry_rows e ON e.machine_id = m.id";
     let only_kernel = if kernel.is_some() { " AND e.kernel = ?3" } else { "" };
     let from_group = match &group {
         Some((true, _)) => " AND e.kernel >= ?4",
@@ -238,7 +237,7 @@ async fn entries_skipped(
 /// One entry by machine and key (removed ones included).
 pub async fn entry(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Option<EntryRow>> {
     let row: Option<EntryRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {ENTRY_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? AND e.key = ?"
+        "SELECT {ENTRY_COLUMNS} FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? AND e.key = ?"
     )))
     .bind(machine)
     .bind(key)
@@ -268,7 +267,7 @@ pub async fn entry_detail(pool: &SqlitePool, id: i64) -> sqlx::Result<EntryDetai
         sqlx::query_as::<_, (String, String, Option<String>, Option<String>, Option<String>, Option<String>)>(
             "SELECT e.root, e.dir, COALESCE(e.metadata_json, t.metadata_json), COALESCE(e.group_json, t.group_json),
                 COALESCE(e.resources_json, t.resources_json), e.group_at
-         FROM entries e LEFT JOIN fact_texts t ON t.fact = e.fact AND t.relocated = e.relocated WHERE e.id = ?",
+         FROM entry_rows e LEFT JOIN fact_texts t ON t.fact = e.fact AND t.relocated = e.relocated WHERE e.id = ?",
         )
         .bind(id)
         .fetch_one(pool)
@@ -287,7 +286,7 @@ pub async fn kernel_entries(pool: &SqlitePool, kernel: &str, limit: i64) -> sqlx
     let sql = as_entry_rows(&format!(
         // the index gives this order: without INDEXED BY the bundled SQLite sorted all of a
         // kernel's rows for 51 of them (25 ms at 7,000 entries of one kernel)
-        "SELECT {ENTRY_COLUMNS} FROM entries e INDEXED BY entries_kernel_variants
+        "SELECT {ENTRY_COLUMNS} FROM entry_rows e
          JOIN machines m ON m.id = e.machine_id
          WHERE e.kernel = ? AND e.removed_at IS NULL
          ORDER BY e.backend, e.arch, e.triton_version, e.num_warps, e.num_stages, e.id LIMIT ?"
@@ -300,7 +299,7 @@ pub async fn kernel_entries(pool: &SqlitePool, kernel: &str, limit: i64) -> sqlx
 pub async fn same_binary(pool: &SqlitePool, sha: &str, key: &str, limit: i64) -> sqlx::Result<Vec<(String, String)>> {
     // one JSON text, not a row each (see `as_entry_rows`)
     let sql = format!(
-        "SELECT {} FROM (SELECT m.name AS machine, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+        "SELECT {} FROM (SELECT m.name AS machine, e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE e.binary_sha256 = ? AND e.key <> ? ORDER BY e.id LIMIT ?)",
         super::explain::rows_json("json_array(machine, key)")
     );
@@ -311,7 +310,7 @@ pub async fn same_binary(pool: &SqlitePool, sha: &str, key: &str, limit: i64) ->
 /// (id, machine, key) of the given entry ids.
 pub async fn entry_names(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<Vec<(i64, String, String)>> {
     sqlx::query_as(
-        "SELECT e.id, m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+        "SELECT e.id, m.name, e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE e.id IN (SELECT value FROM json_each(?))",
     )
     .bind(serde_json::to_string(ids).unwrap_or_default())
@@ -325,7 +324,7 @@ pub async fn relocated_example(
     machine_id: i64,
 ) -> sqlx::Result<Option<(String, String, Option<String>)>> {
     sqlx::query_as(
-        "SELECT e.root, e.dir, COALESCE(e.group_json, t.group_json) FROM entries e
+        "SELECT e.root, e.dir, COALESCE(e.group_json, t.group_json) FROM entry_rows e
            LEFT JOIN fact_texts t ON t.fact = e.fact AND t.relocated = e.relocated
          WHERE e.machine_id = ? AND e.relocated = 1 AND e.removed_at IS NULL LIMIT 1",
     )
@@ -353,7 +352,7 @@ pub async fn is_best_config(pool: &SqlitePool, machine: &str, key: &str) -> sqlx
 pub async fn previous_json(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<String> {
     let rows = super::explain::rows_json("json_array(e.dir, e.sig, s.stamp)");
     let text: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT {rows} FROM entries e INDEXED BY entries_rescan LEFT JOIN entry_stamps s ON s.entry_id = e.id
+        "SELECT {rows} FROM entry_rows e LEFT JOIN entry_stamps s ON s.entry_id = e.id
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?) AND e.root = ? AND e.removed_at IS NULL"
     )))
     .bind(machine)
@@ -373,7 +372,7 @@ pub async fn facts_held(
     let mut held = std::collections::HashSet::new();
     for chunk in facts.chunks(5000) {
         let rows: Vec<String> = sqlx::query_scalar(
-            "SELECT DISTINCT fact FROM entries INDEXED BY entries_fact
+            "SELECT DISTINCT fact FROM entry_rows
              WHERE fact IN (SELECT value FROM json_each(?)) AND relocated = ?",
         )
         .bind(serde_json::to_string(chunk).unwrap_or_default())
@@ -390,7 +389,7 @@ pub async fn facts_held(
 pub async fn file_types(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
         "SELECT DISTINCT ext FROM entry_files
-         WHERE entry_id = (SELECT e.id FROM entries e JOIN machines m ON m.id = e.machine_id
+         WHERE entry_id = (SELECT e.id FROM entry_rows e JOIN machines m ON m.id = e.machine_id
                            WHERE m.name = ?1 AND e.key = ?2 LIMIT 1)
          ORDER BY ext LIMIT 64",
     )
@@ -423,7 +422,7 @@ mod tests {
                 .await
                 .unwrap();
         let counted: Vec<(i64, i64)> = sqlx::query_as(
-            "SELECT machine_id, COUNT(*) FROM entries WHERE removed_at IS NULL GROUP BY machine_id ORDER BY machine_id",
+            "SELECT machine_id, COUNT(*) FROM entry_rows WHERE removed_at IS NULL GROUP BY machine_id ORDER BY machine_id",
         )
         .fetch_all(pool)
         .await
@@ -436,7 +435,7 @@ mod tests {
         .await
         .unwrap();
         let by_kernel: Vec<(i64, bool, String, i64)> = sqlx::query_as(
-            "SELECT machine_id, kernel IS NOT NULL, COALESCE(kernel, ''), COUNT(*) FROM entries WHERE removed_at IS NULL
+            "SELECT machine_id, kernel IS NOT NULL, COALESCE(kernel, ''), COUNT(*) FROM entry_rows WHERE removed_at IS NULL
              GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
         )
         .fetch_all(pool)
@@ -479,21 +478,30 @@ mod tests {
             "INSERT INTO machines(id, name, created_at) VALUES (1, 'c', 0), (2, 'a', 0), (3, 'd', 0), (4, 'b', 0)",
         )
         .await;
-        let insert = |id: i64, machine: i64, key: &str, kernel: Option<&str>, warps: i64, removed: bool| {
+        // each entry its own fact (id = the entry's); a rename points the entry at a new fact
+        let fact = |id: i64, key: &str, kernel: Option<&str>, warps: i64| {
             format!(
-                "INSERT INTO entries(id, machine_id, root, dir, key, kind, kernel, num_warps, bytes, sig, first_scan_id,
-                   last_scan_id, first_seen_at, last_seen_at, removed_at)
-                 VALUES ({id}, {machine}, '/r', '{key}', '{key}', 'kernel', {}, {warps}, 1, 's', 1, 1, 0, 0, {})",
+                "INSERT INTO facts(id, fact, key, kind, kernel, num_warps) VALUES ({id}, 'f{id}', '{key}', 'kernel', {}, {warps})",
                 kernel.map(|k| format!("'{k}'")).unwrap_or("NULL".into()),
+            )
+        };
+        let insert = |id: i64, machine: i64, key: &str, removed: bool| {
+            format!(
+                "INSERT INTO entries(id, machine_id, root_id, key, fact_id, bytes, sig, first_scan_id,
+                   last_scan_id, first_seen_at, last_seen_at, removed_at)
+                 VALUES ({id}, {machine}, 1, '{key}', {id}, 1, 's', 1, 1, 0, 0, {})",
                 if removed { "5" } else { "NULL" }
             )
         };
+        exec(&pool, "INSERT INTO roots(id, path) VALUES (1, '/r')").await;
         let mut id = 0;
         for (machine, n) in [(1, 6), (2, 7), (4, 5)] {
             for i in 0..n {
                 id += 1;
                 let kernel = [None, Some("k1"), Some("k2"), Some("k1")][i % 4];
-                exec(&pool, &insert(id, machine, &format!("key{:02}", 40 - id), kernel, (i % 3) as i64, i == 4)).await;
+                let key = format!("key{:02}", 40 - id);
+                exec(&pool, &fact(id, &key, kernel, (i % 3) as i64)).await;
+                exec(&pool, &insert(id, machine, &key, i == 4)).await;
             }
         }
         agree(&pool, "inserts").await;
@@ -501,18 +509,29 @@ mod tests {
         agree(&pool, "removals").await;
         exec(&pool, "UPDATE entries SET removed_at = 10 WHERE id = 1").await; // removed again: no change
         agree(&pool, "a removed entry's removal time moved").await;
+        // a new fact of an entry's key (fact id = 100 + entry id)
+        let refact = |id: i64, kernel: &str| {
+            format!(
+                "INSERT INTO facts(id, fact, key, kind, kernel) SELECT 100 + id, 'f' || (100 + id), key, 'kernel', {kernel}
+                 FROM entries WHERE id = {id}"
+            )
+        };
+        exec(&pool, &refact(1, "'k0'")).await;
+        exec(&pool, &refact(5, "'k0'")).await;
         exec(
             &pool,
-            "INSERT INTO entries(machine_id, root, dir, key, kind, bytes, sig, first_scan_id, last_scan_id,
+            "INSERT INTO entries(machine_id, root_id, key, fact_id, bytes, sig, first_scan_id, last_scan_id,
                first_seen_at, last_seen_at)
-             SELECT machine_id, root, dir, key, kind, bytes, sig, 2, 2, 0, 0 FROM entries WHERE id IN (1, 5)
-             ON CONFLICT(machine_id, key) DO UPDATE SET kernel = 'k0', removed_at = NULL, removed_scan_id = NULL",
+             SELECT machine_id, root_id, key, fact_id, bytes, sig, 2, 2, 0, 0 FROM entries WHERE id IN (1, 5)
+             ON CONFLICT(machine_id, key) DO UPDATE SET fact_id = 100 + entries.id, removed_at = NULL,
+               removed_scan_id = NULL",
         )
         .await;
         agree(&pool, "a re-scan's upsert re-adding entries").await;
-        exec(&pool, "UPDATE entries SET kernel = 'k3' WHERE id = 6").await;
-        exec(&pool, "UPDATE entries SET kernel = NULL WHERE id = 7").await;
-        exec(&pool, "UPDATE entries SET kernel = 'k2' WHERE id = 14").await;
+        for (id, kernel) in [(6, "'k3'"), (7, "NULL"), (14, "'k2'")] {
+            exec(&pool, &refact(id, kernel)).await;
+            exec(&pool, &format!("UPDATE entries SET fact_id = 100 + id WHERE id = {id}")).await;
+        }
         agree(&pool, "live entries renamed, one to no name, one from none").await;
         exec(&pool, "DELETE FROM entries WHERE id IN (2, 9, 12)").await;
         agree(&pool, "deletes of live and removed entries").await;

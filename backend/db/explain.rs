@@ -75,7 +75,7 @@ pub(crate) async fn side_and_variant(
     let sql = format!(
         "SELECT json_array(json_array({SIDE_FIELDS}), signature, shapes, num_warps, num_stages, parts) FROM (
              SELECT {SIDE_COLUMNS}, e.signature, e.shapes, e.num_warps, e.num_stages, {} AS parts
-             FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ?1 AND e.key = ?2)",
+             FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = ?1 AND e.key = ?2)",
         parts_column("e.key", "e.machine_id")
     );
     let text: Option<String> =
@@ -321,7 +321,7 @@ pub(crate) async fn side_rows_on(
     filter: &str,
 ) -> sqlx::Result<Vec<SideRow>> {
     let head = format!(
-        "SELECT {} FROM (SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN (",
+        "SELECT {} FROM (SELECT {SIDE_COLUMNS} FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE e.id IN (",
         rows_json(&format!("json_array({SIDE_FIELDS})"))
     );
     json_rows_of_ids::<SideRow>(conn, ids, &head, &format!("){filter})")).await
@@ -415,7 +415,7 @@ pub async fn sides_at(db: &super::Db, s: &ScanRef) -> sqlx::Result<Vec<Side>> {
     let id = s.id.to_string();
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
-        "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
+        "SELECT {SIDE_COLUMNS} FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE m.name = ?1 AND e.root = ?2 AND e.kind IN {kinds}
            AND e.first_scan_id <= CAST(?3 AS INTEGER)
            AND (e.removed_scan_id IS NULL OR e.removed_scan_id > CAST(?3 AS INTEGER))
@@ -428,7 +428,7 @@ pub async fn sides_at(db: &super::Db, s: &ScanRef) -> sqlx::Result<Vec<Side>> {
 pub async fn sides_now(db: &super::Db, machine: &str) -> sqlx::Result<Vec<Side>> {
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
-        "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
+        "SELECT {SIDE_COLUMNS} FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE m.name = ?1 AND e.kind IN {kinds} AND e.removed_at IS NULL ORDER BY e.kernel, e.key"
     );
     sides(db, &sql, &[machine]).await
@@ -438,7 +438,7 @@ pub async fn sides_now(db: &super::Db, machine: &str) -> sqlx::Result<Vec<Side>>
 pub async fn kernel_sides(db: &super::Db, kernel: &str) -> sqlx::Result<Vec<Side>> {
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
-        "SELECT {SIDE_COLUMNS} FROM entries e JOIN machines m ON m.id = e.machine_id
+        "SELECT {SIDE_COLUMNS} FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE e.kernel = ?1 AND e.kind IN {kinds} AND e.removed_at IS NULL ORDER BY m.name, e.key"
     );
     sides(db, &sql, &[kernel]).await
@@ -512,7 +512,7 @@ pub(crate) fn light_rows(text: String) -> sqlx::Result<Vec<LightRow>> {
 pub async fn light_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<LightRow>> {
     let (kinds, light) = (EntryKind::sql_list(KERNEL_KINDS), rows_json(LIGHT_ROW));
     let sql = format!(
-        "SELECT {light} FROM entries e INDEXED BY entries_light
+        "SELECT {light} FROM entry_rows e
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.root = ?2 AND e.kind IN {kinds}
            AND e.first_scan_id <= ?3 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?3)"
     );
@@ -538,7 +538,7 @@ pub async fn light_same(pool: &SqlitePool, from: &ScanRef, to: &ScanRef) -> sqlx
                 coalesce(sum(e.first_scan_id <= ?4 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?4)), 0),
                 coalesce(sum(e.first_scan_id <= ?4 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?4)
                              AND e.relocated), 0)
-         FROM entries e INDEXED BY entries_light
+         FROM entry_rows e
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.root = ?2 AND e.kind IN {kinds}"
     );
     let (moved, n, relocated): (i64, i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(sql))
@@ -555,7 +555,7 @@ pub async fn light_same(pool: &SqlitePool, from: &ScanRef, to: &ScanRef) -> sqlx
 pub async fn light_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<LightRow>> {
     let (kinds, light) = (EntryKind::sql_list(KERNEL_KINDS), rows_json(LIGHT_ROW));
     let sql = format!(
-        "SELECT {light} FROM entries e INDEXED BY entries_light
+        "SELECT {light} FROM entry_rows e
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.kind IN {kinds} AND e.removed_at IS NULL"
     );
     light_rows(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(machine).fetch_one(pool).await?)

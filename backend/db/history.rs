@@ -189,7 +189,7 @@ where
     let inferred = format!(
         "SELECT {key} AS k, COUNT(*) AS n FROM (
            SELECT c.compiled_at AS ts, en.kernel, m.name AS machine
-           FROM entry_compiles c JOIN entries en ON en.id = c.entry_id JOIN machines m ON m.id = en.machine_id
+           FROM entry_compiles c JOIN entry_rows en ON en.id = c.entry_id JOIN machines m ON m.id = en.machine_id
            WHERE en.kind IN {compiled}
              AND (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR en.kernel = ?2)
              AND (?3 IS NULL OR c.compiled_at >= ?3) AND (?4 IS NULL OR c.compiled_at < ?4)

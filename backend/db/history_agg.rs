@@ -34,7 +34,7 @@ const CONTRIB: &str = "
     GROUP BY 1, 2
     UNION ALL
     SELECT c.inferred_kernel, (c.compiled_at / 3600000) * 3600000, 0, COUNT(*), COUNT(*), COUNT(*), 0, 0, 0, 0, 0
-    FROM entries en JOIN entry_compiles c ON c.entry_id = en.id
+    FROM entry_rows en JOIN entry_compiles c ON c.entry_id = en.id
     WHERE en.machine_id = ?1 AND en.key IN (SELECT key FROM temp.history_touch) AND c.inferred_kernel IS NOT NULL
     GROUP BY 1, 2";
 
@@ -91,7 +91,7 @@ pub async fn account(conn: &mut SqliteConnection, machine_id: i64, keys: &[&str]
         // an entry compile time is inferred unless the nearest of its key's hook compile events
         // accounts for it
         "UPDATE entry_compiles SET inferred_kernel = (
-           SELECT COALESCE(en.kernel, '(unknown)') FROM entries en
+           SELECT COALESCE(en.kernel, '(unknown)') FROM entry_rows en
            WHERE en.id = entry_compiles.entry_id AND en.kind IN ('kernel', 'binary_only')
              AND NOT EXISTS (SELECT 1 FROM events x
                              WHERE x.machine_id = en.machine_id AND x.key = en.key AND x.event = 'compile'
@@ -100,7 +100,7 @@ pub async fn account(conn: &mut SqliteConnection, machine_id: i64, keys: &[&str]
                                AND NOT EXISTS (SELECT 1 FROM entry_compiles o
                                                WHERE o.entry_id = entry_compiles.entry_id
                                                  AND ABS(x.ts - o.compiled_at) < ABS(x.ts - entry_compiles.compiled_at))))
-         WHERE entry_id IN (SELECT id FROM entries WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touch))",
+         WHERE entry_id IN (SELECT id FROM entry_rows WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touch))",
     ];
     sqlx::query(sqlx::AssertSqlSafe(delta("-"))).bind(machine_id).execute(&mut *conn).await?;
     for sql in recount {
@@ -410,7 +410,7 @@ fn rows_sql(by: By) -> String {
            GROUP BY 1
            UNION ALL
            SELECT {ck}, 0, COUNT(*), COUNT(*), COUNT(*), 0, 0, 0, 0, 0
-           FROM entry_compiles c JOIN entries en ON en.id = c.entry_id JOIN machines m ON m.id = en.machine_id
+           FROM entry_compiles c JOIN entry_rows en ON en.id = c.entry_id JOIN machines m ON m.id = en.machine_id
            WHERE c.inferred_kernel IS NOT NULL AND (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR en.kernel = ?2)
              AND (?3 IS NULL OR c.compiled_at >= ?3) AND (?4 IS NULL OR c.compiled_at < ?4)
            GROUP BY 1) t

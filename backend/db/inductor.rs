@@ -233,7 +233,7 @@ const INDUCTOR_WHERE: &str = "FROM inductor_autotune a JOIN machines m ON m.id =
      WHERE (?1 IS NULL OR m.name = ?1)
        AND (?2 IS NULL OR a.op = ?2
             OR a.id IN (SELECT decision_id FROM inductor_choices WHERE name = ?2)
-            OR a.id IN (SELECT c.decision_id FROM entries e JOIN entry_modules em ON em.entry_id = e.id
+            OR a.id IN (SELECT c.decision_id FROM entry_rows e JOIN entry_modules em ON em.entry_id = e.id
                         JOIN inductor_choices c ON c.machine_id = em.machine_id AND c.module = em.module
                         WHERE e.kernel = ?2 AND e.removed_at IS NULL))";
 
@@ -300,7 +300,7 @@ async fn triton_rows(
     let kernel_filter = if kernel.is_some() { "e.kernel = ?2" } else { "?2 IS NULL" };
     let rows: Vec<(String, Option<String>, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT m.name, e.kernel, e.key, a.sha256 FROM machines m
-         JOIN entries e INDEXED BY entries_autotune ON e.machine_id = m.id
+         JOIN entry_rows e ON e.machine_id = m.id
          JOIN entry_files a ON a.entry_id = e.id AND a.ext = 'autotune.json'
          WHERE e.kind = 'autotune' AND e.removed_at IS NULL AND {machine_filter} AND {kernel_filter}
            AND EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = a.sha256)

@@ -31,6 +31,7 @@ pub struct Ingest {
     machine_id: i64,
     scan_id: i64,
     root: String,
+    root_id: i64,
     now: i64,
     existing: FastMap<String, Existing>, // by key
     seen: FastSet<String>,               // keys seen in this scan
@@ -118,22 +119,27 @@ impl Ingest {
         .bind(source)
         .fetch_one(&mut *tx)
         .await?;
-        // (key, id, dir, sig, removed, bytes, relocated, kind, stamp), read from `entries_rescan`
-        // and `entry_stamps` alone, as one JSON array: 100,000 rows one by one through sqlx
-        // took 1-2 s, most of a no-change re-scan. The array is joined by `group_concat`
-        // (`db::explain::rows_json` says why), and a dir that is its key (every plain cache's)
-        // is left out (null).
+        sqlx::query("INSERT INTO roots(path) VALUES (?) ON CONFLICT(path) DO NOTHING")
+            .bind(root)
+            .execute(&mut *tx)
+            .await?;
+        let root_id: i64 =
+            sqlx::query_scalar("SELECT id FROM roots WHERE path = ?").bind(root).fetch_one(&mut *tx).await?;
+        // (key, id, dir, sig, removed, bytes, relocated, kind, stamp), read from the presence
+        // rows, their facts' kind and `entry_stamps`, as one JSON array: 100,000 rows one by one
+        // through sqlx took 1-2 s, most of a no-change re-scan. The array is joined by
+        // `group_concat` (`db::explain::rows_json` says why); a dir that is its key (every plain
+        // cache's) is stored as null.
         type Row = (String, i64, Option<String>, String, i64, i64, i64, EntryKind, Option<String>);
         let rows = super::explain::rows_json(
-            "json_array(e.key, e.id, nullif(e.dir, e.key), e.sig, e.removed_at IS NOT NULL, e.bytes,
-               e.relocated, e.kind, s.stamp)",
+            "json_array(e.key, e.id, e.dir, e.sig, e.removed_at IS NOT NULL, e.bytes, e.relocated, f.kind, s.stamp)",
         );
         let rows: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT {rows} FROM entries e INDEXED BY entries_rescan LEFT JOIN entry_stamps s ON s.entry_id = e.id
-             WHERE e.machine_id = ? AND e.root = ?"
+            "SELECT {rows} FROM entries e JOIN facts f ON f.id = e.fact_id LEFT JOIN entry_stamps s ON s.entry_id = e.id
+             WHERE e.machine_id = ? AND e.root_id = ?"
         )))
         .bind(machine_id)
-        .bind(root)
+        .bind(root_id)
         .fetch_one(&mut *tx)
         .await?;
         let rows: Vec<Row> = serde_json::from_str(rows.as_deref().unwrap_or("[]"))
@@ -149,11 +155,11 @@ impl Ingest {
         // One row per (machine, key): a key whose live row belongs to another root stays there
         // (the root that had it first keeps it); this root's copy is a counted duplicate.
         let elsewhere: HashMap<String, String> = sqlx::query_as(
-            "SELECT key, root FROM entries INDEXED BY entries_rescan
-             WHERE machine_id = ? AND root <> ? AND removed_at IS NULL",
+            "SELECT e.key, r.path FROM entries e JOIN roots r ON r.id = e.root_id
+             WHERE e.machine_id = ? AND e.root_id <> ? AND e.removed_at IS NULL",
         )
         .bind(machine_id)
-        .bind(root)
+        .bind(root_id)
         .fetch_all(&mut *tx)
         .await?
         .into_iter()
@@ -165,6 +171,7 @@ impl Ingest {
             machine_id,
             scan_id,
             root: root.into(),
+            root_id,
             now,
             existing,
             seen: FastSet::default(),
@@ -268,8 +275,8 @@ impl Ingest {
         for chunk in fresh.chunks(200) {
             let facts: Vec<&str> = chunk.iter().map(|p| p.fact.as_str()).collect();
             let donors: HashMap<(String, bool), i64> = sqlx::query_as::<_, (String, bool, i64)>(
-                "SELECT fact, relocated, MIN(id) FROM entries INDEXED BY entries_fact
-                 WHERE fact IN (SELECT value FROM json_each(?)) GROUP BY fact, relocated",
+                "SELECT f.fact, e.relocated, MIN(e.id) FROM facts f JOIN entries e ON e.fact_id = f.id
+                 WHERE f.fact IN (SELECT value FROM json_each(?)) GROUP BY f.fact, e.relocated",
             )
             .bind(serde_json::to_string(&facts).unwrap_or_default())
             .fetch_all(&mut *self.tx)
@@ -296,7 +303,7 @@ impl Ingest {
 
     /// Write the rows of `chunk` (new or changed), each from its donor row (by key).
     async fn copy_facts(&mut self, chunk: &[&Present], donors: &HashMap<&str, i64>) -> sqlx::Result<()> {
-        let (scan, now, mid, root) = (self.scan_id, self.now, self.machine_id, self.root.clone());
+        let (scan, now, mid, root, root_id) = (self.scan_id, self.now, self.machine_id, self.root.clone(), self.root_id);
         let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(
             "WITH v(dir, sig, created_at, relocated, donor, group_at, group_sha256, group_bytes, bytes) AS (SELECT * FROM (VALUES ",
         );
@@ -326,25 +333,29 @@ impl Ingest {
         }
         qb.push(
             "))
-             INSERT INTO entries(machine_id, root, dir, key, kind, kernel, backend, arch, warp_size, num_warps,
-              num_stages, num_ctas, triton_version, meta_hash, signature, shapes, created_at, bytes, registers,
-              spills, shared_bytes, resources_json, metadata_json, group_json, relocated, partial, binary_sha256,
-              sig, fact, group_at, group_sha256, group_bytes, first_scan_id, last_scan_id, first_seen_at,
-              last_seen_at)
+             INSERT INTO entries(machine_id, root_id, key, fact_id, dir, sig, bytes, created_at, relocated, group_at,
+              group_sha256, group_bytes, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
              SELECT ",
         );
-        qb.push_bind(mid).push(", ").push_bind(root).push(
-            ", v.dir, d.key, d.kind, d.kernel, d.backend, d.arch, d.warp_size, d.num_warps, d.num_stages,
-              d.num_ctas, d.triton_version, d.meta_hash, d.signature, d.shapes, v.created_at,
-              COALESCE(v.bytes, d.bytes), d.registers, d.spills, d.shared_bytes, d.resources_json, d.metadata_json,
-              d.group_json, v.relocated, d.partial, d.binary_sha256, v.sig, d.fact, v.group_at, v.group_sha256,
-              v.group_bytes, ",
+        qb.push_bind(mid).push(", ").push_bind(root_id).push(
+            ", d.key, d.fact_id, NULLIF(v.dir, d.key), v.sig, COALESCE(v.bytes, d.bytes), v.created_at, v.relocated,
+              v.group_at, v.group_sha256, v.group_bytes, ",
         );
         qb.push_bind(scan).push(", ").push_bind(scan).push(", ").push_bind(now).push(", ").push_bind(now);
         qb.push(" FROM v JOIN entries d ON d.id = v.donor WHERE true ");
         qb.push(UPSERT_SET);
-        qb.push(" RETURNING id, key, bytes, triton_version");
-        let rows: Vec<(i64, String, i64, Option<String>)> = qb.build_query_as().fetch_all(&mut *self.tx).await?;
+        qb.push(" RETURNING id, key, bytes, fact_id");
+        let rows: Vec<(i64, String, i64, i64)> = qb.build_query_as().fetch_all(&mut *self.tx).await?;
+        let fact_ids: Vec<i64> = rows.iter().map(|r| r.3).collect();
+        let versions: HashMap<i64, Option<String>> =
+            sqlx::query_as("SELECT id, triton_version FROM facts WHERE id IN (SELECT value FROM json_each(?))")
+                .bind(super::explain::json_ids(&fact_ids))
+                .fetch_all(&mut *self.tx)
+                .await?
+                .into_iter()
+                .collect();
+        let rows: Vec<(i64, String, i64, Option<String>)> =
+            rows.into_iter().map(|(id, key, bytes, f)| (id, key, bytes, versions.get(&f).cloned().flatten())).collect();
         let by_key: HashMap<&str, &Present> = chunk.iter().map(|p| (p.key.as_str(), *p)).collect();
         // (new row, the row its facts came from)
         let mut pairs: Vec<(i64, i64)> = Vec::with_capacity(rows.len());
@@ -397,52 +408,29 @@ impl Ingest {
     }
 
     async fn upsert(&mut self, chunk: &[&Entry], blobs: &BTreeMap<String, String>) -> sqlx::Result<()> {
-        let (scan, now, mid, root) = (self.scan_id, self.now, self.machine_id, self.root.clone());
-        let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(
-            "INSERT INTO entries(machine_id, root, dir, key, kind, kernel, backend, arch, warp_size, num_warps,
-              num_stages, num_ctas, triton_version, meta_hash, signature, shapes, created_at, bytes, registers,
-              spills, shared_bytes, resources_json, metadata_json, group_json, relocated, partial, binary_sha256,
-              sig, fact, group_at, group_sha256, group_bytes, first_scan_id, last_scan_id, first_seen_at,
-              last_seen_at) ",
-        );
+        let (scan, now, mid, root, root_id) = (self.scan_id, self.now, self.machine_id, self.root.clone(), self.root_id);
         // The metadata's text, stored and hashed into the entry's class.
         let metadata: Vec<Option<String>> = chunk.iter().map(|e| e.metadata.as_ref().map(|v| v.to_string())).collect();
         // The texts are stored once per fact and relocation (`fact_texts`); the row holds none.
         let facts: Vec<String> = chunk.iter().map(|e| e.fact()).collect();
         store_fact_texts(&mut self.tx, chunk, &metadata, &facts).await?;
-        let none: Option<String> = None;
+        let fact_ids = store_facts(&mut self.tx, chunk, &facts).await?;
+        let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(
+            "INSERT INTO entries(machine_id, root_id, key, fact_id, dir, sig, bytes, created_at, relocated, group_at,
+              group_sha256, group_bytes, first_scan_id, last_scan_id, first_seen_at, last_seen_at) ",
+        );
         qb.push_values(chunk.iter().zip(&facts), |mut b, (e, fact)| {
             // its own group file (cleared below where it is the fact's)
             let own = e.group_in_dir();
             b.push_bind(mid)
-                .push_bind(root.clone())
-                .push_bind(e.dir.clone())
+                .push_bind(root_id)
                 .push_bind(e.key.clone())
-                .push_bind(e.kind)
-                .push_bind(e.kernel.clone())
-                .push_bind(e.backend.clone())
-                .push_bind(e.arch.clone())
-                .push_bind(e.warp_size)
-                .push_bind(e.num_warps)
-                .push_bind(e.num_stages)
-                .push_bind(e.num_ctas)
-                .push_bind(e.triton_version.clone())
-                .push_bind(e.meta_hash.clone())
-                .push_bind(e.signature.clone())
-                .push_bind(e.shapes.clone())
-                .push_bind(e.created_at)
-                .push_bind(e.bytes)
-                .push_bind(e.registers)
-                .push_bind(e.spills)
-                .push_bind(e.shared_bytes)
-                .push_bind(none.clone())
-                .push_bind(none.clone())
-                .push_bind(none.clone())
-                .push_bind(e.relocated())
-                .push_bind(e.partial.clone())
-                .push_bind(e.binary_sha256().map(str::to_string))
+                .push_bind(fact_ids[fact.as_str()])
+                .push_bind((e.dir != e.key).then(|| e.dir.clone()))
                 .push_bind(e.sig.clone())
-                .push_bind(fact.clone())
+                .push_bind(e.bytes)
+                .push_bind(e.created_at)
+                .push_bind(e.relocated())
                 .push_bind(own.and_then(|(_, at)| own_group_at(&root, &e.dir, at)))
                 .push_bind(own.map(|(a, _)| a.sha256.clone()))
                 .push_bind(own.map(|(a, _)| a.bytes))
@@ -689,19 +677,55 @@ impl Ingest {
     }
 }
 
-/// The upsert of an entry row by (machine, key): a row seen again is rewritten whole, live.
-const UPSERT_SET: &str = " ON CONFLICT(machine_id, key) DO UPDATE SET root=excluded.root, dir=excluded.dir,
-      kind=excluded.kind, kernel=excluded.kernel, backend=excluded.backend, arch=excluded.arch,
-      warp_size=excluded.warp_size, num_warps=excluded.num_warps, num_stages=excluded.num_stages,
-      num_ctas=excluded.num_ctas, triton_version=excluded.triton_version, meta_hash=excluded.meta_hash,
-      signature=excluded.signature, shapes=excluded.shapes, created_at=excluded.created_at, bytes=excluded.bytes,
-      registers=excluded.registers, spills=excluded.spills, shared_bytes=excluded.shared_bytes,
-      resources_json=excluded.resources_json, metadata_json=excluded.metadata_json,
-      group_json=excluded.group_json, relocated=excluded.relocated, partial=excluded.partial,
-      binary_sha256=excluded.binary_sha256, sig=excluded.sig, fact=excluded.fact, group_at=excluded.group_at,
+/// The upsert of an entry (presence) row by (machine, key): a row seen again is rewritten whole,
+/// live.
+const UPSERT_SET: &str = " ON CONFLICT(machine_id, key) DO UPDATE SET root_id=excluded.root_id,
+      fact_id=excluded.fact_id, dir=excluded.dir, sig=excluded.sig, bytes=excluded.bytes,
+      created_at=excluded.created_at, relocated=excluded.relocated, group_at=excluded.group_at,
       group_sha256=excluded.group_sha256, group_bytes=excluded.group_bytes,
       last_scan_id=excluded.last_scan_id, last_seen_at=excluded.last_seen_at, removed_at=NULL,
       removed_scan_id=NULL";
+
+/// The facts of entries, once per fact (the first writer's row stays: the same fact is the
+/// same files read the same way, `model::Entry::fact`), and their ids by fact.
+async fn store_facts(
+    tx: &mut Transaction<'static, Sqlite>,
+    chunk: &[&Entry],
+    facts: &[String],
+) -> sqlx::Result<HashMap<String, i64>> {
+    let mut qb = QueryBuilder::<Sqlite>::new(
+        "INSERT INTO facts(fact, key, kind, kernel, backend, arch, warp_size, num_warps, num_stages, num_ctas,
+          triton_version, meta_hash, signature, shapes, registers, spills, shared_bytes, partial, binary_sha256) ",
+    );
+    qb.push_values(chunk.iter().zip(facts), |mut b, (e, fact)| {
+        b.push_bind(fact.clone())
+            .push_bind(e.key.clone())
+            .push_bind(e.kind)
+            .push_bind(e.kernel.clone())
+            .push_bind(e.backend.clone())
+            .push_bind(e.arch.clone())
+            .push_bind(e.warp_size)
+            .push_bind(e.num_warps)
+            .push_bind(e.num_stages)
+            .push_bind(e.num_ctas)
+            .push_bind(e.triton_version.clone())
+            .push_bind(e.meta_hash.clone())
+            .push_bind(e.signature.clone())
+            .push_bind(e.shapes.clone())
+            .push_bind(e.registers)
+            .push_bind(e.spills)
+            .push_bind(e.shared_bytes)
+            .push_bind(e.partial.clone())
+            .push_bind(e.binary_sha256().map(str::to_string));
+    });
+    qb.push(" ON CONFLICT(fact) DO NOTHING");
+    qb.build().execute(&mut **tx).await?;
+    sqlx::query_as("SELECT fact, id FROM facts WHERE fact IN (SELECT value FROM json_each(?))")
+        .bind(serde_json::to_string(facts).unwrap_or_default())
+        .fetch_all(&mut **tx)
+        .await
+        .map(|rows| rows.into_iter().collect())
+}
 
 /// The metadata, resources and group JSON of entries, once per (fact, relocated): the first
 /// writer's stays (the same files give the same texts).
@@ -740,7 +764,8 @@ async fn same_group_as_fact(tx: &mut Transaction<'static, Sqlite>, ids: &[i64]) 
     sqlx::query(
         "UPDATE entries SET group_sha256 = NULL, group_bytes = NULL
          WHERE id IN (SELECT value FROM json_each(?)) AND group_sha256 IS NOT NULL
-           AND EXISTS (SELECT 1 FROM fact_files f WHERE f.fact = entries.fact AND f.ext = 'grp'
+           AND EXISTS (SELECT 1 FROM facts t JOIN fact_files f ON f.fact = t.fact
+                       WHERE t.id = entries.fact_id AND f.ext = 'grp'
                        AND f.sha256 = entries.group_sha256 AND f.bytes = entries.group_bytes)",
     )
     .bind(super::explain::json_ids(ids))

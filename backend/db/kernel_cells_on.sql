@@ -9,7 +9,7 @@ WITH code AS (
          json_extract(COALESCE(e.resources_json, (SELECT t.resources_json FROM fact_texts t
                                                  WHERE t.fact = e.fact AND t.relocated = e.relocated)),
                       '$.code_sha256') AS c
-  FROM entries e INDEXED BY entries_kernel WHERE e.kernel = ?1 AND e.removed_at IS NULL),
+  FROM entry_rows e WHERE e.kernel = ?1 AND e.removed_at IS NULL),
 dup_binaries AS (SELECT binary_sha256 AS sha FROM code WHERE binary_sha256 IS NOT NULL
                  GROUP BY binary_sha256 HAVING COUNT(DISTINCT key) > 1),
 dup_code AS (SELECT c FROM code WHERE c IS NOT NULL GROUP BY c HAVING COUNT(DISTINCT key) > 1)
@@ -24,7 +24,7 @@ SELECT e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, 
        SUM(COALESCE(x.c IN (SELECT c FROM dup_code), 0)) AS shared_code,
        substr(MIN(printf('%020d', e.id) || m.name || char(9) || e.key), 21) AS sample_min_ref,
        substr(MAX(printf('%020d', e.id) || m.name || char(9) || e.key), 21) AS sample_max_ref
-FROM entries e INDEXED BY entries_kernel
+FROM entry_rows e
 JOIN machines m ON m.id = e.machine_id
 JOIN code x ON x.id = e.id
 WHERE e.kernel = ?1 AND e.machine_id = (SELECT id FROM machines WHERE name = ?2) AND e.removed_at IS NULL

@@ -53,7 +53,7 @@ pub async fn by_prefix(
         }
         let rows: Vec<KeyHit> = sqlx::query_as(
             "SELECT m.name AS machine, e.key, e.kernel, e.removed_at IS NULL AS live
-             FROM machines m JOIN entries e ON e.machine_id = m.id
+             FROM machines m JOIN entry_rows e ON e.machine_id = m.id
              WHERE m.name = ?1 AND e.key >= ?2 AND e.key < ?3 ORDER BY e.key LIMIT ?4",
         )
         .bind(&m)

@@ -136,7 +136,7 @@ pub async fn kept_now(db: &super::Db, machine: &str) -> sqlx::Result<Option<Sets
 /// index of migration 0028: no table row read).
 pub async fn unnamed_count(pool: &SqlitePool, machine: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT COUNT(*) FROM entries e INDEXED BY entries_unnamed_live
+        "SELECT COUNT(*) FROM entry_rows e
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?) AND e.kernel IS NULL AND e.kind IN {}
            AND e.removed_at IS NULL",
         crate::model::EntryKind::sql_list(super::explain::KERNEL_KINDS)
@@ -246,7 +246,7 @@ pub async fn light_now_of(pool: &SqlitePool, machine: &str, only: &[&str]) -> sq
     let mut rows = light_now_unnamed(pool, machine).await?;
     for part in only.chunks(500) {
         let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-            "SELECT {} FROM entries e INDEXED BY entries_listing
+            "SELECT {} FROM entry_rows e
              WHERE e.machine_id = (SELECT id FROM machines WHERE name = ",
             super::explain::rows_json(super::explain::LIGHT_ROW)
         ));
@@ -268,7 +268,7 @@ pub async fn light_now_of(pool: &SqlitePool, machine: &str, only: &[&str]) -> sq
 
 async fn light_now_unnamed(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<LightRow>> {
     let sql = format!(
-        "SELECT {} FROM entries e INDEXED BY entries_unnamed_live
+        "SELECT {} FROM entry_rows e
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.kernel IS NULL AND e.kind IN {}
            AND e.removed_at IS NULL",
         super::explain::rows_json(super::explain::LIGHT_ROW),

@@ -50,7 +50,7 @@ pub async fn latest(
     .await?;
     let mut out = Vec::with_capacity(rows.len());
     for (ts, machine, key, kernel, mid) in rows {
-        let entry: Option<(i64,)> = sqlx::query_as("SELECT id FROM entries WHERE machine_id = ? AND key = ?")
+        let entry: Option<(i64,)> = sqlx::query_as("SELECT id FROM entry_rows WHERE machine_id = ? AND key = ?")
             .bind(mid)
             .bind(&key)
             .fetch_optional(pool)
@@ -59,8 +59,8 @@ pub async fn latest(
             None => None,
             Some((id,)) => {
                 sqlx::query_as(
-                    "SELECT m.name, o.key FROM entries e
-                 JOIN entries o INDEXED BY entries_variant ON o.kernel = e.kernel AND o.signature IS e.signature
+                    "SELECT m.name, o.key FROM entry_rows e
+                 JOIN entry_rows o ON o.kernel = e.kernel AND o.signature IS e.signature
                    AND o.shapes IS e.shapes AND o.num_warps IS e.num_warps AND o.num_stages IS e.num_stages
                    AND o.removed_at IS NULL
                  JOIN machines m ON m.id = o.machine_id

@@ -184,7 +184,7 @@ async fn same_variant(
                 .map(|(c, n)| if mask & (1 << c) == 0 { format!("{n} IS ?{}", c + 2) } else { format!("{n} IS NULL") })
                 .collect();
             format!(
-                "SELECT id FROM entries INDEXED BY entries_variant WHERE kernel = ?1 AND removed_at IS NULL AND {}",
+                "SELECT id FROM entry_rows WHERE kernel = ?1 AND removed_at IS NULL AND {}",
                 each.join(" AND ")
             )
         })
@@ -254,7 +254,7 @@ fn class_of_hex(text: &str) -> Option<Class> {
 async fn variants_of(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Variants> {
     let sql = format!(
         "SELECT {} FROM (SELECT signature, shapes, num_warps, num_stages, '[' || group_concat(id) || ']' AS ids
-             FROM entries INDEXED BY entries_variant WHERE kernel = ?1 AND removed_at IS NULL
+             FROM entry_rows WHERE kernel = ?1 AND removed_at IS NULL
              GROUP BY signature, shapes, num_warps, num_stages)",
         super::explain::rows_json("json_array(signature, shapes, num_warps, num_stages, json(ids))")
     );
@@ -444,7 +444,7 @@ pub async fn classes_of_ids(
 /// metadata.
 async fn place(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, (String, String)>> {
     let head = format!(
-        "SELECT {} FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id IN (",
+        "SELECT {} FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE e.id IN (",
         super::explain::rows_json("json_array(e.id, m.name, e.key)")
     );
     // Not `removed_at`: it sits past the row's JSON columns (overflow pages: 3-4x the time),

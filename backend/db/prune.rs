@@ -37,7 +37,7 @@ pub async fn rows(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<
                 (SELECT MAX(v.ts) FROM events v WHERE v.machine_id = e.machine_id AND v.key = e.key) AS last_event,
                 (SELECT MAX(v.ts) FROM events v WHERE v.machine_id = e.machine_id AND v.key = e.key
                    AND v.event = 'hit') AS last_hit
-         FROM entries e JOIN machines m ON m.id = e.machine_id
+         FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE m.name = ? AND e.root = ? AND e.removed_at IS NULL
          ORDER BY e.dir",
     )
@@ -52,7 +52,7 @@ pub async fn rows(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<
 pub async fn hook_since(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar(
         "SELECT MIN(v.ts) FROM events v JOIN machines m ON m.id = v.machine_id
-         WHERE m.name = ?1 AND v.key IN (SELECT e.key FROM entries e WHERE e.machine_id = m.id AND e.root = ?2)",
+         WHERE m.name = ?1 AND v.key IN (SELECT e.key FROM entry_rows e WHERE e.machine_id = m.id AND e.root = ?2)",
     )
     .bind(machine)
     .bind(root)
@@ -64,7 +64,7 @@ pub async fn hook_since(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::R
 pub async fn cache_inodes(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "SELECT COUNT(*) + COALESCE(SUM((SELECT COUNT(*) FROM entry_files f WHERE f.entry_id = e.id)), 0)
-         FROM entries e JOIN machines m ON m.id = e.machine_id
+         FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE m.name = ? AND e.root = ? AND e.removed_at IS NULL",
     )
     .bind(machine)

@@ -149,8 +149,8 @@ const MARKS: &[(&str, &str)] = &[
     ("/*e.kernels*/", "AND e.kernel IN (SELECT kernel FROM temp.dirty_k)"),
     // the autotune runs of the marked kernels, from their entries (not from every run's row)
     (
-        "FROM autotune a CROSS JOIN entries e ON e.id = a.entry_id",
-        "FROM temp.dirty_k d CROSS JOIN entries e INDEXED BY entries_kernel ON e.kernel = d.kernel
+        "FROM autotune a CROSS JOIN entry_rows e ON e.id = a.entry_id",
+        "FROM temp.dirty_k d CROSS JOIN entry_rows e ON e.kernel = d.kernel
          CROSS JOIN autotune a ON a.entry_id = e.id",
     ),
 ];
@@ -177,7 +177,7 @@ fn statement(sql: &str, marked: bool) -> Option<String> {
 
 /// The highest entry id: how much data a first build reads.
 async fn max_entry_id(conn: &mut SqliteConnection) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT COALESCE((SELECT MAX(id) FROM entries), 0)").fetch_one(conn).await
+    sqlx::query_scalar("SELECT COALESCE((SELECT MAX(id) FROM entry_rows), 0)").fetch_one(conn).await
 }
 
 /// Where the tables stand: (built once, changes marked since).
@@ -437,7 +437,7 @@ pub(crate) const CHECKPOINT_FROM: u64 = 64 << 20;
 const REBUILD: &[&str] = &[
     "INSERT INTO temp.staged_kernel_stats(kernel, machine_id, backend, arch, triton_version, entries, bytes, last_compiled)
      SELECT kernel, machine_id, backend, arch, triton_version, COUNT(*), CAST(TOTAL(bytes) AS INTEGER), MAX(created_at)
-     FROM entries WHERE removed_at IS NULL AND kernel IS NOT NULL /*machines*/
+     FROM entry_rows WHERE removed_at IS NULL AND kernel IS NOT NULL /*machines*/
      GROUP BY kernel, machine_id, backend, arch, triton_version",
     "INSERT INTO temp.staged_kernel_totals(kernel, entries, machines, bytes, last_compiled)
      SELECT kernel, SUM(entries), COUNT(DISTINCT machine_id), CAST(TOTAL(bytes) AS INTEGER), MAX(last_compiled)
@@ -446,20 +446,20 @@ const REBUILD: &[&str] = &[
      SELECT e.machine_id, COUNT(*), COUNT(DISTINCT e.kernel), CAST(TOTAL(e.bytes) AS INTEGER), SUM(e.relocated),
             (SELECT GROUP_CONCAT(v, ',') FROM (SELECT DISTINCT triton_version AS v FROM temp.staged_kernel_stats k
                                               WHERE k.machine_id = e.machine_id AND v IS NOT NULL ORDER BY v))
-     FROM entries e WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id",
+     FROM entry_rows e WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id",
     "INSERT INTO temp.staged_ext_stats(ext, files, bytes)
      SELECT ext, SUM(files), CAST(TOTAL(bytes) AS INTEGER) FROM (
-       SELECT a.ext, COUNT(*) AS files, TOTAL(a.bytes) AS bytes FROM artifacts a JOIN entries e ON e.id = a.entry_id
+       SELECT a.ext, COUNT(*) AS files, TOTAL(a.bytes) AS bytes FROM artifacts a JOIN entry_rows e ON e.id = a.entry_id
        WHERE e.removed_at IS NULL GROUP BY a.ext
        UNION ALL
        -- a fact's files count once for each live entry holding them
        SELECT f.ext, SUM(n.live), TOTAL(f.bytes * n.live) FROM fact_files f
-       JOIN (SELECT fact, COUNT(*) AS live FROM entries WHERE removed_at IS NULL AND fact IS NOT NULL GROUP BY fact) n
+       JOIN (SELECT fact, COUNT(*) AS live FROM entry_rows WHERE removed_at IS NULL AND fact IS NOT NULL GROUP BY fact) n
          ON n.fact = f.fact
        GROUP BY f.ext
        UNION ALL
        -- a machine's own group file (its paths) where its size is not the fact's
-       SELECT 'grp', 0, TOTAL(e.group_bytes - f.bytes) FROM entries e
+       SELECT 'grp', 0, TOTAL(e.group_bytes - f.bytes) FROM entry_rows e
        JOIN fact_files f ON f.fact = e.fact AND f.ext = 'grp'
        WHERE e.removed_at IS NULL AND e.group_sha256 IS NOT NULL HAVING COUNT(*) > 0)
      GROUP BY ext",
@@ -468,7 +468,7 @@ const REBUILD: &[&str] = &[
      WITHOUT ROWID",
     "DELETE FROM temp.dup_binaries",
     "INSERT INTO temp.dup_binaries(kernel, sha)
-     SELECT kernel, binary_sha256 FROM entries
+     SELECT kernel, binary_sha256 FROM entry_rows
      WHERE removed_at IS NULL AND kernel IS NOT NULL AND binary_sha256 IS NOT NULL /*kernels*/
      GROUP BY kernel, binary_sha256 HAVING COUNT(DISTINCT key) > 1",
     // machine code that two or more keys of a kernel share (bytes may differ in debug info only)
@@ -477,8 +477,8 @@ const REBUILD: &[&str] = &[
     "DELETE FROM temp.dup_code",
     "INSERT INTO temp.dup_code(kernel, code)
      SELECT kernel, json_extract(COALESCE(resources_json, (SELECT t.resources_json FROM fact_texts t
-                                     WHERE t.fact = entries.fact AND t.relocated = entries.relocated)),
-                                 '$.code_sha256') AS c FROM entries
+                                     WHERE t.fact = entry_rows.fact AND t.relocated = entry_rows.relocated)),
+                                 '$.code_sha256') AS c FROM entry_rows
      WHERE removed_at IS NULL AND kernel IS NOT NULL AND c IS NOT NULL /*kernels*/
      GROUP BY kernel, c HAVING COUNT(DISTINCT key) > 1",
     "INSERT INTO temp.staged_variant_cells(kernel, backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind,
@@ -501,7 +501,7 @@ const REBUILD: &[&str] = &[
             -- sorts as the id does
             substr(MIN(printf('%020d', e.id) || m.name || char(9) || e.key), 21),
             substr(MAX(printf('%020d', e.id) || m.name || char(9) || e.key), 21)
-     FROM entries e JOIN machines m ON m.id = e.machine_id
+     FROM entry_rows e JOIN machines m ON m.id = e.machine_id
      WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL /*e.kernels*/
      GROUP BY e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages, k",
     "INSERT INTO temp.staged_kernel_identical(kernel, identical, same_code)
@@ -519,10 +519,10 @@ const REBUILD: &[&str] = &[
                                        runs, machines, best_ms, wins)
      WITH runs AS (
          SELECT DISTINCT e.id, e.machine_id, e.root, e.kernel, e.first_scan_id
-         FROM autotune a CROSS JOIN entries e ON e.id = a.entry_id WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL),
+         FROM autotune a CROSS JOIN entry_rows e ON e.id = a.entry_id WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL),
      cand AS (
          SELECT r.id, k.backend, k.arch, k.triton_version, MAX(k.first_scan_id = r.first_scan_id) AS same_scan
-         FROM runs r CROSS JOIN entries k INDEXED BY entries_kernel
+         FROM runs r CROSS JOIN entry_rows k
               ON k.kernel = r.kernel AND k.machine_id = r.machine_id AND k.root = r.root
          WHERE k.removed_at IS NULL AND k.backend IS NOT NULL
          GROUP BY r.id, k.backend, k.arch, k.triton_version),
@@ -533,7 +533,7 @@ const REBUILD: &[&str] = &[
          SELECT r.id, NULL, NULL, NULL FROM runs r WHERE NOT EXISTS (SELECT 1 FROM cand c WHERE c.id = r.id))
      SELECT e.kernel, p.backend, p.arch, p.triton_version, a.config_json, MIN(a.num_warps), MIN(a.num_stages),
             COUNT(*), MIN(m.name), MIN(a.best_ms), SUM(a.winner)
-     FROM pick p JOIN entries e ON e.id = p.id JOIN autotune a ON a.entry_id = e.id JOIN machines m ON m.id = e.machine_id
+     FROM pick p JOIN entry_rows e ON e.id = p.id JOIN autotune a ON a.entry_id = e.id JOIN machines m ON m.id = e.machine_id
      GROUP BY e.kernel, p.backend, p.arch, p.triton_version, e.machine_id, a.config_json",
     "INSERT INTO temp.staged_machine_kernels(machine_id, kernel, entries, bytes, last_compiled)
      SELECT machine_id, kernel, SUM(entries), CAST(TOTAL(bytes) AS INTEGER), MAX(last_compiled) FROM temp.staged_kernel_stats GROUP BY machine_id, kernel",
@@ -541,7 +541,7 @@ const REBUILD: &[&str] = &[
      SELECT machine_id, triton_version, SUM(entries), CAST(TOTAL(bytes) AS INTEGER) FROM temp.staged_kernel_stats GROUP BY machine_id, triton_version",
     // removed entries count too: they were compiled all the same
     "INSERT INTO temp.staged_machine_days(machine_id, day, entries)
-     SELECT machine_id, created_at / 86400000, COUNT(*) FROM entries WHERE created_at IS NOT NULL /*machines*/
+     SELECT machine_id, created_at / 86400000, COUNT(*) FROM entry_rows WHERE created_at IS NOT NULL /*machines*/
      GROUP BY machine_id, created_at / 86400000",
     "INSERT INTO temp.staged_choices(col, value)
      SELECT DISTINCT 'backend', backend FROM temp.staged_kernel_stats WHERE backend IS NOT NULL
@@ -551,13 +551,13 @@ const REBUILD: &[&str] = &[
     "INSERT INTO temp.staged_machine_ext(machine_id, ext, files, bytes)
      SELECT machine_id, ext, SUM(files), CAST(TOTAL(bytes) AS INTEGER) FROM (
        SELECT e.machine_id, a.ext, COUNT(*) AS files, TOTAL(a.bytes) AS bytes
-       FROM entries e JOIN artifacts a ON a.entry_id = e.id
+       FROM entry_rows e JOIN artifacts a ON a.entry_id = e.id
        WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id, a.ext
        UNION ALL
-       SELECT e.machine_id, f.ext, COUNT(*), TOTAL(f.bytes) FROM entries e JOIN fact_files f ON f.fact = e.fact
+       SELECT e.machine_id, f.ext, COUNT(*), TOTAL(f.bytes) FROM entry_rows e JOIN fact_files f ON f.fact = e.fact
        WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id, f.ext
        UNION ALL
-       SELECT e.machine_id, 'grp', 0, TOTAL(e.group_bytes - f.bytes) FROM entries e
+       SELECT e.machine_id, 'grp', 0, TOTAL(e.group_bytes - f.bytes) FROM entry_rows e
        JOIN fact_files f ON f.fact = e.fact AND f.ext = 'grp'
        WHERE e.removed_at IS NULL AND e.group_sha256 IS NOT NULL /*e.machines*/ GROUP BY e.machine_id)
      GROUP BY machine_id, ext",

@@ -63,7 +63,7 @@ pub async fn retire(db: &super::Db, name: &str) -> Result<Retired, RetireError> 
     };
     super::history_agg::forget_machine(&mut tx, id).await?;
     let count = |sql: &'static str| sqlx::query_as::<_, (i64,)>(sql).bind(id);
-    let (entries,) = count("SELECT COUNT(*) FROM entries WHERE machine_id = ?").fetch_one(&mut *tx).await?;
+    let (entries,) = count("SELECT COUNT(*) FROM entry_rows WHERE machine_id = ?").fetch_one(&mut *tx).await?;
     let (scans,) = count("SELECT COUNT(*) FROM scans WHERE machine_id = ?").fetch_one(&mut *tx).await?;
     let (events,) = count("SELECT COUNT(*) FROM events WHERE machine_id = ?").fetch_one(&mut *tx).await?;
     delete_entries(&mut tx, "machine_id = ?1", id).await?;

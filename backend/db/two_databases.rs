@@ -18,7 +18,7 @@ async fn two_databases_share_no_state() {
 
     // Two variants of one kernel (their IR differs), compared in full: texts read, prepared, diffed.
     let pair: (String, String) = sqlx::query_as(
-        "SELECT MIN(key), MAX(key) FROM entries WHERE kernel IS NOT NULL AND kind = 'kernel'
+        "SELECT MIN(key), MAX(key) FROM entry_rows WHERE kernel IS NOT NULL AND kind = 'kernel'
          GROUP BY kernel HAVING COUNT(*) > 1 ORDER BY kernel LIMIT 1",
     )
     .fetch_one(a.pool())
@@ -65,5 +65,5 @@ async fn two_databases_share_no_state() {
 }
 
 async fn entries(db: &Db) -> sqlx::Result<i64> {
-    sqlx::query_scalar("SELECT COUNT(*) FROM entries").fetch_one(db.pool()).await
+    sqlx::query_scalar("SELECT COUNT(*) FROM entry_rows").fetch_one(db.pool()).await
 }
