@@ -532,10 +532,11 @@ async fn machine(c: MachineCommand) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
                 println!(
-                    "retired machine {} from {}: {} entries, {} scans, {} hook events, {} stored reports deleted; {} tokens revoked",
+                    "retired machine {} from {}: {} entries ({} facts no other machine held), {} scans, {} hook events, {} stored reports deleted; {} tokens revoked",
                     term(&r.machine),
                     path.display(),
                     r.entries,
+                    r.facts,
                     r.scans,
                     r.events,
                     r.reports,

@@ -27,9 +27,9 @@ pid=$!
 trap 'kill $pid 2>/dev/null' EXIT
 until curl -s -o /dev/null $URL/login; do sleep 0.5; done
 echo "server up (migrations included) in $(echo "$(date +%s.%N) - $t" | bc) s"
-sqlite3 "$DB" "SELECT (SELECT COUNT(*) FROM entries), (SELECT COUNT(*) FROM events), (SELECT COUNT(*) FROM entry_compiles)" |
+sqlite3 "$DB" "SELECT (SELECT COUNT(*) FROM entry_rows), (SELECT COUNT(*) FROM events), (SELECT COUNT(*) FROM entry_compiles)" |
   awk -F'|' '{print "entries " $1 ", events " $2 ", compile times " $3}'
-KEY=$(sqlite3 "$DB" "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'bench-01' AND e.kernel = 'matmul_kernel_v1' AND e.kind = 'kernel' ORDER BY e.key LIMIT 1")
+KEY=$(sqlite3 "$DB" "SELECT e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'bench-01' AND e.kernel = 'matmul_kernel_v1' AND e.kind = 'kernel' ORDER BY e.key LIMIT 1")
 for path in "/history" "/history?kernel=matmul_kernel_v1" "/history?machine=bench-01" "/history?kernel=add_kernel_v7&bucket=day" \
             "/history?machine=bench-01&bucket=minute" "/api/v1/history?bucket=hour&limit=10000" "/api/v1/history/kernels?limit=100" \
             "/entries/bench-01/$KEY/nearest" "/api/v1/nearest?entry=bench-01:$KEY"; do

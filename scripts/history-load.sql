@@ -8,7 +8,7 @@ PRAGMA journal_mode = OFF;
 PRAGMA synchronous = OFF;
 PRAGMA cache_size = -1500000;
 BEGIN;
-CREATE TEMP TABLE t AS SELECT e.* FROM entries e WHERE e.removed_at IS NULL;
+CREATE TEMP TABLE t AS SELECT e.* FROM entry_rows e WHERE e.removed_at IS NULL;
 WITH RECURSIVE m(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM m WHERE i < 20)
 INSERT INTO machines(name, created_at) SELECT printf('bench-%02d', i), CAST(strftime('%s', 'now') AS INTEGER) * 1000 FROM m;
 INSERT INTO scans(machine_id, client_id, scanned_at, root, entries, new_entries, changed_entries, removed_entries,
@@ -28,15 +28,15 @@ SELECT s.machine_id, '/bench/cache', c.key || c.id || '-' || c.n, c.key || c.id 
        c.binary_sha256, 'bench:' || c.id, c.fact, s.id, s.id, s.scanned_at, s.scanned_at
 FROM scans s JOIN machines bm ON bm.id = s.machine_id, c WHERE bm.name LIKE 'bench-%';
 INSERT INTO artifacts(entry_id, name, ext, bytes, sha256)
-SELECT ne.id, a.name, a.ext, a.bytes, a.sha256 FROM entries ne
+SELECT ne.id, a.name, a.ext, a.bytes, a.sha256 FROM entry_rows ne
 JOIN artifacts a ON a.entry_id = CAST(substr(ne.sig, 7) AS INTEGER)
 WHERE ne.sig LIKE 'bench:%' AND a.ext IN ('source', 'ttir');
 INSERT INTO entry_compiles(entry_id, compiled_at)
-SELECT id, created_at FROM entries WHERE sig LIKE 'bench:%' AND created_at IS NOT NULL;
+SELECT id, created_at FROM entry_rows WHERE sig LIKE 'bench:%' AND created_at IS NOT NULL;
 INSERT INTO events(machine_id, ts, ts_us, seq, legacy, host, pid, key, kernel, event, compile_ms, stages_json, parts_json)
 SELECT ne.machine_id, ev.ts + (ne.created_at - te.created_at), ev.ts_us + (ne.created_at - te.created_at) * 1000,
        ev.seq, 0, ev.host, ev.pid, ne.key, ne.kernel, ev.event, ev.compile_ms, ev.stages_json, ev.parts_json
-FROM entries ne JOIN entries te ON te.id = CAST(substr(ne.sig, 7) AS INTEGER)
+FROM entry_rows ne JOIN entry_rows te ON te.id = CAST(substr(ne.sig, 7) AS INTEGER)
 JOIN events ev ON ev.machine_id = te.machine_id AND ev.key = te.key
 WHERE ne.sig LIKE 'bench:%';
 COMMIT;

@@ -22,7 +22,7 @@ db, port = sys.argv[1], sys.argv[2]
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 60
 passes = int(sys.argv[4]) if len(sys.argv) > 4 else 4
 c = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-q = """SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+q = """SELECT m.name, e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id
        WHERE e.kernel IS NOT NULL AND e.removed_at IS NULL AND e.kind = 'kernel' AND m.name LIKE ?"""
 rows = c.execute(q, ("bench-%",)).fetchall() or c.execute(q, ("%",)).fetchall()
 random.seed(7)

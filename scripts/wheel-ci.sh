@@ -143,7 +143,7 @@ for mode in ("manager", "listener"):
     rows = db.execute(f"SELECT event, key FROM events WHERE machine_id = {machine}", ("wheel-" + mode,)).fetchall()
     in_db = {e: sorted(k for ev, k in rows if ev == e) for e in ("miss", "compile", "hit")}
     assert in_db == got, (mode, in_db)
-    entries = db.execute(f"SELECT key FROM entries WHERE machine_id = {machine}", ("wheel-" + mode,)).fetchall()
+    entries = db.execute(f"SELECT key FROM entry_rows WHERE machine_id = {machine}", ("wheel-" + mode,)).fetchall()
     assert sorted(k for (k,) in entries) == keys, (mode, entries)
     print(f"wheel-ci: {mode} mode: {len(keys)} kernels: {len(keys)} misses + compiles, then {len(keys)} hits, "
           f"scanned: {scan['entries']} entries, {scan['events']} events")

@@ -107,36 +107,21 @@ pub(crate) fn of_row(r: &SideRow) -> Class {
     digest(None, &r.inputs())
 }
 
-/// An entry's class with its kernel, place and kind, as `entry_classes` keeps them (entries
-/// with a kernel name).
-pub(crate) struct Stored<'a> {
-    pub kernel: &'a str,
-    pub id: i64,
+/// A class as `fact_classes` keeps it: once per fact and relocation (entries with a kernel
+/// name).
+pub(crate) struct Stored {
+    pub fact_id: i64,
+    pub relocated: bool,
     pub class: Class,
-    pub machine_id: i64,
-    pub key: &'a str,
-    pub kind: &'a str,
 }
 
-/// Store the classes of `rows`, replacing any of those entries (under any kernel name), and
-/// drop those of `gone` (entries rewritten without a kernel name).
-pub(crate) async fn store(conn: &mut sqlx::SqliteConnection, rows: &[Stored<'_>], gone: &[i64]) -> sqlx::Result<()> {
-    let ids: Vec<i64> = rows.iter().map(|s| s.id).chain(gone.iter().copied()).collect();
-    // the ids bound as one JSON array, as `db::explain::json_rows_of_ids` binds them
-    sqlx::query("DELETE FROM entry_classes WHERE entry_id IN (SELECT value FROM json_each(?))")
-        .bind(super::explain::json_ids(&ids))
-        .execute(&mut *conn)
-        .await?;
-    for part in rows.chunks(150) {
-        let mut qb =
-            QueryBuilder::<Sqlite>::new("INSERT INTO entry_classes(kernel, entry_id, class, machine_id, key, kind) ");
+/// Store the classes of `rows`; a (fact, relocation) that has one keeps it (the same fact read
+/// the same way has the same class).
+pub(crate) async fn store(conn: &mut sqlx::SqliteConnection, rows: &[Stored]) -> sqlx::Result<()> {
+    for part in rows.chunks(300) {
+        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO fact_classes(fact_id, relocated, class) ");
         qb.push_values(part, |mut b, s| {
-            b.push_bind(s.kernel)
-                .push_bind(s.id)
-                .push_bind(s.class.to_vec())
-                .push_bind(s.machine_id)
-                .push_bind(s.key)
-                .push_bind(s.kind);
+            b.push_bind(s.fact_id).push_bind(s.relocated).push_bind(s.class.to_vec());
         });
         qb.build().execute(&mut *conn).await?;
     }
@@ -164,29 +149,28 @@ pub async fn fill_pending(db: &super::Db) -> sqlx::Result<usize> {
             return Ok(done);
         }
         let rows = super::explain::side_rows_on(&mut tx, &ids, "").await?;
-        let placed: std::collections::HashMap<i64, (i64, String)> =
-            super::explain::json_rows_of_ids::<(i64, i64, String)>(
-                &mut tx,
-                &ids,
-                &format!(
-                    "SELECT {} FROM entry_rows e WHERE e.id IN (",
-                    super::explain::rows_json("json_array(e.id, e.machine_id, e.kind)")
-                ),
-                ")",
-            )
-            .await?
-            .into_iter()
-            .map(|(id, m, k)| (id, (m, k)))
-            .collect();
+        let placed: std::collections::HashMap<i64, (i64, bool)> = super::explain::json_rows_of_ids::<(i64, i64, i64)>(
+            &mut tx,
+            &ids,
+            &format!(
+                "SELECT {} FROM entries e WHERE e.id IN (",
+                super::explain::rows_json("json_array(e.id, e.fact_id, e.relocated)")
+            ),
+            ")",
+        )
+        .await?
+        .into_iter()
+        .map(|(id, f, r)| (id, (f, r != 0)))
+        .collect();
         let classes: Vec<Stored> = rows
             .iter()
             .filter_map(|r| {
-                let (machine_id, kind) = placed.get(&r.id)?;
-                let kernel = r.kernel()?;
-                Some(Stored { kernel, id: r.id, class: of_row(r), machine_id: *machine_id, key: &r.key, kind })
+                let (fact_id, relocated) = *placed.get(&r.id)?;
+                r.kernel()?;
+                Some(Stored { fact_id, relocated, class: of_row(r) })
             })
             .collect();
-        store(&mut tx, &classes, &[]).await?;
+        store(&mut tx, &classes).await?;
         // `ids` are the lowest pending ones, and nothing else writes meanwhile (the write lock)
         let last = ids[ids.len() - 1];
         sqlx::query("DELETE FROM entry_classes_pending WHERE entry_id <= ?").bind(last).execute(&mut *tx).await?;

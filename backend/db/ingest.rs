@@ -303,7 +303,8 @@ impl Ingest {
 
     /// Write the rows of `chunk` (new or changed), each from its donor row (by key).
     async fn copy_facts(&mut self, chunk: &[&Present], donors: &HashMap<&str, i64>) -> sqlx::Result<()> {
-        let (scan, now, mid, root, root_id) = (self.scan_id, self.now, self.machine_id, self.root.clone(), self.root_id);
+        let (scan, now, mid, root, root_id) =
+            (self.scan_id, self.now, self.machine_id, self.root.clone(), self.root_id);
         let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(
             "WITH v(dir, sig, created_at, relocated, donor, group_at, group_sha256, group_bytes, bytes) AS (SELECT * FROM (VALUES ",
         );
@@ -357,35 +358,19 @@ impl Ingest {
         let rows: Vec<(i64, String, i64, Option<String>)> =
             rows.into_iter().map(|(id, key, bytes, f)| (id, key, bytes, versions.get(&f).cloned().flatten())).collect();
         let by_key: HashMap<&str, &Present> = chunk.iter().map(|p| (p.key.as_str(), *p)).collect();
-        // (new row, the row its facts came from)
-        let mut pairs: Vec<(i64, i64)> = Vec::with_capacity(rows.len());
+        let mut ids: Vec<i64> = Vec::with_capacity(rows.len());
         let mut compiled: Vec<(i64, i64)> = vec![];
         let mut stamps: Vec<(i64, &str)> = vec![];
         for (id, key, bytes, version) in &rows {
             let Some(p) = by_key.get(key.as_str()) else { continue };
             self.newest.entry(p.created_at, version.as_deref());
-            pairs.push((*id, donors[key.as_str()]));
+            ids.push(*id);
             self.written.insert(key.clone(), (*bytes, p.relocated, false));
             compiled.extend(p.created_at.map(|t| (*id, t)));
             stamps.extend(p.stamp.as_deref().map(|st| (*id, st)));
         }
-        let ids: Vec<i64> = pairs.iter().map(|p| p.0).collect();
-        let pairs_json = serde_json::to_string(&pairs).unwrap_or_default();
         self.clear_rows(&ids).await?;
-        sqlx::query("DELETE FROM entry_classes WHERE entry_id IN (SELECT value FROM json_each(?))")
-            .bind(super::explain::json_ids(&ids))
-            .execute(&mut *self.tx)
-            .await?;
-        // (its files are the fact's: `fact_files`, nothing to copy)
-        sqlx::query(
-            "INSERT INTO entry_classes(kernel, entry_id, class, machine_id, key, kind)
-             SELECT c.kernel, p.value ->> 0, c.class, ?, c.key, c.kind
-             FROM json_each(?) p JOIN entry_classes c ON c.entry_id = p.value ->> 1",
-        )
-        .bind(mid)
-        .bind(&pairs_json)
-        .execute(&mut *self.tx)
-        .await?;
+        // (its files, texts and class are its fact's: `fact_files`, `fact_texts`, `fact_classes`)
         store_compiles(&mut self.tx, &compiled).await?;
         store_stamps(&mut self.tx, &stamps).await?;
         same_group_as_fact(&mut self.tx, &ids).await?;
@@ -408,7 +393,8 @@ impl Ingest {
     }
 
     async fn upsert(&mut self, chunk: &[&Entry], blobs: &BTreeMap<String, String>) -> sqlx::Result<()> {
-        let (scan, now, mid, root, root_id) = (self.scan_id, self.now, self.machine_id, self.root.clone(), self.root_id);
+        let (scan, now, mid, root, root_id) =
+            (self.scan_id, self.now, self.machine_id, self.root.clone(), self.root_id);
         // The metadata's text, stored and hashed into the entry's class.
         let metadata: Vec<Option<String>> = chunk.iter().map(|e| e.metadata.as_ref().map(|v| v.to_string())).collect();
         // The texts are stored once per fact and relocation (`fact_texts`); the row holds none.
@@ -452,23 +438,19 @@ impl Ingest {
         // place overwrites it. Every distinct compile time seen is kept for history.
         let compiled: Vec<(i64, i64)> = chunk.iter().filter_map(|e| e.created_at.map(|t| (ids[&e.key], t))).collect();
         store_compiles(&mut self.tx, &compiled).await?;
-        // Classes of the entries with a kernel name (a rewrite may have dropped the name).
+        // Classes of the entries with a kernel name, once per fact and relocation.
         let classes: Vec<super::classes::Stored> = chunk
             .iter()
             .zip(&metadata)
-            .filter_map(|(e, m)| {
-                Some(super::classes::Stored {
-                    kernel: e.kernel.as_deref()?,
-                    id: ids[&e.key],
-                    class: super::classes::of_entry(e, m.as_deref()),
-                    machine_id: mid,
-                    key: &e.key,
-                    kind: e.kind.as_str(),
-                })
+            .zip(&facts)
+            .filter(|((e, _), _)| e.kernel.is_some())
+            .map(|((e, m), fact)| super::classes::Stored {
+                fact_id: fact_ids[fact.as_str()],
+                relocated: e.relocated(),
+                class: super::classes::of_entry(e, m.as_deref()),
             })
             .collect();
-        let nameless: Vec<i64> = chunk.iter().filter(|e| e.kernel.is_none()).map(|e| ids[&e.key]).collect();
-        super::classes::store(&mut self.tx, &classes, &nameless).await?;
+        super::classes::store(&mut self.tx, &classes).await?;
         let id_list: Vec<i64> = ids.values().copied().collect();
         self.clear_rows(&id_list).await?;
         let stamps: Vec<(i64, &str)> =

@@ -183,10 +183,7 @@ async fn same_variant(
                 .enumerate()
                 .map(|(c, n)| if mask & (1 << c) == 0 { format!("{n} IS ?{}", c + 2) } else { format!("{n} IS NULL") })
                 .collect();
-            format!(
-                "SELECT id FROM entry_rows WHERE kernel = ?1 AND removed_at IS NULL AND {}",
-                each.join(" AND ")
-            )
+            format!("SELECT id FROM entry_rows WHERE kernel = ?1 AND removed_at IS NULL AND {}", each.join(" AND "))
         })
         .collect();
     let sql = format!("SELECT '[' || coalesce(group_concat(id), '') || ']' FROM ({})", seeks.join(" UNION ALL "));
@@ -264,16 +261,18 @@ async fn variants_of(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Variants> 
     Ok(rows.into_iter().map(|(s, t, w, n, ids)| (Variant::of(s.as_deref(), t.as_deref(), w, n), ids)).collect())
 }
 
-/// The stored classes and places of those of `ids` that are `kernel`'s entries (one primary key
-/// lookup each: a kernel's rows sit together), by id. An entry without one (not computed yet)
-/// is not among them.
+/// The stored classes and places of those of `ids` that are `kernel`'s entries (primary key
+/// lookups: the entry, its fact, its fact's class), by id. An entry without one (not computed
+/// yet) is not among them.
 async fn stored_of(pool: &SqlitePool, kernel: &str, ids: &[i64]) -> sqlx::Result<HashMap<i64, Stored>> {
     let sql = format!(
-        "SELECT {} FROM entry_classes c JOIN machines m ON m.id = c.machine_id
-         WHERE c.kernel = ?1 AND c.entry_id IN (SELECT value FROM json_each(?2))",
+        "SELECT {} FROM entries e JOIN facts f ON f.id = e.fact_id
+           JOIN fact_classes c ON c.fact_id = e.fact_id AND c.relocated = e.relocated
+           JOIN machines m ON m.id = e.machine_id
+         WHERE f.kernel = ?1 AND e.id IN (SELECT value FROM json_each(?2))",
         super::explain::rows_json(&format!(
-            "json_array(c.entry_id, hex(c.class), m.name, c.key, c.kind, {})",
-            super::explain::parts_column("c.key", "c.machine_id")
+            "json_array(e.id, hex(c.class), m.name, e.key, f.kind, {})",
+            super::explain::parts_column("e.key", "e.machine_id")
         ))
     );
     let ids = super::explain::json_ids(ids);

@@ -27,6 +27,8 @@ const BATCH: i64 = 5_000;
 pub struct Retired {
     pub machine: String,
     pub entries: u64,
+    /// Facts no other machine holds, deleted with their texts, files and classes.
+    pub facts: u64,
     pub scans: u64,
     pub events: u64,
     pub reports: u64,
@@ -67,6 +69,7 @@ pub async fn retire(db: &super::Db, name: &str) -> Result<Retired, RetireError> 
     let (scans,) = count("SELECT COUNT(*) FROM scans WHERE machine_id = ?").fetch_one(&mut *tx).await?;
     let (events,) = count("SELECT COUNT(*) FROM events WHERE machine_id = ?").fetch_one(&mut *tx).await?;
     delete_entries(&mut tx, "machine_id = ?1", id).await?;
+    let facts = forget_facts(&mut tx).await?;
     // children before parents (foreign keys are on); tables without a machine's rows cost an
     // index probe each
     for sql in [
@@ -112,6 +115,7 @@ pub async fn retire(db: &super::Db, name: &str) -> Result<Retired, RetireError> 
     Ok(Retired {
         machine: name.to_string(),
         entries: entries as u64,
+        facts,
         scans: scans as u64,
         events: events as u64,
         reports: reports.rows_affected(),
@@ -130,10 +134,37 @@ async fn delete_entries(tx: &mut SqliteConnection, filter: &str, arg: i64) -> sq
     Ok(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(arg).execute(&mut *tx).await?.rows_affected())
 }
 
+/// Delete the facts no entry holds any more (a machine retired, removed entries aged out), with
+/// their texts and files (`fact_texts`, `fact_files`; `fact_classes` by cascade). Returns how
+/// many. One pass over `facts` probing `entries_fact`: an hourly age-out or a retire, not a
+/// request.
+async fn forget_facts(tx: &mut SqliteConnection) -> sqlx::Result<u64> {
+    let gone: Vec<(i64, Option<String>)> = sqlx::query_as(
+        "SELECT f.id, f.fact FROM facts f WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id)",
+    )
+    .fetch_all(&mut *tx)
+    .await?;
+    for part in gone.chunks(500) {
+        let ids: Vec<i64> = part.iter().map(|g| g.0).collect();
+        let facts: Vec<&str> = part.iter().filter_map(|g| g.1.as_deref()).collect();
+        let facts = serde_json::to_string(&facts).unwrap_or_default();
+        sqlx::query("DELETE FROM facts WHERE id IN (SELECT value FROM json_each(?))")
+            .bind(super::explain::json_ids(&ids))
+            .execute(&mut *tx)
+            .await?;
+        for table in ["fact_texts", "fact_files"] {
+            let sql = format!("DELETE FROM {table} WHERE fact IN (SELECT value FROM json_each(?))");
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(&facts).execute(&mut *tx).await?;
+        }
+    }
+    Ok(gone.len() as u64)
+}
+
 /// What ageing out deleted.
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
 pub struct AgedOut {
     pub entries: u64,
+    pub facts: u64,
     pub reports: u64,
 }
 
@@ -146,6 +177,7 @@ pub async fn age_out(db: &super::Db, before: i64) -> sqlx::Result<AgedOut> {
             format!("id IN (SELECT id FROM entries WHERE removed_at IS NOT NULL AND removed_at < ?1 LIMIT {BATCH})");
         // (the summary tables' triggers mark the machines and kernels whose entries went)
         let n = delete_entries(&mut tx, &filter, before).await?;
+        out.facts += forget_facts(&mut tx).await?;
         tx.commit().await?;
         out.entries += n;
         if n < BATCH as u64 {
@@ -168,9 +200,10 @@ pub async fn age_out_every(db: super::Db, keep: std::time::Duration, every: std:
     loop {
         let before = super::now_ms().saturating_sub(keep.as_millis().min(i64::MAX as u128) as i64);
         match age_out(&db, before).await {
-            Ok(AgedOut { entries: 0, reports: 0 }) => {}
+            Ok(AgedOut { entries: 0, facts: 0, reports: 0 }) => {}
             Ok(out) => tracing::info!(
                 entries = out.entries,
+                facts = out.facts,
                 reports = out.reports,
                 "aged out what was removed before the retention window"
             ),

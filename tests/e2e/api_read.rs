@@ -227,7 +227,7 @@ async fn entries_carry_exactly_their_own_artifacts() {
     let mut files = 0;
     for e in all {
         let want: Vec<(String, String, i64, String)> = sqlx::query_as(
-            "SELECT a.name, a.ext, a.bytes, a.sha256 FROM entry_files a JOIN entries e ON e.id = a.entry_id
+            "SELECT a.name, a.ext, a.bytes, a.sha256 FROM entry_files a JOIN entry_rows e ON e.id = a.entry_id
              JOIN machines m ON m.id = e.machine_id WHERE m.name = ? AND e.key = ? ORDER BY a.name",
         )
         .bind(e["machine"].as_str().unwrap())
@@ -269,7 +269,7 @@ async fn entry_lists_read_as_json_are_the_rows_sqlite_gives() {
         let pool = pool.clone();
         async move { sqlx::query_as::<_, EntryRow>(AssertSqlSafe(sql)).fetch_all(&pool).await.unwrap() }
     };
-    let from = "FROM entries e JOIN machines m ON m.id = e.machine_id";
+    let from = "FROM entry_rows e JOIN machines m ON m.id = e.machine_id";
     let order = "ORDER BY m.name, e.kernel, e.num_warps, e.num_stages, e.key";
     let all = rows(format!("SELECT {ENTRY_COLUMNS} {from} {order}")).await;
     assert!(all.iter().any(|r| r.relocated) && all.iter().any(|r| !r.relocated), "both relocated and not");
@@ -287,7 +287,7 @@ async fn entry_lists_read_as_json_are_the_rows_sqlite_gives() {
     let got =
         entries(&pool, Some("h100-a"), Some("matmul_kernel"), false, Page { limit: 1000, offset: 0 }).await.unwrap();
     assert_eq!(show(&got), show(&live));
-    let kernels: Vec<String> = sqlx::query_scalar("SELECT DISTINCT kernel FROM entries WHERE kernel IS NOT NULL")
+    let kernels: Vec<String> = sqlx::query_scalar("SELECT DISTINCT kernel FROM entry_rows WHERE kernel IS NOT NULL")
         .fetch_all(&pool)
         .await
         .unwrap();
@@ -301,7 +301,7 @@ async fn entry_lists_read_as_json_are_the_rows_sqlite_gives() {
         assert_eq!(show(&kernel_entries(&pool, k, 51).await.unwrap()), show(&want), "{k}");
     }
     let binaries: Vec<(String, String)> = sqlx::query_as(
-        "SELECT binary_sha256, min(key) FROM entries WHERE binary_sha256 IS NOT NULL GROUP BY binary_sha256",
+        "SELECT binary_sha256, min(key) FROM entry_rows WHERE binary_sha256 IS NOT NULL GROUP BY binary_sha256",
     )
     .fetch_all(&pool)
     .await
@@ -309,7 +309,7 @@ async fn entry_lists_read_as_json_are_the_rows_sqlite_gives() {
     let mut shared = 0;
     for (sha, key) in &binaries {
         let want: Vec<(String, String)> = sqlx::query_as(
-            "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+            "SELECT m.name, e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id
              WHERE e.binary_sha256 = ? AND e.key <> ? ORDER BY e.id LIMIT 20",
         )
         .bind(sha)

@@ -73,7 +73,7 @@ async fn storing_the_advice_of_50000_entries_costs_one_pass() {
     let started = Instant::now();
     cachelens::collect::ingest_report(&store, &report(entries, vec![], events), "test").await.unwrap();
     let first = ms(started);
-    assert_eq!(count(&pool, "SELECT COUNT(*) FROM entries WHERE removed_at IS NULL").await, N as i64);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM entry_rows WHERE removed_at IS NULL").await, N as i64);
 
     let mut passes = vec![];
     let mut a = None;

@@ -126,7 +126,7 @@ async fn an_in_place_upgrade_of_10000_entries_of_one_kernel_is_paired_whole() {
     blobs.blobs.extend(old.blobs.clone());
     cachelens::collect::ingest_report(&store, &report("up", root, all, &blobs), "test").await.unwrap();
     assert_eq!(
-        count(&pool, "SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_one' AND removed_at IS NULL").await,
+        count(&pool, "SELECT COUNT(*) FROM entry_rows WHERE kernel = 'matmul_one' AND removed_at IS NULL").await,
         2 * N as i64
     );
 

@@ -68,7 +68,7 @@ async fn back_to_plain_rows(pool: &SqlitePool) {
 async fn on_disk(pool: &SqlitePool) -> Vec<(String, String, String, Vec<u8>)> {
     let rows: Vec<(String, String, String, String, String, String)> = sqlx::query_as(
         "SELECT m.name, e.key, e.root, e.dir, a.name, a.sha256 FROM entry_files a
-         JOIN entries e ON e.id = a.entry_id JOIN machines m ON m.id = e.machine_id
+         JOIN entry_rows e ON e.id = a.entry_id JOIN machines m ON m.id = e.machine_id
          WHERE e.removed_at IS NULL AND a.sha256 IN (SELECT sha256 FROM blobs)
          ORDER BY a.sha256, m.name, e.key, a.name",
     )
@@ -149,7 +149,7 @@ pub(crate) async fn answers(state: &AppState, pool: &SqlitePool) -> Vec<(String,
     let mut uris = vec![];
     // two entries of each kernel (other machines or releases): compared, with their IR diff
     let pairs: Vec<(String, String)> = sqlx::query_as(
-        "SELECT MIN(m.name || ':' || e.key), MAX(m.name || ':' || e.key) FROM entries e JOIN machines m ON m.id = e.machine_id
+        "SELECT MIN(m.name || ':' || e.key), MAX(m.name || ':' || e.key) FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE e.kind = 'kernel' GROUP BY e.kernel HAVING COUNT(*) > 1 ORDER BY e.kernel LIMIT 12",
     )
     .fetch_all(pool)
@@ -162,7 +162,7 @@ pub(crate) async fn answers(state: &AppState, pool: &SqlitePool) -> Vec<(String,
         uris.push(format!("/api/v1/compare?a={a}&b={b}"));
     }
     let arts: Vec<(String, String, String, String)> = sqlx::query_as(
-        "SELECT m.name, e.key, a.name, a.ext FROM entry_files a JOIN entries e ON e.id = a.entry_id
+        "SELECT m.name, e.key, a.name, a.ext FROM entry_files a JOIN entry_rows e ON e.id = a.entry_id
          JOIN machines m ON m.id = e.machine_id WHERE a.sha256 IN (SELECT sha256 FROM blobs)
          ORDER BY a.sha256, m.name, e.key, a.name LIMIT 40",
     )

@@ -142,7 +142,7 @@ async fn odd_files_never_freeze_a_node() {
         .unwrap();
     assert!(local.status.success(), "{}", String::from_utf8_lossy(&local.stderr));
     let pool = cachelens::db::open(&dbf).await.unwrap();
-    assert_eq!(count(&pool, "SELECT COUNT(*) FROM entries").await, keys.len() as i64);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM entry_rows").await, keys.len() as i64);
     assert_eq!(count(&pool, "SELECT COUNT(*) FROM inductor_autotune").await, decisions);
     let skipped = count(&srv.pool, "SELECT SUM(skipped) FROM scans").await;
     assert_eq!(count(&pool, "SELECT SUM(skipped) FROM scans").await, skipped);
@@ -189,7 +189,7 @@ async fn the_server_skips_bad_records_and_stores_the_rest() {
         assert!(all.contains(why), "{why:?} in {all}");
     }
     let keys: Vec<String> =
-        sqlx::query_scalar("SELECT key FROM entries ORDER BY key").fetch_all(&srv.pool).await.unwrap();
+        sqlx::query_scalar("SELECT key FROM entry_rows ORDER BY key").fetch_all(&srv.pool).await.unwrap();
     assert_eq!(keys, ["G1", "G2"]);
     // the same through a staged upload's part
     let begin =
@@ -214,7 +214,7 @@ async fn the_server_skips_bad_records_and_stores_the_rest() {
     .await;
     assert_eq!((status, c["skipped"].as_i64()), (201, Some(1)), "{c}");
     assert!(c["summary"]["skipped"].as_object().unwrap().keys().any(|r| r.contains("created_at")), "{c}");
-    let live: i64 = count(&srv.pool, "SELECT COUNT(*) FROM entries WHERE root = '/r2'").await;
+    let live: i64 = count(&srv.pool, "SELECT COUNT(*) FROM entry_rows WHERE root = '/r2'").await;
     assert_eq!(live, 1);
 }
 
@@ -405,7 +405,7 @@ async fn a_scan_bigger_than_the_servers_limit_is_uploaded_in_parts() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let local = cachelens::collect::scan_report(&cache, "parts").unwrap();
-    let stored = count(&srv.pool, "SELECT COUNT(*) FROM entries").await;
+    let stored = count(&srv.pool, "SELECT COUNT(*) FROM entry_rows").await;
     assert_eq!(stored as usize, local.entries.len(), "every entry stored");
     let parts = count(&srv.pool, "SELECT COUNT(*) FROM uploads").await;
     assert_eq!(parts, 0, "nothing left staged");

@@ -381,7 +381,7 @@ async fn unfinished_entries_are_kept_and_flagged() {
     assert!(why(&writing).starts_with("write in progress (temp dir inside): tmp.pid_"), "{}", why(&writing));
     assert!(r.values().all(|e| e.partial.is_none() || e.kind == "partial"));
     let arts: Vec<String> =
-        sqlx::query_scalar("SELECT a.name FROM entry_files a JOIN entries e ON e.id = a.entry_id WHERE e.key = ?")
+        sqlx::query_scalar("SELECT a.name FROM entry_files a JOIN entry_rows e ON e.id = a.entry_id WHERE e.key = ?")
             .bind(name(&writing))
             .fetch_all(&pool)
             .await

@@ -22,11 +22,11 @@ async fn rows_of(pool: &SqlitePool, machine: &str) -> Vec<(String, String)> {
                 e.relocated, e.partial, e.binary_sha256, e.sig, e.fact, e.removed_at IS NULL,
                 (SELECT json_group_array(json_array(a.name, a.ext, a.bytes, a.sha256))
                    FROM (SELECT * FROM entry_files WHERE entry_id = e.id ORDER BY name) a),
-                (SELECT json_array(c.kernel, hex(c.class), c.key, c.kind) FROM entry_classes c WHERE c.entry_id = e.id),
+                (SELECT hex(c.class) FROM fact_classes c WHERE c.fact_id = e.fact_id AND c.relocated = e.relocated),
                 (SELECT json_group_array(compiled_at)
                    FROM (SELECT compiled_at FROM entry_compiles WHERE entry_id = e.id ORDER BY 1)),
                 (SELECT COUNT(*) FROM autotune WHERE entry_id = e.id))
-         FROM entries e JOIN machines m ON m.id = e.machine_id
+         FROM entry_rows e JOIN machines m ON m.id = e.machine_id
            LEFT JOIN fact_texts t ON t.fact = e.fact AND t.relocated = e.relocated
          WHERE m.name = ? ORDER BY e.key",
     )
@@ -139,27 +139,31 @@ async fn get_json_at_sorted(url: &str) -> serde_json::Value {
     v
 }
 
-/// Turn a database into what the release before migration 0032 made: each row's texts in its
-/// own columns and its files in `artifacts`, no `fact` column, no `fact_texts` nor
-/// `fact_files`, and 0032-0034 not applied (the next open applies them).
+/// Turn a database's rows into what a database made before migration 0032 holds after its
+/// migrations: each entry its own fact row without a digest (`facts.fact` NULL), its texts in
+/// that row, its files in `artifacts`, no `fact_texts` nor `fact_files`. (The migration itself
+/// is `old_db.rs`'s, from a real database of that release.)
 async fn back_to_rows_with_their_texts(pool: &SqlitePool) {
     let mut tx = pool.begin().await.unwrap();
     sqlx::raw_sql(
-        "UPDATE entries SET
-           metadata_json = COALESCE(metadata_json, (SELECT t.metadata_json FROM fact_texts t
-                                                    WHERE t.fact = entries.fact AND t.relocated = entries.relocated)),
-           resources_json = COALESCE(resources_json, (SELECT t.resources_json FROM fact_texts t
-                                                      WHERE t.fact = entries.fact AND t.relocated = entries.relocated)),
-           group_json = COALESCE(group_json, (SELECT t.group_json FROM fact_texts t
-                                              WHERE t.fact = entries.fact AND t.relocated = entries.relocated));
-         INSERT INTO artifacts(entry_id, name, ext, bytes, sha256)
-           SELECT e.id, f.name, f.ext, f.bytes, f.sha256 FROM entries e JOIN fact_files f ON f.fact = e.fact;
-         DROP VIEW entry_files;
-         DROP TABLE fact_files;
-         DROP TABLE fact_texts;
-         DROP INDEX entries_fact;
-         ALTER TABLE entries DROP COLUMN fact;
-         DELETE FROM _sqlx_migrations WHERE version IN (32, 33, 34);",
+        "CREATE TEMP TABLE own_files AS SELECT entry_id, name, ext, bytes, sha256 FROM entry_files;
+         INSERT INTO facts(id, fact, key, kind, kernel, backend, arch, warp_size, num_warps, num_stages, num_ctas,
+                           triton_version, meta_hash, signature, shapes, registers, spills, shared_bytes, partial,
+                           binary_sha256, metadata_json, resources_json, group_json)
+           SELECT 1000000 + e.id, NULL, f.key, f.kind, f.kernel, f.backend, f.arch, f.warp_size, f.num_warps,
+                  f.num_stages, f.num_ctas, f.triton_version, f.meta_hash, f.signature, f.shapes, f.registers,
+                  f.spills, f.shared_bytes, f.partial, f.binary_sha256,
+                  COALESCE(f.metadata_json, t.metadata_json), COALESCE(f.resources_json, t.resources_json),
+                  COALESCE(f.group_json, t.group_json)
+           FROM entries e JOIN facts f ON f.id = e.fact_id
+           LEFT JOIN fact_texts t ON t.fact = f.fact AND t.relocated = e.relocated;
+         UPDATE entries SET fact_id = 1000000 + id, group_sha256 = NULL, group_bytes = NULL;
+         DELETE FROM facts WHERE id < 1000000;
+         DELETE FROM artifacts;
+         INSERT INTO artifacts(entry_id, name, ext, bytes, sha256) SELECT * FROM temp.own_files;
+         DROP TABLE temp.own_files;
+         DELETE FROM fact_files;
+         DELETE FROM fact_texts;",
     )
     .execute(&mut *tx)
     .await
@@ -168,7 +172,7 @@ async fn back_to_rows_with_their_texts(pool: &SqlitePool) {
 }
 
 #[tokio::test]
-async fn a_database_made_before_facts_answers_the_same_after_its_migration() {
+async fn rows_stored_before_facts_answer_as_facts_do() {
     let (db, _work, pool) = crate::blobs::demo_db().await;
     // Every answer about the demo as this release stores it (texts once per fact)...
     let now = AppState::new(pool.clone(), Config::default());
@@ -188,12 +192,12 @@ async fn a_database_made_before_facts_answers_the_same_after_its_migration() {
     for u in extra(&machines) {
         before.push((u.clone(), get(&now, &u).await.1));
     }
-    assert!(count(&pool, "SELECT COUNT(*) FROM entries WHERE metadata_json IS NOT NULL").await == 0);
-    // ...and the same data as the release before 0032 stored it, migrated on open.
+    assert!(count(&pool, "SELECT COUNT(*) FROM entry_rows WHERE metadata_json IS NOT NULL").await == 0);
+    // ...and the same data as a database from before 0032 holds it once migrated.
     back_to_rows_with_their_texts(&pool).await;
     pool.close().await;
     let pool = cachelens::db::open(&db.path().join("test.db")).await.unwrap();
-    assert_eq!(count(&pool, "SELECT COUNT(*) FROM entries WHERE fact IS NOT NULL").await, 0);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM entry_rows WHERE fact IS NOT NULL").await, 0);
     assert_eq!(count(&pool, "SELECT COUNT(*) FROM fact_files").await, 0);
     let state = AppState::new(pool.clone(), Config::default());
     state.db.fresh_summaries().await.unwrap();
@@ -219,7 +223,7 @@ async fn a_database_made_before_facts_answers_the_same_after_its_migration() {
     // answer about it reads as before.
     let (_t, cache) = unpacked("h100-jit-3.6.0");
     scan(&pool, &cache.join("triton-cache"), "late").await;
-    let facts = count(&pool, "SELECT COUNT(*) FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'late' AND e.fact IS NOT NULL AND e.metadata_json IS NULL").await;
+    let facts = count(&pool, "SELECT COUNT(*) FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'late' AND e.fact IS NOT NULL AND e.metadata_json IS NULL").await;
     assert!(facts > 100, "{facts}");
     let by_key = |v: serde_json::Value| -> std::collections::BTreeMap<String, serde_json::Value> {
         v.as_array()
@@ -326,7 +330,7 @@ async fn texts_the_server_holds_are_proven_not_sent() {
     assert!(kib_b * 3.0 < kib_a, "{kib_b} KiB vs {kib_a} KiB");
     // node-b's IR reads back as its files say
     let texts: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT e.root, e.dir, f.name FROM entries e JOIN entry_files f ON f.entry_id = e.id
+        "SELECT e.root, e.dir, f.name FROM entry_rows e JOIN entry_files f ON f.entry_id = e.id
          JOIN machines m ON m.id = e.machine_id WHERE m.name = 'node-b' AND f.ext IN ('ttir', 'ptx', 'llir')",
     )
     .fetch_all(&srv.pool)
@@ -378,7 +382,7 @@ async fn texts_the_server_holds_are_proven_not_sent() {
 async fn seen_as(pool: &SqlitePool, machine: &str) -> Vec<(String, String)> {
     let store = cachelens::db::Db::from(pool.clone());
     let keys: Vec<String> = sqlx::query_scalar(
-        "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? ORDER BY e.key",
+        "SELECT e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? ORDER BY e.key",
     )
     .bind(machine)
     .fetch_all(pool)

@@ -199,7 +199,7 @@ fn huge_files_keep_memory_bounded() {
     let got: (i64, String) = tokio::runtime::Runtime::new().unwrap().block_on(async {
         let pool = cachelens::db::open(&db).await.unwrap();
         sqlx::query_as(
-            "SELECT a.bytes, a.sha256 FROM entry_files a JOIN entries e ON e.id = a.entry_id WHERE e.key = ? AND a.name = ?",
+            "SELECT a.bytes, a.sha256 FROM entry_files a JOIN entry_rows e ON e.id = a.entry_id WHERE e.key = ? AND a.name = ?",
         )
         .bind(copied[0].file_name().unwrap().to_str().unwrap())
         .bind(&name)
@@ -231,7 +231,7 @@ fn non_utf8_file_names_keep_their_entry() {
     assert!(s["skipped"].as_object().unwrap().is_empty(), "{s}");
     let names: Vec<String> = tokio::runtime::Runtime::new().unwrap().block_on(async {
         let pool = cachelens::db::open(&db).await.unwrap();
-        sqlx::query_scalar("SELECT a.name FROM entry_files a JOIN entries e ON e.id = a.entry_id WHERE e.key = ?")
+        sqlx::query_scalar("SELECT a.name FROM entry_files a JOIN entry_rows e ON e.id = a.entry_id WHERE e.key = ?")
             .bind(d.file_name().unwrap().to_str().unwrap())
             .fetch_all(&pool)
             .await

@@ -28,7 +28,7 @@ async fn kernel_page_filters_by_machine_version_and_backend() {
             count(
                 &pool,
                 &format!(
-                    "SELECT COUNT(*) FROM entries e JOIN machines m ON m.id = e.machine_id
+                    "SELECT COUNT(*) FROM entry_rows e JOIN machines m ON m.id = e.machine_id
                      WHERE e.kernel = 'add_kernel' AND e.removed_at IS NULL AND e.num_warps IS NOT NULL {filter}"
                 ),
             )

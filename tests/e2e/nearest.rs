@@ -26,7 +26,7 @@ async fn nearest_by_variant_classes_equals_the_plain_computation() {
     .await;
     let store = cachelens::db::Db::from(pool.clone());
     assert!(
-        count(&pool, "SELECT COUNT(*) FROM entries WHERE kind = 'autotune' AND kernel IS NOT NULL").await > 0,
+        count(&pool, "SELECT COUNT(*) FROM entry_rows WHERE kind = 'autotune' AND kernel IS NOT NULL").await > 0,
         "no entry of a kernel's name that is not a compiled kernel"
     );
     // h100-a's cache compiled again under other keys, nothing stored changed but the key:
@@ -35,7 +35,7 @@ async fn nearest_by_variant_classes_equals_the_plain_computation() {
     churned(&corpus_read_only("h100-jit-3.6.0").join("triton-cache"), churn.path());
     scan(&pool, churn.path(), "h100-py").await;
     let ids: Vec<(String, String)> = sqlx::query_as(
-        "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+        "SELECT m.name, e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE e.kind IN ('kernel', 'binary_only', 'partial') AND e.removed_at IS NULL ORDER BY m.name, e.key",
     )
     .fetch_all(&pool)
@@ -167,7 +167,7 @@ async fn nearest_kept_across_requests_equals_a_fresh_computation_after_every_cha
     scan(&pool, &zc, "h100-c").await;
     // Two entries of every kernel of h100-a and of h100-c (a debug build analyses slowly).
     let ids: Vec<(String, String, String)> = sqlx::query_as(
-        "SELECT m.name, e.key, e.kernel FROM entries e JOIN machines m ON m.id = e.machine_id
+        "SELECT m.name, e.key, e.kernel FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE e.kind IN ('kernel', 'binary_only', 'partial') AND e.kernel IS NOT NULL
            AND m.name IN ('h100-a', 'h100-c') ORDER BY m.name, e.kernel, e.key",
     )
@@ -260,7 +260,7 @@ async fn a_cut_tier_holds_the_first_classes_of_the_whole_tier() {
     let store = cachelens::db::Db::from(pool.clone());
     // the entry of h100-a whose kernel has the most candidates
     let keys: Vec<String> = sqlx::query_scalar(
-        "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+        "SELECT e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE m.name = 'h100-a' AND e.kind = 'kernel' AND e.removed_at IS NULL",
     )
     .fetch_all(&pool)
@@ -298,7 +298,7 @@ async fn a_cut_tier_holds_the_first_classes_of_the_whole_tier() {
     let from_rows = classes_of_ids(&store, &ids, None, &me, usize::MAX, &Open::none()).await.unwrap();
     assert_eq!(placed(&from_stored), placed(&from_rows));
     let autotune: i64 =
-        count(&pool, "SELECT COUNT(*) FROM entries WHERE kind = 'autotune' AND kernel IS NOT NULL").await;
+        count(&pool, "SELECT COUNT(*) FROM entry_rows WHERE kind = 'autotune' AND kernel IS NOT NULL").await;
     assert!(ids.len() as i64 >= placed(&from_rows).len() as i64 + autotune && autotune > 0, "{autotune}");
     for (label, stored) in [("stored classes", Some(&kv)), ("no stored classes", None)] {
         let whole = classes_of_ids(&store, &ids, stored, &me, usize::MAX, &Open::none()).await.unwrap();
@@ -342,25 +342,25 @@ async fn stored_classes_are_the_classes_of_the_rows_after_every_change() {
         let store = &store;
         async move {
             let read = || async {
-                let rows: Vec<(i64, String, bool)> = sqlx::query_as(
-                    "SELECT c.entry_id, hex(c.class),
-                       c.kernel = e.kernel AND c.machine_id = e.machine_id AND c.key = e.key AND c.kind = e.kind
-                     FROM entry_classes c JOIN entries e ON e.id = c.entry_id ORDER BY c.entry_id",
+                // each entry's class, kept once per fact and relocation
+                let rows: Vec<(i64, String)> = sqlx::query_as(
+                    "SELECT e.id, hex(c.class)
+                     FROM entries e JOIN fact_classes c ON c.fact_id = e.fact_id AND c.relocated = e.relocated
+                     ORDER BY e.id",
                 )
                 .fetch_all(pool)
                 .await
                 .unwrap();
-                assert!(rows.iter().all(|r| r.2), "{label}: a stored place or kind is not the entry's");
-                rows.into_iter().map(|(id, class, _)| (id, class)).collect::<Vec<_>>()
+                rows
             };
             let stored = read().await;
             assert_eq!(
                 stored.len() as i64,
-                count(pool, "SELECT COUNT(*) FROM entries WHERE kernel IS NOT NULL").await,
+                count(pool, "SELECT COUNT(*) FROM entry_rows WHERE kernel IS NOT NULL").await,
                 "{label}: an entry of a kernel without a class"
             );
-            sqlx::query("DELETE FROM entry_classes").execute(pool).await.unwrap();
-            sqlx::query("INSERT INTO entry_classes_pending(entry_id) SELECT id FROM entries")
+            sqlx::query("DELETE FROM fact_classes").execute(pool).await.unwrap();
+            sqlx::query("INSERT INTO entry_classes_pending(entry_id) SELECT id FROM entry_rows")
                 .execute(pool)
                 .await
                 .unwrap();
@@ -374,7 +374,7 @@ async fn stored_classes_are_the_classes_of_the_rows_after_every_change() {
         let pool = &pool;
         async move {
             let c: String = sqlx::query_scalar(
-                "SELECT hex(c.class) FROM entry_classes c JOIN entries e ON e.id = c.entry_id
+                "SELECT hex(c.class) FROM entries e JOIN fact_classes c ON c.fact_id = e.fact_id AND c.relocated = e.relocated
                  JOIN machines m ON m.id = e.machine_id WHERE m.name = ? AND e.key = ?",
             )
             .bind(m)
@@ -396,7 +396,7 @@ async fn stored_classes_are_the_classes_of_the_rows_after_every_change() {
     scan(&pool, churn.path(), "h100-py").await;
     check("the cache under other keys").await;
     let keys: Vec<String> = sqlx::query_scalar(
-        "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'h100-a' AND e.kernel IS NOT NULL ORDER BY e.key",
+        "SELECT e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'h100-a' AND e.kernel IS NOT NULL ORDER BY e.key",
     )
     .fetch_all(&pool)
     .await
@@ -441,8 +441,10 @@ async fn stored_classes_are_the_classes_of_the_rows_after_every_change() {
     )
     .unwrap();
     cachelens::collect::ingest_report(&store, &report, "upload").await.unwrap();
-    let landed =
-        count(&pool, "SELECT COUNT(*) FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'h100-c'");
+    let landed = count(
+        &pool,
+        "SELECT COUNT(*) FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'h100-c'",
+    );
     assert!(landed.await > 0);
     check("an uploaded scan").await;
 }
@@ -467,12 +469,12 @@ async fn the_first_tier_read_alone_is_the_first_tier_of_the_whole_list() {
     // some entries of a named kernel lack a variant column, some have them all
     let unknown = "signature IS NULL OR shapes IS NULL OR num_warps IS NULL OR num_stages IS NULL";
     let (partial, full) = (
-        count(&pool, &format!("SELECT COUNT(*) FROM entries WHERE kernel IS NOT NULL AND ({unknown})")).await,
-        count(&pool, &format!("SELECT COUNT(*) FROM entries WHERE kernel IS NOT NULL AND NOT ({unknown})")).await,
+        count(&pool, &format!("SELECT COUNT(*) FROM entry_rows WHERE kernel IS NOT NULL AND ({unknown})")).await,
+        count(&pool, &format!("SELECT COUNT(*) FROM entry_rows WHERE kernel IS NOT NULL AND NOT ({unknown})")).await,
     );
     assert!(partial > 0 && full > 0, "{partial} {full}");
     let ids: Vec<(String, String)> = sqlx::query_as(
-        "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id
+        "SELECT m.name, e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE e.kernel IS NOT NULL AND e.removed_at IS NULL ORDER BY m.name, e.key",
     )
     .fetch_all(&pool)

@@ -106,7 +106,7 @@ async fn every_page_and_partial_on_the_fleet() {
     assert!(mk.contains("registers "), "cell resources");
     // the grid's counts come from the summary tables: they add up to the live entries
     let live: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
+        sqlx::query_scalar("SELECT COUNT(*) FROM entry_rows WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
             .fetch_one(s.db.pool())
             .await
             .unwrap();
@@ -120,18 +120,19 @@ async fn every_page_and_partial_on_the_fleet() {
         .map(|x| x[..x.find(' ').unwrap()].parse::<i64>().unwrap())
         .sum();
     let others: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL AND num_warps IS NULL AND num_stages IS NULL",
+        "SELECT COUNT(*) FROM entry_rows WHERE kernel = 'matmul_kernel' AND removed_at IS NULL AND num_warps IS NULL AND num_stages IS NULL",
     )
     .fetch_one(s.db.pool())
     .await
     .unwrap();
     assert_eq!(cells + others, live, "grid cells plus other entries = live entries");
     // entries whose binary another key of the kernel also has (counted here in Rust)
-    let rows: Vec<(String, Option<String>)> =
-        sqlx::query_as("SELECT key, binary_sha256 FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
-            .fetch_all(s.db.pool())
-            .await
-            .unwrap();
+    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT key, binary_sha256 FROM entry_rows WHERE kernel = 'matmul_kernel' AND removed_at IS NULL",
+    )
+    .fetch_all(s.db.pool())
+    .await
+    .unwrap();
     let mut keys_of: std::collections::HashMap<&str, std::collections::HashSet<&str>> = Default::default();
     for (k, sha) in &rows {
         if let Some(sha) = sha {
@@ -220,8 +221,11 @@ async fn hostile(pool: &sqlx::SqlitePool) {
         "INSERT INTO machines(id, name, created_at) VALUES (1, 'm<b>1', 0)",
         "INSERT INTO scans(id, machine_id, client_id, scanned_at, root, entries, new_entries, changed_entries, removed_entries, bytes, skipped, skipped_json, relocated, source)
          VALUES (1, 1, 'c', 1700000000000, '/cache', 1, 1, 0, 0, 10, 0, '{}', 0, 'local')",
-        "INSERT INTO entries(id, machine_id, root, dir, key, kind, kernel, backend, arch, num_warps, num_stages, triton_version, created_at, bytes, sig, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
-         VALUES (1, 1, '/cache', 'KEY1', 'KEY1', 'kernel', '<script>alert(1)</script>', 'cuda', 'sm_90', 4, 3, '3.6.0', 1700000000000, 10, 's', 1, 1, 0, 0)",
+        "INSERT INTO roots(id, path) VALUES (1, '/cache')",
+        "INSERT INTO facts(id, key, kind, kernel, backend, arch, num_warps, num_stages, triton_version)
+         VALUES (1, 'KEY1', 'kernel', '<script>alert(1)</script>', 'cuda', 'sm_90', 4, 3, '3.6.0')",
+        "INSERT INTO entries(id, machine_id, root_id, key, fact_id, created_at, bytes, sig, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
+         VALUES (1, 1, 1, 'KEY1', 1, 1700000000000, 10, 's', 1, 1, 0, 0)",
     ] {
         sqlx::query(sql).execute(pool).await.unwrap();
     }
@@ -304,7 +308,7 @@ async fn pages_follow_new_scans() {
     let after = row(ok(&s, "/").await);
     // (Triton keeps the old entries: the upgraded cache holds both versions)
     let live: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE removed_at IS NULL").fetch_one(&pool).await.unwrap();
+        sqlx::query_scalar("SELECT COUNT(*) FROM entry_rows WHERE removed_at IS NULL").fetch_one(&pool).await.unwrap();
     assert!(live > 45, "{live}");
     assert!(
         after.contains("3.4.0, 3.5.1") && after.contains(&format!("<td class=\"n\">{live}</td>")),

@@ -52,7 +52,7 @@ fn rewrite_in_place(f: &Path) -> String {
 
 async fn sha_of(pool: &SqlitePool, dir: &Path, name: &str) -> Option<String> {
     sqlx::query_scalar(
-        "SELECT a.sha256 FROM entry_files a JOIN entries e ON e.id = a.entry_id WHERE e.key = ? AND a.name = ?",
+        "SELECT a.sha256 FROM entry_files a JOIN entry_rows e ON e.id = a.entry_id WHERE e.key = ? AND a.name = ?",
     )
     .bind(dir.file_name().unwrap().to_str().unwrap())
     .bind(name)

@@ -66,10 +66,22 @@ async fn a_retired_machine_leaves_the_answers_of_a_database_that_never_had_it() 
     let (_w, without) = fresh_db().await;
     scan_all(&without, &[("a100", &a100), ("fp", &fp)]).await;
     let hook_id = count(&with, "SELECT id FROM machines WHERE name = 'hook'").await;
-    let hook_entries =
-        count(&with, "SELECT COUNT(*) FROM entries WHERE machine_id = (SELECT id FROM machines WHERE name = 'hook')")
-            .await;
+    let hook_entries = count(
+        &with,
+        "SELECT COUNT(*) FROM entry_rows WHERE machine_id = (SELECT id FROM machines WHERE name = 'hook')",
+    )
+    .await;
     assert!(hook_entries >= 20, "{hook_entries}");
+    // the facts only the hook machine holds go with it; those others hold stay
+    let hook_only = count(
+        &with,
+        &format!(
+            "SELECT COUNT(*) FROM facts f WHERE EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id AND e.machine_id = {hook_id})
+               AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id AND e.machine_id <> {hook_id})"
+        ),
+    )
+    .await;
+    assert!(hook_only >= 20, "{hook_only}");
     assert!(count(&with, "SELECT COUNT(*) FROM events").await > 0, "the hook's events are in");
     let tokens = [
         cachelens::db::tokens::create(&with_db, "hook").await.unwrap(),
@@ -85,6 +97,7 @@ async fn a_retired_machine_leaves_the_answers_of_a_database_that_never_had_it() 
     let said: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(said["machine"], "hook");
     assert_eq!(said["entries"], hook_entries);
+    assert_eq!(said["facts"], hook_only);
     assert_eq!(said["tokens_revoked"], 1);
 
     let with = cachelens::db::open(&path).await.unwrap();
@@ -106,9 +119,28 @@ async fn a_retired_machine_leaves_the_answers_of_a_database_that_never_had_it() 
         assert_eq!(n, 0, "{t} still holds rows of the retired machine");
     }
     for t in ["artifacts", "autotune", "entry_compiles", "entry_stamps", "entry_classes_pending", "entry_modules"] {
-        let n = count(&with, &format!("SELECT COUNT(*) FROM {t} WHERE entry_id NOT IN (SELECT id FROM entries)")).await;
+        let n =
+            count(&with, &format!("SELECT COUNT(*) FROM {t} WHERE entry_id NOT IN (SELECT id FROM entry_rows)")).await;
         assert_eq!(n, 0, "{t} holds rows of deleted entries");
     }
+    for (what, sql) in [
+        (
+            "facts no entry holds",
+            "SELECT COUNT(*) FROM facts f WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id)",
+        ),
+        (
+            "texts of no fact",
+            "SELECT COUNT(*) FROM fact_texts WHERE fact NOT IN (SELECT fact FROM facts WHERE fact IS NOT NULL)",
+        ),
+        (
+            "files of no fact",
+            "SELECT COUNT(*) FROM fact_files WHERE fact NOT IN (SELECT fact FROM facts WHERE fact IS NOT NULL)",
+        ),
+        ("classes of no fact", "SELECT COUNT(*) FROM fact_classes WHERE fact_id NOT IN (SELECT id FROM facts)"),
+    ] {
+        assert_eq!(count(&with, sql).await, 0, "{what} after retiring");
+    }
+    assert!(count(&with, "SELECT COUNT(*) FROM fact_files").await > 0, "the other machines' files stay");
     // its token no longer uploads; the other machine's still does
     use cachelens::db::tokens::{Check, check};
     assert_eq!(check(&with, &tokens[0]).await.unwrap(), Check::Revoked);
@@ -133,7 +165,7 @@ async fn serve_ages_out_removed_entries_and_reports_past_the_window() {
     scan(&pool, &fp.join("triton-cache"), "fp").await;
     // three entries leave the cache
     let gone: Vec<(String, String)> =
-        sqlx::query_as("SELECT dir, root FROM entries WHERE kind = 'kernel' AND machine_id = (SELECT id FROM machines WHERE name = 'jit') ORDER BY key LIMIT 3")
+        sqlx::query_as("SELECT dir, root FROM entry_rows WHERE kind = 'kernel' AND machine_id = (SELECT id FROM machines WHERE name = 'jit') ORDER BY key LIMIT 3")
             .fetch_all(&pool)
             .await
             .unwrap();
@@ -145,10 +177,10 @@ async fn serve_ages_out_removed_entries_and_reports_past_the_window() {
     let state = AppState::new(pool.clone(), Config::default());
     assert_eq!(get(&state, "/api/v1/invalidations?a=jit&b=fp").await.0, 200);
     assert!(count(&pool, "SELECT COUNT(*) FROM inv_reports").await >= 1);
-    let live = count(&pool, "SELECT COUNT(*) FROM entries WHERE removed_at IS NULL").await;
+    let live = count(&pool, "SELECT COUNT(*) FROM entry_rows WHERE removed_at IS NULL").await;
     // two of them went two days ago, and so was the report computed
     let two_days = 2 * 86_400_000;
-    sqlx::query("UPDATE entries SET removed_at = removed_at - ? WHERE dir IN (?, ?)")
+    sqlx::query("UPDATE entries SET removed_at = removed_at - ? WHERE COALESCE(dir, key) IN (?, ?)")
         .bind(two_days)
         .bind(&gone[0].0)
         .bind(&gone[1].0)
@@ -164,20 +196,20 @@ async fn serve_ages_out_removed_entries_and_reports_past_the_window() {
     let (_server, _url) = spawn_served(cmd, 60);
     let pool = cachelens::db::open(&path).await.unwrap();
     let t = std::time::Instant::now();
-    while count(&pool, "SELECT COUNT(*) FROM entries WHERE removed_at IS NOT NULL").await > 1 {
+    while count(&pool, "SELECT COUNT(*) FROM entry_rows WHERE removed_at IS NOT NULL").await > 1 {
         assert!(t.elapsed().as_secs() < 60, "the removed entries were not aged out");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     let kept: Vec<(String, String)> =
-        sqlx::query_as("SELECT dir, root FROM entries WHERE removed_at IS NOT NULL").fetch_all(&pool).await.unwrap();
+        sqlx::query_as("SELECT dir, root FROM entry_rows WHERE removed_at IS NOT NULL").fetch_all(&pool).await.unwrap();
     assert_eq!(kept, vec![gone[2].clone()], "the entry removed within the window stays");
-    assert_eq!(count(&pool, "SELECT COUNT(*) FROM entries WHERE removed_at IS NULL").await, live);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM entry_rows WHERE removed_at IS NULL").await, live);
     while count(&pool, "SELECT COUNT(*) FROM inv_reports").await > 0 {
         assert!(t.elapsed().as_secs() < 60, "the old report was not aged out");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     assert_eq!(
-        count(&pool, "SELECT COUNT(*) FROM entry_stamps WHERE entry_id NOT IN (SELECT id FROM entries)").await,
+        count(&pool, "SELECT COUNT(*) FROM entry_stamps WHERE entry_id NOT IN (SELECT id FROM entry_rows)").await,
         0
     );
 }

@@ -130,7 +130,7 @@ pub async fn rows(pool: &SqlitePool, machine: &str) -> BTreeMap<String, Row_> {
     sqlx::query(
         "SELECT e.*, COALESCE(e.metadata_json, t.metadata_json) AS metadata_json,
                 COALESCE(e.group_json, t.group_json) AS group_json
-         FROM entries e JOIN machines m ON m.id = e.machine_id
+         FROM entry_rows e JOIN machines m ON m.id = e.machine_id
            LEFT JOIN fact_texts t ON t.fact = e.fact AND t.relocated = e.relocated
          WHERE m.name = ? ORDER BY e.dir",
     )
@@ -325,7 +325,7 @@ async fn corpus_scans_match_the_files() {
         let pool = pool.clone();
         async move {
             sqlx::query(
-                "SELECT triton_version AS v, COUNT(*) AS n FROM entries e JOIN machines m ON m.id = e.machine_id
+                "SELECT triton_version AS v, COUNT(*) AS n FROM entry_rows e JOIN machines m ON m.id = e.machine_id
                  WHERE m.name = ? AND kind = 'kernel' GROUP BY 1 ORDER BY 1",
             )
             .bind(m)
@@ -342,7 +342,7 @@ async fn corpus_scans_match_the_files() {
     assert_eq!(versions("a100-2").await, [("3.4.0".to_string(), 45), ("3.5.1".to_string(), 45)]);
     assert_eq!(versions("mi300-2").await, [("3.6.0".to_string(), 25), ("3.9.0".to_string(), 25)]);
     let names: BTreeSet<String> = sqlx::query_scalar(
-        "SELECT DISTINCT kernel FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'h100-jit' AND kind = 'kernel'",
+        "SELECT DISTINCT kernel FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'h100-jit' AND kind = 'kernel'",
     )
     .fetch_all(&pool)
     .await
@@ -365,7 +365,7 @@ async fn corpus_scans_match_the_files() {
             count(
                 &pool,
                 &format!(
-                    "SELECT COUNT(*) FROM entries e JOIN machines m ON m.id = e.machine_id
+                    "SELECT COUNT(*) FROM entry_rows e JOIN machines m ON m.id = e.machine_id
                        JOIN fact_texts t ON t.fact = e.fact AND t.relocated = e.relocated
                      WHERE m.name = '{m}' AND {}",
                     cond.replace("metadata_json", "t.metadata_json")
@@ -470,7 +470,7 @@ async fn corpus_scans_match_the_files() {
             &pool,
             &format!(
                 "SELECT COUNT(*) FROM best_configs b JOIN machines m ON m.id = b.machine_id
-                 JOIN entries e ON e.machine_id = b.machine_id AND e.key = b.triton_cache_hash WHERE m.name = '{machine}'"
+                 JOIN entry_rows e ON e.machine_id = b.machine_id AND e.key = b.triton_cache_hash WHERE m.name = '{machine}'"
             ),
         )
         .await;
@@ -664,7 +664,10 @@ async fn rescan_rereads_only_changed_entries() {
     );
     assert_eq!(count(&pool, "SELECT COUNT(*) FROM scans").await, 2);
     // unchanged rows are not rewritten (a live row's last sighting is its root's latest scan)
-    assert_eq!(count(&pool, &format!("SELECT COUNT(*) FROM entries WHERE last_scan_id = {}", s1.scan_id)).await, 122);
+    assert_eq!(
+        count(&pool, &format!("SELECT COUNT(*) FROM entry_rows WHERE last_scan_id = {}", s1.scan_id)).await,
+        122
+    );
 
     let dirs = entry_dirs(&cache);
     let touched = &dirs[3];
@@ -698,8 +701,11 @@ async fn rescan_rereads_only_changed_entries() {
     let r = &rows(&pool, "m").await[&gone_key];
     assert!(r.removed_at.is_some(), "removed, never deleted");
     assert_eq!(r.last_scan_id, s3b.scan_id, "a removed row's last scan is the last one that saw it");
-    let last_seen: i64 =
-        sqlx::query_scalar("SELECT last_seen_at FROM entries WHERE id = ?").bind(r.id).fetch_one(&pool).await.unwrap();
+    let last_seen: i64 = sqlx::query_scalar("SELECT last_seen_at FROM entry_rows WHERE id = ?")
+        .bind(r.id)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     let s3b_at: i64 = sqlx::query_scalar("SELECT scanned_at FROM scans WHERE id = ?")
         .bind(s3b.scan_id)
         .fetch_one(&pool)
@@ -720,7 +726,7 @@ async fn rescan_rereads_only_changed_entries() {
     assert!(r.removed_at.is_none(), "back");
     assert_eq!(r.first_scan_id, s1.scan_id, "one entry across scans: first seen kept");
     assert_eq!(r.last_scan_id, s6.scan_id);
-    assert_eq!(count(&pool, "SELECT COUNT(*) FROM entries").await, 122);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM entry_rows").await, 122);
     let scans: Vec<(i64, i64, i64)> =
         sqlx::query_as("SELECT entries, new_entries, removed_entries FROM scans ORDER BY id")
             .fetch_all(&pool)
@@ -975,7 +981,7 @@ async fn cloned_entries_share_their_ir_and_each_shows_it() {
         "SELECT a.ext, COUNT(*), COUNT(b.sha256), COUNT(DISTINCT a.sha256),
                 COUNT(DISTINCT CASE WHEN e.key NOT LIKE 'CLONE%' THEN a.sha256 END),
                 SUM(e.key LIKE 'CLONE%')
-         FROM entry_files a JOIN entries e ON e.id = a.entry_id
+         FROM entry_files a JOIN entry_rows e ON e.id = a.entry_id
          LEFT JOIN blobs b ON b.sha256 = a.sha256 WHERE a.ext IN ('llir', 'ptx', 'ttgir') GROUP BY a.ext",
     )
     .fetch_all(&pool)

@@ -70,8 +70,8 @@ fn a_sparse_32_gib_file_is_hashed_in_part() {
         s["skipped"].as_object().unwrap().keys().find(|r| r.contains("bytes = 2199") && r.contains("out of range"));
     assert!(bound.is_some(), "{s}");
     assert_eq!(s["entries"], n - 1, "{s}");
-    assert!(query::<i64>(&db, "SELECT id FROM entries WHERE key = ?", &key(d2)).is_empty());
-    let partial = query::<Option<String>>(&db, "SELECT partial FROM entries WHERE key = ?", &key(d));
+    assert!(query::<i64>(&db, "SELECT id FROM entry_rows WHERE key = ?", &key(d2)).is_empty());
+    let partial = query::<Option<String>>(&db, "SELECT partial FROM entry_rows WHERE key = ?", &key(d));
     assert_eq!(partial[0].as_deref(), Some(format!("huge.bin: {why}").as_str()));
     // sha256 over the first 256 MiB (zeros) followed by the size, 8 bytes little-endian
     let want = {
@@ -86,7 +86,7 @@ fn a_sparse_32_gib_file_is_hashed_in_part() {
     };
     let got = query::<String>(
         &db,
-        "SELECT a.sha256 || ' ' || a.bytes FROM entry_files a JOIN entries e ON e.id = a.entry_id
+        "SELECT a.sha256 || ' ' || a.bytes FROM entry_files a JOIN entry_rows e ON e.id = a.entry_id
          WHERE e.key = ? AND a.name = 'huge.bin'",
         &key(d),
     );
@@ -116,7 +116,7 @@ fn a_spent_time_budget_leaves_the_unread_entries_live() {
     assert_eq!(s2["entries"], n - 1, "{s2}");
     let live = query::<i64>(
         &db,
-        "SELECT COUNT(*) FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? AND removed_at IS NULL",
+        "SELECT COUNT(*) FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? AND removed_at IS NULL",
         "tb",
     );
     assert_eq!(live, [n - 1]);
@@ -185,13 +185,13 @@ fn hard_links_to_another_owners_files_are_not_read() {
     let arts = |d: &Path| {
         query::<String>(
             &db,
-            "SELECT a.name FROM entry_files a JOIN entries e ON e.id = a.entry_id WHERE e.key = ?",
+            "SELECT a.name FROM entry_files a JOIN entry_rows e ON e.id = a.entry_id WHERE e.key = ?",
             &key(d),
         )
     };
     assert!(!arts(&dirs[0]).contains(&"x.ttgir".to_string()), "{:?}", arts(&dirs[0]));
     assert!(arts(&dirs[2]).contains(&"copy.ttir".to_string()), "a same-owner hard link is read: {:?}", arts(&dirs[2]));
-    let partial = query::<Option<String>>(&db, "SELECT partial FROM entries WHERE key = ?", &key(&dirs[0]));
+    let partial = query::<Option<String>>(&db, "SELECT partial FROM entry_rows WHERE key = ?", &key(&dirs[0]));
     assert!(partial[0].as_deref().unwrap_or("").contains(why), "{partial:?}");
 }
 

@@ -14,7 +14,7 @@ async fn short_keys_resolve_when_unique_and_list_candidates_otherwise() {
     ])
     .await;
     let keys: Vec<String> = sqlx::query_scalar(
-        "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'a100-1' ORDER BY e.key",
+        "SELECT e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'a100-1' ORDER BY e.key",
     )
     .fetch_all(&pool)
     .await
@@ -96,7 +96,7 @@ async fn the_search_api_answers_what_the_search_page_lists() {
     ])
     .await;
     let keys: Vec<(String, String)> = sqlx::query_as(
-        "SELECT m.name, e.key FROM entries e JOIN machines m ON m.id = e.machine_id ORDER BY m.name, e.key",
+        "SELECT m.name, e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id ORDER BY m.name, e.key",
     )
     .fetch_all(&pool)
     .await

@@ -119,7 +119,7 @@ async fn hooked_compiles_show_where_compile_time_goes() {
         assert!(m == "gpu-1" && !first_keys.contains(&k.as_str()), "{k}");
         let (em, ek) = earlier.clone().expect("an earlier key of the variant");
         assert!(em == "gpu-1" && first_keys.contains(&ek.as_str()), "{ek}");
-        let variant = "SELECT kernel || signature || shapes || num_warps || num_stages FROM entries WHERE key = ?";
+        let variant = "SELECT kernel || signature || shapes || num_warps || num_stages FROM entry_rows WHERE key = ?";
         let v = |key: String| {
             let pool = pool.clone();
             async move { sqlx::query_scalar::<_, String>(variant).bind(key).fetch_one(&pool).await.unwrap() }

@@ -57,7 +57,7 @@ async fn variant_cells_name_their_samples() {
         for (a, ra, b, rb) in rows {
             for (id, r) in [(a, ra), (b, rb)] {
                 let want: String = sqlx::query_scalar(
-                    "SELECT m.name || char(9) || e.key FROM entries e JOIN machines m ON m.id = e.machine_id WHERE e.id = ?",
+                    "SELECT m.name || char(9) || e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE e.id = ?",
                 )
                 .bind(id)
                 .fetch_one(&pool)
@@ -163,7 +163,7 @@ async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
     }
     // grid cells of the kernels the new machines do not have
     let theirs: std::collections::HashSet<String> = sqlx::query_scalar(
-        "SELECT DISTINCT e.kernel FROM entries e JOIN machines m ON m.id = e.machine_id
+        "SELECT DISTINCT e.kernel FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE m.name IN ('h100-d', 'h100-e') AND e.kernel IS NOT NULL",
     )
     .fetch_all(&pool)

@@ -33,7 +33,7 @@ pub async fn server(config: Config) -> Server {
 /// Row counts of the tables an upload writes: (scans, entries, artifacts, blobs).
 pub async fn counts(pool: &SqlitePool) -> (i64, i64, i64, i64) {
     sqlx::query_as(
-        "SELECT (SELECT COUNT(*) FROM scans), (SELECT COUNT(*) FROM entries), (SELECT COUNT(*) FROM entry_files),
+        "SELECT (SELECT COUNT(*) FROM scans), (SELECT COUNT(*) FROM entry_rows), (SELECT COUNT(*) FROM entry_files),
                 (SELECT COUNT(*) FROM blobs)",
     )
     .fetch_one(pool)
@@ -545,7 +545,7 @@ async fn server_killed_mid_upload_restarts_and_the_retry_stores_the_scan_once() 
     let stored: i64 = sqlx::query_scalar("SELECT entries FROM scans").fetch_one(&pool).await.unwrap();
     assert_eq!(stored, entries);
     let orphans: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE first_scan_id NOT IN (SELECT id FROM scans)")
+        sqlx::query_scalar("SELECT COUNT(*) FROM entry_rows WHERE first_scan_id NOT IN (SELECT id FROM scans)")
             .fetch_one(&pool)
             .await
             .unwrap();

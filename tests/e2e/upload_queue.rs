@@ -119,6 +119,6 @@ async fn a_full_queue_answers_503_and_the_client_waits_its_turn() {
     let up = cachelens::upload::upload_report(&url, &t2, report, cachelens::upload::Retry::new(1)).await.unwrap();
     assert!(up.response.created);
     assert_eq!(count(&pool, "SELECT COUNT(*) FROM scans").await, 1);
-    assert_eq!(count(&pool, "SELECT COUNT(*) FROM entries").await, entries);
+    assert_eq!(count(&pool, "SELECT COUNT(*) FROM entry_rows").await, entries);
     assert!(answer(&mut first).await.starts_with("HTTP/1.1 400"));
 }

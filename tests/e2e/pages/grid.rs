@@ -49,11 +49,12 @@ async fn autotune_timings_stay_in_the_grid_they_were_measured_in() {
         assert!(!g.contains("class=\"kwargs\"") && !g.contains("badge win"), "{t} shows H100 timings: {g}");
     }
     // the H100 grids show the H100's own winners, every one of them
-    let winners: Vec<f64> =
-        sqlx::query_scalar("SELECT a.best_ms FROM autotune a JOIN entries e ON e.id = a.entry_id WHERE a.winner = 1")
-            .fetch_all(&pool)
-            .await
-            .unwrap();
+    let winners: Vec<f64> = sqlx::query_scalar(
+        "SELECT a.best_ms FROM autotune a JOIN entry_rows e ON e.id = a.entry_id WHERE a.winner = 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
     assert_eq!(winners.len(), 4, "one winner per H100 autotune run (cold, debug, edit, line info)");
     // a cell shows a config's best time over the runs that measured it, marked if it won any
     let best: Vec<f64> =
@@ -111,7 +112,7 @@ async fn html_views_vary_on_hx_request() {
     let (_keep, pool) = corpus_db(&[("mi300-1", "mi300-upgrade-1-triton-3.6.0", "triton-cache")]).await;
     let s = AppState::new(pool, Config::default());
     let key: String =
-        sqlx::query_scalar("SELECT key FROM entries WHERE kind = 'kernel' AND kernel = 'softmax_kernel' LIMIT 1")
+        sqlx::query_scalar("SELECT key FROM entry_rows WHERE kind = 'kernel' AND kernel = 'softmax_kernel' LIMIT 1")
             .fetch_one(s.db.pool())
             .await
             .unwrap();

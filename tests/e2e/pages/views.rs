@@ -55,7 +55,7 @@ async fn lists_charts_and_figures_match_the_database_and_the_files() {
     let by_size = listed(&ok_hx(&s, "/kernels?sort=size").await);
     let want = names(
         &pool,
-        "SELECT kernel FROM entries WHERE removed_at IS NULL AND kernel IS NOT NULL
+        "SELECT kernel FROM entry_rows WHERE removed_at IS NULL AND kernel IS NOT NULL
                               GROUP BY kernel ORDER BY SUM(bytes) DESC, kernel LIMIT 50",
     )
     .await;
@@ -64,7 +64,7 @@ async fn lists_charts_and_figures_match_the_database_and_the_files() {
     let by_last = listed(&ok_hx(&s, "/kernels?sort=last").await);
     let want = names(
         &pool,
-        "SELECT kernel FROM entries WHERE removed_at IS NULL AND kernel IS NOT NULL
+        "SELECT kernel FROM entry_rows WHERE removed_at IS NULL AND kernel IS NOT NULL
                               GROUP BY kernel ORDER BY MAX(created_at) DESC, kernel LIMIT 50",
     )
     .await;
@@ -72,9 +72,11 @@ async fn lists_charts_and_figures_match_the_database_and_the_files() {
     assert_ne!(by_size, by_last, "the two orders differ on this corpus, so both are tested");
     // arch filter
     let sm80 = listed(&ok(&s, "/kernels?arch=sm_80&sort=name").await);
-    let want =
-        names(&pool, "SELECT DISTINCT kernel FROM entries WHERE removed_at IS NULL AND arch = 'sm_80' ORDER BY kernel")
-            .await;
+    let want = names(
+        &pool,
+        "SELECT DISTINCT kernel FROM entry_rows WHERE removed_at IS NULL AND arch = 'sm_80' ORDER BY kernel",
+    )
+    .await;
     assert_eq!(sm80, want, "arch=sm_80");
     assert!(!sm80.iter().any(|k| k.starts_with("triton_")), "no Inductor (sm_90) kernel on the A100");
 
@@ -108,7 +110,7 @@ async fn lists_charts_and_figures_match_the_database_and_the_files() {
 
     // entry page: the other variants listed resolve, and the rest are counted
     let key: String = sqlx::query_scalar(
-        "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'h100-a' AND e.kernel = 'matmul_kernel' AND e.kind = 'kernel' LIMIT 1",
+        "SELECT e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'h100-a' AND e.kernel = 'matmul_kernel' AND e.kind = 'kernel' LIMIT 1",
     )
     .fetch_one(&pool)
     .await
@@ -122,7 +124,7 @@ async fn lists_charts_and_figures_match_the_database_and_the_files() {
         assert!(ok(&s, l).await.contains("<h1>Entry"), "{l} resolves");
     }
     let live: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM entries WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
+        sqlx::query_scalar("SELECT COUNT(*) FROM entry_rows WHERE kernel = 'matmul_kernel' AND removed_at IS NULL")
             .fetch_one(&pool)
             .await
             .unwrap();
@@ -133,7 +135,7 @@ async fn lists_charts_and_figures_match_the_database_and_the_files() {
 
     // the same for an entry listed among its own kernel's first variants (an A100 one)
     let first: String = sqlx::query_scalar(
-        "SELECT e.key FROM entries e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'a100-1' AND e.kernel = 'matmul_kernel'
+        "SELECT e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = 'a100-1' AND e.kernel = 'matmul_kernel'
          ORDER BY e.triton_version, e.num_warps, e.num_stages, e.id LIMIT 1",
     )
     .fetch_one(&pool)
@@ -143,8 +145,10 @@ async fn lists_charts_and_figures_match_the_database_and_the_files() {
     assert!(e.contains(&format!("and {} more — ", live - 51)), "the count does not depend on where the entry sorts");
 
     // an entry without IR (a launcher)
-    let launcher: String =
-        sqlx::query_scalar("SELECT key FROM entries WHERE kind = 'launcher' LIMIT 1").fetch_one(&pool).await.unwrap();
+    let launcher: String = sqlx::query_scalar("SELECT key FROM entry_rows WHERE kind = 'launcher' LIMIT 1")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     let l = ok(&s, &format!("/entries/h100-a/{launcher}")).await;
     assert!(l.contains("No IR stored for this entry"), "empty IR viewer");
 }
@@ -155,14 +159,11 @@ async fn lists_charts_and_figures_match_the_database_and_the_files() {
 async fn machine_version_links_encode_and_unknown_is_not_a_link() {
     let (_keep, pool) = corpus_db(&[("a100-1", "a100-upgrade-1-triton-3.4.0", "triton-cache")]).await;
     // before any page builds the summaries: a local build's version on some entries, none on others
-    sqlx::query("UPDATE entries SET triton_version = '3.4.0+gitabc123' WHERE kernel = 'matmul_kernel'")
+    sqlx::query("UPDATE facts SET triton_version = '3.4.0+gitabc123' WHERE kernel = 'matmul_kernel'")
         .execute(&pool)
         .await
         .unwrap();
-    sqlx::query("UPDATE entries SET triton_version = NULL WHERE kernel = 'softmax_kernel'")
-        .execute(&pool)
-        .await
-        .unwrap();
+    sqlx::query("UPDATE facts SET triton_version = NULL WHERE kernel = 'softmax_kernel'").execute(&pool).await.unwrap();
     let s = AppState::new(pool, Config::default());
     let m = ok(&s, "/machines/a100-1").await;
     let hrefs: Vec<String> = m
@@ -190,9 +191,13 @@ async fn empty_states_caps_notices_and_day_gaps() {
         "INSERT INTO machines(id, name, created_at) VALUES (1, 'synth', 0), (2, 'idle', 0)".to_string(),
         "INSERT INTO scans(id, machine_id, client_id, scanned_at, root, entries, new_entries, changed_entries, removed_entries, bytes, skipped, skipped_json, relocated, source)
          VALUES (1, 1, 'c', 1700000000000, '/cache', 2, 2, 0, 0, 10, 0, '{}', 0, 'local')".into(),
-        format!("INSERT INTO entries(id, machine_id, root, dir, key, kind, kernel, backend, arch, num_warps, num_stages, triton_version, created_at, bytes, sig, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
-         VALUES (1, 1, '/cache', 'K1', 'K1', 'kernel', 'wide', 'cuda', 'sm_90', 4, 3, '3.6.0', {day}, 10, 's', 1, 1, 0, 0),
-                (2, 1, '/cache', 'K2', 'K2', 'kernel', 'wide', 'cuda', 'sm_90', 8, 3, '3.6.0', {}, 10, 's', 1, 1, 0, 0)", day + 3 * 86_400_000),
+        "INSERT INTO roots(id, path) VALUES (1, '/cache')".into(),
+        "INSERT INTO facts(id, key, kind, kernel, backend, arch, num_warps, num_stages, triton_version)
+         VALUES (1, 'K1', 'kernel', 'wide', 'cuda', 'sm_90', 4, 3, '3.6.0'),
+                (2, 'K2', 'kernel', 'wide', 'cuda', 'sm_90', 8, 3, '3.6.0')".into(),
+        format!("INSERT INTO entries(id, machine_id, root_id, key, fact_id, created_at, bytes, sig, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
+         VALUES (1, 1, 1, 'K1', 1, {day}, 10, 's', 1, 1, 0, 0),
+                (2, 1, 1, 'K2', 2, {}, 10, 's', 1, 1, 0, 0)", day + 3 * 86_400_000),
     ] {
         sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap();
     }
