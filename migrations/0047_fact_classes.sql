@@ -12,3 +12,7 @@ INSERT OR IGNORE INTO fact_classes(fact_id, relocated, class)
     SELECT e.fact_id, e.relocated, c.class FROM entry_classes c JOIN entries e ON e.id = c.entry_id
     ORDER BY c.entry_id;
 DROP TABLE entry_classes;
+
+-- A machine's Triton autotune results in page order (db/inductor.rs::triton_rows): the autotune
+-- facts by kernel and key, each probing the machine's presence (`entries_fact`).
+CREATE INDEX facts_autotune ON facts(kernel, key) WHERE kind = 'autotune';

@@ -22,17 +22,17 @@ pub async fn with_artifacts(pool: &SqlitePool, rows: &mut [EntryRow]) -> sqlx::R
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let mut by_entry: std::collections::HashMap<i64, Vec<ArtifactRow>> = std::collections::HashMap::new();
     for part in ids.chunks(10_000) {
-        // One text for the page (`db::explain::json_rows`), not a row an entry: sqlx's log
+        // One text for the page (`db::json_rows::json_rows`), not a row an entry: sqlx's log
         // timed the 100 rows of a machine's deep page at 5.0 ms, the text at 2.5 ms.
         let sql = format!(
             "SELECT {} FROM (SELECT entry_id, json_group_array(json_object('name', name, 'ext', ext, 'bytes', bytes,
                                                                              'sha256', sha256) ORDER BY name) AS list
                               FROM entry_files WHERE entry_id IN (SELECT value FROM json_each(?)) GROUP BY entry_id)",
-            super::explain::rows_json("json_array(entry_id, json(list))")
+            super::json_rows::rows_json("json_array(entry_id, json(list))")
         );
         let text: String =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(super::explain::json_ids(part)).fetch_one(pool).await?;
-        by_entry.extend(super::explain::json_rows::<(i64, Vec<ArtifactRow>)>(text)?);
+            sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(super::json_rows::json_ids(part)).fetch_one(pool).await?;
+        by_entry.extend(super::json_rows::json_rows::<(i64, Vec<ArtifactRow>)>(text)?);
     }
     for r in rows.iter_mut() {
         r.rank = crate::scan::discover::rank_dir(&r.root);

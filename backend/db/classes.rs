@@ -149,19 +149,20 @@ pub async fn fill_pending(db: &super::Db) -> sqlx::Result<usize> {
             return Ok(done);
         }
         let rows = super::explain::side_rows_on(&mut tx, &ids, "").await?;
-        let placed: std::collections::HashMap<i64, (i64, bool)> = super::explain::json_rows_of_ids::<(i64, i64, i64)>(
-            &mut tx,
-            &ids,
-            &format!(
-                "SELECT {} FROM entries e WHERE e.id IN (",
-                super::explain::rows_json("json_array(e.id, e.fact_id, e.relocated)")
-            ),
-            ")",
-        )
-        .await?
-        .into_iter()
-        .map(|(id, f, r)| (id, (f, r != 0)))
-        .collect();
+        let placed: std::collections::HashMap<i64, (i64, bool)> =
+            super::json_rows::json_rows_of_ids::<(i64, i64, i64)>(
+                &mut tx,
+                &ids,
+                &format!(
+                    "SELECT {} FROM entries e WHERE e.id IN (",
+                    super::json_rows::rows_json("json_array(e.id, e.fact_id, e.relocated)")
+                ),
+                ")",
+            )
+            .await?
+            .into_iter()
+            .map(|(id, f, r)| (id, (f, r != 0)))
+            .collect();
         let classes: Vec<Stored> = rows
             .iter()
             .filter_map(|r| {

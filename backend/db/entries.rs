@@ -29,7 +29,7 @@ pub struct EntryRow {
     pub registers: Option<i64>,
     pub spills: Option<i64>,
     pub shared_bytes: Option<i64>,
-    #[serde(deserialize_with = "super::explain::int_bool")]
+    #[serde(deserialize_with = "super::json_rows::int_bool")]
     pub relocated: bool,
     pub partial: Option<String>,
     pub binary_sha256: Option<String>,
@@ -58,19 +58,19 @@ const ENTRY_FIELDS: &str = "id, machine, key, kind, kernel, backend, arch, warp_
 /// The rows of `inner` (a query selecting [`ENTRY_COLUMNS`], its order kept) as one JSON text,
 /// read by [`entry_rows`]: sqlx hands each row over from its SQLite thread on its own, a wake-up
 /// each, and a page's 51 variants or 100 listed entries were most of its database time under
-/// load (`db::explain::json_rows`).
+/// load (`db::json_rows::json_rows`).
 fn as_entry_rows(inner: &str) -> String {
     format!("{}{inner})", entry_rows_head())
 }
 
 /// [`as_entry_rows`] up to where the inner query starts (its closing parenthesis follows it).
 fn entry_rows_head() -> String {
-    format!("SELECT {} FROM (", super::explain::rows_json(&format!("json_array({ENTRY_FIELDS})")))
+    format!("SELECT {} FROM (", super::json_rows::rows_json(&format!("json_array({ENTRY_FIELDS})")))
 }
 
 /// The [`EntryRow`]s of an [`as_entry_rows`] query's text, in its order.
 fn entry_rows(text: String) -> sqlx::Result<Vec<EntryRow>> {
-    super::explain::json_rows(text)
+    super::json_rows::json_rows(text)
 }
 
 pub async fn entries(
@@ -301,10 +301,10 @@ pub async fn same_binary(pool: &SqlitePool, sha: &str, key: &str, limit: i64) ->
     let sql = format!(
         "SELECT {} FROM (SELECT m.name AS machine, e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE e.binary_sha256 = ? AND e.key <> ? ORDER BY e.id LIMIT ?)",
-        super::explain::rows_json("json_array(machine, key)")
+        super::json_rows::rows_json("json_array(machine, key)")
     );
     let q = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(sha).bind(key).bind(limit);
-    super::explain::json_rows(q.fetch_one(pool).await?)
+    super::json_rows::json_rows(q.fetch_one(pool).await?)
 }
 
 /// (id, machine, key) of the given entry ids.
@@ -350,7 +350,7 @@ pub async fn is_best_config(pool: &SqlitePool, machine: &str, key: &str) -> sqlx
 /// trusted), read from the `entries_rescan` index and `entry_stamps` alone, as an ingest reads
 /// them. `[]` for a machine or root the server has not seen.
 pub async fn previous_json(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<String> {
-    let rows = super::explain::rows_json("json_array(e.dir, e.sig, s.stamp)");
+    let rows = super::json_rows::rows_json("json_array(e.dir, e.sig, s.stamp)");
     let text: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT {rows} FROM entry_rows e LEFT JOIN entry_stamps s ON s.entry_id = e.id
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?) AND e.root = ? AND e.removed_at IS NULL"
@@ -372,8 +372,10 @@ pub async fn facts_held(
     let mut held = std::collections::HashSet::new();
     for chunk in facts.chunks(5000) {
         let rows: Vec<String> = sqlx::query_scalar(
-            "SELECT DISTINCT fact FROM entry_rows
-             WHERE fact IN (SELECT value FROM json_each(?)) AND relocated = ?",
+            // a fact's first holder answers (a fact on 1,000 machines is not read 1,000 times)
+            "SELECT f.fact FROM facts f
+             WHERE f.fact IN (SELECT value FROM json_each(?))
+               AND EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id AND e.relocated = ?)",
         )
         .bind(serde_json::to_string(chunk).unwrap_or_default())
         .bind(relocated)

@@ -311,5 +311,5 @@ pub async fn choices(pool: &SqlitePool, limit: i64) -> sqlx::Result<(Vec<String>
     .bind(limit)
     .fetch_one(pool)
     .await?;
-    Ok((machines, super::explain::json_rows(kernels)?))
+    Ok((machines, super::json_rows::json_rows(kernels)?))
 }

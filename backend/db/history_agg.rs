@@ -225,7 +225,7 @@ pub enum By {
 }
 
 /// Counts grouped by `by` for the filter, from the hour tables or the counted rows. `K` is i64
-/// for buckets, String otherwise. The rows come as one JSON text (`db::explain::json_rows`): a
+/// for buckets, String otherwise. The rows come as one JSON text (`db::json_rows::json_rows`): a
 /// machine's 721 hours handed over a row each were 2 ms of its history page's 7.
 pub async fn grouped<K>(pool: &SqlitePool, f: &HistoryFilter, by: By) -> sqlx::Result<BTreeMap<K, Counts>>
 where
@@ -243,7 +243,7 @@ where
         "SELECT {} FROM ({sql})",
         // the sum as text of 17 digits: JSON's REALs are printed with 15 (1186.8519999999999
         // read back as 1186.852), and the figures must equal the reference computation's
-        super::explain::rows_json(
+        super::json_rows::rows_json(
             "json_array(k, hits, misses, compiles, inferred, printf('%!.17g', compile_ms), timed, hook_events,
                         printf('%!.17g', saved_ms), saved)"
         )
@@ -257,7 +257,7 @@ where
         .await?;
     type Row<K> = (K, i64, i64, i64, i64, String, i64, i64, String, i64);
     let num = |t: String| t.parse::<f64>().map_err(|e| sqlx::Error::Decode(Box::new(e)));
-    super::explain::json_rows::<Row<K>>(text)?
+    super::json_rows::json_rows::<Row<K>>(text)?
         .into_iter()
         .map(|(k, hits, misses, compiles, inferred_compiles, ms, timed, hook_events, saved_ms, saved_hits)| {
             let compile_ms = (timed > 0).then_some(num(ms)?);

@@ -293,18 +293,25 @@ async fn triton_rows(
     page: Page,
 ) -> sqlx::Result<Vec<AutotuneRow>> {
     let pool = db.pool();
-    // Read in page order from the index `entries_autotune` (migration 0018), machines by name,
-    // stopping at the page's end; a filter is spelled out (not `?1 IS NULL OR ...`) so that the
-    // planner can use it. The texts are read only for the sha256s not parsed yet.
+    // Read in page order: machines by name, each machine's autotune facts from `facts_autotune`
+    // (0047: kernel, key) probing the machine's presence, stopping at the page's end; a filter
+    // is spelled out (not `?1 IS NULL OR ...`) so that the planner can use it. The file's sha256
+    // is sought in `fact_files`, then in `artifacts` (rows from before facts), not through the
+    // view `entry_files` (a UNION ALL, built whole for the fleet when joined). The texts are read
+    // only for the sha256s not parsed yet.
     let machine_filter = if machine.is_some() { "m.name = ?1" } else { "?1 IS NULL" };
-    let kernel_filter = if kernel.is_some() { "e.kernel = ?2" } else { "?2 IS NULL" };
+    let kernel_filter = if kernel.is_some() { "f.kernel = ?2" } else { "?2 IS NULL" };
     let rows: Vec<(String, Option<String>, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT m.name, e.kernel, e.key, a.sha256 FROM machines m
-         JOIN entry_rows e ON e.machine_id = m.id
-         JOIN entry_files a ON a.entry_id = e.id AND a.ext = 'autotune.json'
-         WHERE e.kind = 'autotune' AND e.removed_at IS NULL AND {machine_filter} AND {kernel_filter}
-           AND EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = a.sha256)
-         ORDER BY m.name, e.kernel, e.key LIMIT ?3 OFFSET ?4"
+        "SELECT m.name, f.kernel, f.key,
+           COALESCE((SELECT ff.sha256 FROM fact_files ff WHERE ff.fact = f.fact AND ff.ext = 'autotune.json'
+                     ORDER BY ff.name LIMIT 1),
+                    (SELECT a.sha256 FROM artifacts a WHERE a.entry_id = e.id AND a.ext = 'autotune.json'
+                     ORDER BY a.name LIMIT 1)) AS sha
+         FROM machines m CROSS JOIN facts f INDEXED BY facts_autotune
+           CROSS JOIN entries e INDEXED BY entries_fact ON e.fact_id = f.id AND e.machine_id = m.id
+         WHERE f.kind = 'autotune' AND e.removed_at IS NULL AND {machine_filter} AND {kernel_filter}
+           AND sha IS NOT NULL AND EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = sha)
+         ORDER BY m.name, f.kernel, f.key LIMIT ?3 OFFSET ?4"
     )))
     .bind(machine)
     .bind(kernel)

@@ -128,10 +128,10 @@ impl Ingest {
         // (key, id, dir, sig, removed, bytes, relocated, kind, stamp), read from the presence
         // rows, their facts' kind and `entry_stamps`, as one JSON array: 100,000 rows one by one
         // through sqlx took 1-2 s, most of a no-change re-scan. The array is joined by
-        // `group_concat` (`db::explain::rows_json` says why); a dir that is its key (every plain
+        // `group_concat` (`db::json_rows::rows_json` says why); a dir that is its key (every plain
         // cache's) is stored as null.
         type Row = (String, i64, Option<String>, String, i64, i64, i64, EntryKind, Option<String>);
-        let rows = super::explain::rows_json(
+        let rows = super::json_rows::rows_json(
             "json_array(e.key, e.id, e.dir, e.sig, e.removed_at IS NOT NULL, e.bytes, e.relocated, f.kind, s.stamp)",
         );
         let rows: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
@@ -274,15 +274,19 @@ impl Ingest {
         let fresh: Vec<&Present> = batch.iter().filter(|p| self.is_fresh(&p.key, p.dir(), &p.sig)).collect();
         for chunk in fresh.chunks(200) {
             let facts: Vec<&str> = chunk.iter().map(|p| p.fact.as_str()).collect();
-            let donors: HashMap<(String, bool), i64> = sqlx::query_as::<_, (String, bool, i64)>(
-                "SELECT f.fact, e.relocated, MIN(e.id) FROM facts f JOIN entries e ON e.fact_id = f.id
-                 WHERE f.fact IN (SELECT value FROM json_each(?)) GROUP BY f.fact, e.relocated",
+            // a row of each fact and relocation: the first the fact's index gives, not every
+            // machine's (a fact on 1,000 machines is one probe, not 1,000 rows)
+            let donors: HashMap<(String, bool), i64> = sqlx::query_as::<_, (String, bool, Option<i64>)>(
+                "SELECT f.fact, r.v,
+                   (SELECT e.id FROM entries e WHERE e.fact_id = f.id AND e.relocated = r.v LIMIT 1)
+                 FROM facts f CROSS JOIN (SELECT 0 AS v UNION ALL SELECT 1) r
+                 WHERE f.fact IN (SELECT value FROM json_each(?))",
             )
             .bind(serde_json::to_string(&facts).unwrap_or_default())
             .fetch_all(&mut *self.tx)
             .await?
             .into_iter()
-            .map(|(fact, relocated, id)| ((fact, relocated), id))
+            .filter_map(|(fact, relocated, id)| Some(((fact, relocated), id?)))
             .collect();
             let donors: HashMap<&str, i64> = chunk
                 .iter()
@@ -350,7 +354,7 @@ impl Ingest {
         let fact_ids: Vec<i64> = rows.iter().map(|r| r.3).collect();
         let versions: HashMap<i64, Option<String>> =
             sqlx::query_as("SELECT id, triton_version FROM facts WHERE id IN (SELECT value FROM json_each(?))")
-                .bind(super::explain::json_ids(&fact_ids))
+                .bind(super::json_rows::json_ids(&fact_ids))
                 .fetch_all(&mut *self.tx)
                 .await?
                 .into_iter()
@@ -750,7 +754,7 @@ async fn same_group_as_fact(tx: &mut Transaction<'static, Sqlite>, ids: &[i64]) 
                        WHERE t.id = entries.fact_id AND f.ext = 'grp'
                        AND f.sha256 = entries.group_sha256 AND f.bytes = entries.group_bytes)",
     )
-    .bind(super::explain::json_ids(ids))
+    .bind(super::json_rows::json_ids(ids))
     .execute(&mut **tx)
     .await?;
     Ok(())

@@ -224,12 +224,12 @@ pub async fn current(db: &super::Db, machine: &str) -> sqlx::Result<Sets> {
     // and a bench machine's 4,000 rows took ~37 ms that way.
     let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT {} FROM kernel_keysets WHERE machine_id = ?",
-        super::explain::rows_json("json_array(kernel, entries, keys, relocated, hex(digest))")
+        super::json_rows::rows_json("json_array(kernel, entries, keys, relocated, hex(digest))")
     )))
     .bind(id)
     .fetch_one(pool)
     .await?;
-    let rows: Vec<(String, i64, i64, i64, String)> = super::explain::json_rows(text)?;
+    let rows: Vec<(String, i64, i64, i64, String)> = super::json_rows::json_rows(text)?;
     let mut sets = HashMap::with_capacity(rows.len());
     for (kernel, entries, keys, relocated, digest) in rows {
         let digest = hex::decode(digest).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
@@ -248,7 +248,7 @@ pub async fn light_now_of(pool: &SqlitePool, machine: &str, only: &[&str]) -> sq
         let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
             "SELECT {} FROM entry_rows e
              WHERE e.machine_id = (SELECT id FROM machines WHERE name = ",
-            super::explain::rows_json(super::explain::LIGHT_ROW)
+            super::json_rows::rows_json(super::explain::LIGHT_ROW)
         ));
         qb.push_bind(machine);
         qb.push(format!(
@@ -271,7 +271,7 @@ async fn light_now_unnamed(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec
         "SELECT {} FROM entry_rows e
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.kernel IS NULL AND e.kind IN {}
            AND e.removed_at IS NULL",
-        super::explain::rows_json(super::explain::LIGHT_ROW),
+        super::json_rows::rows_json(super::explain::LIGHT_ROW),
         crate::model::EntryKind::sql_list(super::explain::KERNEL_KINDS)
     );
     super::explain::light_rows(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(machine).fetch_one(pool).await?)

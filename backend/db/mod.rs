@@ -17,6 +17,7 @@ pub mod history;
 pub mod history_agg;
 pub mod inductor;
 pub mod ingest;
+pub(crate) mod json_rows;
 pub mod keys;
 pub mod keysets;
 pub mod memo;

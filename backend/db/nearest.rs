@@ -195,7 +195,7 @@ async fn same_variant(
         .bind(columns.3)
         .fetch_one(pool)
         .await?;
-    let mut ids: Vec<i64> = super::explain::json_rows(text)?;
+    let mut ids: Vec<i64> = super::json_rows::json_rows(text)?;
     ids.retain(|&i| i != id);
     ids.sort_unstable();
     Ok(ids)
@@ -253,11 +253,11 @@ async fn variants_of(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Variants> 
         "SELECT {} FROM (SELECT signature, shapes, num_warps, num_stages, '[' || group_concat(id) || ']' AS ids
              FROM entry_rows WHERE kernel = ?1 AND removed_at IS NULL
              GROUP BY signature, shapes, num_warps, num_stages)",
-        super::explain::rows_json("json_array(signature, shapes, num_warps, num_stages, json(ids))")
+        super::json_rows::rows_json("json_array(signature, shapes, num_warps, num_stages, json(ids))")
     );
     let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(kernel).fetch_one(pool).await?;
     type Row = (Option<String>, Option<String>, Option<i64>, Option<i64>, Vec<i64>);
-    let rows: Vec<Row> = super::explain::json_rows(text)?;
+    let rows: Vec<Row> = super::json_rows::json_rows(text)?;
     Ok(rows.into_iter().map(|(s, t, w, n, ids)| (Variant::of(s.as_deref(), t.as_deref(), w, n), ids)).collect())
 }
 
@@ -270,16 +270,16 @@ async fn stored_of(pool: &SqlitePool, kernel: &str, ids: &[i64]) -> sqlx::Result
            JOIN fact_classes c ON c.fact_id = e.fact_id AND c.relocated = e.relocated
            JOIN machines m ON m.id = e.machine_id
          WHERE f.kernel = ?1 AND e.id IN (SELECT value FROM json_each(?2))",
-        super::explain::rows_json(&format!(
+        super::json_rows::rows_json(&format!(
             "json_array(e.id, hex(c.class), m.name, e.key, f.kind, {})",
             super::explain::parts_column("e.key", "e.machine_id")
         ))
     );
-    let ids = super::explain::json_ids(ids);
+    let ids = super::json_rows::json_ids(ids);
     let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(kernel).bind(ids).fetch_one(pool).await?;
     let compiled: Vec<&str> = KERNEL_KINDS.iter().map(|k| k.as_str()).collect();
     type Row = (i64, String, String, String, String, Option<String>);
-    Ok(super::explain::json_rows::<Row>(text)?
+    Ok(super::json_rows::json_rows::<Row>(text)?
         .into_iter()
         .filter_map(|(id, class, machine, key, kind, parts)| {
             let compiled = compiled.contains(&kind.as_str());
@@ -444,13 +444,13 @@ pub async fn classes_of_ids(
 async fn place(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, (String, String)>> {
     let head = format!(
         "SELECT {} FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE e.id IN (",
-        super::explain::rows_json("json_array(e.id, m.name, e.key)")
+        super::json_rows::rows_json("json_array(e.id, m.name, e.key)")
     );
     // Not `removed_at`: it sits past the row's JSON columns (overflow pages: 3-4x the time),
     // and the ids come from the live entries of the variant index, read under the same stamp.
     let tail = format!(") AND e.kind IN {}", EntryKind::sql_list(KERNEL_KINDS));
     let rows: Vec<(i64, String, String)> =
-        super::explain::json_rows_of_ids(&mut *pool.acquire().await?, ids, &head, &tail).await?;
+        super::json_rows::json_rows_of_ids(&mut *pool.acquire().await?, ids, &head, &tail).await?;
     Ok(rows.into_iter().map(|(id, m, k)| (id, (m, k))).collect())
 }
 

@@ -63,7 +63,10 @@ pub async fn hook_since(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::R
 /// Inodes the live entries of `root` on `machine` use: one per entry dir and one per file.
 pub async fn cache_inodes(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar(
-        "SELECT COUNT(*) + COALESCE(SUM((SELECT COUNT(*) FROM entry_files f WHERE f.entry_id = e.id)), 0)
+        // (files counted in `artifacts` and `fact_files` apart: `entry_files`, a UNION ALL, in a
+        // correlated subquery is built whole for the fleet)
+        "SELECT COUNT(*) + COALESCE(SUM((SELECT COUNT(*) FROM artifacts a WHERE a.entry_id = e.id)
+                                        + (SELECT COUNT(*) FROM fact_files f WHERE f.fact = e.fact)), 0)
          FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE m.name = ? AND e.root = ? AND e.removed_at IS NULL",
     )

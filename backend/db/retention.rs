@@ -149,7 +149,7 @@ async fn forget_facts(tx: &mut SqliteConnection) -> sqlx::Result<u64> {
         let facts: Vec<&str> = part.iter().filter_map(|g| g.1.as_deref()).collect();
         let facts = serde_json::to_string(&facts).unwrap_or_default();
         sqlx::query("DELETE FROM facts WHERE id IN (SELECT value FROM json_each(?))")
-            .bind(super::explain::json_ids(&ids))
+            .bind(super::json_rows::json_ids(&ids))
             .execute(&mut *tx)
             .await?;
         for table in ["fact_texts", "fact_files"] {

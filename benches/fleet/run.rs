@@ -457,6 +457,27 @@ async fn db_size(db: &Path) -> DbSize {
     DbSize { file: len(db.to_path_buf()), wal: len(PathBuf::from(format!("{}-wal", db.display()))), tables }
 }
 
+/// The bytes of the tables and indexes with a row per machine's entry (presence: `entries`,
+/// `entry_*` but the per-kernel counts, `artifacts`, `autotune`) and of those with a row per distinct fact (`facts`,
+/// `fact_*`, `blobs`), by `dbstat` name. What neither is (summaries, history, scans, …) is in
+/// the total only.
+fn split_by_owner(tables: &[(String, i64)]) -> (i64, i64) {
+    let has = |name: &str, p: &[&str]| p.iter().any(|p| name.starts_with(p));
+    let machine = ["entries", "entry_", "artifacts", "autotune", "sqlite_autoindex_entries", "sqlite_autoindex_entry_"];
+    let machine = [&machine[..], &["sqlite_autoindex_artifacts", "sqlite_autoindex_autotune"]].concat();
+    let fact =
+        ["facts", "fact_", "blobs", "sqlite_autoindex_facts", "sqlite_autoindex_fact_", "sqlite_autoindex_blobs"];
+    tables.iter().fold((0, 0), |(m, f), (name, bytes)| {
+        if has(name, &machine) && !name.contains("entry_counts") {
+            (m + bytes, f)
+        } else if has(name, &fact) {
+            (m, f + bytes)
+        } else {
+            (m, f)
+        }
+    })
+}
+
 /// Everything measured of one binary.
 pub struct BinRun {
     pub name: String,
@@ -615,6 +636,11 @@ pub fn figures(a: &Args, fleet: &Fleet, r: &BinRun) -> Vec<(String, String)> {
             format!("{:.0} / {:.0} ({distinct} keys)", total as f64 / machine_entries, total as f64 / distinct as f64),
         ));
         if let Some(t) = &d.tables {
+            let (machine, fact) = split_by_owner(t);
+            out.push((
+                format!("{label}: bytes a machine's entry holds (presence) / a distinct key's (facts)"),
+                format!("{:.0} / {:.0}", machine as f64 / machine_entries, fact as f64 / distinct as f64),
+            ));
             for (name, bytes) in t.iter().take(a.tables) {
                 out.push((format!("{label}: dbstat {name}"), mb(*bytes as u64)));
             }
