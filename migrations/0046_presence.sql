@@ -104,8 +104,9 @@ DROP TRIGGER page_dirty_best_delete;
 DROP TABLE entries;
 ALTER TABLE entries_presence RENAME TO entries;
 
--- A machine's entries; a fact's holders; a root's entries; removed rows by age.
-CREATE INDEX entries_fact ON entries(fact_id, machine_id);
+-- A machine's entries; a fact's holders (live or not from the index alone); a root's entries;
+-- removed rows by age.
+CREATE INDEX entries_fact ON entries(fact_id, machine_id, removed_at);
 CREATE INDEX entries_machine_root ON entries(machine_id, root_id, removed_at);
 CREATE INDEX entries_created ON entries(machine_id, created_at);
 CREATE INDEX entries_removed ON entries(removed_at) WHERE removed_at IS NOT NULL;
@@ -125,7 +126,9 @@ CREATE VIEW entry_rows AS
            f.resources_json, f.metadata_json, f.group_json, e.relocated, f.partial, f.binary_sha256, e.sig,
            e.first_scan_id, e.last_scan_id, e.first_seen_at, e.last_seen_at, e.removed_at, e.removed_scan_id,
            f.fact, e.group_at, e.group_sha256, e.group_bytes, e.fact_id, e.root_id
-    FROM entries e JOIN facts f ON f.id = e.fact_id JOIN roots r ON r.id = e.root_id;
+    FROM entries e JOIN facts f ON f.id = e.fact_id LEFT JOIN roots r ON r.id = e.root_id;
+-- (`LEFT JOIN roots`: every row has its root, and a query that reads no root column skips the
+-- join; a filter on `root` makes it an inner join again)
 
 CREATE VIEW entry_files(entry_id, name, ext, bytes, sha256) AS
     SELECT entry_id, name, ext, bytes, sha256 FROM artifacts

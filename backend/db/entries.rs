@@ -101,27 +101,33 @@ async fn entries_walked(
 ) -> sqlx::Result<Vec<EntryRow>> {
     // Each filter is written only when given: `(?1 IS NULL OR m.name = ?1)` kept SQLite from
     // using an index, and a page read and sorted every entry of the fleet (3 s at 1.25M).
-    // Machines by name (their unique index), then each machine's entries through a listing
-    // index in the page's order (`CROSS JOIN` keeps that nesting): a page is read in order and
-    // stops at its limit. Joined the other way, SQLite sorted every live entry of the fleet for
-    // a page without `machine=` (0.9-1.4 s on the 350,130-entry bench fleet, 15 s cold).
-    // `entries_listing_live` (migration 0026) holds the live entries alone: skipping `offset`
-    // of them reads no table row.
+    // Machines by name (their unique index), then the facts in the page's order
+    // (`facts_kernel`: kernel, num_warps, num_stages, key), each probing the machine's presence
+    // (`entries_fact`); `CROSS JOIN` keeps that nesting: a page's ids are read in order and stop
+    // at its limit, then its rows are read by id. Joined the other way, SQLite sorted every entry
+    // of a machine (or of the fleet, without `machine=`) for each page.
     let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-        "{}SELECT {ENTRY_COLUMNS} FROM machines m CROSS JOIN entry_rows e ON e.machine_id = m.id WHERE 1",
+        "{}SELECT {ENTRY_COLUMNS} FROM (SELECT e.id AS pid, m.name AS pm, f.kernel AS pk, f.num_warps AS pw,
+           f.num_stages AS ps, f.key AS pkey
+         FROM machines m CROSS JOIN facts f INDEXED BY facts_kernel
+           CROSS JOIN entries e INDEXED BY entries_fact ON e.fact_id = f.id AND e.machine_id = m.id WHERE 1",
         entry_rows_head()
     ));
     if let Some(m) = machine {
         qb.push(" AND m.name = ").push_bind(m);
     }
     if let Some(k) = kernel {
-        qb.push(" AND e.kernel = ").push_bind(k);
+        qb.push(" AND f.kernel = ").push_bind(k);
     }
     if !include_removed {
         qb.push(" AND e.removed_at IS NULL");
     }
-    qb.push(" ORDER BY m.name, e.kernel, e.num_warps, e.num_stages, e.key LIMIT ").push_bind(page.limit);
-    qb.push(" OFFSET ").push_bind(page.offset).push(")");
+    qb.push(" ORDER BY m.name, f.kernel, f.num_warps, f.num_stages, f.key LIMIT ").push_bind(page.limit);
+    qb.push(" OFFSET ").push_bind(page.offset);
+    qb.push(
+        ") p CROSS JOIN entry_rows e ON e.id = p.pid JOIN machines m ON m.id = e.machine_id
+         ORDER BY p.pm, p.pk, p.pw, p.ps, p.pkey)",
+    );
     let mut rows = entry_rows(qb.build_query_scalar().fetch_one(pool).await?)?;
     with_artifacts(pool, &mut rows).await?;
     Ok(rows)
