@@ -88,7 +88,7 @@ pub async fn kernel_decisions(
         "inductor_choices c CROSS JOIN entry_modules em ON c.machine_id = em.machine_id AND c.module = em.module
          CROSS JOIN entry_rows e ON e.id = em.entry_id"
     } else {
-        "entries e JOIN entry_modules em ON em.entry_id = e.id
+        "entry_rows e JOIN entry_modules em ON em.entry_id = e.id
          JOIN inductor_choices c ON c.machine_id = em.machine_id AND c.module = em.module"
     };
     let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
