@@ -185,10 +185,11 @@ pub struct Entry {
 impl Entry {
     /// Whether the entry's facts are all in its files' contents, the same on every machine that
     /// holds the same files (and sits them where they were written, or not: `relocated`, sent
-    /// along): not partial (a write in progress), no autotune timings (measured on this
-    /// machine's GPU). Only such an entry may be sent as a [`Present`] record.
+    /// along): not partial (a write in progress). (Autotune timings were measured on one GPU, but
+    /// they are read from the `.autotune.json` file: the same file holds the same timings, kept
+    /// once per fact.) Only such an entry may be sent as a [`Present`] record.
     pub fn facts_are_content(&self) -> bool {
-        self.kind != EntryKind::Partial && self.partial.is_none() && self.autotune.is_none()
+        self.kind != EntryKind::Partial && self.partial.is_none()
     }
 
     /// Whether its group file points to another path than where it sits (Triton misses on it).

@@ -1,7 +1,7 @@
 //! What the `/autotune` pages read beyond the API's rows ([`super::inductor::rows`]): one
 //! Inductor decision with each choice's linked cache entries, the decisions a kernel took part
 //! in, and how many decisions a machine holds. A choice links to the live entries compiled
-//! from the Inductor module its name ends with (`entry_modules`, `inductor_choices`: migration
+//! from the Inductor module its name ends with (`fact_modules`, `inductor_choices`: migration
 //! 0016); every query goes through those tables' indexes and is bounded by a page.
 
 use super::Page;
@@ -32,8 +32,8 @@ pub async fn decision(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<Decisio
     let Some(row) = super::inductor::decision(pool, id).await? else { return Ok(None) };
     let links: Vec<LinkedEntry> = sqlx::query_as(
         "SELECT c.rank, e.key, e.kernel, e.num_warps, e.num_stages, e.shapes FROM inductor_choices c
-         JOIN entry_modules em ON em.machine_id = c.machine_id AND em.module = c.module
-         JOIN entry_rows e ON e.id = em.entry_id
+         JOIN fact_modules fm ON fm.module = c.module
+         JOIN entry_rows e ON e.fact_id = fm.fact_id AND e.machine_id = c.machine_id
          WHERE c.decision_id = ? AND e.removed_at IS NULL ORDER BY c.rank, e.key",
     )
     .bind(id)
@@ -67,7 +67,7 @@ pub struct KernelDecision {
 ///
 /// `entries` is how many live entries the kernel has (the summary's count; any estimate keeps
 /// the answer the same): the join starts from the smaller side. From the kernel's entries it
-/// probes `entry_modules` once per entry (10,480 probes, ~4 ms, for a bench kernel of the
+/// probes `fact_modules` once per entry (10,480 probes, ~4 ms, for a bench kernel of the
 /// 1.25M-entry fleet whose entries no choice was compiled into); from the choices that name a
 /// module it probes once per choice (84 in that fleet).
 pub async fn kernel_decisions(
@@ -85,11 +85,11 @@ pub async fn kernel_decisions(
             .await?;
     // CROSS JOIN fixes SQLite's join order to the order written
     let from = if choices <= entries {
-        "inductor_choices c CROSS JOIN entry_modules em ON c.machine_id = em.machine_id AND c.module = em.module
-         CROSS JOIN entry_rows e ON e.id = em.entry_id"
+        "inductor_choices c CROSS JOIN fact_modules fm ON fm.module = c.module
+         CROSS JOIN entry_rows e ON e.fact_id = fm.fact_id AND e.machine_id = c.machine_id"
     } else {
-        "entry_rows e JOIN entry_modules em ON em.entry_id = e.id
-         JOIN inductor_choices c ON c.machine_id = em.machine_id AND c.module = em.module"
+        "entry_rows e JOIN fact_modules fm ON fm.fact_id = e.fact_id
+         JOIN inductor_choices c ON c.machine_id = e.machine_id AND c.module = fm.module"
     };
     let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
         "SELECT a.id, m.name, a.op, a.key, a.precision, a.choices_json, a.winner, c.name, c.ms, MIN(c.rank)
@@ -140,9 +140,10 @@ pub async fn entry_choices(pool: &SqlitePool, entry_id: i64) -> sqlx::Result<Vec
         "SELECT a.id, a.op, a.key, c.name, c.rank, c.ms, (SELECT w.ms FROM inductor_choices w
                 WHERE w.decision_id = a.id AND w.rank = 0) AS winner_ms,
                 (SELECT COUNT(*) FROM inductor_choices n WHERE n.decision_id = a.id) AS choices
-         FROM entry_modules em JOIN inductor_choices c ON c.machine_id = em.machine_id AND c.module = em.module
+         FROM entries e JOIN fact_modules fm ON fm.fact_id = e.fact_id
+         JOIN inductor_choices c ON c.machine_id = e.machine_id AND c.module = fm.module
          JOIN inductor_autotune a ON a.id = c.decision_id
-         WHERE em.entry_id = ? ORDER BY a.op, a.key, a.id LIMIT 50",
+         WHERE e.id = ? ORDER BY a.op, a.key, a.id LIMIT 50",
     )
     .bind(entry_id)
     .fetch_all(pool)

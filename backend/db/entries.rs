@@ -353,12 +353,11 @@ pub async fn is_best_config(pool: &SqlitePool, machine: &str, key: &str) -> sqlx
 
 /// What the server holds of a machine's root for an upload's scanner (`PreviousAnswer`): the
 /// live entries as one JSON text `[[dir, sig, stamp], ...]` (the stamp `null` when none was
-/// trusted), read from the `entries_rescan` index and `entry_stamps` alone, as an ingest reads
-/// them. `[]` for a machine or root the server has not seen.
+/// trusted), read from the machine's presence rows, as an ingest reads them. `[]` for a machine or root the server has not seen.
 pub async fn previous_json(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<String> {
-    let rows = super::json_rows::rows_json("json_array(e.dir, e.sig, s.stamp)");
+    let rows = super::json_rows::rows_json("json_array(e.dir, e.sig, e.stamp)");
     let text: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT {rows} FROM entry_rows e LEFT JOIN entry_stamps s ON s.entry_id = e.id
+        "SELECT {rows} FROM entry_rows e
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?) AND e.root = ? AND e.removed_at IS NULL"
     )))
     .bind(machine)
@@ -495,9 +494,10 @@ mod tests {
         };
         let insert = |id: i64, machine: i64, key: &str, removed: bool| {
             format!(
-                "INSERT INTO entries(id, machine_id, root_id, key, fact_id, bytes, sig, first_scan_id,
+                "INSERT INTO keys(key) VALUES ('{key}') ON CONFLICT(key) DO NOTHING;
+                 INSERT INTO entries(id, machine_id, root_id, key_id, fact_id, bytes, sig, first_scan_id,
                    last_scan_id, first_seen_at, last_seen_at, removed_at)
-                 VALUES ({id}, {machine}, 1, '{key}', {id}, 1, 's', 1, 1, 0, 0, {})",
+                 VALUES ({id}, {machine}, 1, (SELECT id FROM keys WHERE key = '{key}'), {id}, 1, 's', 1, 1, 0, 0, {})",
                 if removed { "5" } else { "NULL" }
             )
         };
@@ -520,18 +520,18 @@ mod tests {
         // a new fact of an entry's key (fact id = 100 + entry id)
         let refact = |id: i64, kernel: &str| {
             format!(
-                "INSERT INTO facts(id, fact, key, kind, kernel) SELECT 100 + id, 'f' || (100 + id), key, 'kernel', {kernel}
-                 FROM entries WHERE id = {id}"
+                "INSERT INTO facts(id, fact, key, kind, kernel) SELECT 100 + e.id, 'f' || (100 + e.id), k.key, 'kernel', {kernel}
+                 FROM entries e JOIN keys k ON k.id = e.key_id WHERE e.id = {id}"
             )
         };
         exec(&pool, &refact(1, "'k0'")).await;
         exec(&pool, &refact(5, "'k0'")).await;
         exec(
             &pool,
-            "INSERT INTO entries(machine_id, root_id, key, fact_id, bytes, sig, first_scan_id, last_scan_id,
+            "INSERT INTO entries(machine_id, root_id, key_id, fact_id, bytes, sig, first_scan_id, last_scan_id,
                first_seen_at, last_seen_at)
-             SELECT machine_id, root_id, key, fact_id, bytes, sig, 2, 2, 0, 0 FROM entries WHERE id IN (1, 5)
-             ON CONFLICT(machine_id, key) DO UPDATE SET fact_id = 100 + entries.id, removed_at = NULL,
+             SELECT machine_id, root_id, key_id, fact_id, bytes, sig, 2, 2, 0, 0 FROM entries WHERE id IN (1, 5)
+             ON CONFLICT(machine_id, key_id) DO UPDATE SET fact_id = 100 + entries.id, removed_at = NULL,
                removed_scan_id = NULL",
         )
         .await;

@@ -79,16 +79,17 @@ pub fn choice_kind(name: &str) -> &'static str {
     if name.starts_with("triton_") { "triton" } else { "aten" }
 }
 
-/// Record which Inductor module each of `ids` (entries of `machine_id` just written, with their
-/// artifacts) was compiled from: the first line of its TTIR (`.source` or `.ttir`) is
+/// Record which Inductor module each of the facts `ids` (just written, with their files) was
+/// compiled from (`fact_modules`: a function of the fact's TTIR, so once per fact; a machine's
+/// entry reaches its module through its fact): the first line of its TTIR (`.source` or `.ttir`) is
 /// `#loc = loc("<inductor dir>/<2 chars>/c<51 chars>.py":line:col)` for a kernel Inductor
 /// generated. The same rule as migration 0016's backfill ([`module_of_first_line`]), applied in
 /// Rust since blob texts are compressed (migration 0030): only the first line is decompressed.
-pub async fn link_modules(conn: &mut sqlx::SqliteConnection, machine_id: i64, ids: &[i64]) -> sqlx::Result<()> {
+pub async fn link_modules(conn: &mut sqlx::SqliteConnection, ids: &[i64]) -> sqlx::Result<()> {
     for part in ids.chunks(500) {
         let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
-            "SELECT a.entry_id, {} FROM entry_files a JOIN blobs b ON b.sha256 = a.sha256
-             WHERE a.ext IN ('source', 'ttir') AND a.entry_id IN (",
+            "SELECT f.id, {} FROM facts f JOIN fact_files a ON a.fact = f.fact JOIN blobs b ON b.sha256 = a.sha256
+             WHERE a.ext IN ('source', 'ttir') AND f.id IN (",
             super::blobs::COLUMNS
         ));
         let mut sep = qb.separated(", ");
@@ -104,11 +105,10 @@ pub async fn link_modules(conn: &mut sqlx::SqliteConnection, machine_id: i64, id
             }
         }
         for rows in found.chunks(300) {
-            let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-                "INSERT OR IGNORE INTO entry_modules(entry_id, machine_id, module) ",
-            );
+            let mut qb =
+                sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT OR IGNORE INTO fact_modules(fact_id, module) ");
             qb.push_values(rows, |mut b, (id, m)| {
-                b.push_bind(*id).push_bind(machine_id).push_bind(m.clone());
+                b.push_bind(*id).push_bind(m.clone());
             });
             qb.build().execute(&mut *conn).await?;
         }
@@ -233,8 +233,8 @@ const INDUCTOR_WHERE: &str = "FROM inductor_autotune a JOIN machines m ON m.id =
      WHERE (?1 IS NULL OR m.name = ?1)
        AND (?2 IS NULL OR a.op = ?2
             OR a.id IN (SELECT decision_id FROM inductor_choices WHERE name = ?2)
-            OR a.id IN (SELECT c.decision_id FROM entry_rows e JOIN entry_modules em ON em.entry_id = e.id
-                        JOIN inductor_choices c ON c.machine_id = em.machine_id AND c.module = em.module
+            OR a.id IN (SELECT c.decision_id FROM entry_rows e JOIN fact_modules fm ON fm.fact_id = e.fact_id
+                        JOIN inductor_choices c ON c.machine_id = e.machine_id AND c.module = fm.module
                         WHERE e.kernel = ?2 AND e.removed_at IS NULL))";
 
 /// Triton's `.autotune.json` rows parsed, by the sha256 of their text: what a text parses to

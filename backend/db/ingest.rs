@@ -126,17 +126,16 @@ impl Ingest {
         let root_id: i64 =
             sqlx::query_scalar("SELECT id FROM roots WHERE path = ?").bind(root).fetch_one(&mut *tx).await?;
         // (key, id, dir, sig, removed, bytes, relocated, kind, stamp), read from the presence
-        // rows, their facts' kind and `entry_stamps`, as one JSON array: 100,000 rows one by one
+        // rows, their facts' key and kind, as one JSON array: 100,000 rows one by one
         // through sqlx took 1-2 s, most of a no-change re-scan. The array is joined by
         // `group_concat` (`db::json_rows::rows_json` says why); a dir that is its key (every plain
         // cache's) is stored as null.
         type Row = (String, i64, Option<String>, String, i64, i64, i64, EntryKind, Option<String>);
         let rows = super::json_rows::rows_json(
-            "json_array(e.key, e.id, e.dir, e.sig, e.removed_at IS NOT NULL, e.bytes, e.relocated, f.kind, s.stamp)",
+            "json_array(f.key, e.id, e.dir, e.sig, e.removed_at IS NOT NULL, e.bytes, e.relocated, f.kind, e.stamp)",
         );
         let rows: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT {rows} FROM entries e JOIN facts f ON f.id = e.fact_id LEFT JOIN entry_stamps s ON s.entry_id = e.id
-             WHERE e.machine_id = ? AND e.root_id = ?"
+            "SELECT {rows} FROM entries e JOIN facts f ON f.id = e.fact_id WHERE e.machine_id = ? AND e.root_id = ?"
         )))
         .bind(machine_id)
         .bind(root_id)
@@ -155,7 +154,7 @@ impl Ingest {
         // One row per (machine, key): a key whose live row belongs to another root stays there
         // (the root that had it first keeps it); this root's copy is a counted duplicate.
         let elsewhere: HashMap<String, String> = sqlx::query_as(
-            "SELECT e.key, r.path FROM entries e JOIN roots r ON r.id = e.root_id
+            "SELECT f.key, r.path FROM entries e JOIN facts f ON f.id = e.fact_id JOIN roots r ON r.id = e.root_id
              WHERE e.machine_id = ? AND e.root_id <> ? AND e.removed_at IS NULL",
         )
         .bind(machine_id)
@@ -310,7 +309,7 @@ impl Ingest {
         let (scan, now, mid, root, root_id) =
             (self.scan_id, self.now, self.machine_id, self.root.clone(), self.root_id);
         let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(
-            "WITH v(dir, sig, created_at, relocated, donor, group_at, group_sha256, group_bytes, bytes) AS (SELECT * FROM (VALUES ",
+            "WITH v(dir, sig, created_at, relocated, donor, stamp, group_at, group_sha256, group_bytes, bytes) AS (SELECT * FROM (VALUES ",
         );
         let mut sep = qb.separated(", ");
         for p in chunk {
@@ -324,6 +323,8 @@ impl Ingest {
                 .push_bind_unseparated(p.relocated)
                 .push_unseparated(", ")
                 .push_bind_unseparated(donors[p.key.as_str()])
+                .push_unseparated(", ")
+                .push_bind_unseparated(p.stamp.clone())
                 .push_unseparated(", ");
             // this machine's own group file, when the fact names it by its children
             let g = p.group.as_ref();
@@ -338,61 +339,53 @@ impl Ingest {
         }
         qb.push(
             "))
-             INSERT INTO entries(machine_id, root_id, key, fact_id, dir, sig, bytes, created_at, relocated, group_at,
-              group_sha256, group_bytes, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
+             INSERT INTO entries(machine_id, root_id, key_id, fact_id, dir, sig, bytes, created_at, relocated, stamp,
+              group_at, group_sha256, group_bytes, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
              SELECT ",
         );
         qb.push_bind(mid).push(", ").push_bind(root_id).push(
-            ", d.key, d.fact_id, NULLIF(v.dir, d.key), v.sig, COALESCE(v.bytes, d.bytes), v.created_at, v.relocated,
-              v.group_at, v.group_sha256, v.group_bytes, ",
+            ", d.key_id, d.fact_id, NULLIF(v.dir, f.key), v.sig, COALESCE(v.bytes, d.bytes), v.created_at, v.relocated,
+              v.stamp, v.group_at, v.group_sha256, v.group_bytes, ",
         );
         qb.push_bind(scan).push(", ").push_bind(scan).push(", ").push_bind(now).push(", ").push_bind(now);
-        qb.push(" FROM v JOIN entries d ON d.id = v.donor WHERE true ");
+        qb.push(" FROM v JOIN entries d ON d.id = v.donor JOIN facts f ON f.id = d.fact_id WHERE true ");
         qb.push(UPSERT_SET);
-        qb.push(" RETURNING id, key, bytes, fact_id");
-        let rows: Vec<(i64, String, i64, i64)> = qb.build_query_as().fetch_all(&mut *self.tx).await?;
-        let fact_ids: Vec<i64> = rows.iter().map(|r| r.3).collect();
-        let versions: HashMap<i64, Option<String>> =
-            sqlx::query_as("SELECT id, triton_version FROM facts WHERE id IN (SELECT value FROM json_each(?))")
+        qb.push(" RETURNING id, bytes, fact_id");
+        let rows: Vec<(i64, i64, i64)> = qb.build_query_as().fetch_all(&mut *self.tx).await?;
+        // (the key and Triton version are the fact's: `RETURNING` reaches no other table)
+        let fact_ids: Vec<i64> = rows.iter().map(|r| r.2).collect();
+        let of_fact: HashMap<i64, (String, Option<String>)> =
+            sqlx::query_as("SELECT id, key, triton_version FROM facts WHERE id IN (SELECT value FROM json_each(?))")
                 .bind(super::json_rows::json_ids(&fact_ids))
                 .fetch_all(&mut *self.tx)
                 .await?
                 .into_iter()
+                .map(|(id, key, version)| (id, (key, version)))
                 .collect();
-        let rows: Vec<(i64, String, i64, Option<String>)> =
-            rows.into_iter().map(|(id, key, bytes, f)| (id, key, bytes, versions.get(&f).cloned().flatten())).collect();
         let by_key: HashMap<&str, &Present> = chunk.iter().map(|p| (p.key.as_str(), *p)).collect();
         let mut ids: Vec<i64> = Vec::with_capacity(rows.len());
         let mut compiled: Vec<(i64, i64)> = vec![];
-        let mut stamps: Vec<(i64, &str)> = vec![];
-        for (id, key, bytes, version) in &rows {
+        for (id, bytes, fact_id) in &rows {
+            let Some((key, version)) = of_fact.get(fact_id) else { continue };
             let Some(p) = by_key.get(key.as_str()) else { continue };
             self.newest.entry(p.created_at, version.as_deref());
             ids.push(*id);
             self.written.insert(key.clone(), (*bytes, p.relocated, false));
             compiled.extend(p.created_at.map(|t| (*id, t)));
-            stamps.extend(p.stamp.as_deref().map(|st| (*id, st)));
         }
+        // (its files, texts, class, autotune rows and module link are its fact's)
         self.clear_rows(&ids).await?;
-        // (its files, texts and class are its fact's: `fact_files`, `fact_texts`, `fact_classes`)
         store_compiles(&mut self.tx, &compiled).await?;
-        store_stamps(&mut self.tx, &stamps).await?;
-        same_group_as_fact(&mut self.tx, &ids).await?;
-        super::inductor::link_modules(&mut self.tx, mid, &ids).await
+        same_group_as_fact(&mut self.tx, &ids).await
     }
 
-    /// Drop what hangs off rows about to be written again (their files, autotune rows, dir
-    /// stamps and Inductor module links): the write puts back what the scan read.
+    /// Drop the files of rows about to be written again that were stored before facts had
+    /// files of their own (`artifacts`): the write's fact holds what the scan read.
     async fn clear_rows(&mut self, ids: &[i64]) -> sqlx::Result<()> {
-        for table in ["artifacts", "autotune", "entry_stamps", "entry_modules"] {
-            let mut del = QueryBuilder::<Sqlite>::new(format!("DELETE FROM {table} WHERE entry_id IN ("));
-            let mut sep = del.separated(", ");
-            for id in ids {
-                sep.push_bind(*id);
-            }
-            del.push(")");
-            del.build().execute(&mut *self.tx).await?;
-        }
+        sqlx::query("DELETE FROM artifacts WHERE entry_id IN (SELECT value FROM json_each(?))")
+            .bind(super::json_rows::json_ids(ids))
+            .execute(&mut *self.tx)
+            .await?;
         Ok(())
     }
 
@@ -404,23 +397,25 @@ impl Ingest {
         // The texts are stored once per fact and relocation (`fact_texts`); the row holds none.
         let facts: Vec<String> = chunk.iter().map(|e| e.fact()).collect();
         store_fact_texts(&mut self.tx, chunk, &metadata, &facts).await?;
-        let fact_ids = store_facts(&mut self.tx, chunk, &facts).await?;
+        let (fact_ids, new_facts) = store_facts(&mut self.tx, chunk, &facts).await?;
+        let key_ids = store_keys(&mut self.tx, chunk).await?;
         let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(
-            "INSERT INTO entries(machine_id, root_id, key, fact_id, dir, sig, bytes, created_at, relocated, group_at,
-              group_sha256, group_bytes, first_scan_id, last_scan_id, first_seen_at, last_seen_at) ",
+            "INSERT INTO entries(machine_id, root_id, key_id, fact_id, dir, sig, bytes, created_at, relocated, stamp,
+              group_at, group_sha256, group_bytes, first_scan_id, last_scan_id, first_seen_at, last_seen_at) ",
         );
         qb.push_values(chunk.iter().zip(&facts), |mut b, (e, fact)| {
             // its own group file (cleared below where it is the fact's)
             let own = e.group_in_dir();
             b.push_bind(mid)
                 .push_bind(root_id)
-                .push_bind(e.key.clone())
+                .push_bind(key_ids[e.key.as_str()])
                 .push_bind(fact_ids[fact.as_str()])
                 .push_bind((e.dir != e.key).then(|| e.dir.clone()))
                 .push_bind(e.sig.clone())
                 .push_bind(e.bytes)
                 .push_bind(e.created_at)
                 .push_bind(e.relocated())
+                .push_bind(e.dir_stamp.clone())
                 .push_bind(own.and_then(|(_, at)| own_group_at(&root, &e.dir, at)))
                 .push_bind(own.map(|(a, _)| a.sha256.clone()))
                 .push_bind(own.map(|(a, _)| a.bytes))
@@ -430,17 +425,19 @@ impl Ingest {
                 .push_bind(now);
         });
         qb.push(UPSERT_SET);
-        qb.push(" RETURNING id, key");
-        let ids: HashMap<String, i64> = qb
+        qb.push(" RETURNING id, key_id");
+        let key_of: HashMap<i64, &str> = key_ids.iter().map(|(k, id)| (*id, k.as_str())).collect();
+        let ids: HashMap<&str, i64> = qb
             .build()
             .fetch_all(&mut *self.tx)
             .await?
             .into_iter()
-            .map(|r| (r.get::<String, _>("key"), r.get::<i64, _>("id")))
+            .filter_map(|r| Some((*key_of.get(&r.get::<i64, _>("key_id"))?, r.get::<i64, _>("id"))))
             .collect();
         // `created_at` above is the entry's latest compile (metadata mtime); a recompile in
         // place overwrites it. Every distinct compile time seen is kept for history.
-        let compiled: Vec<(i64, i64)> = chunk.iter().filter_map(|e| e.created_at.map(|t| (ids[&e.key], t))).collect();
+        let compiled: Vec<(i64, i64)> =
+            chunk.iter().filter_map(|e| e.created_at.map(|t| (ids[e.key.as_str()], t))).collect();
         store_compiles(&mut self.tx, &compiled).await?;
         // Classes of the entries with a kernel name, once per fact and relocation.
         let classes: Vec<super::classes::Stored> = chunk
@@ -457,22 +454,24 @@ impl Ingest {
         super::classes::store(&mut self.tx, &classes).await?;
         let id_list: Vec<i64> = ids.values().copied().collect();
         self.clear_rows(&id_list).await?;
-        let stamps: Vec<(i64, &str)> =
-            chunk.iter().filter_map(|e| Some((ids[&e.key], e.dir_stamp.as_deref()?))).collect();
-        store_stamps(&mut self.tx, &stamps).await?;
         let arts: Vec<(&str, &crate::model::Artifact)> =
             chunk.iter().zip(&facts).flat_map(|(e, f)| e.artifacts.iter().map(move |a| (f.as_str(), a))).collect();
         super::artifacts::insert(&mut self.tx, &arts, blobs, &mut self.stored_blobs).await?;
         same_group_as_fact(&mut self.tx, &id_list).await?;
-        super::inductor::link_modules(&mut self.tx, mid, &id_list).await?;
-        for e in chunk {
+        // What is read from a fact's files is stored with the fact, by its first writer.
+        let new_ids: Vec<i64> = new_facts.iter().map(|f| fact_ids[f.as_str()]).collect();
+        super::inductor::link_modules(&mut self.tx, &new_ids).await?;
+        for (e, fact) in chunk.iter().zip(&facts) {
             let Some(at) = &e.autotune else { continue };
+            if !new_facts.contains(fact) {
+                continue;
+            }
             for (i, c) in at.configs.iter().enumerate() {
                 sqlx::query(
-                    "INSERT INTO autotune(entry_id, idx, config_json, num_warps, num_stages, timings_json, best_ms, winner)
+                    "INSERT INTO fact_autotune(fact_id, idx, config_json, num_warps, num_stages, timings_json, best_ms, winner)
                      VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 )
-                .bind(ids[&e.key])
+                .bind(fact_ids[fact.as_str()])
                 .bind(i as i64)
                 .bind(c.config.to_string())
                 .bind(c.num_warps)
@@ -544,7 +543,7 @@ impl Ingest {
             .iter()
             .filter_map(|(dir, st)| Some((self.existing.get(*by_dir.get(dir.as_str())?)?.id, st.as_str())))
             .collect();
-        store_stamps(&mut self.tx, &restamped).await?;
+        restamp(&mut self.tx, &restamped).await?;
         let mut unlisted = HashSet::new();
         for sk in &f.skipped {
             let present = !matches!(sk.kind, SkipKind::Vanished | SkipKind::EmptyDir);
@@ -665,20 +664,21 @@ impl Ingest {
 
 /// The upsert of an entry (presence) row by (machine, key): a row seen again is rewritten whole,
 /// live.
-const UPSERT_SET: &str = " ON CONFLICT(machine_id, key) DO UPDATE SET root_id=excluded.root_id,
+const UPSERT_SET: &str = " ON CONFLICT(machine_id, key_id) DO UPDATE SET root_id=excluded.root_id,
       fact_id=excluded.fact_id, dir=excluded.dir, sig=excluded.sig, bytes=excluded.bytes,
-      created_at=excluded.created_at, relocated=excluded.relocated, group_at=excluded.group_at,
+      created_at=excluded.created_at, relocated=excluded.relocated, stamp=excluded.stamp, group_at=excluded.group_at,
       group_sha256=excluded.group_sha256, group_bytes=excluded.group_bytes,
       last_scan_id=excluded.last_scan_id, last_seen_at=excluded.last_seen_at, removed_at=NULL,
       removed_scan_id=NULL";
 
 /// The facts of entries, once per fact (the first writer's row stays: the same fact is the
-/// same files read the same way, `model::Entry::fact`), and their ids by fact.
+/// same files read the same way, `model::Entry::fact`): their ids by fact, and the facts this
+/// call added.
 async fn store_facts(
     tx: &mut Transaction<'static, Sqlite>,
     chunk: &[&Entry],
     facts: &[String],
-) -> sqlx::Result<HashMap<String, i64>> {
+) -> sqlx::Result<(HashMap<String, i64>, HashSet<String>)> {
     let mut qb = QueryBuilder::<Sqlite>::new(
         "INSERT INTO facts(fact, key, kind, kernel, backend, arch, warp_size, num_warps, num_stages, num_ctas,
           triton_version, meta_hash, signature, shapes, registers, spills, shared_bytes, partial, binary_sha256) ",
@@ -704,10 +704,26 @@ async fn store_facts(
             .push_bind(e.partial.clone())
             .push_bind(e.binary_sha256().map(str::to_string));
     });
-    qb.push(" ON CONFLICT(fact) DO NOTHING");
-    qb.build().execute(&mut **tx).await?;
-    sqlx::query_as("SELECT fact, id FROM facts WHERE fact IN (SELECT value FROM json_each(?))")
+    qb.push(" ON CONFLICT(fact) DO NOTHING RETURNING fact");
+    let added: HashSet<String> = qb.build_query_scalar().fetch_all(&mut **tx).await?.into_iter().collect();
+    let ids = sqlx::query_as("SELECT fact, id FROM facts WHERE fact IN (SELECT value FROM json_each(?))")
         .bind(serde_json::to_string(facts).unwrap_or_default())
+        .fetch_all(&mut **tx)
+        .await?
+        .into_iter()
+        .collect();
+    Ok((ids, added))
+}
+
+/// The ids of the chunk's keys (`keys`, one row per distinct key), added where new.
+async fn store_keys(tx: &mut Transaction<'static, Sqlite>, chunk: &[&Entry]) -> sqlx::Result<HashMap<String, i64>> {
+    let keys = serde_json::to_string(&chunk.iter().map(|e| e.key.as_str()).collect::<Vec<_>>()).unwrap_or_default();
+    sqlx::query("INSERT INTO keys(key) SELECT value FROM json_each(?) WHERE true ON CONFLICT(key) DO NOTHING")
+        .bind(&keys)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query_as("SELECT key, id FROM keys WHERE key IN (SELECT value FROM json_each(?))")
+        .bind(&keys)
         .fetch_all(&mut **tx)
         .await
         .map(|rows| rows.into_iter().collect())
@@ -773,13 +789,14 @@ async fn store_compiles(tx: &mut Transaction<'static, Sqlite>, compiled: &[(i64,
     Ok(())
 }
 
-/// Store entries' dir stamps (replacing what they had).
-async fn store_stamps(tx: &mut Transaction<'static, Sqlite>, stamps: &[(i64, &str)]) -> sqlx::Result<()> {
+/// Give unchanged rows their dir's new stamp (a stamp alone marks no summary: migration 0048).
+async fn restamp(tx: &mut Transaction<'static, Sqlite>, stamps: &[(i64, &str)]) -> sqlx::Result<()> {
     for chunk in stamps.chunks(400) {
-        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR REPLACE INTO entry_stamps(entry_id, stamp) ");
+        let mut qb = QueryBuilder::<Sqlite>::new("WITH v(id, stamp) AS (");
         qb.push_values(chunk, |mut b, (id, st)| {
             b.push_bind(*id).push_bind(*st);
         });
+        qb.push(") UPDATE entries SET stamp = v.stamp FROM v WHERE entries.id = v.id");
         qb.build().execute(&mut **tx).await?;
     }
     Ok(())

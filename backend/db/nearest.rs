@@ -271,8 +271,8 @@ async fn stored_of(pool: &SqlitePool, kernel: &str, ids: &[i64]) -> sqlx::Result
            JOIN machines m ON m.id = e.machine_id
          WHERE f.kernel = ?1 AND e.id IN (SELECT value FROM json_each(?2))",
         super::json_rows::rows_json(&format!(
-            "json_array(e.id, hex(c.class), m.name, e.key, f.kind, {})",
-            super::explain::parts_column("e.key", "e.machine_id")
+            "json_array(e.id, hex(c.class), m.name, f.key, f.kind, {})",
+            super::explain::parts_column("f.key", "e.machine_id")
         ))
     );
     let ids = super::json_rows::json_ids(ids);

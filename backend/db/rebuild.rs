@@ -149,9 +149,9 @@ const MARKS: &[(&str, &str)] = &[
     ("/*e.kernels*/", "AND e.kernel IN (SELECT kernel FROM temp.dirty_k)"),
     // the autotune runs of the marked kernels, from their entries (not from every run's row)
     (
-        "FROM autotune a CROSS JOIN entry_rows e ON e.id = a.entry_id",
+        "FROM fact_autotune a CROSS JOIN entry_rows e ON e.fact_id = a.fact_id AND a.idx = 0",
         "FROM temp.dirty_k d CROSS JOIN entry_rows e ON e.kernel = d.kernel
-         CROSS JOIN autotune a ON a.entry_id = e.id",
+         CROSS JOIN fact_autotune a ON a.fact_id = e.fact_id AND a.idx = 0",
     ),
 ];
 
@@ -519,7 +519,7 @@ const REBUILD: &[&str] = &[
                                        runs, machines, best_ms, wins)
      WITH runs AS (
          SELECT DISTINCT e.id, e.machine_id, e.root, e.kernel, e.first_scan_id
-         FROM autotune a CROSS JOIN entry_rows e ON e.id = a.entry_id WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL),
+         FROM fact_autotune a CROSS JOIN entry_rows e ON e.fact_id = a.fact_id AND a.idx = 0 WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL),
      cand AS (
          SELECT r.id, k.backend, k.arch, k.triton_version, MAX(k.first_scan_id = r.first_scan_id) AS same_scan
          FROM runs r CROSS JOIN entry_rows k
@@ -533,7 +533,7 @@ const REBUILD: &[&str] = &[
          SELECT r.id, NULL, NULL, NULL FROM runs r WHERE NOT EXISTS (SELECT 1 FROM cand c WHERE c.id = r.id))
      SELECT e.kernel, p.backend, p.arch, p.triton_version, a.config_json, MIN(a.num_warps), MIN(a.num_stages),
             COUNT(*), MIN(m.name), MIN(a.best_ms), SUM(a.winner)
-     FROM pick p JOIN entry_rows e ON e.id = p.id JOIN autotune a ON a.entry_id = e.id JOIN machines m ON m.id = e.machine_id
+     FROM pick p JOIN entry_rows e ON e.id = p.id JOIN fact_autotune a ON a.fact_id = e.fact_id JOIN machines m ON m.id = e.machine_id
      GROUP BY e.kernel, p.backend, p.arch, p.triton_version, e.machine_id, a.config_json",
     "INSERT INTO temp.staged_machine_kernels(machine_id, kernel, entries, bytes, last_compiled)
      SELECT machine_id, kernel, SUM(entries), CAST(TOTAL(bytes) AS INTEGER), MAX(last_compiled) FROM temp.staged_kernel_stats GROUP BY machine_id, kernel",

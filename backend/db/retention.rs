@@ -2,8 +2,9 @@
 //! retired by name ([`retire`], `cachelens machine retire NAME`), and removed entries and stored
 //! reports older than the retention window ([`age_out`], `serve --keep-removed`).
 //!
-//! Retiring deletes every row of the machine in one transaction: its entries (their files,
-//! stamps, classes, compile times and autotune rows with them), scans, hook events and their
+//! Retiring deletes every row of the machine in one transaction: its entries (their compile
+//! times with them; the facts, keys, texts, files, classes, autotune rows and module links only
+//! it held, [`forget_facts`]), scans, hook events and their
 //! files, Inductor decisions, summaries, key sets, staged uploads and its landing reports. Its
 //! contributions to the fleet's history roll-ups are subtracted first, so the fleet's hour tables
 //! stay the sum of the machines that remain. Its tokens are revoked (a node that comes back needs
@@ -124,23 +125,22 @@ pub async fn retire(db: &super::Db, name: &str) -> Result<Retired, RetireError> 
 }
 
 /// Delete the entries `filter` selects (`?1` bound to `arg`) with their rows that have no
-/// cascade of their own (`entry_stamps`, `entry_classes_pending`); the others go by cascade.
+/// cascade of their own (`entry_classes_pending`); the others go by cascade.
 async fn delete_entries(tx: &mut SqliteConnection, filter: &str, arg: i64) -> sqlx::Result<u64> {
-    for child in ["entry_stamps", "entry_classes_pending"] {
-        let sql = format!("DELETE FROM {child} WHERE entry_id IN (SELECT id FROM entries WHERE {filter})");
-        sqlx::query(sqlx::AssertSqlSafe(sql)).bind(arg).execute(&mut *tx).await?;
-    }
+    let sql = format!("DELETE FROM entry_classes_pending WHERE entry_id IN (SELECT id FROM entries WHERE {filter})");
+    sqlx::query(sqlx::AssertSqlSafe(sql)).bind(arg).execute(&mut *tx).await?;
     let sql = format!("DELETE FROM entries WHERE {filter}");
     Ok(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(arg).execute(&mut *tx).await?.rows_affected())
 }
 
 /// Delete the facts no entry holds any more (a machine retired, removed entries aged out), with
-/// their texts and files (`fact_texts`, `fact_files`; `fact_classes` by cascade). Returns how
-/// many. One pass over `facts` probing `entries_fact`: an hourly age-out or a retire, not a
+/// their texts and files (`fact_texts`, `fact_files`; `fact_classes`, `fact_autotune` and
+/// `fact_modules` by cascade), and the keys no fact has any more (an entry's key is its fact's,
+/// so no entry names them either). Returns how many facts. One pass over `facts` probing `entries_fact`: an hourly age-out or a retire, not a
 /// request.
 async fn forget_facts(tx: &mut SqliteConnection) -> sqlx::Result<u64> {
-    let gone: Vec<(i64, Option<String>)> = sqlx::query_as(
-        "SELECT f.id, f.fact FROM facts f WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id)",
+    let gone: Vec<(i64, Option<String>, String)> = sqlx::query_as(
+        "SELECT f.id, f.fact, f.key FROM facts f WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id)",
     )
     .fetch_all(&mut *tx)
     .await?;
@@ -156,6 +156,14 @@ async fn forget_facts(tx: &mut SqliteConnection) -> sqlx::Result<u64> {
             let sql = format!("DELETE FROM {table} WHERE fact IN (SELECT value FROM json_each(?))");
             sqlx::query(sqlx::AssertSqlSafe(sql)).bind(&facts).execute(&mut *tx).await?;
         }
+        let keys: Vec<&str> = part.iter().map(|g| g.2.as_str()).collect();
+        sqlx::query(
+            "DELETE FROM keys WHERE key IN (SELECT value FROM json_each(?))
+               AND NOT EXISTS (SELECT 1 FROM facts f WHERE f.key = keys.key)",
+        )
+        .bind(serde_json::to_string(&keys).unwrap_or_default())
+        .execute(&mut *tx)
+        .await?;
     }
     Ok(gone.len() as u64)
 }

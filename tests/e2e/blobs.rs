@@ -191,7 +191,7 @@ pub(crate) async fn answers(state: &AppState, pool: &SqlitePool) -> Vec<(String,
 async fn a_database_made_before_0030_reads_the_same_after_it() {
     let (db, _work, pool) = demo_db().await;
     let before = answers(&AppState::new(pool.clone(), Config::default()), &pool).await;
-    let modules = count(&pool, "SELECT COUNT(*) FROM entry_modules").await;
+    let modules = count(&pool, "SELECT COUNT(*) FROM fact_modules").await;
     let texts = all_texts(&pool).await;
     back_to_plain_rows(&pool).await;
     pool.close().await;
@@ -227,7 +227,10 @@ async fn a_database_made_before_0030_reads_the_same_after_it() {
     let z = count(&pool, "SELECT COUNT(*) FROM blobs WHERE z IS NOT NULL").await;
     assert_eq!(plain, texts.len() as i64);
     assert!(z >= changed as i64 / 2, "{z} compressed rows");
-    assert!(count(&pool, "SELECT COUNT(*) FROM entry_modules").await > modules, "the late machine's modules linked");
+    assert!(count(&pool, "SELECT COUNT(*) FROM fact_modules").await > modules, "the late machine's modules linked");
+    let late = "SELECT COUNT(*) FROM entry_rows e JOIN fact_modules fm ON fm.fact_id = e.fact_id
+                JOIN machines m ON m.id = e.machine_id WHERE m.name = 'late'";
+    assert!(count(&pool, late).await > 50, "the late machine's entries reach their modules");
     for (sha, bytes, text) in all_texts(&pool).await {
         assert_eq!((sha256(text.as_bytes()), text.len() as i64), (sha, bytes));
     }
@@ -303,5 +306,5 @@ async fn inductor_module_rule_is_migration_0016s_sql() {
         found += rust.is_some() as usize;
     }
     assert!(real > 100 && found > 20, "{real} texts, {found} with a module");
-    assert!(count(&pool, "SELECT COUNT(*) FROM entry_modules").await > 20);
+    assert!(count(&pool, "SELECT COUNT(*) FROM fact_modules").await > 20);
 }

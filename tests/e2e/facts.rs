@@ -25,7 +25,7 @@ async fn rows_of(pool: &SqlitePool, machine: &str) -> Vec<(String, String)> {
                 (SELECT hex(c.class) FROM fact_classes c WHERE c.fact_id = e.fact_id AND c.relocated = e.relocated),
                 (SELECT json_group_array(compiled_at)
                    FROM (SELECT compiled_at FROM entry_compiles WHERE entry_id = e.id ORDER BY 1)),
-                (SELECT COUNT(*) FROM autotune WHERE entry_id = e.id))
+                (SELECT COUNT(*) FROM fact_autotune WHERE fact_id = e.fact_id))
          FROM entry_rows e JOIN machines m ON m.id = e.machine_id
            LEFT JOIN fact_texts t ON t.fact = e.fact AND t.relocated = e.relocated
          WHERE m.name = ? ORDER BY e.key",
@@ -157,6 +157,11 @@ async fn back_to_rows_with_their_texts(pool: &SqlitePool) {
                   COALESCE(f.group_json, t.group_json)
            FROM entries e JOIN facts f ON f.id = e.fact_id
            LEFT JOIN fact_texts t ON t.fact = f.fact AND t.relocated = e.relocated;
+         INSERT INTO fact_autotune(fact_id, idx, config_json, num_warps, num_stages, timings_json, best_ms, winner)
+           SELECT 1000000 + e.id, a.idx, a.config_json, a.num_warps, a.num_stages, a.timings_json, a.best_ms, a.winner
+           FROM entries e JOIN fact_autotune a ON a.fact_id = e.fact_id;
+         INSERT INTO fact_modules(fact_id, module)
+           SELECT 1000000 + e.id, m.module FROM entries e JOIN fact_modules m ON m.fact_id = e.fact_id;
          UPDATE entries SET fact_id = 1000000 + id, group_sha256 = NULL, group_bytes = NULL;
          DELETE FROM facts WHERE id < 1000000;
          DELETE FROM artifacts;

@@ -374,7 +374,7 @@ async fn stored_classes_are_the_classes_of_the_rows_after_every_change() {
         let pool = &pool;
         async move {
             let c: String = sqlx::query_scalar(
-                "SELECT hex(c.class) FROM entries e JOIN fact_classes c ON c.fact_id = e.fact_id AND c.relocated = e.relocated
+                "SELECT hex(c.class) FROM entry_rows e JOIN fact_classes c ON c.fact_id = e.fact_id AND c.relocated = e.relocated
                  JOIN machines m ON m.id = e.machine_id WHERE m.name = ? AND e.key = ?",
             )
             .bind(m)

@@ -224,8 +224,9 @@ async fn hostile(pool: &sqlx::SqlitePool) {
         "INSERT INTO roots(id, path) VALUES (1, '/cache')",
         "INSERT INTO facts(id, key, kind, kernel, backend, arch, num_warps, num_stages, triton_version)
          VALUES (1, 'KEY1', 'kernel', '<script>alert(1)</script>', 'cuda', 'sm_90', 4, 3, '3.6.0')",
-        "INSERT INTO entries(id, machine_id, root_id, key, fact_id, created_at, bytes, sig, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
-         VALUES (1, 1, 1, 'KEY1', 1, 1700000000000, 10, 's', 1, 1, 0, 0)",
+        "INSERT INTO keys(id, key) VALUES (1, 'KEY1')",
+        "INSERT INTO entries(id, machine_id, root_id, key_id, fact_id, created_at, bytes, sig, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
+         VALUES (1, 1, 1, 1, 1, 1700000000000, 10, 's', 1, 1, 0, 0)",
     ] {
         sqlx::query(sql).execute(pool).await.unwrap();
     }

@@ -74,7 +74,7 @@ async fn dir_stamp_rescan_sees_triton_writes_and_full_sees_in_place_rewrites() {
     let db = root.join("rescan.db");
     assert_eq!(counts(&cli_scan(&cache, &db, false)), (122, 0, 0, 0, 122));
     let pool = cachelens::db::open(&db).await.unwrap();
-    let stamps: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM entry_stamps").fetch_one(&pool).await.unwrap();
+    let stamps: i64 = sqlx::query_scalar("SELECT COUNT(stamp) FROM entries").fetch_one(&pool).await.unwrap();
     assert_eq!(stamps, 122, "every key dir's stamp stored by the cold scan");
     assert_eq!(counts(&cli_scan(&cache, &db, false)), (0, 0, 122, 0, 122));
 

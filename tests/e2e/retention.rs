@@ -118,7 +118,7 @@ async fn a_retired_machine_leaves_the_answers_of_a_database_that_never_had_it() 
         let n = count(&with, &format!("SELECT COUNT(*) FROM {t} WHERE machine_id = {hook_id}")).await;
         assert_eq!(n, 0, "{t} still holds rows of the retired machine");
     }
-    for t in ["artifacts", "autotune", "entry_compiles", "entry_stamps", "entry_classes_pending", "entry_modules"] {
+    for t in ["artifacts", "entry_compiles", "entry_classes_pending"] {
         let n =
             count(&with, &format!("SELECT COUNT(*) FROM {t} WHERE entry_id NOT IN (SELECT id FROM entry_rows)")).await;
         assert_eq!(n, 0, "{t} holds rows of deleted entries");
@@ -128,6 +128,12 @@ async fn a_retired_machine_leaves_the_answers_of_a_database_that_never_had_it() 
             "facts no entry holds",
             "SELECT COUNT(*) FROM facts f WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id)",
         ),
+        (
+            "keys no entry holds",
+            "SELECT COUNT(*) FROM keys k WHERE NOT EXISTS (SELECT 1 FROM entry_rows e WHERE e.key = k.key)",
+        ),
+        ("autotune rows of no fact", "SELECT COUNT(*) FROM fact_autotune WHERE fact_id NOT IN (SELECT id FROM facts)"),
+        ("module links of no fact", "SELECT COUNT(*) FROM fact_modules WHERE fact_id NOT IN (SELECT id FROM facts)"),
         (
             "texts of no fact",
             "SELECT COUNT(*) FROM fact_texts WHERE fact NOT IN (SELECT fact FROM facts WHERE fact IS NOT NULL)",
@@ -180,13 +186,15 @@ async fn serve_ages_out_removed_entries_and_reports_past_the_window() {
     let live = count(&pool, "SELECT COUNT(*) FROM entry_rows WHERE removed_at IS NULL").await;
     // two of them went two days ago, and so was the report computed
     let two_days = 2 * 86_400_000;
-    sqlx::query("UPDATE entries SET removed_at = removed_at - ? WHERE COALESCE(dir, key) IN (?, ?)")
-        .bind(two_days)
-        .bind(&gone[0].0)
-        .bind(&gone[1].0)
-        .execute(&pool)
-        .await
-        .unwrap();
+    sqlx::query(
+        "UPDATE entries SET removed_at = removed_at - ? WHERE id IN (SELECT id FROM entry_rows WHERE dir IN (?, ?))",
+    )
+    .bind(two_days)
+    .bind(&gone[0].0)
+    .bind(&gone[1].0)
+    .execute(&pool)
+    .await
+    .unwrap();
     sqlx::query("UPDATE inv_reports SET computed_at = computed_at - ?").bind(two_days).execute(&pool).await.unwrap();
     pool.close().await;
 
@@ -209,8 +217,10 @@ async fn serve_ages_out_removed_entries_and_reports_past_the_window() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     assert_eq!(
-        count(&pool, "SELECT COUNT(*) FROM entry_stamps WHERE entry_id NOT IN (SELECT id FROM entry_rows)").await,
-        0
+        count(&pool, "SELECT COUNT(*) FROM keys k WHERE NOT EXISTS (SELECT 1 FROM entry_rows e WHERE e.key = k.key)")
+            .await,
+        0,
+        "keys of no entry are forgotten with their facts"
     );
 }
 

@@ -440,15 +440,17 @@ async fn corpus_scans_match_the_files() {
             })
             .unwrap();
         let id = rows_jit[&d.file_name().unwrap().to_string_lossy().into_owned()].id;
-        let stored: Vec<(i64, bool, Option<f64>, String)> =
-            sqlx::query("SELECT idx, winner, best_ms, config_json FROM autotune WHERE entry_id = ? ORDER BY idx")
-                .bind(id)
-                .fetch_all(&pool)
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|r| (r.get("idx"), r.get("winner"), r.get("best_ms"), r.get("config_json")))
-                .collect();
+        let stored: Vec<(i64, bool, Option<f64>, String)> = sqlx::query(
+            "SELECT idx, winner, best_ms, config_json FROM fact_autotune
+                 WHERE fact_id = (SELECT fact_id FROM entries WHERE id = ?) ORDER BY idx",
+        )
+        .bind(id)
+        .fetch_all(&pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.get("idx"), r.get("winner"), r.get("best_ms"), r.get("config_json")))
+        .collect();
         assert_eq!(stored.len(), ct.len(), "every config stored");
         let w: Vec<i64> = stored.iter().filter(|s| s.1).map(|s| s.0).collect();
         assert_eq!(w, [best as i64], "{}: winner = min median", d.display());

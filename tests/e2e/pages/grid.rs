@@ -50,18 +50,20 @@ async fn autotune_timings_stay_in_the_grid_they_were_measured_in() {
     }
     // the H100 grids show the H100's own winners, every one of them
     let winners: Vec<f64> = sqlx::query_scalar(
-        "SELECT a.best_ms FROM autotune a JOIN entry_rows e ON e.id = a.entry_id WHERE a.winner = 1",
+        "SELECT a.best_ms FROM fact_autotune a JOIN entry_rows e ON e.fact_id = a.fact_id WHERE a.winner = 1",
     )
     .fetch_all(&pool)
     .await
     .unwrap();
     assert_eq!(winners.len(), 4, "one winner per H100 autotune run (cold, debug, edit, line info)");
     // a cell shows a config's best time over the runs that measured it, marked if it won any
-    let best: Vec<f64> =
-        sqlx::query_scalar("SELECT MIN(best_ms) FROM autotune GROUP BY config_json HAVING SUM(winner) > 0")
-            .fetch_all(&pool)
-            .await
-            .unwrap();
+    let best: Vec<f64> = sqlx::query_scalar(
+        "SELECT MIN(a.best_ms) FROM fact_autotune a JOIN entry_rows e ON e.fact_id = a.fact_id
+             GROUP BY a.config_json HAVING SUM(a.winner) > 0",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
     let want: std::collections::BTreeSet<String> = best.iter().map(|m| format!("{m:.4}")).collect();
     let shown: std::collections::BTreeSet<String> = h100.iter().flat_map(|(_, g)| winner_times(g)).collect();
     assert_eq!(shown, want, "the H100 grids mark the H100 winners");

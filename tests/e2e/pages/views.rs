@@ -195,9 +195,10 @@ async fn empty_states_caps_notices_and_day_gaps() {
         "INSERT INTO facts(id, key, kind, kernel, backend, arch, num_warps, num_stages, triton_version)
          VALUES (1, 'K1', 'kernel', 'wide', 'cuda', 'sm_90', 4, 3, '3.6.0'),
                 (2, 'K2', 'kernel', 'wide', 'cuda', 'sm_90', 8, 3, '3.6.0')".into(),
-        format!("INSERT INTO entries(id, machine_id, root_id, key, fact_id, created_at, bytes, sig, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
-         VALUES (1, 1, 1, 'K1', 1, {day}, 10, 's', 1, 1, 0, 0),
-                (2, 1, 1, 'K2', 2, {}, 10, 's', 1, 1, 0, 0)", day + 3 * 86_400_000),
+        "INSERT INTO keys(id, key) VALUES (1, 'K1'), (2, 'K2')".into(),
+        format!("INSERT INTO entries(id, machine_id, root_id, key_id, fact_id, created_at, bytes, sig, first_scan_id, last_scan_id, first_seen_at, last_seen_at)
+         VALUES (1, 1, 1, 1, 1, {day}, 10, 's', 1, 1, 0, 0),
+                (2, 1, 1, 2, 2, {}, 10, 's', 1, 1, 0, 0)", day + 3 * 86_400_000),
     ] {
         sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap();
     }
