@@ -36,7 +36,9 @@
 #     /proc/<pid>/stat) while the client ran and after it until the server is quiet for
 #     --settle-secs (the background summary rebuild and checkpoint an upload queues), wire bytes
 #     each way, the client's peak RSS and CPU.
-#  4. Every node again, unchanged (the same dirs), measured the same.
+#  4. Every node again, unchanged (the same dirs), measured the same. Then --twins nodes'
+#     twins (the first nodes' dirs under new names, node-001-twin...): nodes whose every key,
+#     fact and file the server holds, so their server CPU is the cost of a known entry alone.
 #  5. Every GET route of benches/load/routes.rs once (cold) and under --clients clients
 #     (p50/p99; the route driver of benches/load/request.rs). The fleet has no upgraded machine,
 #     no release pair and no Inductor autotune decisions: {up} is node-001 (its two scans, two
@@ -58,8 +60,8 @@
 # Flags (defaults): --nodes 40 --entries 10000 (per node) --overlap 0.8 (share of a node's keys
 # its neighbour also has) --pool 0 (distinct keys on the ring; 0: entries / (1 − overlap), or
 # what the windows reach if less: 50,000 at the defaults) --variety 100 (kernel name variants)
-# --group-files copy|link --clients 16 (step 5) --parallel 4 (nodes at a time in step 7; 0
-# skips it) --readers 4 (step 7) --pass-minutes 0 (no node of a pass starts after this many
+# --group-files copy|link --clients 16 (step 5) --twins 4 (step 4) --parallel 4 (nodes at a
+# time in step 7; 0 skips it) --readers 4 (step 7) --pass-minutes 0 (no node of a pass starts after this many
 # minutes; the re-upload pass then covers the nodes the first one did; 0: no limit)
 # --requests 400 (per route, step 5) --route-seconds 5 (most time per route, step 5)
 # --timeout 30 (per request, s) --slow-ms 3000 (a route whose cold request is slower is not

@@ -458,15 +458,23 @@ async fn db_size(db: &Path) -> DbSize {
 }
 
 /// The bytes of the tables and indexes with a row per machine's entry (presence: `entries`,
-/// `entry_*` but the per-kernel counts, `artifacts`, `autotune`) and of those with a row per distinct fact (`facts`,
-/// `fact_*`, `blobs`), by `dbstat` name. What neither is (summaries, history, scans, …) is in
+/// `entry_*` but the per-kernel counts, `artifacts`, `autotune`) and of those with a row per distinct fact or
+/// key (`facts`, `fact_*`, `blobs`, `keys`), by `dbstat` name. What neither is (summaries, history, scans, …) is in
 /// the total only.
 fn split_by_owner(tables: &[(String, i64)]) -> (i64, i64) {
     let has = |name: &str, p: &[&str]| p.iter().any(|p| name.starts_with(p));
     let machine = ["entries", "entry_", "artifacts", "autotune", "sqlite_autoindex_entries", "sqlite_autoindex_entry_"];
     let machine = [&machine[..], &["sqlite_autoindex_artifacts", "sqlite_autoindex_autotune"]].concat();
-    let fact =
-        ["facts", "fact_", "blobs", "sqlite_autoindex_facts", "sqlite_autoindex_fact_", "sqlite_autoindex_blobs"];
+    let fact = [
+        "facts",
+        "fact_",
+        "blobs",
+        "keys",
+        "sqlite_autoindex_facts",
+        "sqlite_autoindex_fact_",
+        "sqlite_autoindex_blobs",
+    ];
+    let fact = [&fact[..], &["sqlite_autoindex_keys"]].concat();
     tables.iter().fold((0, 0), |(m, f), (name, bytes)| {
         if has(name, &machine) && !name.contains("entry_counts") {
             (m + bytes, f)
@@ -483,6 +491,8 @@ pub struct BinRun {
     pub name: String,
     pub first: Phase,
     pub again: Phase,
+    /// Twins of the first nodes (their dirs under new machine names): every key known.
+    pub twins: Phase,
     pub db: DbSize,
     /// (VmRSS, VmHWM) MB after the sequential phases and the routes.
     pub mem: (u64, u64),
@@ -493,6 +503,12 @@ pub struct BinRun {
     /// Per route: p50, p99, n while the nodes uploaded; and the answers not timed.
     pub during: Vec<(&'static str, f64, f64, usize)>,
     pub during_bad: BTreeMap<String, usize>,
+}
+
+/// The first `--twins` nodes' dirs under machine names of their own (`node-001-twin`): a node
+/// whose every key, fact and file the server already holds.
+fn twins(a: &Args, nodes: &[(String, PathBuf)]) -> Vec<(String, PathBuf)> {
+    nodes.iter().take(a.twins).map(|(m, d)| (format!("{m}-twin"), d.clone())).collect()
 }
 
 fn fresh(db: &Path) {
@@ -511,7 +527,7 @@ async fn serve(
     let mut s = Server::new(bin, db, a.rss_cap_mb);
     let _ = std::fs::remove_file(&s.log);
     let mut tokens = BTreeMap::new();
-    for (m, _) in &fleet.nodes {
+    for (m, _) in fleet.nodes.iter().chain(&twins(a, &fleet.nodes)) {
         tokens.insert(m.clone(), s.token(m)?);
     }
     s.start().await?;
@@ -526,6 +542,8 @@ pub async fn run_binary(a: &Args, fleet: &Fleet, name: &str, bin: &Path) -> anyh
     let first = sequential(a, &s, &px, &fleet.nodes, &tokens, "first uploads").await;
     let done = &fleet.nodes[..first.rows.len()];
     let again = sequential(a, &s, &px, done, &tokens, "unchanged re-uploads (the same dirs)").await;
+    let label = "twins' first uploads (every key known)";
+    let twins = sequential(a, &s, &px, &twins(a, done), &tokens, label).await;
     let f = facts(fleet, done.len(), &s.url).await;
     let after = if a.skip_routes { vec![] } else { routes_after(a, &mut s, &f).await? };
     let mem = s.mem_mb();
@@ -536,6 +554,7 @@ pub async fn run_binary(a: &Args, fleet: &Fleet, name: &str, bin: &Path) -> anyh
         name: name.into(),
         first,
         again,
+        twins,
         db: size,
         mem,
         after,
@@ -585,11 +604,11 @@ pub async fn run_binary(a: &Args, fleet: &Fleet, name: &str, bin: &Path) -> anyh
 pub fn figures(a: &Args, fleet: &Fleet, r: &BinRun) -> Vec<(String, String)> {
     let mut out = vec![];
     let done = r.first.rows.len();
-    let machine_entries = (done * fleet.plan.entries).max(1) as f64;
+    let machine_entries = (done * fleet.plan.entries + r.twins.entries().max(0) as usize).max(1) as f64;
     let distinct = crate::pool::Plan { nodes: done.max(1), ..fleet.plan }.distinct();
     let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
     let per_k = |cpu: f64, n: i64| if n > 0 { format!("{:.1}", cpu * 1000.0 / n as f64) } else { "-".into() };
-    for p in [&r.first, &r.again] {
+    for p in [&r.first, &r.again, &r.twins] {
         let n = p.entries();
         let l = &p.label;
         let errors = p.rows.iter().filter(|x| x.error.is_some()).count();

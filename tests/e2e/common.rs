@@ -271,3 +271,20 @@ pub async fn scan(pool: &SqlitePool, root: &Path, machine: &str) -> ScanSummary 
     let store = cachelens::db::Db::from(pool.clone());
     cachelens::collect::scan_local(&store, root, machine).await.unwrap()
 }
+
+/// Before a test runs an old migration again (its row deleted from `_sqlx_migrations`): the
+/// migrations before 0046 read the wide `entries` table of their time, so a view of the same
+/// columns stands in for it while they run ([`restore_presence`] puts the presence table back).
+pub async fn stand_in_wide_entries(pool: &SqlitePool) {
+    sqlx::raw_sql("ALTER TABLE entries RENAME TO entries_presence; CREATE VIEW entries AS SELECT * FROM entry_rows")
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+/// Undo [`stand_in_wide_entries`], once the old migrations ran again.
+pub async fn restore_presence(pool: &SqlitePool) {
+    // one batch on one connection: a pooled connection that had not seen the view yet refused
+    // the rename ("already another table ... with this name")
+    sqlx::raw_sql("DROP VIEW entries; ALTER TABLE entries_presence RENAME TO entries").execute(pool).await.unwrap();
+}

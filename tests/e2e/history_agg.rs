@@ -245,9 +245,7 @@ async fn aggregates_equal_fresh_after_every_change() {
         downgrade(&pool, before_0015).await;
         pool.close().await;
         pool = cachelens::db::open(&db_dir.path().join("test.db")).await.unwrap();
-        if before_0015 {
-            restore_presence(&pool).await;
-        }
+        crate::common::restore_presence(&pool).await;
         assert!(same(&assert_history_fresh(&pool).await, &t3), "the backfill counts as the ingest did");
         let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM history_machine_kernels").fetch_one(&pool).await.unwrap();
         assert!(n > 2, "{n}");
@@ -286,9 +284,14 @@ async fn downgrade(pool: &SqlitePool, before_0015: bool) {
     ] {
         sqlx::query(sql).execute(pool).await.unwrap();
     }
-    if !before_0015 {
-        return;
+    if before_0015 {
+        undo_0015(pool).await;
     }
+    crate::common::stand_in_wide_entries(pool).await;
+}
+
+/// Undo migration 0015.
+async fn undo_0015(pool: &SqlitePool) {
     for sql in [
         "DROP TABLE history_hours",
         "DROP TABLE history_machine_hours",
@@ -298,20 +301,9 @@ async fn downgrade(pool: &SqlitePool, before_0015: bool) {
         "ALTER TABLE events DROP COLUMN counted_miss",
         "ALTER TABLE entry_compiles DROP COLUMN inferred_kernel",
         "DELETE FROM _sqlx_migrations WHERE version = 15",
-        // 0015 reads the wide entries table of its time: a view of the same columns stands in
-        // for it while it runs again (`restore_presence` puts the presence table back)
-        "ALTER TABLE entries RENAME TO entries_presence",
-        "CREATE VIEW entries AS SELECT * FROM entry_rows",
     ] {
         sqlx::query(sql).execute(pool).await.unwrap();
     }
-}
-
-/// Undo [`downgrade`]'s stand-in for the wide entries table, once 0015 ran again.
-async fn restore_presence(pool: &SqlitePool) {
-    // one batch on one connection: a pooled connection that had not seen the view yet refused
-    // the rename ("already another table ... with this name")
-    sqlx::raw_sql("DROP VIEW entries; ALTER TABLE entries_presence RENAME TO entries").execute(pool).await.unwrap();
 }
 
 /// The history page and API are memoised per database stamp (db/memo.rs): what they answer is

@@ -79,8 +79,10 @@ async fn variant_cells_name_their_samples() {
     ] {
         sqlx::query(sql).execute(&pool).await.unwrap();
     }
+    crate::common::stand_in_wide_entries(&pool).await;
     pool.close().await;
     let pool = cachelens::db::open(&keep[0].path().join("test.db")).await.unwrap();
+    crate::common::restore_presence(&pool).await;
     check(pool).await;
 }
 
