@@ -242,8 +242,11 @@ async fn entries_skipped(
 
 /// One entry by machine and key (removed ones included).
 pub async fn entry(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Option<EntryRow>> {
+    // `+e.machine_id`: the key picks the row (`facts_key`, then the fact's presence); with the
+    // machine's index SQLite read all of the machine's entries to find the key (the view's key
+    // is its fact's)
     let row: Option<EntryRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {ENTRY_COLUMNS} FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? AND e.key = ?"
+        "SELECT {ENTRY_COLUMNS} FROM entry_rows e JOIN machines m ON m.id = +e.machine_id WHERE m.name = ? AND e.key = ?"
     )))
     .bind(machine)
     .bind(key)
@@ -397,7 +400,7 @@ pub async fn facts_held(
 pub async fn file_types(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
         "SELECT DISTINCT ext FROM entry_files
-         WHERE entry_id = (SELECT e.id FROM entry_rows e JOIN machines m ON m.id = e.machine_id
+         WHERE entry_id = (SELECT e.id FROM entry_rows e JOIN machines m ON m.id = +e.machine_id
                            WHERE m.name = ?1 AND e.key = ?2 LIMIT 1)
          ORDER BY ext LIMIT 64",
     )
