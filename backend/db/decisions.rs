@@ -122,9 +122,12 @@ pub async fn kernel_decisions(
 /// entries (live).
 pub async fn machine_count(pool: &SqlitePool, machine: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar(
+        // Triton's: the autotune facts (`facts_autotune`), each probing the machine's live
+        // presence (`entries_fact`); through `entry_rows` SQLite read every entry of the machine
         "SELECT (SELECT COUNT(*) FROM inductor_autotune a WHERE a.machine_id = m.id)
-              + (SELECT COUNT(*) FROM entry_rows e
-                 WHERE e.machine_id = m.id AND e.kind = 'autotune' AND e.removed_at IS NULL)
+              + (SELECT COUNT(*) FROM facts f INDEXED BY facts_autotune
+                 CROSS JOIN entries e INDEXED BY entries_fact
+                 WHERE f.kind = 'autotune' AND e.fact_id = f.id AND e.machine_id = m.id AND e.removed_at IS NULL)
          FROM machines m WHERE m.name = ?",
     )
     .bind(machine)

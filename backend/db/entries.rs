@@ -206,22 +206,34 @@ async fn entries_skipped(
             skip -= before;
         }
     }
-    // ?1 machine id, ?2 its name, ?3 kernel filter, ?4 the group's kernel, ?5 limit, ?6 skip
-    let from = "FROM machines m CROSS JOIN entry_rows e ON e.machine_id = m.id";
-    let only_kernel = if kernel.is_some() { " AND e.kernel = ?3" } else { "" };
+    // ?1 machine id, ?2 its name, ?3 kernel filter, ?4 the group's kernel, ?5 limit, ?6 skip.
+    // As [`entries_walked`]: the facts in the listing's order (`facts_kernel`), each probing the
+    // machine's presence (`entries_fact`), the page's ids first and its rows by id after; through
+    // `entry_rows` SQLite read and sorted every entry of the machine (and of the machines after
+    // it) for each page.
+    let walk = "CROSS JOIN facts f INDEXED BY facts_kernel
+                CROSS JOIN entries e INDEXED BY entries_fact ON e.fact_id = f.id AND e.machine_id = m.id";
+    let rows = "p CROSS JOIN entry_rows e ON e.id = p.pid JOIN machines m ON m.id = e.machine_id";
+    let only_kernel = if kernel.is_some() { " AND f.kernel = ?3" } else { "" };
     let from_group = match &group {
-        Some((true, _)) => " AND e.kernel >= ?4",
+        Some((true, _)) => " AND f.kernel >= ?4",
         _ => "",
     };
     let mut sql = format!(
-        "{head}SELECT * FROM (SELECT {ENTRY_COLUMNS} {from} WHERE m.id = ?1 AND e.removed_at IS NULL{only_kernel}{from_group}
-                                ORDER BY e.kernel, e.num_warps, e.num_stages, e.key LIMIT ?5 OFFSET ?6)",
+        "{head}SELECT * FROM (SELECT {ENTRY_COLUMNS} FROM (
+             SELECT e.id AS pid, f.kernel AS pk, f.num_warps AS pw, f.num_stages AS ps, f.key AS pkey
+             FROM machines m {walk} WHERE m.id = ?1 AND e.removed_at IS NULL{only_kernel}{from_group}
+             ORDER BY f.kernel, f.num_warps, f.num_stages, f.key LIMIT ?5 OFFSET ?6
+           ) {rows} ORDER BY p.pk, p.pw, p.ps, p.pkey)",
         head = entry_rows_head()
     );
     if machine.is_none() {
         sql.push_str(&format!(
-            " UNION ALL SELECT * FROM (SELECT {ENTRY_COLUMNS} {from} WHERE m.name > ?2 AND e.removed_at IS NULL{only_kernel}
-                                       ORDER BY m.name, e.kernel, e.num_warps, e.num_stages, e.key LIMIT ?5)"
+            " UNION ALL SELECT * FROM (SELECT {ENTRY_COLUMNS} FROM (
+                  SELECT e.id AS pid, m.name AS pm, f.kernel AS pk, f.num_warps AS pw, f.num_stages AS ps, f.key AS pkey
+                  FROM machines m {walk} WHERE m.name > ?2 AND e.removed_at IS NULL{only_kernel}
+                  ORDER BY m.name, f.kernel, f.num_warps, f.num_stages, f.key LIMIT ?5
+                ) {rows} ORDER BY p.pm, p.pk, p.pw, p.ps, p.pkey)"
         ));
     }
     sql.push_str(" LIMIT ?5)");
@@ -242,8 +254,11 @@ async fn entries_skipped(
 
 /// One entry by machine and key (removed ones included).
 pub async fn entry(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Option<EntryRow>> {
+    // `+e.machine_id`: the key picks the row (`facts_key`, then the fact's presence); with the
+    // machine's index SQLite read all of the machine's entries to find the key (the view's key
+    // is its fact's)
     let row: Option<EntryRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {ENTRY_COLUMNS} FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? AND e.key = ?"
+        "SELECT {ENTRY_COLUMNS} FROM entry_rows e JOIN machines m ON m.id = +e.machine_id WHERE m.name = ? AND e.key = ?"
     )))
     .bind(machine)
     .bind(key)
@@ -396,7 +411,7 @@ pub async fn facts_held(
 pub async fn file_types(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
         "SELECT DISTINCT ext FROM entry_files
-         WHERE entry_id = (SELECT e.id FROM entry_rows e JOIN machines m ON m.id = e.machine_id
+         WHERE entry_id = (SELECT e.id FROM entry_rows e JOIN machines m ON m.id = +e.machine_id
                            WHERE m.name = ?1 AND e.key = ?2 LIMIT 1)
          ORDER BY ext LIMIT 64",
     )

@@ -76,7 +76,7 @@ pub(crate) async fn side_and_variant(
     let sql = format!(
         "SELECT json_array(json_array({SIDE_FIELDS}), signature, shapes, num_warps, num_stages, parts) FROM (
              SELECT {SIDE_COLUMNS}, e.signature, e.shapes, e.num_warps, e.num_stages, {} AS parts
-             FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = ?1 AND e.key = ?2)",
+             FROM entry_rows e JOIN machines m ON m.id = +e.machine_id WHERE m.name = ?1 AND e.key = ?2)",
         parts_column("e.key", "e.machine_id")
     );
     let text: Option<String> =

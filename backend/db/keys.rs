@@ -1,7 +1,7 @@
 //! Entries found by the start of their key: the short keys the pages show (`a100-1:VURMD4KEVF`)
 //! resolved to whole keys, and the search box. Every lookup is a range on an index
-//! (`key >= prefix AND key < next(prefix)`, the `(machine_id, key)` unique index) with a bound
-//! on the rows read: never a scan of the entries.
+//! (`key >= prefix AND key < next(prefix)` on the facts' `facts_key`, each fact probing the
+//! machine's presence) with a bound on the rows read: never a scan of the entries.
 
 use sqlx::{FromRow, SqlitePool};
 
@@ -51,10 +51,14 @@ pub async fn by_prefix(
         if left <= 0 {
             break;
         }
+        // the facts of the key range in key order (`facts_key`), each probing the machine's
+        // presence (`entries_fact`), stopping at the limit; through `entry_rows` (whose key is its
+        // fact's) SQLite read and sorted every entry of the machine
         let rows: Vec<KeyHit> = sqlx::query_as(
-            "SELECT m.name AS machine, e.key, e.kernel, e.removed_at IS NULL AS live
-             FROM machines m JOIN entry_rows e ON e.machine_id = m.id
-             WHERE m.name = ?1 AND e.key >= ?2 AND e.key < ?3 ORDER BY e.key LIMIT ?4",
+            "SELECT m.name AS machine, f.key, f.kernel, e.removed_at IS NULL AS live
+             FROM machines m CROSS JOIN facts f INDEXED BY facts_key
+               CROSS JOIN entries e INDEXED BY entries_fact ON e.fact_id = f.id AND e.machine_id = m.id
+             WHERE m.name = ?1 AND f.key >= ?2 AND f.key < ?3 ORDER BY f.key LIMIT ?4",
         )
         .bind(&m)
         .bind(prefix)
