@@ -191,7 +191,7 @@ pub async fn scan_local_opts(
         })
         .await?;
     summary.beside = beside;
-    if let Err(e) = crate::prune::advice::refresh(db, &summary.machine).await {
+    if let Err(e) = crate::prune::advice::refresh_after(db, &summary).await {
         tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
     }
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: finished");
@@ -286,7 +286,7 @@ pub async fn ingest_report(db: &crate::db::Db, r: &ScanReport, source: &str) -> 
         })
         .await?;
     let hazards = store_hazards(db, &summary, r.hazards.clone()).await;
-    if let Err(e) = crate::prune::advice::refresh(db, &summary.machine).await {
+    if let Err(e) = crate::prune::advice::refresh_after(db, &summary).await {
         tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
     }
     Ok((ScanSummary { beside: r.beside.clone(), hazards, ..summary }, true))
@@ -355,7 +355,7 @@ pub async fn ingest_staged(
         })
         .await?;
     let hazards = store_hazards(db, &summary, commit.hazards.clone()).await;
-    if let Err(e) = crate::prune::advice::refresh(db, &summary.machine).await {
+    if let Err(e) = crate::prune::advice::refresh_after(db, &summary).await {
         tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
     }
     Ok((ScanSummary { beside: commit.beside.clone(), hazards, ..summary }, true))
@@ -377,7 +377,8 @@ pub async fn store_hazards(
     s: &ScanSummary,
     h: Option<crate::model::Hazards>,
 ) -> Option<crate::model::Hazards> {
-    let stored = crate::db::hazards::store(db, &s.machine, &s.root, s.scan_id, h?).await;
+    let unchanged = s.new_entries == 0 && s.changed_entries == 0 && s.removed_entries == 0;
+    let stored = crate::db::hazards::store(db, &s.machine, &s.root, s.scan_id, unchanged, h?).await;
     stored.map_err(|e| tracing::warn!("storing the hazards of {} on {}: {e:#}", s.root, s.machine)).ok()
 }
 

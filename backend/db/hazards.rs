@@ -18,12 +18,36 @@ pub struct RootHazards {
 }
 
 /// Store `h` (checked) as the latest hazards of `root` on `machine`, its cache inodes counted
-/// from the live entries the server holds of that root. Returns what was stored, with the
-/// machines sharing it and its warnings.
-pub async fn store(db: &super::Db, machine: &str, root: &str, scan_id: i64, h: Hazards) -> sqlx::Result<Hazards> {
+/// from the live entries the server holds of that root (a scan that changed none of them,
+/// `unchanged`, keeps the count stored before: it reads every live entry of the root). Returns
+/// what was stored, with the machines sharing it and its warnings.
+pub async fn store(
+    db: &super::Db,
+    machine: &str,
+    root: &str,
+    scan_id: i64,
+    unchanged: bool,
+    h: Hazards,
+) -> sqlx::Result<Hazards> {
     let pool = db.pool();
     let mut h = h;
-    h.cache_inodes = super::prune::cache_inodes(pool, machine, root).await?;
+    let before: Option<i64> = if unchanged {
+        sqlx::query_scalar(
+            "SELECT json_extract(h.hazards_json, '$.cache_inodes') FROM root_hazards h JOIN machines m ON m.id = h.machine_id
+             WHERE m.name = ? AND h.root = ?",
+        )
+        .bind(machine)
+        .bind(root)
+        .fetch_optional(pool)
+        .await?
+        .flatten()
+    } else {
+        None
+    };
+    h.cache_inodes = match before {
+        Some(n) => n,
+        None => super::prune::cache_inodes(pool, machine, root).await?,
+    };
     h.warnings.clear();
     h.shared_with.clear();
     let json = serde_json::to_string(&h).unwrap_or_default();

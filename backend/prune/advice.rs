@@ -135,7 +135,26 @@ pub async fn compute(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<Ad
     Ok(Some(advise(machine, rows, crate::db::now_ms())))
 }
 
-/// After a scan of `machine` landed: store its advice for the overview.
+/// How long a machine's stored advice stands when its scans change nothing: what it says moves
+/// only with time then (an entry's days unused), by whole days.
+pub const UNCHANGED_KEEPS_MS: i64 = 3_600_000;
+
+/// After a scan landed: store its machine's advice for the overview. A scan that changed nothing
+/// (no entry new, changed or removed, no hook event) leaves a stored advice younger than
+/// [`UNCHANGED_KEEPS_MS`] as it is: recomputing it reads every live entry of the machine, the
+/// whole cost of an unchanged re-upload otherwise.
+pub async fn refresh_after(db: &crate::db::Db, scan: &crate::model::ScanSummary) -> anyhow::Result<()> {
+    let pool = db.pool();
+    let Some(id) = advice::machine_id(pool, &scan.machine).await? else { return Ok(()) };
+    let unchanged = scan.new_entries == 0 && scan.changed_entries == 0 && scan.removed_entries == 0 && scan.events == 0;
+    if unchanged && advice::computed_at(pool, id).await?.is_some_and(|at| crate::db::now_ms() - at < UNCHANGED_KEEPS_MS)
+    {
+        return Ok(());
+    }
+    refresh(db, &scan.machine).await
+}
+
+/// Compute and store `machine`'s advice now.
 pub async fn refresh(db: &crate::db::Db, machine: &str) -> anyhow::Result<()> {
     let pool = db.pool();
     let Some(id) = advice::machine_id(pool, machine).await? else { return Ok(()) };

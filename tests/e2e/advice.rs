@@ -170,3 +170,54 @@ async fn what_can_go_agrees_with_prune_dry_run() {
     let (status, body) = get(&state, "/api/v1/machines/nosuch/advice").await;
     assert_eq!(status, 404, "{body}");
 }
+
+/// A landing that changed nothing keeps what it would recompute from every live entry of the
+/// machine: its stored advice (while younger than an hour) and its roots' cache inodes. A
+/// landing that changed an entry recomputes both, and an advice over an hour old is recomputed
+/// by any landing.
+#[tokio::test]
+async fn an_unchanged_landing_keeps_the_stored_advice_and_inodes() {
+    let (_t, dir) = unpacked("h100-jit-3.6.0");
+    let root = dir.join("triton-cache");
+    // uploads: a server stores the hazards a node reports (a local scan prints them)
+    let srv = crate::upload::server(Config::default()).await;
+    let token = cachelens::db::tokens::create(&srv.db, "node").await.unwrap();
+    let pool = srv.pool.clone();
+    let land = || async {
+        let up = cachelens::upload::scan_and_upload(&srv.url, &token, &root, "node", cachelens::upload::Retry::new(2));
+        up.await.map(|u| u.response.summary)
+    };
+    land().await.unwrap();
+    let computed = || count(&pool, "SELECT computed_at FROM machine_advice");
+    let inodes = || count(&pool, "SELECT json_extract(hazards_json, '$.cache_inodes') FROM root_hazards");
+    let real = inodes().await;
+    assert!(real > 10, "{real}");
+    // marks: what an unchanged landing must leave as it is
+    sqlx::query("UPDATE machine_advice SET computed_at = computed_at - 600000").execute(&pool).await.unwrap();
+    sqlx::query("UPDATE root_hazards SET hazards_json = json_set(hazards_json, '$.cache_inodes', 7)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let marked = computed().await;
+    let s = land().await.unwrap();
+    assert_eq!((s.new_entries, s.changed_entries, s.removed_entries), (0, 0, 0));
+    assert_eq!(computed().await, marked, "an unchanged landing keeps a 10-minute-old advice");
+    assert_eq!(inodes().await, 7, "an unchanged landing keeps the root's stored inode count");
+    // an hour old: recomputed even so
+    sqlx::query("UPDATE machine_advice SET computed_at = computed_at - 3600000").execute(&pool).await.unwrap();
+    land().await.unwrap();
+    assert!(computed().await > marked, "an advice over an hour old is recomputed");
+    // an entry gone: both recomputed (one entry dir and its files fewer)
+    sqlx::query("UPDATE machine_advice SET computed_at = computed_at - 600000").execute(&pool).await.unwrap();
+    let marked = computed().await;
+    let gone = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|d| d.unwrap().path())
+        .find(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .unwrap();
+    let files = std::fs::read_dir(&gone).unwrap().count() as i64;
+    std::fs::remove_dir_all(&gone).unwrap();
+    assert_eq!(land().await.unwrap().removed_entries, 1);
+    assert!(computed().await > marked, "a landing that removed an entry recomputes the advice");
+    assert_eq!(inodes().await, real - 1 - files, "and counts the root's inodes again");
+}
