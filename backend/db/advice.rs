@@ -49,6 +49,14 @@ pub async fn store(db: &super::Db, machine_id: i64, at: i64, json: &str) -> sqlx
     Ok(())
 }
 
+/// The machine's stored advice: when it was computed (unix ms) and its JSON, if it has one.
+pub async fn stored_of(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Option<(i64, String)>> {
+    sqlx::query_as("SELECT computed_at, advice_json FROM machine_advice WHERE machine_id = ?")
+        .bind(machine_id)
+        .fetch_optional(pool)
+        .await
+}
+
 /// When the machine's stored advice was computed (unix ms), if it has one.
 pub async fn computed_at(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar("SELECT computed_at FROM machine_advice WHERE machine_id = ?")

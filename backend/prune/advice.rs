@@ -139,6 +139,21 @@ pub async fn compute(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<Ad
 /// only with time then (an entry's days unused), by whole days.
 pub const UNCHANGED_KEEPS_MS: i64 = 3_600_000;
 
+/// A machine's advice as its page shows it: the stored one while younger than
+/// [`UNCHANGED_KEEPS_MS`] (every landing that changed the machine's entries or events stored it
+/// again, so only time has moved since), else computed now (`None`: no such machine). A page
+/// reads one row, not every live entry of the machine.
+pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<Advice>> {
+    let Some(id) = advice::machine_id(pool, machine).await? else { return Ok(None) };
+    if let Some((at, json)) = advice::stored_of(pool, id).await?
+        && crate::db::now_ms() - at < UNCHANGED_KEEPS_MS
+        && let Ok(a) = serde_json::from_str::<Advice>(&json)
+    {
+        return Ok(Some(a));
+    }
+    compute(pool, machine).await
+}
+
 /// After a scan landed: store its machine's advice for the overview. A scan that changed nothing
 /// (no entry new, changed or removed, no hook event) leaves a stored advice younger than
 /// [`UNCHANGED_KEEPS_MS`] as it is: recomputing it reads every live entry of the machine, the

@@ -159,13 +159,14 @@ async fn entries(State(s): State<AppState>, ApiQuery(q): ApiQuery<EntriesQuery>)
     Ok(Json(entries::entries(s.db.pool(), q.machine.as_deref(), q.kernel.as_deref(), q.include_removed, page).await?))
 }
 
-/// What `cachelens prune` would free on the machine now (its default rules), per cache dir and
-/// class, and the command to run there.
+/// What `cachelens prune` would free on the machine (its default rules), per cache dir and
+/// class, and the command to run there: as computed at its last landing that changed it, while
+/// under an hour old, else now (`computed_at` says when; `prune::advice::current`).
 async fn advice(
     State(s): State<AppState>,
     axum::extract::Path(name): axum::extract::Path<String>,
 ) -> ApiResult<crate::prune::advice::Advice> {
-    crate::prune::advice::compute(s.db.pool(), &name)
+    crate::prune::advice::current(s.db.pool(), &name)
         .await?
         .map(Json)
         .ok_or_else(|| ApiError(AppError::NotFound(format!("no machine named {name:?}"))))
