@@ -32,6 +32,17 @@ async fn all_texts(pool: &SqlitePool) -> Vec<(String, i64, String)> {
         .collect()
 }
 
+/// The totals of `blobs` counted afresh (texts, bytes, stored, plain).
+async fn fresh_totals(pool: &SqlitePool) -> (i64, i64, i64, i64) {
+    sqlx::query_as(
+        "SELECT COUNT(*), COALESCE(SUM(bytes), 0), COALESCE(SUM(COALESCE(length(z), bytes)), 0),
+                COALESCE(SUM(content IS NOT NULL), 0) FROM blobs",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
 fn sha256(b: &[u8]) -> String {
     hex::encode(Sha256::digest(b))
 }
@@ -55,7 +66,8 @@ async fn back_to_plain_rows(pool: &SqlitePool) {
             .unwrap();
     }
     sqlx::raw_sql(
-        "DROP TABLE blobs; ALTER TABLE blobs_old RENAME TO blobs; DELETE FROM _sqlx_migrations WHERE version = 30",
+        "DROP TABLE blobs; ALTER TABLE blobs_old RENAME TO blobs;
+         DELETE FROM _sqlx_migrations WHERE version IN (30, 49)",
     )
     .execute(&mut *tx)
     .await
@@ -111,6 +123,7 @@ async fn demo_ir_is_stored_compressed_and_reads_back_as_written() {
     }
     // stored: at most 1/5 of the text (measured: 1/11.2 at zstd level 1)
     let t = blobs::totals(&pool).await.unwrap();
+    assert_eq!(fresh_totals(&pool).await, (t.texts, t.bytes, t.stored, t.plain), "the kept totals are a fresh count");
     let ratio = t.bytes as f64 / t.stored as f64;
     let ir: (i64, i64) = sqlx::query_as(
         "SELECT SUM(bytes), SUM(length(z)) FROM blobs WHERE sha256 IN
@@ -228,6 +241,9 @@ async fn a_database_made_before_0030_reads_the_same_after_it() {
     assert_eq!(plain, texts.len() as i64);
     assert!(z >= changed as i64 / 2, "{z} compressed rows");
     assert!(count(&pool, "SELECT COUNT(*) FROM fact_modules").await > modules, "the late machine's modules linked");
+    let t = blobs::totals(&pool).await.unwrap();
+    assert_eq!(fresh_totals(&pool).await, (t.texts, t.bytes, t.stored, t.plain), "plain and compressed rows counted");
+    assert_eq!(t.plain, texts.len() as i64);
     let late = "SELECT COUNT(*) FROM entry_rows e JOIN fact_modules fm ON fm.fact_id = e.fact_id
                 JOIN machines m ON m.id = e.machine_id WHERE m.name = 'late'";
     assert!(count(&pool, late).await > 50, "the late machine's entries reach their modules");
