@@ -377,8 +377,7 @@ pub async fn store_hazards(
     s: &ScanSummary,
     h: Option<crate::model::Hazards>,
 ) -> Option<crate::model::Hazards> {
-    let unchanged = s.new_entries == 0 && s.changed_entries == 0 && s.removed_entries == 0;
-    let stored = crate::db::hazards::store(db, &s.machine, &s.root, s.scan_id, unchanged, h?).await;
+    let stored = crate::db::hazards::store(db, &s.machine, &s.root, s.scan_id, s.entries_unchanged(), h?).await;
     stored.map_err(|e| tracing::warn!("storing the hazards of {} on {}: {e:#}", s.root, s.machine)).ok()
 }
 

@@ -635,6 +635,14 @@ pub struct ScanSummary {
     pub hazards: Option<Hazards>,
 }
 
+impl ScanSummary {
+    /// Whether the scan found its root's entries as the server held them: none new, changed or
+    /// removed (what is derived from them alone need not be read again).
+    pub fn entries_unchanged(&self) -> bool {
+        self.new_entries == 0 && self.changed_entries == 0 && self.removed_entries == 0
+    }
+}
+
 /// What a scan says about where its cache sits (`scan::hazards`): its file system, how full it
 /// is, orphaned temp dirs, other hosts writing it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

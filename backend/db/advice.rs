@@ -57,14 +57,6 @@ pub async fn stored_of(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Optio
         .await
 }
 
-/// When the machine's stored advice was computed (unix ms), if it has one.
-pub async fn computed_at(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar("SELECT computed_at FROM machine_advice WHERE machine_id = ?")
-        .bind(machine_id)
-        .fetch_optional(pool)
-        .await
-}
-
 /// Every machine's stored advice (one row per machine), by machine name.
 pub async fn stored(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64, String)>> {
     sqlx::query_as(

@@ -161,8 +161,9 @@ pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<Ad
 pub async fn refresh_after(db: &crate::db::Db, scan: &crate::model::ScanSummary) -> anyhow::Result<()> {
     let pool = db.pool();
     let Some(id) = advice::machine_id(pool, &scan.machine).await? else { return Ok(()) };
-    let unchanged = scan.new_entries == 0 && scan.changed_entries == 0 && scan.removed_entries == 0 && scan.events == 0;
-    if unchanged && advice::computed_at(pool, id).await?.is_some_and(|at| crate::db::now_ms() - at < UNCHANGED_KEEPS_MS)
+    if scan.entries_unchanged()
+        && scan.events == 0
+        && advice::stored_of(pool, id).await?.is_some_and(|(at, _)| crate::db::now_ms() - at < UNCHANGED_KEEPS_MS)
     {
         return Ok(());
     }
