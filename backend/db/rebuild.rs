@@ -146,6 +146,7 @@ const MARKS: &[(&str, &str)] = &[
     ("/*machines*/", "AND machine_id IN (SELECT machine_id FROM temp.dirty_m)"),
     ("/*e.machines*/", "AND e.machine_id IN (SELECT machine_id FROM temp.dirty_m)"),
     ("/*kernels*/", "AND kernel IN (SELECT kernel FROM temp.dirty_k)"),
+    ("/*v.kernels*/", "AND v.kernel IN (SELECT kernel FROM temp.dirty_k)"),
     ("/*e.kernels*/", "AND e.kernel IN (SELECT kernel FROM temp.dirty_k)"),
     // the autotune runs of the marked kernels, from their entries (not from every run's row)
     (
@@ -257,7 +258,7 @@ pub(crate) async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
     let started = std::time::Instant::now();
     let result = stage_and_swap(&mut conn, db).await;
     // Drop the staging tables whatever happened: the connection goes back to the pool.
-    let scratch = [("", "dup_binaries"), ("", "dup_code"), ("", "dirty_m"), ("", "dirty_k")];
+    let scratch = [("", "live_facts"), ("", "dup_binaries"), ("", "dup_code"), ("", "dirty_m"), ("", "dirty_k")];
     for (_, staged) in TABLES.iter().chain(&scratch) {
         let drop = format!("DROP TABLE IF EXISTS temp.{staged}");
         let _ = sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut *conn).await;
@@ -463,47 +464,69 @@ const REBUILD: &[&str] = &[
        JOIN fact_files f ON f.fact = e.fact AND f.ext = 'grp'
        WHERE e.removed_at IS NULL AND e.group_sha256 IS NOT NULL HAVING COUNT(*) > 0)
      GROUP BY ext",
+    // The live facts of the kernels (`fact_live`, kept by triggers on `entries`): the cells are
+    // summed from these, one row per distinct fact however many machines hold it. The machine
+    // code's digest is read once per fact (any of its texts: it is the binary's, not the
+    // entry's place).
+    "CREATE TEMP TABLE IF NOT EXISTS live_facts(id INTEGER PRIMARY KEY, kernel TEXT NOT NULL, key TEXT NOT NULL,
+                                               variant_id INTEGER NOT NULL, live INTEGER NOT NULL, registers INTEGER,
+                                               spills INTEGER, shared_bytes INTEGER, binary_sha256 TEXT, code TEXT,
+                                               lo INTEGER, hi INTEGER, best INTEGER)",
+    "DELETE FROM temp.live_facts",
+    "INSERT INTO temp.live_facts
+     SELECT f.id, v.kernel, f.key, v.id, l.live, f.registers, f.spills, f.shared_bytes, f.binary_sha256,
+            json_extract(COALESCE(f.resources_json, (SELECT t.resources_json FROM fact_texts t WHERE t.fact = f.fact
+                                                    ORDER BY t.relocated LIMIT 1)), '$.code_sha256'),
+            (SELECT MIN(e.id) FROM entries e INDEXED BY entries_live WHERE e.fact_id = f.id AND e.removed_at IS NULL),
+            (SELECT MAX(e.id) FROM entries e INDEXED BY entries_live WHERE e.fact_id = f.id AND e.removed_at IS NULL),
+            -- live entries an Inductor .best_config names: from the few configs of the key
+            (SELECT COUNT(DISTINCT b.machine_id) FROM best_configs b
+             WHERE b.triton_cache_hash = f.key
+               AND EXISTS (SELECT 1 FROM entries e JOIN keys k ON k.id = e.key_id
+                           WHERE e.machine_id = b.machine_id AND k.key = f.key AND e.fact_id = f.id
+                             AND e.removed_at IS NULL))
+     FROM variants v CROSS JOIN fact_live l INDEXED BY fact_live_variant ON l.variant_id = v.id AND l.live > 0
+          CROSS JOIN facts f ON f.id = l.fact_id
+     WHERE true /*v.kernels*/",
     // binaries that two or more keys of a kernel share (pure key churn)
     "CREATE TEMP TABLE IF NOT EXISTS dup_binaries(kernel TEXT NOT NULL, sha TEXT NOT NULL, PRIMARY KEY (kernel, sha))
      WITHOUT ROWID",
     "DELETE FROM temp.dup_binaries",
     "INSERT INTO temp.dup_binaries(kernel, sha)
-     SELECT kernel, binary_sha256 FROM entry_rows
-     WHERE removed_at IS NULL AND kernel IS NOT NULL AND binary_sha256 IS NOT NULL /*kernels*/
+     SELECT kernel, binary_sha256 FROM temp.live_facts WHERE binary_sha256 IS NOT NULL
      GROUP BY kernel, binary_sha256 HAVING COUNT(DISTINCT key) > 1",
     // machine code that two or more keys of a kernel share (bytes may differ in debug info only)
     "CREATE TEMP TABLE IF NOT EXISTS dup_code(kernel TEXT NOT NULL, code TEXT NOT NULL, PRIMARY KEY (kernel, code))
      WITHOUT ROWID",
     "DELETE FROM temp.dup_code",
     "INSERT INTO temp.dup_code(kernel, code)
-     SELECT kernel, json_extract(COALESCE(resources_json, (SELECT t.resources_json FROM fact_texts t
-                                     WHERE t.fact = entry_rows.fact AND t.relocated = entry_rows.relocated)),
-                                 '$.code_sha256') AS c FROM entry_rows
-     WHERE removed_at IS NULL AND kernel IS NOT NULL AND c IS NOT NULL /*kernels*/
-     GROUP BY kernel, c HAVING COUNT(DISTINCT key) > 1",
+     SELECT kernel, code FROM temp.live_facts WHERE code IS NOT NULL GROUP BY kernel, code HAVING COUNT(DISTINCT key) > 1",
+    // a cell's machines from its counters (`variant_machines`), by name; its samples are its
+    // oldest and newest live entries, named by machine and key
     "INSERT INTO temp.staged_variant_cells(kernel, backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind,
                                     entries, machines, reg_min, reg_max, spill_min, spill_max, shared_min, shared_max,
                                     shared_binary, best_config, sample_min, sample_max, shared_code,
                                     sample_min_ref, sample_max_ref)
-     SELECT e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages,
-            CASE WHEN e.num_warps IS NULL AND e.num_stages IS NULL THEN e.kind ELSE '' END AS k,
-            COUNT(*), GROUP_CONCAT(DISTINCT m.name), MIN(e.registers), MAX(e.registers), MIN(e.spills), MAX(e.spills),
-            MIN(e.shared_bytes), MAX(e.shared_bytes),
-            SUM(EXISTS(SELECT 1 FROM temp.dup_binaries d WHERE d.kernel = e.kernel AND d.sha = e.binary_sha256)),
-            SUM(EXISTS(SELECT 1 FROM best_configs b WHERE b.triton_cache_hash = e.key AND b.machine_id = e.machine_id)),
-            MIN(e.id), MAX(e.id),
-            SUM(EXISTS(SELECT 1 FROM temp.dup_code d WHERE d.kernel = e.kernel
-                                                      AND d.code = json_extract(COALESCE(e.resources_json,
-                                                          (SELECT t.resources_json FROM fact_texts t
-                                                           WHERE t.fact = e.fact AND t.relocated = e.relocated)),
-                                                          '$.code_sha256'))),
-            -- the machine and key of the entries MIN(e.id) and MAX(e.id): the zero-padded id
-            -- sorts as the id does
-            substr(MIN(printf('%020d', e.id) || m.name || char(9) || e.key), 21),
-            substr(MAX(printf('%020d', e.id) || m.name || char(9) || e.key), 21)
-     FROM entry_rows e JOIN machines m ON m.id = e.machine_id
-     WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL /*e.kernels*/
-     GROUP BY e.kernel, e.backend, e.arch, e.triton_version, e.signature, e.shapes, e.num_warps, e.num_stages, k",
+     SELECT c.kernel, c.backend, c.arch, c.triton_version, c.signature, c.shapes, c.num_warps, c.num_stages, c.kind,
+            c.entries,
+            (SELECT GROUP_CONCAT(name, ',') FROM (SELECT m.name FROM variant_machines vm JOIN machines m ON m.id = vm.machine_id
+                                                  WHERE vm.variant_id = c.variant_id ORDER BY m.name)),
+            c.reg_min, c.reg_max, c.spill_min, c.spill_max, c.shared_min, c.shared_max, c.shared_binary, c.best_config,
+            c.lo, c.hi, c.shared_code,
+            (SELECT m.name || char(9) || k.key FROM entries e JOIN machines m ON m.id = e.machine_id
+             JOIN keys k ON k.id = e.key_id WHERE e.id = c.lo),
+            (SELECT m.name || char(9) || k.key FROM entries e JOIN machines m ON m.id = e.machine_id
+             JOIN keys k ON k.id = e.key_id WHERE e.id = c.hi)
+     FROM (SELECT v.id AS variant_id, v.kernel, v.backend, v.arch, v.triton_version, v.signature, v.shapes, v.num_warps,
+                  v.num_stages, v.kind, SUM(l.live) AS entries, MIN(l.registers) AS reg_min, MAX(l.registers) AS reg_max,
+                  MIN(l.spills) AS spill_min, MAX(l.spills) AS spill_max, MIN(l.shared_bytes) AS shared_min,
+                  MAX(l.shared_bytes) AS shared_max,
+                  SUM(CASE WHEN EXISTS (SELECT 1 FROM temp.dup_binaries d WHERE d.kernel = l.kernel AND d.sha = l.binary_sha256)
+                           THEN l.live ELSE 0 END) AS shared_binary,
+                  SUM(l.best) AS best_config, MIN(l.lo) AS lo, MAX(l.hi) AS hi,
+                  SUM(CASE WHEN EXISTS (SELECT 1 FROM temp.dup_code d WHERE d.kernel = l.kernel AND d.code = l.code)
+                           THEN l.live ELSE 0 END) AS shared_code
+           FROM temp.live_facts l JOIN variants v ON v.id = l.variant_id GROUP BY v.id) c",
     "INSERT INTO temp.staged_kernel_identical(kernel, identical, same_code)
      SELECT kernel, SUM(shared_binary), SUM(shared_code) FROM temp.staged_variant_cells
      GROUP BY kernel HAVING SUM(shared_binary) > 0 OR SUM(shared_code) > 0",

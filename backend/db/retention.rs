@@ -135,7 +135,7 @@ async fn delete_entries(tx: &mut SqliteConnection, filter: &str, arg: i64) -> sq
 
 /// Delete the facts no entry holds any more (a machine retired, removed entries aged out), with
 /// their texts and files (`fact_texts`, `fact_files`; `fact_classes`, `fact_autotune` and
-/// `fact_modules` by cascade), and the keys no fact has any more (an entry's key is its fact's,
+/// `fact_modules` and `fact_live` by cascade), the grid cells no fact is in (`variants`), and the keys no fact has any more (an entry's key is its fact's,
 /// so no entry names them either). Returns how many facts. One pass over `facts` probing `entries_fact`: an hourly age-out or a retire, not a
 /// request.
 async fn forget_facts(tx: &mut SqliteConnection) -> sqlx::Result<u64> {
@@ -162,6 +162,14 @@ async fn forget_facts(tx: &mut SqliteConnection) -> sqlx::Result<u64> {
                AND NOT EXISTS (SELECT 1 FROM facts f WHERE f.key = keys.key)",
         )
         .bind(serde_json::to_string(&keys).unwrap_or_default())
+        .execute(&mut *tx)
+        .await?;
+    }
+    if !gone.is_empty() {
+        // the grid cells no fact is in any more (their counters went with the facts)
+        sqlx::query(
+            "DELETE FROM variants WHERE NOT EXISTS (SELECT 1 FROM fact_live l WHERE l.variant_id = variants.id)",
+        )
         .execute(&mut *tx)
         .await?;
     }

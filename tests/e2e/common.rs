@@ -288,3 +288,21 @@ pub async fn restore_presence(pool: &SqlitePool) {
     // the rename ("already another table ... with this name")
     sqlx::raw_sql("DROP VIEW entries; ALTER TABLE entries_presence RENAME TO entries").execute(pool).await.unwrap();
 }
+
+/// Facts whose live count (`fact_live`) and grid cells on a machine whose count
+/// (`variant_machines`) differ from a fresh count of the live entries: `[0, 0]` when the
+/// triggers on `entries` kept them.
+pub async fn live_counter_faults(pool: &sqlx::SqlitePool) -> [i64; 2] {
+    let facts = "SELECT COUNT(*) FROM facts f LEFT JOIN fact_live l ON l.fact_id = f.id
+                 WHERE l.live IS NOT (SELECT COUNT(*) FROM entries e WHERE e.fact_id = f.id AND e.removed_at IS NULL)";
+    let cells = "SELECT COUNT(*) FROM (SELECT l.variant_id, e.machine_id, COUNT(*) AS n FROM entries e
+                                       JOIN fact_live l ON l.fact_id = e.fact_id
+                                       WHERE e.removed_at IS NULL AND l.variant_id IS NOT NULL GROUP BY 1, 2) c
+                 FULL JOIN variant_machines vm ON vm.variant_id = c.variant_id AND vm.machine_id = c.machine_id
+                 WHERE c.n IS NOT vm.live";
+    let mut out = [0; 2];
+    for (o, sql) in out.iter_mut().zip([facts, cells]) {
+        *o = sqlx::query_scalar(sql).fetch_one(pool).await.unwrap();
+    }
+    out
+}

@@ -143,9 +143,14 @@ async fn a_retired_machine_leaves_the_answers_of_a_database_that_never_had_it() 
             "SELECT COUNT(*) FROM fact_files WHERE fact NOT IN (SELECT fact FROM facts WHERE fact IS NOT NULL)",
         ),
         ("classes of no fact", "SELECT COUNT(*) FROM fact_classes WHERE fact_id NOT IN (SELECT id FROM facts)"),
+        (
+            "grid cells of no fact",
+            "SELECT COUNT(*) FROM variants v WHERE NOT EXISTS (SELECT 1 FROM fact_live l WHERE l.variant_id = v.id)",
+        ),
     ] {
         assert_eq!(count(&with, sql).await, 0, "{what} after retiring");
     }
+    assert_eq!(crate::common::live_counter_faults(&with).await, [0, 0], "live counters after retiring");
     assert!(count(&with, "SELECT COUNT(*) FROM fact_files").await > 0, "the other machines' files stay");
     // its token no longer uploads; the other machine's still does
     use cachelens::db::tokens::{Check, check};
