@@ -191,9 +191,7 @@ pub async fn scan_local_opts(
         })
         .await?;
     summary.beside = beside;
-    if let Err(e) = crate::prune::advice::refresh_after(db, &summary).await {
-        tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
-    }
+    refresh_advice(db, &summary).await;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: finished");
     // The scan's invalidation report, computed now so that its first visit reads it.
     crate::answers::stored::after_scan(db.clone(), summary.scan_id, None).await;
@@ -285,10 +283,8 @@ pub async fn ingest_report(db: &crate::db::Db, r: &ScanReport, source: &str) -> 
             staged_upload: None,
         })
         .await?;
-    let hazards = store_hazards(db, &summary, r.hazards.clone()).await;
-    if let Err(e) = crate::prune::advice::refresh_after(db, &summary).await {
-        tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
-    }
+    let advice = refresh_advice(db, &summary).await;
+    let hazards = store_hazards(db, &summary, r.hazards.clone(), advice.as_ref()).await;
     Ok((ScanSummary { beside: r.beside.clone(), hazards, ..summary }, true))
 }
 
@@ -354,10 +350,8 @@ pub async fn ingest_staged(
             staged_upload: Some(up.id),
         })
         .await?;
-    let hazards = store_hazards(db, &summary, commit.hazards.clone()).await;
-    if let Err(e) = crate::prune::advice::refresh_after(db, &summary).await {
-        tracing::warn!("storing what can go on {}: {e:#}", summary.machine);
-    }
+    let advice = refresh_advice(db, &summary).await;
+    let hazards = store_hazards(db, &summary, commit.hazards.clone(), advice.as_ref()).await;
     Ok((ScanSummary { beside: commit.beside.clone(), hazards, ..summary }, true))
 }
 
@@ -370,14 +364,33 @@ pub async fn read_hazards(root: std::path::PathBuf, hosts: crate::scan::Hosts) -
     h.await.ok()?.map_err(|e| tracing::warn!("file system of {shown}: {e}")).ok()
 }
 
-/// Store the hazards a landed scan reported as its root's latest (`db::hazards`); what was
-/// stored, with the server's cache inodes and warnings. A failure is logged: the scan stands.
+/// Store the machine's "what can go" after a scan landed (`prune::advice::refresh_after`): the
+/// advice when it was computed, `None` when the stored one stands or storing failed (logged).
+async fn refresh_advice(db: &crate::db::Db, s: &ScanSummary) -> Option<crate::prune::advice::Advice> {
+    crate::prune::advice::refresh_after(db, s)
+        .await
+        .map_err(|e| tracing::warn!("storing what can go on {}: {e:#}", s.machine))
+        .ok()
+        .flatten()
+}
+
+/// Store the hazards a scan reported for its root, if it reported any (`None` when it did not or
+/// storing failed, logged). `advice`: the machine's advice computed after this scan landed, whose
+/// count of the root's inodes the hazards take instead of counting them again.
 pub async fn store_hazards(
     db: &crate::db::Db,
     s: &ScanSummary,
     h: Option<crate::model::Hazards>,
+    advice: Option<&crate::prune::advice::Advice>,
 ) -> Option<crate::model::Hazards> {
-    let stored = crate::db::hazards::store(db, &s.machine, &s.root, s.scan_id, s.entries_unchanged(), h?).await;
+    let inodes = match advice {
+        Some(a) => {
+            crate::db::hazards::Inodes::Counted(a.roots.iter().find(|r| r.root == s.root).map_or(0, |r| r.inodes))
+        }
+        None if s.entries_unchanged() => crate::db::hazards::Inodes::AsStored,
+        None => crate::db::hazards::Inodes::Count,
+    };
+    let stored = crate::db::hazards::store(db, &s.machine, &s.root, s.scan_id, inodes, h?).await;
     stored.map_err(|e| tracing::warn!("storing the hazards of {} on {}: {e:#}", s.root, s.machine)).ok()
 }
 

@@ -56,7 +56,7 @@ pub async fn load(db: &crate::db::Db, workdir: &Path) -> anyhow::Result<usize> {
             std::fs::rename(&tmp, &fixed)?;
             let s = scan_local(db, &fixed.join(sub), machine).await?;
             let h = crate::collect::read_hazards(std::path::PathBuf::from(&s.root), crate::scan::Hosts::Any).await;
-            crate::collect::store_hazards(db, &s, h).await;
+            crate::collect::store_hazards(db, &s, h, None).await;
             tracing::info!(machine, archive, entries = s.entries, "demo scan");
             scans += 1;
         }

@@ -127,7 +127,7 @@ async fn scan_root(
     bar.finish();
     let mut s = s?;
     let h = collect::read_hazards(PathBuf::from(&s.root), hosts).await;
-    s.hazards = collect::store_hazards(db, &s, h).await;
+    s.hazards = collect::store_hazards(db, &s, h, None).await;
     Ok(s)
 }
 

@@ -17,22 +17,33 @@ pub struct RootHazards {
     pub hazards: Hazards,
 }
 
-/// Store `h` (checked) as the latest hazards of `root` on `machine`, its cache inodes counted
-/// from the live entries the server holds of that root (a scan that changed none of them,
-/// `unchanged`, keeps the count stored before: it reads every live entry of the root). Returns
-/// what was stored, with the machines sharing it and its warnings.
+/// Where a root's cache inodes come from when its hazards are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inodes {
+    /// Counted already (the machine's advice, computed after the scan landed, counts them).
+    Counted(i64),
+    /// The scan changed none of the root's entries: the count stored before, if any (counting
+    /// reads every live entry of the root).
+    AsStored,
+    /// Count them from the live entries the server holds of the root.
+    Count,
+}
+
+/// Store `h` (checked) as the latest hazards of `root` on `machine`, with its cache inodes as
+/// `inodes` says. Returns what was stored, with the machines sharing it and its warnings.
 pub async fn store(
     db: &super::Db,
     machine: &str,
     root: &str,
     scan_id: i64,
-    unchanged: bool,
+    inodes: Inodes,
     h: Hazards,
 ) -> sqlx::Result<Hazards> {
     let pool = db.pool();
     let mut h = h;
-    let before: Option<i64> = if unchanged {
-        sqlx::query_scalar(
+    let before: Option<i64> = match inodes {
+        Inodes::Counted(n) => Some(n),
+        Inodes::AsStored => sqlx::query_scalar(
             "SELECT json_extract(h.hazards_json, '$.cache_inodes') FROM root_hazards h JOIN machines m ON m.id = h.machine_id
              WHERE m.name = ? AND h.root = ?",
         )
@@ -40,9 +51,8 @@ pub async fn store(
         .bind(root)
         .fetch_optional(pool)
         .await?
-        .flatten()
-    } else {
-        None
+        .flatten(),
+        Inodes::Count => None,
     };
     h.cache_inodes = match before {
         Some(n) => n,

@@ -157,26 +157,27 @@ pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<Ad
 /// After a scan landed: store its machine's advice for the overview. A scan that changed nothing
 /// (no entry new, changed or removed, no hook event) leaves a stored advice younger than
 /// [`UNCHANGED_KEEPS_MS`] as it is: recomputing it reads every live entry of the machine, the
-/// whole cost of an unchanged re-upload otherwise.
-pub async fn refresh_after(db: &crate::db::Db, scan: &crate::model::ScanSummary) -> anyhow::Result<()> {
+/// whole cost of an unchanged re-upload otherwise. Returns the advice when it computed one.
+pub async fn refresh_after(db: &crate::db::Db, scan: &crate::model::ScanSummary) -> anyhow::Result<Option<Advice>> {
     let pool = db.pool();
-    let Some(id) = advice::machine_id(pool, &scan.machine).await? else { return Ok(()) };
+    let Some(id) = advice::machine_id(pool, &scan.machine).await? else { return Ok(None) };
     if scan.entries_unchanged()
         && scan.events == 0
         && advice::stored_of(pool, id).await?.is_some_and(|(at, _)| crate::db::now_ms() - at < UNCHANGED_KEEPS_MS)
     {
-        return Ok(());
+        return Ok(None);
     }
-    refresh(db, &scan.machine).await
+    refresh(db, &scan.machine).await.map(Some)
 }
 
 /// Compute and store `machine`'s advice now.
-pub async fn refresh(db: &crate::db::Db, machine: &str) -> anyhow::Result<()> {
+pub async fn refresh(db: &crate::db::Db, machine: &str) -> anyhow::Result<Advice> {
     let pool = db.pool();
-    let Some(id) = advice::machine_id(pool, machine).await? else { return Ok(()) };
-    let a = compute(pool, machine).await?.ok_or_else(|| anyhow::anyhow!("machine {machine} vanished"))?;
+    let id = advice::machine_id(pool, machine).await?;
+    let a = compute(pool, machine).await?;
+    let (Some(id), Some(a)) = (id, a) else { anyhow::bail!("machine {machine} vanished") };
     advice::store(db, id, a.computed_at, &serde_json::to_string(&a)?).await?;
-    Ok(())
+    Ok(a)
 }
 
 /// The fleet's advice: every machine's stored one, and their sums per class.

@@ -207,6 +207,7 @@ async fn an_unchanged_landing_keeps_the_stored_advice_and_inodes() {
     sqlx::query("UPDATE machine_advice SET computed_at = computed_at - 3600000").execute(&pool).await.unwrap();
     land().await.unwrap();
     assert!(computed().await > marked, "an advice over an hour old is recomputed");
+    assert_eq!(inodes().await, real, "the hazards take the recomputed advice's count of the root's inodes");
     // an entry gone: both recomputed (one entry dir and its files fewer)
     sqlx::query("UPDATE machine_advice SET computed_at = computed_at - 600000").execute(&pool).await.unwrap();
     let marked = computed().await;
