@@ -100,6 +100,7 @@ const TABLES: &[(&str, &str)] = &[
 
 /// Tables with rows per machine: an update replaces the rows of the marked machines.
 const PER_MACHINE: &[&str] = &[
+    "page_autotune_configs",
     "page_kernel_stats",
     "page_machine_stats",
     "page_machine_kernels",
@@ -109,7 +110,7 @@ const PER_MACHINE: &[&str] = &[
 ];
 
 /// Tables with rows per kernel summed over the fleet: an update replaces the marked kernels' rows.
-const PER_KERNEL: &[&str] = &["page_variant_cells", "page_kernel_identical", "page_autotune_configs"];
+const PER_KERNEL: &[&str] = &["page_variant_cells", "page_kernel_identical"];
 
 /// Staging tables only the whole build fills: an update derives these tables from the others
 /// ([`DERIVE`]).
@@ -148,10 +149,10 @@ const MARKS: &[(&str, &str)] = &[
     ("/*kernels*/", "AND kernel IN (SELECT kernel FROM temp.dirty_k)"),
     ("/*v.kernels*/", "AND v.kernel IN (SELECT kernel FROM temp.dirty_k)"),
     ("/*e.kernels*/", "AND e.kernel IN (SELECT kernel FROM temp.dirty_k)"),
-    // the autotune runs of the marked kernels, from their entries (not from every run's row)
+    // the autotune runs of the marked machines, from their entries (not from every run's row)
     (
         "FROM fact_autotune a CROSS JOIN entry_rows e ON e.fact_id = a.fact_id AND a.idx = 0",
-        "FROM temp.dirty_k d CROSS JOIN entry_rows e ON e.kernel = d.kernel
+        "FROM temp.dirty_m d CROSS JOIN entry_rows e ON e.machine_id = d.machine_id
          CROSS JOIN fact_autotune a ON a.fact_id = e.fact_id AND a.idx = 0",
     ),
 ];
@@ -535,12 +536,11 @@ const REBUILD: &[&str] = &[
     // timed. A cache dir holding several versions of the kernel (an in-place upgrade) is narrowed
     // to those whose entries first appeared in the same scan as the autotune file; a run with no
     // compiled entries beside it keeps NULLs (listed below the grids, in none of them). One row
-    // per machine: a cell shows the timings of the machines whose entries it holds. (The joins are
-    // pinned: from the few autotune rows, then the kernel's facts probing that machine's presence
-    // — not every entry of the cache dir per run, which a fleet of large caches could not afford:
-    // 382 -> 34 ms for three 5,000-entry machines.)
+    // per machine, which depends on that machine's entries alone: an update replaces the marked
+    // machines' rows (0051). (The joins are pinned: from the runs, then the kernel's facts probing
+    // that machine's presence — not every entry of the cache dir per run.)
     "INSERT INTO temp.staged_autotune_configs(kernel, backend, arch, triton_version, config_json, num_warps, num_stages,
-                                       runs, machines, best_ms, wins)
+                                       runs, machines, best_ms, wins, machine_id)
      WITH runs AS (
          SELECT DISTINCT e.id, e.machine_id, e.root_id, e.kernel, e.first_scan_id
          FROM fact_autotune a CROSS JOIN entry_rows e ON e.fact_id = a.fact_id AND a.idx = 0 WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL),
@@ -556,7 +556,7 @@ const REBUILD: &[&str] = &[
          UNION ALL
          SELECT r.id, NULL, NULL, NULL FROM runs r WHERE NOT EXISTS (SELECT 1 FROM cand c WHERE c.id = r.id))
      SELECT e.kernel, p.backend, p.arch, p.triton_version, a.config_json, MIN(a.num_warps), MIN(a.num_stages),
-            COUNT(*), MIN(m.name), MIN(a.best_ms), SUM(a.winner)
+            COUNT(*), MIN(m.name), MIN(a.best_ms), SUM(a.winner), e.machine_id
      FROM pick p JOIN entry_rows e ON e.id = p.id JOIN fact_autotune a ON a.fact_id = e.fact_id JOIN machines m ON m.id = e.machine_id
      GROUP BY e.kernel, p.backend, p.arch, p.triton_version, e.machine_id, a.config_json",
     "INSERT INTO temp.staged_machine_kernels(machine_id, kernel, entries, bytes, last_compiled)

@@ -1,9 +1,9 @@
 //! What storing a machine's advice costs a landed scan: one extra pass over the machine's live
-//! entries (`prune::advice::refresh`, run after every landed scan). A machine of 50,000 live
+//! entries (`prune::advice::refresh`, run after a landed scan that changed the machine). A machine of 50,000 live
 //! entries (the hook corpus's 20 entries cloned under new keys, with its 48 hook events cloned
 //! for each clone: 120,000 events), ingested as an upload is. Prints the pass's time alone
 //! (`advice::compute`, 5 runs), with its store (`refresh`), and a landed re-scan in which
-//! nothing changed (which runs the pass too), not asserted on. Reproduce:
+//! nothing changed (which keeps the advice just stored: no pass), not asserted on. Reproduce:
 //! `cargo test --release --test e2e big_advice -- --nocapture`.
 
 use crate::common::*;
@@ -92,7 +92,7 @@ async fn storing_the_advice_of_50000_entries_costs_one_pass() {
     let rescan = ms(s);
     println!(
         "advice of {N} live entries ({n_events} hook events): one pass {:.0} ms (min {:.0}, max {:.0} of 5), \
-         with its store {refresh:.0} ms; a landed re-scan with nothing changed {rescan:.0} ms (the pass included); \
+         with its store {refresh:.0} ms; a landed re-scan with nothing changed {rescan:.0} ms (the stored advice kept: no pass); \
          the first ingest {first:.0} ms",
         passes[2], passes[0], passes[4]
     );
