@@ -466,9 +466,8 @@ const REBUILD: &[&str] = &[
        WHERE e.removed_at IS NULL AND e.group_sha256 IS NOT NULL HAVING COUNT(*) > 0)
      GROUP BY ext",
     // The live facts of the kernels (`fact_live`, kept by triggers on `entries`): the cells are
-    // summed from these, one row per distinct fact however many machines hold it. The machine
-    // code's digest is read once per fact (any of its texts: it is the binary's, not the
-    // entry's place).
+    // summed from these, one row per distinct fact however many machines hold it, with the
+    // machine code's digest stored when the fact was made (0052).
     "CREATE TEMP TABLE IF NOT EXISTS live_facts(id INTEGER PRIMARY KEY, kernel TEXT NOT NULL, key TEXT NOT NULL,
                                                variant_id INTEGER NOT NULL, live INTEGER NOT NULL, registers INTEGER,
                                                spills INTEGER, shared_bytes INTEGER, binary_sha256 TEXT, code TEXT,
@@ -476,19 +475,21 @@ const REBUILD: &[&str] = &[
     "DELETE FROM temp.live_facts",
     "INSERT INTO temp.live_facts
      SELECT f.id, v.kernel, f.key, v.id, l.live, f.registers, f.spills, f.shared_bytes, f.binary_sha256,
-            json_extract(COALESCE(f.resources_json, (SELECT t.resources_json FROM fact_texts t WHERE t.fact = f.fact
-                                                    ORDER BY t.relocated LIMIT 1)), '$.code_sha256'),
+            l.code,
             (SELECT MIN(e.id) FROM entries e INDEXED BY entries_live WHERE e.fact_id = f.id AND e.removed_at IS NULL),
             (SELECT MAX(e.id) FROM entries e INDEXED BY entries_live WHERE e.fact_id = f.id AND e.removed_at IS NULL),
-            -- live entries an Inductor .best_config names: from the few configs of the key
-            (SELECT COUNT(DISTINCT b.machine_id) FROM best_configs b
-             WHERE b.triton_cache_hash = f.key
-               AND EXISTS (SELECT 1 FROM entries e JOIN keys k ON k.id = e.key_id
-                           WHERE e.machine_id = b.machine_id AND k.key = f.key AND e.fact_id = f.id
-                             AND e.removed_at IS NULL))
+            0
      FROM variants v CROSS JOIN fact_live l INDEXED BY fact_live_variant ON l.variant_id = v.id AND l.live > 0
           CROSS JOIN facts f ON f.id = l.fact_id
      WHERE true /*v.kernels*/",
+    // live entries an Inductor .best_config names, from the configs' side (few keys have one)
+    "UPDATE temp.live_facts SET best = (
+         SELECT COUNT(DISTINCT b.machine_id) FROM best_configs b
+         WHERE b.triton_cache_hash = live_facts.key
+           AND EXISTS (SELECT 1 FROM entries e JOIN keys k ON k.id = e.key_id
+                       WHERE e.machine_id = b.machine_id AND k.key = live_facts.key AND e.fact_id = live_facts.id
+                         AND e.removed_at IS NULL))
+     WHERE key IN (SELECT triton_cache_hash FROM best_configs)",
     // binaries that two or more keys of a kernel share (pure key churn)
     "CREATE TEMP TABLE IF NOT EXISTS dup_binaries(kernel TEXT NOT NULL, sha TEXT NOT NULL, PRIMARY KEY (kernel, sha))
      WITHOUT ROWID",

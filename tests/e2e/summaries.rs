@@ -133,6 +133,35 @@ async fn rows_of(pool: &sqlx::SqlitePool, table: &str, machine: &str) -> Vec<(i6
 /// Summaries kept as data arrives (0045): after a new machine's upload only its rows and its
 /// kernels' fleet rows are written (the other machines' rows keep their rowids), and after that
 /// upload, a re-scan that lost entries and a machine retired, every summary table holds exactly
+/// The grid's totals (entries, entries an Inductor best config names, entries sharing a binary,
+/// entries sharing machine code with another key of their kernel) as its cells sum them, and as
+/// the live entries give them counted one by one.
+async fn cell_totals(pool: &sqlx::SqlitePool) -> ([i64; 4], [i64; 4]) {
+    let cells: (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT SUM(entries), SUM(best_config), SUM(shared_binary), SUM(shared_code) FROM page_variant_cells",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    let code = "json_extract(COALESCE(e.resources_json, (SELECT t.resources_json FROM fact_texts t
+                                                         WHERE t.fact = e.fact AND t.relocated = e.relocated)),
+                             '$.code_sha256')";
+    let direct: (i64, i64, i64, i64) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "WITH live AS (SELECT e.*, {code} AS code FROM entry_rows e WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL)
+         SELECT COUNT(*),
+                SUM(EXISTS (SELECT 1 FROM best_configs b WHERE b.triton_cache_hash = l.key AND b.machine_id = l.machine_id)),
+                SUM(l.binary_sha256 IN (SELECT binary_sha256 FROM live o WHERE o.kernel = l.kernel
+                                        GROUP BY binary_sha256 HAVING COUNT(DISTINCT key) > 1)),
+                SUM(l.code IN (SELECT code FROM live o WHERE o.kernel = l.kernel
+                               GROUP BY code HAVING COUNT(DISTINCT key) > 1))
+         FROM live l"
+    )))
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    ([cells.0, cells.1, cells.2, cells.3], [direct.0, direct.1, direct.2, direct.3])
+}
+
 /// what the whole build from the data makes.
 #[tokio::test]
 async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
@@ -159,6 +188,9 @@ async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
     let marked: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM page_dirty_machines").fetch_one(&pool).await.unwrap();
     assert_eq!(marked, 2, "the landings marked their two machines");
     db.fresh_summaries().await.unwrap();
+    let (summed, direct) = cell_totals(&pool).await;
+    assert_eq!(summed, direct, "grid cells (from counters) vs the live entries counted one by one");
+    assert!(direct.iter().all(|n| *n > 0), "every figure is exercised: {direct:?}");
     for (t, rows) in tables.iter().zip(&before) {
         assert_eq!(&rows_of(&pool, t, "a100-1").await, rows, "{t}: a100-1's rows were not written again");
         assert!(!rows_of(&pool, t, "h100-d").await.is_empty(), "{t}: h100-d's rows are in");
