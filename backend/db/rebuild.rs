@@ -503,22 +503,22 @@ const REBUILD: &[&str] = &[
     "DELETE FROM temp.dup_code",
     "INSERT INTO temp.dup_code(kernel, code)
      SELECT kernel, code FROM temp.live_facts WHERE code IS NOT NULL GROUP BY kernel, code HAVING COUNT(DISTINCT key) > 1",
-    // a cell's machines from its counters (`variant_machines`), by name; its samples are its
-    // oldest and newest live entries, named by machine and key
+    // a cell names its variant, whose machines a page reads from its counters
+    // (`variant_machines`, 0053: not written here, or a new node joining every cell would write
+    // every cell's list again); its samples are its oldest and newest live entries, named by
+    // machine and key
     "INSERT INTO temp.staged_variant_cells(kernel, backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind,
                                     entries, machines, reg_min, reg_max, spill_min, spill_max, shared_min, shared_max,
                                     shared_binary, best_config, sample_min, sample_max, shared_code,
-                                    sample_min_ref, sample_max_ref)
+                                    sample_min_ref, sample_max_ref, variant_id)
      SELECT c.kernel, c.backend, c.arch, c.triton_version, c.signature, c.shapes, c.num_warps, c.num_stages, c.kind,
-            c.entries,
-            (SELECT GROUP_CONCAT(name, ',') FROM (SELECT m.name FROM variant_machines vm JOIN machines m ON m.id = vm.machine_id
-                                                  WHERE vm.variant_id = c.variant_id ORDER BY m.name)),
-            c.reg_min, c.reg_max, c.spill_min, c.spill_max, c.shared_min, c.shared_max, c.shared_binary, c.best_config,
+            c.entries, '', c.reg_min, c.reg_max, c.spill_min, c.spill_max, c.shared_min, c.shared_max, c.shared_binary, c.best_config,
             c.lo, c.hi, c.shared_code,
             (SELECT m.name || char(9) || k.key FROM entries e JOIN machines m ON m.id = e.machine_id
              JOIN keys k ON k.id = e.key_id WHERE e.id = c.lo),
             (SELECT m.name || char(9) || k.key FROM entries e JOIN machines m ON m.id = e.machine_id
-             JOIN keys k ON k.id = e.key_id WHERE e.id = c.hi)
+             JOIN keys k ON k.id = e.key_id WHERE e.id = c.hi),
+            c.variant_id
      FROM (SELECT v.id AS variant_id, v.kernel, v.backend, v.arch, v.triton_version, v.signature, v.shapes, v.num_warps,
                   v.num_stages, v.kind, SUM(l.live) AS entries, MIN(l.registers) AS reg_min, MAX(l.registers) AS reg_max,
                   MIN(l.spills) AS spill_min, MAX(l.spills) AS spill_max, MIN(l.shared_bytes) AS shared_min,
