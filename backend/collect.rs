@@ -3,7 +3,7 @@
 
 use crate::db::ingest::{Begin, Finish, Ingest, Records};
 use crate::model::{REPORT_FORMAT, ScanReport, ScanSummary};
-use crate::scan::{self, Previous};
+use crate::scan::{self, Previous, Tail};
 use anyhow::Context;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -172,24 +172,9 @@ pub async fn scan_local_opts(
     written?;
     let tail = scanner.await?;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: walked");
-    ingest
-        .records(Records {
-            best_configs: &tail.best_configs,
-            events: &tail.events,
-            inductor_autotune: &tail.inductor_autotune,
-        })
-        .await?;
-    let mut summary = ingest
-        .finish(Finish {
-            unchanged: tail.unchanged,
-            stamps: tail.stamps,
-            skipped: tail.skipped,
-            event_files: tail.event_files,
-            duration_ms: started.elapsed().as_millis() as i64,
-            beside: beside.clone(),
-            staged_upload: None,
-        })
-        .await?;
+    ingest.records(Records::of(&tail)).await?;
+    let duration_ms = started.elapsed().as_millis() as i64;
+    let mut summary = ingest.finish(Finish { tail, duration_ms, beside: beside.clone(), staged_upload: None }).await?;
     summary.beside = beside;
     refresh_advice(db, &summary).await;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: finished");
@@ -274,10 +259,12 @@ pub async fn ingest_report(db: &crate::db::Db, r: &ScanReport, source: &str) -> 
     ingest.records(records).await?;
     let summary = ingest
         .finish(Finish {
-            unchanged: r.unchanged.clone(),
-            stamps: vec![],
-            skipped: r.skipped.clone(),
-            event_files: r.event_files.clone(),
+            tail: Tail {
+                unchanged: r.unchanged.clone(),
+                skipped: r.skipped.clone(),
+                event_files: r.event_files.clone(),
+                ..Tail::default()
+            },
             duration_ms: r.duration_ms,
             beside: r.beside.clone(),
             staged_upload: None,
@@ -341,10 +328,7 @@ pub async fn ingest_staged(
     }
     let summary = ingest
         .finish(Finish {
-            unchanged,
-            stamps,
-            skipped,
-            event_files: commit.event_files.clone(),
+            tail: Tail { unchanged, stamps, skipped, event_files: commit.event_files.clone(), ..Tail::default() },
             duration_ms: commit.duration_ms,
             beside: commit.beside.clone(),
             staged_upload: Some(up.id),

@@ -5,8 +5,8 @@
 //! first and last scan (for a live row the last scan is the root's latest: see `finish`); entries of the scanned root not seen any more are marked removed, never
 //! deleted. Local scans and uploads go through the same [`Ingest`].
 
-use crate::model::{BestConfig, Entry, EntryKind, EventFileMark, HookEvent, Present, ScanSummary, Skip, SkipKind};
-use crate::scan::{FastMap, FastSet, Previous};
+use crate::model::{BestConfig, Entry, EntryKind, HookEvent, Present, ScanSummary, Skip, SkipKind};
+use crate::scan::{FastMap, FastSet, Previous, Tail};
 use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -51,15 +51,12 @@ pub enum Begin {
     AlreadyStored(i64),
 }
 
-/// The non-entry parts of a scan, given when it finishes. (Its hook events, best configs and
-/// autotune decisions go in before, through [`Ingest::records`], in as many calls as needed.)
+/// How a scan ends: the scanner's [`Tail`] (what it found besides its entries) and what the writer
+/// adds. The tail's records (hook events, best configs, autotune decisions) go in before, through
+/// [`Ingest::records`] (`Records::of`), in as many calls as needed: `finish` reads the rest.
 #[derive(Default)]
 pub struct Finish {
-    pub unchanged: Vec<String>,
-    /// (entry dir, dir stamp) of unchanged entries whose stamp is new (`scan::Tail::stamps`).
-    pub stamps: Vec<(String, String)>,
-    pub skipped: Vec<Skip>,
-    pub event_files: Vec<EventFileMark>,
+    pub tail: Tail,
     pub duration_ms: i64,
     /// What other tools keep beside the root.
     pub beside: Vec<crate::model::ToolSize>,
@@ -74,6 +71,13 @@ pub struct Records<'a> {
     pub best_configs: &'a [BestConfig],
     pub events: &'a [HookEvent],
     pub inductor_autotune: &'a [crate::model::InductorAutotune],
+}
+
+impl<'a> Records<'a> {
+    /// The records of a scanner's tail.
+    pub fn of(t: &'a Tail) -> Self {
+        Records { best_configs: &t.best_configs, events: &t.events, inductor_autotune: &t.inductor_autotune }
+    }
 }
 
 /// Find or create a machine row.
@@ -524,9 +528,9 @@ impl Ingest {
     /// Mark unchanged and removed entries, store events and best configs, record the scan's
     /// counts and commit.
     pub async fn finish(mut self, mut f: Finish) -> sqlx::Result<ScanSummary> {
-        f.skipped.append(&mut self.dup_skips);
+        f.tail.skipped.append(&mut self.dup_skips);
         let by_dir: FastMap<&str, &str> = self.existing.iter().map(|(k, x)| (x.dir.as_str(), k.as_str())).collect();
-        for dir in &f.unchanged {
+        for dir in &f.tail.unchanged {
             if let Some(k) = by_dir.get(dir.as_str())
                 && self.seen.insert(k.to_string())
             {
@@ -539,13 +543,14 @@ impl Ingest {
         // A dir that could not be listed (the root itself, an Inductor `triton/<dev>/`) hides
         // its entries: they are kept too.
         let restamped: Vec<(i64, &str)> = f
+            .tail
             .stamps
             .iter()
             .filter_map(|(dir, st)| Some((self.existing.get(*by_dir.get(dir.as_str())?)?.id, st.as_str())))
             .collect();
         restamp(&mut self.tx, &restamped).await?;
         let mut unlisted = HashSet::new();
-        for sk in &f.skipped {
+        for sk in &f.tail.skipped {
             let present = !matches!(sk.kind, SkipKind::Vanished | SkipKind::EmptyDir);
             if let (true, Some(k)) = (present, by_dir.get(sk.path.as_str())) {
                 self.seen.insert(k.to_string());
@@ -611,7 +616,7 @@ impl Ingest {
         touched.extend(self.written.keys().cloned());
         let touched: Vec<&str> = touched.iter().map(String::as_str).collect();
         super::history_agg::account(&mut self.tx, mid, &touched).await?;
-        super::events::store_marks(&mut self.tx, mid, &f.event_files).await?;
+        super::events::store_marks(&mut self.tx, mid, &f.tail.event_files).await?;
         super::scans::store_beside(&mut self.tx, scan, &f.beside).await?;
         if let Some(id) = f.staged_upload {
             super::staging::drop_upload(&mut self.tx, id).await?;
@@ -635,7 +640,7 @@ impl Ingest {
         let s = &mut self.summary;
         (s.entries, s.bytes, s.relocated, s.partial) = totals;
         s.duration_ms = f.duration_ms;
-        for sk in &f.skipped {
+        for sk in &f.tail.skipped {
             *s.skipped.entry(sk.reason.clone()).or_default() += 1;
         }
         super::timeline::on_scan(&mut self.tx, mid, scan, &self.root, now, &self.newest).await?;
@@ -648,7 +653,7 @@ impl Ingest {
         .bind(s.changed_entries)
         .bind(s.removed_entries)
         .bind(s.bytes)
-        .bind(f.skipped.len() as i64)
+        .bind(f.tail.skipped.len() as i64)
         .bind(serde_json::to_string(&s.skipped).unwrap_or_default())
         .bind(s.relocated)
         .bind(s.duration_ms)

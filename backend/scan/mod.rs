@@ -158,7 +158,9 @@ pub struct Progress {
     pub done: AtomicUsize,
 }
 
-/// Everything but the entries (which go to the sink as they are read).
+/// Everything a scan found but its entries (which go to the sink as they are read): what the
+/// ingest finishes a scan with (`db::ingest::Finish`), whether the scan was local, one upload or
+/// staged parts.
 #[derive(Debug, Default)]
 pub struct Tail {
     pub unchanged: Vec<String>,
