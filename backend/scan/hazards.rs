@@ -6,7 +6,7 @@ use super::fsat::{self, Kind};
 use super::walk;
 pub use crate::model::Hazards;
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 /// A temp dir is an orphan when its mtime is older than this (ms): Triton's writer renames
@@ -154,8 +154,10 @@ pub fn check(mut h: Hazards) -> Result<Hazards, String> {
     Ok(h)
 }
 
-/// Temp dirs (`tmp.*`) older than [`ORPHAN_AGE_MS`] where the walk looks for keys
-/// and inside entry dirs (one listing per entry dir).
+/// Temp dirs (`tmp.*`) older than [`ORPHAN_AGE_MS`] where the walk looks for keys and inside
+/// entry dirs. An entry dir is listed only when it may hold a dir: one whose link count is 2 has
+/// no subdir where the file system counts them (ext4, xfs, tmpfs; btrfs and some others say 1,
+/// and are listed), so an unchanged cache of files costs one `fstatat` per entry, not a listing.
 fn orphan_temps(root: BorrowedFd<'_>, layout: &walk::Layout, now_ms: i64) -> i64 {
     let old = |parent: BorrowedFd<'_>, name: &OsStr| {
         fsat::dir_stamp(parent, name).ok().flatten().is_some_and(|st| now_ms - st.mtime_ns / 1_000_000 > ORPHAN_AGE_MS)
@@ -169,7 +171,18 @@ fn orphan_temps(root: BorrowedFd<'_>, layout: &walk::Layout, now_ms: i64) -> i64
             n += 1;
         }
     }
+    // (the parent of the last nested entry dir, kept: an Inductor root's entries share a few)
+    let mut parent: Option<(&str, OwnedFd)> = None;
     for dir in &layout.entries {
+        let (up, name) = dir.rsplit_once('/').unwrap_or(("", dir));
+        if !up.is_empty() && parent.as_ref().is_none_or(|(p, _)| *p != up) {
+            parent = fsat::open_rel(root, Path::new(up)).ok().map(|fd| (up, fd));
+        }
+        let at = if up.is_empty() { Some(root) } else { parent.as_ref().map(|(_, fd)| fd.as_fd()) };
+        let leaf = at.and_then(|at| fsat::stat_links(at, OsStr::new(name)).ok());
+        if leaf.is_some_and(|(_, _, kind, (links, _))| kind == Kind::Dir && links == 2) {
+            continue;
+        }
         let Ok((d, kids)) = fsat::open_rel(root, Path::new(dir)).and_then(fsat::list) else { continue };
         let Ok(dfd) = d.fd() else { continue };
         for k in kids.iter().filter(|k| k.kind == Kind::Dir && k.name.as_encoded_bytes().starts_with(b"tmp.")) {
