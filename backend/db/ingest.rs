@@ -276,16 +276,18 @@ impl Ingest {
     pub async fn present(&mut self, batch: &[Present]) -> sqlx::Result<()> {
         let fresh: Vec<&Present> = batch.iter().filter(|p| self.is_fresh(&p.key, p.dir(), &p.sig)).collect();
         for chunk in fresh.chunks(200) {
-            let facts: Vec<&str> = chunk.iter().map(|p| p.fact.as_str()).collect();
-            // a row of each fact and relocation: the first the fact's index gives, not every
-            // machine's (a fact on 1,000 machines is one probe, not 1,000 rows)
+            let pairs: BTreeSet<(&str, bool)> = chunk.iter().map(|p| (p.fact.as_str(), p.relocated)).collect();
+            // a row of each (fact, relocation) a record asks for: the first the fact's index
+            // gives, not every machine's (a fact on 1,000 machines is one probe, not 1,000 rows);
+            // not the other relocation, which no machine may hold (a probe then reads every row
+            // of the fact)
             let donors: HashMap<(String, bool), i64> = sqlx::query_as::<_, (String, bool, Option<i64>)>(
-                "SELECT f.fact, r.v,
-                   (SELECT e.id FROM entries e WHERE e.fact_id = f.id AND e.relocated = r.v LIMIT 1)
-                 FROM facts f CROSS JOIN (SELECT 0 AS v UNION ALL SELECT 1) r
-                 WHERE f.fact IN (SELECT value FROM json_each(?))",
+                "SELECT f.fact, q.v,
+                   (SELECT e.id FROM entries e WHERE e.fact_id = f.id AND e.relocated = q.v LIMIT 1)
+                 FROM (SELECT json_extract(value, '$[0]') AS fact, json_extract(value, '$[1]') AS v FROM json_each(?)) q
+                 CROSS JOIN facts f ON f.fact = q.fact",
             )
-            .bind(serde_json::to_string(&facts).unwrap_or_default())
+            .bind(serde_json::to_string(&pairs).unwrap_or_default())
             .fetch_all(&mut *self.tx)
             .await?
             .into_iter()
