@@ -178,12 +178,16 @@ fn orphan_temps(root: BorrowedFd<'_>, layout: &walk::Layout, now_ms: i64) -> i64
         if !up.is_empty() && parent.as_ref().is_none_or(|(p, _)| *p != up) {
             parent = fsat::open_rel(root, Path::new(up)).ok().map(|fd| (up, fd));
         }
-        let at = if up.is_empty() { Some(root) } else { parent.as_ref().map(|(_, fd)| fd.as_fd()) };
-        let leaf = at.and_then(|at| fsat::stat_links(at, OsStr::new(name)).ok());
+        // (no parent: the entry dir cannot be opened either)
+        let Some(at) = (if up.is_empty() { Some(root) } else { parent.as_ref().map(|(_, fd)| fd.as_fd()) }) else {
+            continue;
+        };
+        let leaf = fsat::stat_links(at, OsStr::new(name)).ok();
         if leaf.is_some_and(|(_, _, kind, (links, _))| kind == Kind::Dir && links == 2) {
             continue;
         }
-        let Ok((d, kids)) = fsat::open_rel(root, Path::new(dir)).and_then(fsat::list) else { continue };
+        // opened from its parent, already open, not down from the root again
+        let Ok((d, kids)) = fsat::open_dir(at, OsStr::new(name)).and_then(fsat::list) else { continue };
         let Ok(dfd) = d.fd() else { continue };
         for k in kids.iter().filter(|k| k.kind == Kind::Dir && k.name.as_encoded_bytes().starts_with(b"tmp.")) {
             if old(dfd, &k.name) {
