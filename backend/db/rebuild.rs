@@ -482,13 +482,13 @@ const REBUILD: &[&str] = &[
      FROM variants v CROSS JOIN fact_live l INDEXED BY fact_live_variant ON l.variant_id = v.id AND l.live > 0
           CROSS JOIN facts f ON f.id = l.fact_id
      WHERE true /*v.kernels*/",
-    // live entries an Inductor .best_config names, from the configs' side (few keys have one)
+    // live entries an Inductor .best_config names, from the configs' side (few keys have one);
+    // an entry of the fact has the fact's key, so its machine's config names it
     "UPDATE temp.live_facts SET best = (
          SELECT COUNT(DISTINCT b.machine_id) FROM best_configs b
          WHERE b.triton_cache_hash = live_facts.key
-           AND EXISTS (SELECT 1 FROM entries e JOIN keys k ON k.id = e.key_id
-                       WHERE e.machine_id = b.machine_id AND k.key = live_facts.key AND e.fact_id = live_facts.id
-                         AND e.removed_at IS NULL))
+           AND EXISTS (SELECT 1 FROM entries e
+                       WHERE e.fact_id = live_facts.id AND e.machine_id = b.machine_id AND e.removed_at IS NULL))
      WHERE key IN (SELECT triton_cache_hash FROM best_configs)",
     // binaries that two or more keys of a kernel share (pure key churn)
     "CREATE TEMP TABLE IF NOT EXISTS dup_binaries(kernel TEXT NOT NULL, sha TEXT NOT NULL, PRIMARY KEY (kernel, sha))
