@@ -66,8 +66,12 @@ async fn a_node_whose_entries_the_server_holds_sends_only_its_own_part_and_is_st
     let first = upload(&srv.url, &srv.pool, "node-a", &dirs[0]).await;
     let (whole_a, present_a, kib_a) = sent(&first);
     assert_eq!(present_a, 0, "the first node's facts are new to the server: {first}");
+    let parts_before = parts_put(&srv.url).await;
     let second = upload(&srv.url, &srv.pool, "node-b", &dirs[1]).await;
     let (whole_b, present_b, kib_b) = sent(&second);
+    // Its records close its parts, not the IR text it holds (32 MB here, which the server need
+    // not be sent): one part, as the server counted the requests.
+    assert_eq!(parts_put(&srv.url).await - parts_before, 1.0, "{second}");
     let report = cachelens::collect::scan_report(&dirs[1], "x").unwrap();
     let content = report.entries.iter().filter(|e| e.facts_are_content()).count();
     assert_eq!(whole_a, report.entries.len());
@@ -130,6 +134,17 @@ async fn a_node_whose_entries_the_server_holds_sends_only_its_own_part_and_is_st
     scan(&local, &dirs[2], "node-c").await;
     let (up, loc) = (rows_of(&srv.pool, "node-c").await, rows_of(&local, "node-c").await);
     assert_eq!(up, loc, "node-c: the uploaded rows differ from the local scan's");
+}
+
+/// How many parts the server took (`PUT /api/v1/uploads/{id}/parts/{n}`), from `/metrics`.
+async fn parts_put(url: &str) -> f64 {
+    let resp = cachelens::upload::client().unwrap().get(format!("{url}/metrics")).send().await.unwrap();
+    let text = resp.text().await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("cachelens_http_request_duration_seconds_count{"))
+        .filter(|l| l.contains("method=\"PUT\"") && l.contains("route=\"/api/v1/uploads/{id}/parts/{n}\""))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
 }
 
 /// An API list, its rows sorted by key (two databases break ties in their own row order).
