@@ -281,18 +281,22 @@ impl Ingest {
             // gives, not every machine's (a fact on 1,000 machines is one probe, not 1,000 rows);
             // not the other relocation, which no machine may hold (a probe then reads every row
             // of the fact)
-            let donors: HashMap<(String, bool), i64> = sqlx::query_as::<_, (String, bool, Option<i64>)>(
-                "SELECT f.fact, q.v,
-                   (SELECT e.id FROM entries e WHERE e.fact_id = f.id AND e.relocated = q.v LIMIT 1)
-                 FROM (SELECT json_extract(value, '$[0]') AS fact, json_extract(value, '$[1]') AS v FROM json_each(?)) q
-                 CROSS JOIN facts f ON f.fact = q.fact",
-            )
+            let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+                "SELECT {} FROM (
+                   SELECT f.fact, q.v,
+                     (SELECT e.id FROM entries e WHERE e.fact_id = f.id AND e.relocated = q.v LIMIT 1) AS donor
+                   FROM (SELECT json_extract(value, '$[0]') AS fact, json_extract(value, '$[1]') AS v FROM json_each(?)) q
+                   CROSS JOIN facts f ON f.fact = q.fact)
+                 WHERE donor IS NOT NULL",
+                super::json_rows::rows_json("json_array(fact, v, donor)")
+            )))
             .bind(serde_json::to_string(&pairs).unwrap_or_default())
-            .fetch_all(&mut *self.tx)
-            .await?
-            .into_iter()
-            .filter_map(|(fact, relocated, id)| Some(((fact, relocated), id?)))
-            .collect();
+            .fetch_one(&mut *self.tx)
+            .await?;
+            let donors: HashMap<(String, bool), i64> = super::json_rows::json_rows::<(String, i64, i64)>(text)?
+                .into_iter()
+                .map(|(fact, relocated, id)| ((fact, relocated != 0), id))
+                .collect();
             let donors: HashMap<&str, i64> = chunk
                 .iter()
                 .filter_map(|p| Some((p.key.as_str(), *donors.get(&(p.fact.clone(), p.relocated))?)))
@@ -360,11 +364,15 @@ impl Ingest {
         let rows: Vec<(i64, i64, i64)> = qb.build_query_as().fetch_all(&mut *self.tx).await?;
         // (the key and Triton version are the fact's: `RETURNING` reaches no other table)
         let fact_ids: Vec<i64> = rows.iter().map(|r| r.2).collect();
+        let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT {} FROM facts WHERE id IN (SELECT value FROM json_each(?))",
+            super::json_rows::rows_json("json_array(id, key, triton_version)")
+        )))
+        .bind(super::json_rows::json_ids(&fact_ids))
+        .fetch_one(&mut *self.tx)
+        .await?;
         let of_fact: HashMap<i64, (String, Option<String>)> =
-            sqlx::query_as("SELECT id, key, triton_version FROM facts WHERE id IN (SELECT value FROM json_each(?))")
-                .bind(super::json_rows::json_ids(&fact_ids))
-                .fetch_all(&mut *self.tx)
-                .await?
+            super::json_rows::json_rows::<(i64, String, Option<String>)>(text)?
                 .into_iter()
                 .map(|(id, key, version)| (id, (key, version)))
                 .collect();
