@@ -528,6 +528,11 @@ pub async fn upload_report(server: &str, token: &str, report: ScanReport, retry:
 /// A part is sent once its records and IR text reach about this many bytes.
 pub const PART_TARGET: usize = 4 << 20;
 
+/// IR text the client holds for a part before it settles it (asks which facts the server
+/// lacks, sends the texts it lacks): each settling is a request, ~100 entries' text a request
+/// at 4 MiB, ~400 at this.
+pub const HELD_TEXT: usize = 16 << 20;
+
 /// A staged upload in progress: records gathered into the next part, sent when it is full.
 pub struct Stager {
     http: reqwest::Client,
@@ -543,7 +548,7 @@ pub struct Stager {
     /// `present` (a function of the scan alone, so a resumed upload's parts are the first
     /// attempt's, whatever the server answered about facts), and its other records.
     part_bytes: usize,
-    /// IR text held for the part (pending entries' and `texts`): past the target the pending
+    /// IR text held for the part (pending entries' and `texts`): past [`HELD_TEXT`] the pending
     /// entries are settled and the texts sent, without closing the part.
     held_bytes: usize,
     /// IR text of the part's entries not sent yet, by sha256 (each sha256 once per upload).
@@ -670,7 +675,7 @@ impl Stager {
         } else {
             self.held_bytes += self.whole(e);
         }
-        if self.held_bytes >= self.target {
+        if self.held_bytes >= HELD_TEXT {
             self.settle().await?;
         }
         self.flush_if_full().await
