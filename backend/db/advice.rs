@@ -22,10 +22,19 @@ pub struct AdviceRow {
     pub row: PruneRow,
 }
 
-/// Every live entry of the machine, ordered by root and dir. Each hook time is the min or max
-/// of three index seeks (one per event kind), never a scan of a hot key's events.
-pub async fn live_rows(conn: &mut SqliteConnection, machine_id: i64) -> sqlx::Result<Vec<AdviceRow>> {
-    sqlx::query_as(include_str!("advice_rows.sql")).bind(machine_id).fetch_all(conn).await
+/// Every live entry of the machine, ordered by root and dir, handed to `each` as it is read (a
+/// machine's 100,000 rows are never held at once here). Each hook time is the min or max of
+/// three index seeks (one per event kind), never a scan of a hot key's events.
+pub async fn live_rows(
+    conn: &mut SqliteConnection,
+    machine_id: i64,
+    mut each: impl FnMut(AdviceRow),
+) -> sqlx::Result<()> {
+    let mut rows = sqlx::query_as(include_str!("advice_rows.sql")).bind(machine_id).fetch(conn);
+    while let Some(r) = std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)).await {
+        each(r?);
+    }
+    Ok(())
 }
 
 /// The machine's id, if it is known.
