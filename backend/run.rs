@@ -69,7 +69,7 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     if let Some(server) = &a.server {
         return upload(&a, server, &machine, &paths).await;
     }
-    let store = db::Db::open(&a.db.path()).await?;
+    let store = db::Db::open_command(&a.db.path()).await?;
     let mut summaries = vec![];
     let mut failed = vec![];
     for r in &paths {
@@ -351,7 +351,7 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
             path.display()
         );
     } else {
-        let store = db::Db::open(&db.path()).await?;
+        let store = db::Db::open_command(&db.path()).await?;
         let machine = collect::hostname();
         let mut summaries = vec![];
         for r in &present {
