@@ -67,6 +67,9 @@ pub struct Opts {
     pub time_budget: Option<std::time::Duration>,
     /// What other tools keep beside the root, stored with the scan.
     pub beside: Vec<crate::model::ToolSize>,
+    /// Read the root's hazards ([`read_hazards`]) once the scan landed and store them with the
+    /// root's inode count the advice just counted ([`store_hazards`]).
+    pub hazards: bool,
 }
 
 impl Opts {
@@ -128,8 +131,8 @@ pub async fn scan_local_opts(
     prev.full = full;
     prev.deadline = opts.deadline(started);
     prev.progress = opts.progress;
-    prev.hosts = opts.hosts;
-    let beside = opts.beside;
+    prev.hosts = opts.hosts.clone();
+    let (beside, hazards, hosts) = (opts.beside, opts.hazards, opts.hosts);
     // Entries carry their IR text (~300 KB each in the corpus): keep few in flight and flush
     // batches by size as well as by count, so peak memory stays flat on 100,000-entry caches.
     let (tx, mut rx) = tokio::sync::mpsc::channel(32);
@@ -176,7 +179,11 @@ pub async fn scan_local_opts(
     let duration_ms = started.elapsed().as_millis() as i64;
     let mut summary = ingest.finish(Finish { tail, duration_ms, beside: beside.clone(), staged_upload: None }).await?;
     summary.beside = beside;
-    refresh_advice(db, &summary).await;
+    let advice = refresh_advice(db, &summary).await;
+    if hazards {
+        let h = read_hazards(PathBuf::from(&summary.root), hosts).await;
+        summary.hazards = store_hazards(db, &summary, h, advice.as_ref()).await;
+    }
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: finished");
     // The scan's invalidation report, computed now so that its first visit reads it.
     crate::answers::stored::after_scan(db.clone(), summary.scan_id, None).await;

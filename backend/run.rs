@@ -69,7 +69,7 @@ async fn scan(a: ScanArgs) -> anyhow::Result<()> {
     if let Some(server) = &a.server {
         return upload(&a, server, &machine, &paths).await;
     }
-    let store = db::Db::open(&a.db.path()).await?;
+    let store = db::Db::open_command(&a.db.path()).await?;
     let mut summaries = vec![];
     let mut failed = vec![];
     for r in &paths {
@@ -121,14 +121,10 @@ async fn scan_root(
 ) -> anyhow::Result<ScanSummary> {
     crate::failpoint::root(&r.path)?;
     let (bar, counts) = crate::progress::Bar::scan(quiet, &r.path.display().to_string());
-    let hosts = opts.hosts.clone();
-    let opts = collect::Opts { progress: counts, beside: r.beside.clone(), ..opts };
+    let opts = collect::Opts { progress: counts, beside: r.beside.clone(), hazards: true, ..opts };
     let s = collect::scan_local_opts(db, &r.path, machine, opts).await;
     bar.finish();
-    let mut s = s?;
-    let h = collect::read_hazards(PathBuf::from(&s.root), hosts).await;
-    s.hazards = collect::store_hazards(db, &s, h, None).await;
-    Ok(s)
+    s
 }
 
 /// `scan --server`: scan each root into a report and upload it.
@@ -355,7 +351,7 @@ async fn up(a: UpArgs) -> anyhow::Result<()> {
             path.display()
         );
     } else {
-        let store = db::Db::open(&db.path()).await?;
+        let store = db::Db::open_command(&db.path()).await?;
         let machine = collect::hostname();
         let mut summaries = vec![];
         for r in &present {

@@ -4,10 +4,10 @@
 //! `events_machine_key`), and the stored per-machine advice the overview sums.
 
 use super::prune::PruneRow;
-use sqlx::{SqliteConnection, SqlitePool};
+use sqlx::{FromRow, SqliteConnection, SqlitePool};
 
 /// One live entry as the advice judges it: prune's row plus where it is and what it holds.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, FromRow, Default)]
 pub struct AdviceRow {
     pub root: String,
     /// Bytes of its files (as scanned).
@@ -18,75 +18,23 @@ pub struct AdviceRow {
     pub groups: i64,
     /// The hook's first event for the key on this machine (unix ms).
     pub first_event: Option<i64>,
+    #[sqlx(flatten)]
     pub row: PruneRow,
 }
 
-/// Every live entry of the machine, ordered by root and dir. Each hook time is the min or max
-/// of three index seeks (one per event kind), never a scan of a hot key's events.
-/// The rows leave SQLite as one JSON text (`db::json_rows`): handed over one by one, a
-/// 10,000-entry machine's rows took twice as long as SQLite took to read them.
-pub async fn live_rows(conn: &mut SqliteConnection, machine_id: i64) -> sqlx::Result<Vec<AdviceRow>> {
-    let text: String = sqlx::query_scalar(include_str!("advice_rows.sql")).bind(machine_id).fetch_one(conn).await?;
-    Ok(super::json_rows::json_rows::<Wire>(text)?.into_iter().map(AdviceRow::from).collect())
-}
-
-/// One row of `advice_rows.sql` as its JSON array holds it, in its order.
-#[derive(serde::Deserialize)]
-struct Wire {
-    root: String,
-    entry_bytes: i64,
-    files: i64,
-    groups: i64,
-    dir: String,
-    key: String,
-    kind: String,
-    kernel: Option<String>,
-    backend: Option<String>,
-    arch: Option<String>,
-    warp_size: Option<i64>,
-    num_warps: Option<i64>,
-    num_stages: Option<i64>,
-    num_ctas: Option<i64>,
-    triton_version: Option<String>,
-    signature: Option<String>,
-    shapes: Option<String>,
-    created_at: Option<i64>,
-    #[serde(deserialize_with = "super::json_rows::int_bool")]
-    relocated: bool,
-    last_hit: Option<i64>,
-    last_event: Option<i64>,
-    first_event: Option<i64>,
-}
-
-impl From<Wire> for AdviceRow {
-    fn from(w: Wire) -> AdviceRow {
-        AdviceRow {
-            root: w.root,
-            entry_bytes: w.entry_bytes,
-            files: w.files,
-            groups: w.groups,
-            first_event: w.first_event,
-            row: PruneRow {
-                dir: w.dir,
-                key: w.key,
-                kind: w.kind,
-                kernel: w.kernel,
-                backend: w.backend,
-                arch: w.arch,
-                warp_size: w.warp_size,
-                num_warps: w.num_warps,
-                num_stages: w.num_stages,
-                num_ctas: w.num_ctas,
-                triton_version: w.triton_version,
-                signature: w.signature,
-                shapes: w.shapes,
-                created_at: w.created_at,
-                relocated: w.relocated,
-                last_event: w.last_event,
-                last_hit: w.last_hit,
-            },
-        }
+/// Every live entry of the machine, ordered by root and dir, handed to `each` as it is read (a
+/// machine's 100,000 rows are never held at once here). Each hook time is the min or max of
+/// three index seeks (one per event kind), never a scan of a hot key's events.
+pub async fn live_rows(
+    conn: &mut SqliteConnection,
+    machine_id: i64,
+    mut each: impl FnMut(AdviceRow),
+) -> sqlx::Result<()> {
+    let mut rows = sqlx::query_as(include_str!("advice_rows.sql")).bind(machine_id).fetch(conn);
+    while let Some(r) = std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)).await {
+        each(r?);
     }
+    Ok(())
 }
 
 /// The machine's id, if it is known.

@@ -27,9 +27,7 @@ WITH live AS MATERIALIZED (
     WHERE e.machine_id = ?1 AND e.removed_at IS NULL
 )
 -- the latest (earliest) of the three kinds' times, those present: each COALESCE starts with one
--- kind, so the greatest (least) present time is one of the three. The rows leave as one JSON text
--- (`db::json_rows`), ordered by root and dir.
-, ordered AS (
+-- kind, so the greatest (least) present time is one of the three
 SELECT root, entry_bytes, counts & 4294967295 AS files, counts >> 32 AS groups,
        dir, key, kind, kernel, backend, arch, warp_size, num_warps, num_stages, num_ctas, triton_version, signature,
        shapes, created_at, relocated, hit_last AS last_hit,
@@ -38,8 +36,4 @@ SELECT root, entry_bytes, counts & 4294967295 AS files, counts >> 32 AS groups,
        MIN(COALESCE(hit_first, miss_first, compile_first), COALESCE(miss_first, compile_first, hit_first),
            COALESCE(compile_first, hit_first, miss_first)) AS first_event
 FROM live
-)
-SELECT '[' || coalesce(group_concat(json_array(root, entry_bytes, files, groups, dir, key, kind, kernel, backend, arch,
-           warp_size, num_warps, num_stages, num_ctas, triton_version, signature, shapes, created_at, relocated,
-           last_hit, last_event, first_event) ORDER BY root, dir), '') || ']'
-FROM ordered
+ORDER BY root, dir

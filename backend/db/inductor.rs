@@ -8,6 +8,7 @@ use super::Page;
 use crate::model::{AutotuneChoice, InductorAutotune};
 use serde::Serialize;
 use sqlx::{Row, Sqlite, SqlitePool, Transaction};
+use std::collections::BTreeMap;
 
 /// Delete the autotune decisions of `machine_id`'s `root`: a scan replaces them with its own.
 pub async fn clear(tx: &mut Transaction<'static, Sqlite>, machine_id: i64, root: &str) -> sqlx::Result<()> {
@@ -85,6 +86,7 @@ pub fn choice_kind(name: &str) -> &'static str {
 /// `#loc = loc("<inductor dir>/<2 chars>/c<51 chars>.py":line:col)` for a kernel Inductor
 /// generated. The same rule as migration 0016's backfill ([`module_of_first_line`]), applied in
 /// Rust since blob texts are compressed (migration 0030): only the first line is decompressed.
+/// A fact whose texts the writer has in hand takes [`module_in_hand`] instead.
 pub async fn link_modules(conn: &mut sqlx::SqliteConnection, ids: &[i64]) -> sqlx::Result<()> {
     for part in ids.chunks(500) {
         let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
@@ -104,16 +106,37 @@ pub async fn link_modules(conn: &mut sqlx::SqliteConnection, ids: &[i64]) -> sql
                 found.push((r.try_get(0)?, m));
             }
         }
-        for rows in found.chunks(300) {
-            let mut qb =
-                sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT OR IGNORE INTO fact_modules(fact_id, module) ");
-            qb.push_values(rows, |mut b, (id, m)| {
-                b.push_bind(*id).push_bind(m.clone());
-            });
-            qb.build().execute(&mut *conn).await?;
-        }
+        store_modules(conn, &found).await?;
     }
     Ok(())
+}
+
+/// Store `(fact id, module)` rows found by [`link_modules`] or [`module_in_hand`] (a fact's
+/// first row stays).
+pub async fn store_modules(conn: &mut sqlx::SqliteConnection, found: &[(i64, String)]) -> sqlx::Result<()> {
+    for rows in found.chunks(300) {
+        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT OR IGNORE INTO fact_modules(fact_id, module) ");
+        qb.push_values(rows, |mut b, (id, m)| {
+            b.push_bind(*id).push_bind(m.clone());
+        });
+        qb.build().execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// [`link_modules`]' answer for an entry from the texts its writer holds (an artifact's own: a
+/// local scan carries every TTIR it read; else `blobs`: an upload's texts the server lacked),
+/// without reading back and decompressing what was just stored. `None` when the text of one
+/// of its `.source` and `.ttir` files is not in hand: [`link_modules`] reads the stored ones.
+pub fn module_in_hand(e: &crate::model::Entry, blobs: &BTreeMap<String, String>) -> Option<Option<String>> {
+    let mut found = None;
+    for a in e.artifacts.iter().filter(|a| matches!(a.ext(), "source" | "ttir")) {
+        let text = a.text.as_deref().or_else(|| blobs.get(&a.sha256).map(String::as_str))?;
+        // the stored text's first line as `blobs::Stored::first_line` reads it
+        let line = text.find('\n').map_or("", |i| &text[..=i]);
+        found = found.or_else(|| module_of_first_line(line));
+    }
+    Some(found)
 }
 
 /// The Inductor module a TTIR's first line names: migration 0016's SQL rule, counted in

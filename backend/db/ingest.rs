@@ -472,9 +472,21 @@ impl Ingest {
             chunk.iter().zip(&facts).flat_map(|(e, f)| e.artifacts.iter().map(move |a| (f.as_str(), a))).collect();
         super::artifacts::insert(&mut self.tx, &arts, blobs, &mut self.stored_blobs).await?;
         same_group_as_fact(&mut self.tx, &id_list).await?;
-        // What is read from a fact's files is stored with the fact, by its first writer.
-        let new_ids: Vec<i64> = new_facts.iter().map(|f| fact_ids[f.as_str()]).collect();
-        super::inductor::link_modules(&mut self.tx, &new_ids).await?;
+        // What is read from a fact's files is stored with the fact, by its first writer: the
+        // Inductor module from the TTIR in hand, else read back from the blobs just stored.
+        let (mut modules, mut unread, mut linked) = (vec![], vec![], HashSet::new());
+        for (e, fact) in chunk.iter().zip(&facts) {
+            let id = fact_ids[fact.as_str()];
+            if !new_facts.contains(fact) || !linked.insert(id) {
+                continue;
+            }
+            match super::inductor::module_in_hand(e, blobs) {
+                Some(m) => modules.extend(m.map(|m| (id, m))),
+                None => unread.push(id),
+            }
+        }
+        super::inductor::store_modules(&mut self.tx, &modules).await?;
+        super::inductor::link_modules(&mut self.tx, &unread).await?;
         for (e, fact) in chunk.iter().zip(&facts) {
             let Some(at) = &e.autotune else { continue };
             if !new_facts.contains(fact) {

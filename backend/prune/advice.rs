@@ -46,67 +46,91 @@ pub struct Advice {
     pub command: Option<String>,
 }
 
-/// Decide a machine's advice from its live rows (ordered by root).
-pub fn advise(machine: &str, rows: Vec<AdviceRow>, now: i64) -> Advice {
-    let rules = Rules { now, unused_for: Some(UNUSED_FOR_DAYS * 86_400_000), ..Rules::default() };
-    let mut roots = vec![];
-    let mut at = 0;
-    while at < rows.len() {
-        let end = at + rows[at..].iter().take_while(|r| r.root == rows[at].root).count();
-        roots.push(advise_root(&rows[at..end], &rules));
-        at = end;
-    }
-    let classes = merge(roots.iter().flat_map(|r| r.classes.iter()));
-    let total = merge(roots.iter().map(|r| &r.total)).pop().unwrap_or_default();
-    let command = (!roots.is_empty()).then(|| {
-        let mut c = format!("cachelens prune --machine {} --unused-for {UNUSED_FOR_DAYS}d", super::cmd::quote(machine));
-        for r in &roots {
-            c.push(' ');
-            c.push_str(&super::cmd::quote(&r.root));
-        }
-        c
-    });
-    Advice {
-        machine: machine.to_string(),
-        computed_at: now,
-        unused_for_days: UNUSED_FOR_DAYS,
-        roots,
-        classes,
-        total,
-        command,
-    }
+/// A machine's advice built from its live rows one at a time, in root order: the rows of one
+/// root at a time are held (as prune's rows and listing, each row moved, not copied), never the
+/// machine's whole answer set beside them.
+struct Roots {
+    rules: Rules,
+    done: Vec<RootAdvice>,
+    at: Option<RootRows>,
 }
 
-fn advise_root(rows: &[AdviceRow], rules: &Rules) -> RootAdvice {
-    let listing = disk::Listing {
-        entries: rows
-            .iter()
-            .map(|r| disk::Listed {
-                dir: r.row.dir.clone(),
-                sig: String::new(),
-                bytes: r.entry_bytes,
-                inodes: r.files + 1,
-                files: vec![],
-                has_group: false,
-                groups: r.groups,
-                pruned: false,
-            })
-            .collect(),
-        temps: vec![],
-        empty: vec![],
-    };
-    let since = rows.iter().filter_map(|r| r.first_event).min();
-    let prune_rows: Vec<_> = rows.iter().map(|r| r.row.clone()).collect();
-    let plan = decide(&rows[0].root, &prune_rows, &listing, since, rules);
-    let (classes, total) = plan.tallies();
-    RootAdvice {
-        root: plan.root,
-        entries: plan.entries,
-        bytes: plan.bytes,
-        inodes: plan.inodes,
-        last_use: plan.last_use,
-        classes,
-        total,
+/// The rows of the root being read.
+struct RootRows {
+    root: String,
+    rows: Vec<crate::db::prune::PruneRow>,
+    listed: Vec<disk::Listed>,
+    since: Option<i64>,
+}
+
+impl Roots {
+    fn new(now: i64) -> Roots {
+        Roots {
+            rules: Rules { now, unused_for: Some(UNUSED_FOR_DAYS * 86_400_000), ..Rules::default() },
+            done: vec![],
+            at: None,
+        }
+    }
+
+    fn push(&mut self, r: AdviceRow) {
+        if self.at.as_ref().is_some_and(|at| at.root != r.root) {
+            self.close();
+        }
+        let at = self.at.get_or_insert_with(|| RootRows { root: r.root, rows: vec![], listed: vec![], since: None });
+        at.listed.push(disk::Listed {
+            dir: r.row.dir.clone(),
+            sig: String::new(),
+            bytes: r.entry_bytes,
+            inodes: r.files + 1,
+            files: vec![],
+            has_group: false,
+            groups: r.groups,
+            pruned: false,
+        });
+        at.since = at.since.into_iter().chain(r.first_event).min();
+        at.rows.push(r.row);
+    }
+
+    /// Decide the root being read, and let its rows go.
+    fn close(&mut self) {
+        let Some(at) = self.at.take() else { return };
+        let listing = disk::Listing { entries: at.listed, temps: vec![], empty: vec![] };
+        let plan = decide(&at.root, &at.rows, &listing, at.since, &self.rules);
+        let (classes, total) = plan.tallies();
+        self.done.push(RootAdvice {
+            root: plan.root,
+            entries: plan.entries,
+            bytes: plan.bytes,
+            inodes: plan.inodes,
+            last_use: plan.last_use,
+            classes,
+            total,
+        });
+    }
+
+    fn advice(mut self, machine: &str) -> Advice {
+        self.close();
+        let roots = self.done;
+        let classes = merge(roots.iter().flat_map(|r| r.classes.iter()));
+        let total = merge(roots.iter().map(|r| &r.total)).pop().unwrap_or_default();
+        let command = (!roots.is_empty()).then(|| {
+            let mut c =
+                format!("cachelens prune --machine {} --unused-for {UNUSED_FOR_DAYS}d", super::cmd::quote(machine));
+            for r in &roots {
+                c.push(' ');
+                c.push_str(&super::cmd::quote(&r.root));
+            }
+            c
+        });
+        Advice {
+            machine: machine.to_string(),
+            computed_at: self.rules.now,
+            unused_for_days: UNUSED_FOR_DAYS,
+            roots,
+            classes,
+            total,
+            command,
+        }
     }
 }
 
@@ -131,8 +155,10 @@ pub fn merge<'a>(tallies: impl Iterator<Item = &'a Tally>) -> Vec<Tally> {
 /// A machine's advice computed now (`None`: no such machine).
 pub async fn compute(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<Advice>> {
     let Some(id) = advice::machine_id(pool, machine).await? else { return Ok(None) };
-    let rows = advice::live_rows(&mut *pool.acquire().await?, id).await?;
-    Ok(Some(advise(machine, rows, crate::db::now_ms())))
+    let mut conn = pool.acquire().await?;
+    let mut roots = Roots::new(crate::db::now_ms());
+    advice::live_rows(&mut conn, id, |r| roots.push(r)).await?;
+    Ok(Some(roots.advice(machine)))
 }
 
 /// How long a machine's stored advice stands when its scans change nothing: what it says moves
