@@ -66,7 +66,7 @@ impl Stored {
     fn decode(self, first_line: bool) -> sqlx::Result<String> {
         let bad = |why: String| sqlx::Error::Decode(why.into());
         match (self.content, self.z) {
-            (Some(t), _) if first_line => Ok(t.find('\n').map(|i| t[..=i].to_string()).unwrap_or_default()),
+            (Some(t), _) if first_line => Ok(first_line_of(&t).to_string()),
             (Some(t), _) => Ok(t),
             (None, Some(z)) => {
                 let cap = usize::try_from(self.bytes).map_err(|_| bad(format!("blob length {}", self.bytes)))?;
@@ -118,6 +118,12 @@ pub async fn totals(pool: &sqlx::SqlitePool) -> sqlx::Result<Totals> {
     let (texts, bytes, stored, plain) =
         sqlx::query_as("SELECT texts, bytes, stored, plain FROM blob_totals WHERE id = 1").fetch_one(pool).await?;
     Ok(Totals { texts, bytes, stored, plain })
+}
+
+/// A text's first line with its newline, empty when it has none: what [`Stored::first_line`]
+/// reads, for a text in hand.
+pub fn first_line_of(t: &str) -> &str {
+    t.find('\n').map_or("", |i| &t[..=i])
 }
 
 #[cfg(test)]

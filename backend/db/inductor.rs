@@ -132,9 +132,7 @@ pub fn module_in_hand(e: &crate::model::Entry, blobs: &BTreeMap<String, String>)
     let mut found = None;
     for a in e.artifacts.iter().filter(|a| matches!(a.ext(), "source" | "ttir")) {
         let text = a.text.as_deref().or_else(|| blobs.get(&a.sha256).map(String::as_str))?;
-        // the stored text's first line as `blobs::Stored::first_line` reads it
-        let line = text.find('\n').map_or("", |i| &text[..=i]);
-        found = found.or_else(|| module_of_first_line(line));
+        found = found.or_else(|| module_of_first_line(super::blobs::first_line_of(text)));
     }
     Some(found)
 }
