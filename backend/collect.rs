@@ -178,10 +178,19 @@ pub async fn scan_local_opts(
     ingest.records(Records::of(&tail)).await?;
     let duration_ms = started.elapsed().as_millis() as i64;
     let mut summary = ingest.finish(Finish { tail, duration_ms, beside: beside.clone(), staged_upload: None }).await?;
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: committed");
+    // the landing's log copied into the database while the advice and hazards are read
+    let copy = tokio::spawn({
+        let pool = pool.clone();
+        async move { crate::db::checkpoint_beside(&pool).await }
+    });
     summary.beside = beside;
+    // the cache's hazards (its file system's, no query) read while the advice is
+    let read = hazards.then(|| tokio::spawn(read_hazards(PathBuf::from(&summary.root), hosts)));
     let advice = refresh_advice(db, &summary).await;
-    if hazards {
-        let h = read_hazards(PathBuf::from(&summary.root), hosts).await;
+    tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: advised");
+    if let Some(read) = read {
+        let h = read.await.ok().flatten();
         summary.hazards = store_hazards(db, &summary, h, advice.as_ref()).await;
     }
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: finished");
@@ -192,6 +201,7 @@ pub async fn scan_local_opts(
     // leaves a WAL as large as the database, which every later process would otherwise recover
     // and copy into the database again on its first commit (a no-change re-scan of 100,000
     // entries spent 10 s writing 680 MB that way). Best effort: a busy reader just defers it.
+    let _ = copy.await;
     let _ = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(pool).await;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: checkpointed");
     Ok(summary)

@@ -246,6 +246,12 @@ pub enum Connections {
     /// after the other they spread over several connections, each keeping a full page cache (a
     /// cold scan of 100,000 entries held its writer's while the advice filled another's: peak
     /// RSS 420 MB).
+    ///
+    /// Its commits do not checkpoint (`wal_autocheckpoint = 0`): SQLite copies the log into the
+    /// database in the committing call once it is past 1,000 pages, and a cold scan's commit then
+    /// copied its whole log (4 s for 100,000 entries) while the command waited. The command
+    /// checkpoints itself: a scan copies the log on a connection of its own while its advice is
+    /// read ([`checkpoint_beside`]), and empties it at its end (`collect::scan_local_opts`).
     Command,
 }
 
@@ -285,13 +291,26 @@ pub async fn open_with(path: &Path, connections: Connections) -> anyhow::Result<
         // a log SQLite starts over is cut back to this size (`rebuild::checkpoint`)
         .pragma("journal_size_limit", rebuild::CHECKPOINT_FROM.to_string())
         .pragma("temp_store", "memory");
-    let max = match connections {
-        Connections::Server => 8,
-        Connections::Command => 1,
+    let (max, opts) = match connections {
+        Connections::Server => (8, opts),
+        Connections::Command => (1, opts.pragma("wal_autocheckpoint", "0")),
     };
     let pool = SqlitePoolOptions::new().max_connections(max).connect_with(opts).await?;
     MIGRATOR.run(&pool).await?;
     Ok(pool)
+}
+
+/// Copy the write-ahead log into the database (a passive checkpoint: what no reader still needs)
+/// on a connection of its own, beside the pool's work. Best effort: a failure leaves the log to
+/// the next checkpoint.
+pub async fn checkpoint_beside(pool: &SqlitePool) {
+    use sqlx::Connection;
+    let t = std::time::Instant::now();
+    let Ok(mut conn) = sqlx::SqliteConnection::connect_with(&pool.connect_options()).await else { return };
+    let done: sqlx::Result<(i64, i64, i64)> =
+        sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut conn).await;
+    tracing::debug!(ms = t.elapsed().as_millis() as u64, ?done, "log copied beside");
+    let _ = conn.close().await;
 }
 
 /// Create the database file readable by its owner only (0600) when it does not exist yet:
