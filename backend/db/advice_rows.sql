@@ -1,14 +1,14 @@
 -- Every live entry of one machine with what prune's advice needs (db::advice::live_rows), read
 -- from the base tables (the machine's presence rows in `entries_machine_root` order, each fact
--- by id), not through the view `entry_rows`. Files are counted in `artifacts` and `fact_files`
--- apart (the view `entry_files`, a UNION ALL, in a correlated subquery is built whole for the
--- fleet), each in one seek that counts files and group files together (`counts`: files in the
--- low 32 bits, groups above). The hook's times are six index seeks of `events_machine_key`
--- (first and last of each event kind), never a scan of a hot key's events.
+-- by id), not through the view `entry_rows`. A fact's files are counted on the fact (`files`,
+-- `group_files`: 0055); the files of rows from before facts had files, in `artifacts`, in one
+-- seek that counts files and group files together (`counts`: files in the low 32 bits, groups
+-- above). The hook's times are six index seeks of `events_machine_key` (first and last of each
+-- event kind), never a scan of a hot key's events.
 WITH live AS MATERIALIZED (
     SELECT r.path AS root, e.bytes AS entry_bytes,
            (SELECT COALESCE(SUM(1 + ((a.name GLOB '__grp__*') << 32)), 0) FROM artifacts a WHERE a.entry_id = e.id)
-             + (SELECT COALESCE(SUM(1 + ((ff.name GLOB '__grp__*') << 32)), 0) FROM fact_files ff WHERE ff.fact = f.fact)
+             + f.files + (f.group_files << 32)
              AS counts,
            COALESCE(e.dir, f.key) AS dir, f.key, f.kind, f.kernel, f.backend, f.arch, f.warp_size, f.num_warps,
            f.num_stages, f.num_ctas, f.triton_version, f.signature, f.shapes, e.created_at,

@@ -22,20 +22,26 @@ use std::collections::BTreeMap;
 
 const HOUR: i64 = 3_600_000;
 
-/// The contributions of the touched keys (`temp.history_touch`) of machine ?1 as they are
-/// counted now, per kernel and hour.
+/// The contributions of the touched keys of machine ?1 (`temp.history_touched`) as they are
+/// counted now, per kernel and hour: their hook events' (`{events}`: which keys) and their
+/// entries' compile times inferred as compiles (`{compiles}`). The keys are joined to the
+/// presence rows by `keys` and the machine's (machine, key) index, not through the view
+/// `entry_rows` (which joins every row's fact and root: 0.56 s against 0.12 s for 100,000 keys).
 const CONTRIB: &str = "
     SELECT COALESCE(kernel, '(unknown)') AS kernel, (ts / 3600000) * 3600000 AS hour,
            SUM(event = 'hit') AS hits, SUM(counted_miss) AS misses, SUM(event = 'compile') AS compiles, 0 AS inferred,
            TOTAL(CASE WHEN event = 'compile' THEN compile_ms END) AS compile_ms,
            COUNT(CASE WHEN event = 'compile' THEN compile_ms END) AS timed, COUNT(*) AS hook_events,
            TOTAL(saved_ms) AS saved_ms, COUNT(saved_ms) AS saved
-    FROM events WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touch) AND counted_miss IS NOT NULL
+    FROM events WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touched WHERE {events})
+      AND counted_miss IS NOT NULL
     GROUP BY 1, 2
     UNION ALL
     SELECT c.inferred_kernel, (c.compiled_at / 3600000) * 3600000, 0, COUNT(*), COUNT(*), COUNT(*), 0, 0, 0, 0, 0
-    FROM entry_rows en JOIN entry_compiles c ON c.entry_id = en.id
-    WHERE en.machine_id = ?1 AND en.key IN (SELECT key FROM temp.history_touch) AND c.inferred_kernel IS NOT NULL
+    FROM temp.history_touched t JOIN keys k ON k.key = t.key
+         JOIN entries en ON en.machine_id = ?1 AND en.key_id = k.id
+         JOIN entry_compiles c ON c.entry_id = en.id
+    WHERE {compiles} AND c.inferred_kernel IS NOT NULL
     GROUP BY 1, 2";
 
 /// The per-(kernel, hour) differences [`apply`] adds to the tables.
@@ -46,30 +52,41 @@ const DELTA_TABLE: &str =
 
 /// Re-count the given keys of a machine (after their events or compile times changed) and apply
 /// the difference to the hour tables. Runs inside the caller's transaction.
-pub async fn account(conn: &mut SqliteConnection, machine_id: i64, keys: &[&str]) -> sqlx::Result<()> {
+///
+/// `added` are keys among them whose presence row this transaction inserted and whose events it
+/// did not change: they counted nothing before but their events, which are as they were. Their
+/// old contribution is not subtracted, their events are not counted again, and only their
+/// compile times are added (a cold scan or a new node of 100,000 entries: 1.5 s less).
+pub async fn account(
+    conn: &mut SqliteConnection,
+    machine_id: i64,
+    keys: &[&str],
+    added: &crate::scan::FastSet<&str>,
+) -> sqlx::Result<()> {
     if keys.is_empty() {
         return Ok(());
     }
     for sql in [
-        "CREATE TEMP TABLE IF NOT EXISTS history_touch(key TEXT PRIMARY KEY) WITHOUT ROWID",
+        "CREATE TEMP TABLE IF NOT EXISTS history_touched(key TEXT PRIMARY KEY, added INTEGER NOT NULL) WITHOUT ROWID",
         DELTA_TABLE,
-        "DELETE FROM temp.history_touch",
+        "DELETE FROM temp.history_touched",
         "DELETE FROM temp.history_delta",
     ] {
         sqlx::query(sql).execute(&mut *conn).await?;
     }
     for part in keys.chunks(500) {
-        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO temp.history_touch(key) ");
+        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO temp.history_touched(key, added) ");
         qb.push_values(part, |mut b, k| {
-            b.push_bind(*k);
+            b.push_bind(*k).push_bind(added.contains(k));
         });
         qb.build().execute(&mut *conn).await?;
     }
-    let delta = |sign: &str| {
+    let contrib = |events: &str, compiles: &str| CONTRIB.replace("{events}", events).replace("{compiles}", compiles);
+    let delta = |sign: &str, from: String| {
         format!(
             "INSERT INTO temp.history_delta SELECT kernel, hour, {sign} hits, {sign} misses, {sign} compiles,
                {sign} inferred, {sign} compile_ms, {sign} timed, {sign} hook_events, {sign} saved_ms, {sign} saved
-             FROM ({CONTRIB})"
+             FROM ({from})"
         )
     };
     let recount = [
@@ -78,7 +95,8 @@ pub async fn account(conn: &mut SqliteConnection, machine_id: i64, keys: &[&str]
          FROM (SELECT id, (event = 'miss' OR (event = 'compile' AND prev IS NOT 'miss')) AS m
                FROM (SELECT id, event,
                             LAG(event) OVER (PARTITION BY host, pid, key ORDER BY ts_us, seq, id) AS prev
-                     FROM events WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touch))) AS x
+                     FROM events WHERE machine_id = ?1
+                       AND key IN (SELECT key FROM temp.history_touched WHERE NOT added))) AS x
          WHERE events.id = x.id",
         // what a hit saved: the compile time of its key's latest timed hook compile at or before
         // it, else the first after it (migration 0035)
@@ -87,26 +105,31 @@ pub async fn account(conn: &mut SqliteConnection, machine_id: i64, keys: &[&str]
                AND c.compile_ms IS NOT NULL AND c.ts_us <= events.ts_us ORDER BY c.ts_us DESC, c.id DESC LIMIT 1),
              (SELECT c.compile_ms FROM events c WHERE c.machine_id = events.machine_id AND c.key = events.key AND c.event = 'compile'
                AND c.compile_ms IS NOT NULL AND c.ts_us > events.ts_us ORDER BY c.ts_us ASC, c.id ASC LIMIT 1))
-         WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touch) AND event = 'hit'",
+         WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touched WHERE NOT added) AND event = 'hit'",
         // an entry compile time is inferred unless the nearest of its key's hook compile events
         // accounts for it
         "UPDATE entry_compiles SET inferred_kernel = (
-           SELECT COALESCE(en.kernel, '(unknown)') FROM entry_rows en
-           WHERE en.id = entry_compiles.entry_id AND en.kind IN ('kernel', 'binary_only')
+           SELECT COALESCE(f.kernel, '(unknown)') FROM entries en JOIN facts f ON f.id = en.fact_id
+           WHERE en.id = entry_compiles.entry_id AND f.kind IN ('kernel', 'binary_only')
              AND NOT EXISTS (SELECT 1 FROM events x
-                             WHERE x.machine_id = en.machine_id AND x.key = en.key AND x.event = 'compile'
+                             WHERE x.machine_id = en.machine_id AND x.key = f.key AND x.event = 'compile'
                                AND x.ts BETWEEN entry_compiles.compiled_at - 2000
                                             AND entry_compiles.compiled_at + CAST(COALESCE(x.compile_ms, 0) AS INTEGER) + 2000
                                AND NOT EXISTS (SELECT 1 FROM entry_compiles o
                                                WHERE o.entry_id = entry_compiles.entry_id
                                                  AND ABS(x.ts - o.compiled_at) < ABS(x.ts - entry_compiles.compiled_at))))
-         WHERE entry_id IN (SELECT id FROM entry_rows WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touch))",
+         WHERE entry_id IN (SELECT en.id FROM temp.history_touched t JOIN keys k ON k.key = t.key
+                            JOIN entries en ON en.machine_id = ?1 AND en.key_id = k.id)",
     ];
-    sqlx::query(sqlx::AssertSqlSafe(delta("-"))).bind(machine_id).execute(&mut *conn).await?;
+    // the keys counted before: everything they counted goes out
+    let before = delta("-", contrib("NOT added", "NOT t.added"));
+    sqlx::query(sqlx::AssertSqlSafe(before)).bind(machine_id).execute(&mut *conn).await?;
     for sql in recount {
         sqlx::query(sql).bind(machine_id).execute(&mut *conn).await?;
     }
-    sqlx::query(sqlx::AssertSqlSafe(delta(""))).bind(machine_id).execute(&mut *conn).await?;
+    // and comes back as counted now; the added keys' compile times come in
+    let after = delta("", contrib("NOT added", "true"));
+    sqlx::query(sqlx::AssertSqlSafe(after)).bind(machine_id).execute(&mut *conn).await?;
     apply(conn, machine_id).await
 }
 

@@ -37,6 +37,7 @@ pub struct Ingest {
     seen: FastSet<String>,               // keys seen in this scan
     stored_blobs: HashSet<String>,
     written: FastMap<String, (i64, bool, bool)>, // key -> stats of rows (re)written by this scan
+    inserted: FastSet<String>,                   // keys whose row this scan inserted (none before)
     elsewhere: HashMap<String, String>,          // key -> other root of this machine holding its live row
     dup_skips: Vec<Skip>,                        // duplicates found here (a report not deduped by its scanner)
     event_keys: BTreeSet<String>,                // keys whose hook events this scan stored
@@ -180,6 +181,7 @@ impl Ingest {
             seen: FastSet::default(),
             stored_blobs: HashSet::new(),
             written: FastMap::default(),
+            inserted: FastSet::default(),
             elsewhere,
             dup_skips: vec![],
             event_keys: BTreeSet::new(),
@@ -360,8 +362,8 @@ impl Ingest {
         qb.push_bind(scan).push(", ").push_bind(scan).push(", ").push_bind(now).push(", ").push_bind(now);
         qb.push(" FROM v JOIN entries d ON d.id = v.donor JOIN facts f ON f.id = d.fact_id WHERE true ");
         qb.push(UPSERT_SET);
-        qb.push(" RETURNING id, bytes, fact_id");
-        let rows: Vec<(i64, i64, i64)> = qb.build_query_as().fetch_all(&mut *self.tx).await?;
+        qb.push(" RETURNING id, bytes, fact_id, first_scan_id");
+        let rows: Vec<(i64, i64, i64, i64)> = qb.build_query_as().fetch_all(&mut *self.tx).await?;
         // (the key and Triton version are the fact's: `RETURNING` reaches no other table)
         let fact_ids: Vec<i64> = rows.iter().map(|r| r.2).collect();
         let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
@@ -379,9 +381,12 @@ impl Ingest {
         let by_key: HashMap<&str, &Present> = chunk.iter().map(|p| (p.key.as_str(), *p)).collect();
         let mut ids: Vec<i64> = Vec::with_capacity(rows.len());
         let mut compiled: Vec<(i64, i64)> = vec![];
-        for (id, bytes, fact_id) in &rows {
+        for (id, bytes, fact_id, first_scan) in &rows {
             let Some((key, version)) = of_fact.get(fact_id) else { continue };
             let Some(p) = by_key.get(key.as_str()) else { continue };
+            if *first_scan == scan {
+                self.inserted.insert(key.clone()); // (a row rewritten keeps its first scan)
+            }
             self.newest.entry(p.created_at, version.as_deref());
             ids.push(*id);
             self.written.insert(key.clone(), (*bytes, p.relocated, false));
@@ -439,15 +444,16 @@ impl Ingest {
                 .push_bind(now);
         });
         qb.push(UPSERT_SET);
-        qb.push(" RETURNING id, key_id");
+        qb.push(" RETURNING id, key_id, first_scan_id");
         let key_of: HashMap<i64, &str> = key_ids.iter().map(|(k, id)| (*id, k.as_str())).collect();
-        let ids: HashMap<&str, i64> = qb
-            .build()
-            .fetch_all(&mut *self.tx)
-            .await?
-            .into_iter()
-            .filter_map(|r| Some((*key_of.get(&r.get::<i64, _>("key_id"))?, r.get::<i64, _>("id"))))
-            .collect();
+        let mut ids: HashMap<&str, i64> = HashMap::with_capacity(chunk.len());
+        for (id, key_id, first_scan) in qb.build_query_as::<(i64, i64, i64)>().fetch_all(&mut *self.tx).await? {
+            let Some(key) = key_of.get(&key_id) else { continue };
+            ids.insert(key, id);
+            if first_scan == scan {
+                self.inserted.insert(key.to_string()); // (a row rewritten keeps its first scan)
+            }
+        }
         // `created_at` above is the entry's latest compile (metadata mtime); a recompile in
         // place overwrites it. Every distinct compile time seen is kept for history.
         let compiled: Vec<(i64, i64)> =
@@ -634,10 +640,14 @@ impl Ingest {
             self.records(Records::default()).await?;
         }
         // History: the keys whose events or compile times changed are counted again.
-        let mut touched = std::mem::take(&mut self.event_keys);
-        touched.extend(self.written.keys().cloned());
-        let touched: Vec<&str> = touched.iter().map(String::as_str).collect();
-        super::history_agg::account(&mut self.tx, mid, &touched).await?;
+        let events = std::mem::take(&mut self.event_keys);
+        let mut touched: BTreeSet<&str> = events.iter().map(String::as_str).collect();
+        touched.extend(self.written.keys().map(String::as_str));
+        let touched: Vec<&str> = touched.into_iter().collect();
+        // rows new to the machine with no new events: nothing of theirs was counted but their
+        // events, which stay as they were
+        let added: FastSet<&str> = self.inserted.iter().map(String::as_str).filter(|k| !events.contains(*k)).collect();
+        super::history_agg::account(&mut self.tx, mid, &touched, &added).await?;
         super::events::store_marks(&mut self.tx, mid, &f.tail.event_files).await?;
         super::scans::store_beside(&mut self.tx, scan, &f.beside).await?;
         if let Some(id) = f.staged_upload {
@@ -708,9 +718,12 @@ async fn store_facts(
 ) -> sqlx::Result<(HashMap<String, i64>, HashSet<String>)> {
     let mut qb = QueryBuilder::<Sqlite>::new(
         "INSERT INTO facts(fact, key, kind, kernel, backend, arch, warp_size, num_warps, num_stages, num_ctas,
-          triton_version, meta_hash, signature, shapes, registers, spills, shared_bytes, partial, binary_sha256) ",
+          triton_version, meta_hash, signature, shapes, registers, spills, shared_bytes, partial, binary_sha256,
+          files, group_files) ",
     );
     qb.push_values(chunk.iter().zip(facts), |mut b, (e, fact)| {
+        // (its files, as `artifacts::insert` stores them in `fact_files`: the fact names them)
+        let groups = e.artifacts.iter().filter(|a| a.name.starts_with("__grp__")).count();
         b.push_bind(fact.clone())
             .push_bind(e.key.clone())
             .push_bind(e.kind)
@@ -729,7 +742,9 @@ async fn store_facts(
             .push_bind(e.spills)
             .push_bind(e.shared_bytes)
             .push_bind(e.partial.clone())
-            .push_bind(e.binary_sha256().map(str::to_string));
+            .push_bind(e.binary_sha256().map(str::to_string))
+            .push_bind(e.artifacts.len() as i64)
+            .push_bind(groups as i64);
     });
     qb.push(" ON CONFLICT(fact) DO NOTHING RETURNING fact");
     let added: HashSet<String> = qb.build_query_scalar().fetch_all(&mut **tx).await?.into_iter().collect();

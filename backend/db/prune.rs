@@ -63,12 +63,11 @@ pub async fn hook_since(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::R
 /// Inodes the live entries of `root` on `machine` use: one per entry dir and one per file.
 pub async fn cache_inodes(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar(
-        // (files counted in `artifacts` and `fact_files` apart: `entry_files`, a UNION ALL, in a
-        // correlated subquery is built whole for the fleet)
-        "SELECT COUNT(*) + COALESCE(SUM((SELECT COUNT(*) FROM artifacts a WHERE a.entry_id = e.id)
-                                        + (SELECT COUNT(*) FROM fact_files f WHERE f.fact = e.fact)), 0)
-         FROM entry_rows e JOIN machines m ON m.id = e.machine_id
-         WHERE m.name = ? AND e.root = ? AND e.removed_at IS NULL",
+        // (files counted on the fact and in `artifacts` for rows from before facts had files:
+        // `entry_files`, a UNION ALL, in a correlated subquery is built whole for the fleet)
+        "SELECT COUNT(*) + COALESCE(SUM((SELECT COUNT(*) FROM artifacts a WHERE a.entry_id = e.id) + f.files), 0)
+         FROM entries e JOIN facts f ON f.id = e.fact_id JOIN roots r ON r.id = e.root_id
+         WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?) AND r.path = ? AND e.removed_at IS NULL",
     )
     .bind(machine)
     .bind(root)

@@ -289,10 +289,25 @@ pub async fn restore_presence(pool: &SqlitePool) {
     sqlx::raw_sql("DROP VIEW entries; ALTER TABLE entries_presence RENAME TO entries").execute(pool).await.unwrap();
 }
 
-/// Facts whose live count (`fact_live`) and grid cells on a machine whose count
-/// (`variant_machines`) differ from a fresh count of the live entries: `[0, 0]` when the
-/// triggers on `entries` kept them.
-pub async fn live_counter_faults(pool: &sqlx::SqlitePool) -> [i64; 2] {
+/// Facts whose file counts (`facts.files`, `facts.group_files`, kept when the fact is stored)
+/// differ from a count of their files (`fact_files`): 0 when they were kept.
+pub async fn fact_file_count_faults(pool: &sqlx::SqlitePool) -> i64 {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM facts f
+         WHERE (f.files, f.group_files) IS NOT (SELECT COUNT(*), COALESCE(SUM(ff.name GLOB '__grp__*'), 0)
+                                                FROM fact_files ff WHERE ff.fact = f.fact)",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Counters kept per presence row (by the row triggers on `entries`, or per statement by an
+/// ingest: `db::presence`) that differ from a fresh count of the live entries: facts whose live
+/// count (`fact_live`), grid cells on a machine whose count (`variant_machines`), machines whose
+/// live count (`machine_counts`) and (machine, kernel)s whose count (`entry_counts`) is off.
+/// `[0, 0, 0, 0]` when they were kept.
+pub async fn live_counter_faults(pool: &sqlx::SqlitePool) -> [i64; 4] {
     let facts = "SELECT COUNT(*) FROM facts f LEFT JOIN fact_live l ON l.fact_id = f.id
                  WHERE l.live IS NOT (SELECT COUNT(*) FROM entries e WHERE e.fact_id = f.id AND e.removed_at IS NULL)";
     let cells = "SELECT COUNT(*) FROM (SELECT l.variant_id, e.machine_id, COUNT(*) AS n FROM entries e
@@ -300,8 +315,20 @@ pub async fn live_counter_faults(pool: &sqlx::SqlitePool) -> [i64; 2] {
                                        WHERE e.removed_at IS NULL AND l.variant_id IS NOT NULL GROUP BY 1, 2) c
                  FULL JOIN variant_machines vm ON vm.variant_id = c.variant_id AND vm.machine_id = c.machine_id
                  WHERE c.n IS NOT vm.live";
-    let mut out = [0; 2];
-    for (o, sql) in out.iter_mut().zip([facts, cells]) {
+    let machines = "SELECT COUNT(*) FROM (SELECT machine_id, COUNT(*) AS n FROM entries WHERE removed_at IS NULL
+                                          GROUP BY 1) c
+                    FULL JOIN (SELECT * FROM machine_counts WHERE live != 0) k ON k.machine_id = c.machine_id
+                    WHERE c.n IS NOT k.live";
+    let kernels =
+        "SELECT COUNT(*) FROM (SELECT e.machine_id, f.kernel IS NOT NULL AS named, COALESCE(f.kernel, '') AS kernel,
+                                                COUNT(*) AS n
+                                         FROM entries e JOIN facts f ON f.id = e.fact_id WHERE e.removed_at IS NULL
+                                         GROUP BY 1, 2, 3) c
+                   FULL JOIN (SELECT * FROM entry_counts WHERE live != 0) k
+                     ON k.machine_id = c.machine_id AND k.named = c.named AND k.kernel = c.kernel
+                   WHERE c.n IS NOT k.live";
+    let mut out = [0; 4];
+    for (o, sql) in out.iter_mut().zip([facts, cells, machines, kernels]) {
         *o = sqlx::query_scalar(sql).fetch_one(pool).await.unwrap();
     }
     out
