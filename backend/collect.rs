@@ -128,11 +128,14 @@ pub async fn scan_local_opts(
     let mut prev = ingest.previous().await?;
     let survey = survey.await?;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: previous loaded");
+    // The cache's hazards (its file system's, no query: a listing and a stat of each entry dir)
+    // read while the entries are, not after them (a third of a 100,000-entry re-scan's second).
+    let read = opts.hazards.then(|| tokio::spawn(read_hazards(root.clone(), opts.hosts.clone())));
     prev.full = full;
     prev.deadline = opts.deadline(started);
     prev.progress = opts.progress;
     prev.hosts = opts.hosts.clone();
-    let (beside, hazards, hosts) = (opts.beside, opts.hazards, opts.hosts);
+    let beside = opts.beside;
     // Entries carry their IR text (~300 KB each in the corpus): keep few in flight and flush
     // batches by size as well as by count, so peak memory stays flat on 100,000-entry caches.
     let (tx, mut rx) = tokio::sync::mpsc::channel(32);
@@ -185,8 +188,6 @@ pub async fn scan_local_opts(
         async move { crate::db::checkpoint_beside(&pool).await }
     });
     summary.beside = beside;
-    // the cache's hazards (its file system's, no query) read while the advice is
-    let read = hazards.then(|| tokio::spawn(read_hazards(PathBuf::from(&summary.root), hosts)));
     let advice = refresh_advice(db, &summary).await;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: advised");
     if let Some(read) = read {

@@ -37,7 +37,8 @@
 #     --settle-secs (the background summary rebuild and checkpoint an upload queues), wire bytes
 #     each way, the client's peak RSS and CPU.
 #  4. Every node again, unchanged (the same dirs), measured the same. Then --twins nodes'
-#     twins (the first nodes' dirs under new names, node-001-twin...): nodes whose every key,
+#     twins (the nodes' dirs under new names, node-001-twin..., round the nodes again past
+#     --nodes: node-001-twin2...): nodes whose every key,
 #     fact and file the server holds, so their server CPU is the cost of a known entry alone.
 #  5. Every GET route of benches/load/routes.rs once (cold) and under --clients clients
 #     (p50/p99; the route driver of benches/load/request.rs). The fleet has no upgraded machine,

@@ -505,10 +505,14 @@ pub struct BinRun {
     pub during_bad: BTreeMap<String, usize>,
 }
 
-/// The first `--twins` nodes' dirs under machine names of their own (`node-001-twin`): a node
-/// whose every key, fact and file the server already holds.
+/// `--twins` nodes' dirs under machine names of their own (`node-001-twin`): a node whose every
+/// key, fact and file the server already holds. More twins than nodes go round the nodes again
+/// (`node-001-twin2`...): a fleet of many machines running the same jobs, from the dirs at hand.
 fn twins(a: &Args, nodes: &[(String, PathBuf)]) -> Vec<(String, PathBuf)> {
-    nodes.iter().take(a.twins).map(|(m, d)| (format!("{m}-twin"), d.clone())).collect()
+    let round = |i: usize| if i < nodes.len() { String::new() } else { (i / nodes.len() + 1).to_string() };
+    (0..a.twins)
+        .filter_map(|i| nodes.get(i % nodes.len().max(1)).map(|(m, d)| (format!("{m}-twin{}", round(i)), d.clone())))
+        .collect()
 }
 
 fn fresh(db: &Path) {
