@@ -128,9 +128,11 @@ pub async fn scan_local_opts(
     let mut prev = ingest.previous().await?;
     let survey = survey.await?;
     tracing::debug!(ms = started.elapsed().as_millis() as u64, "scan: previous loaded");
-    // The cache's hazards (its file system's, no query: a listing and a stat of each entry dir)
-    // read while the entries are, not after them (a third of a 100,000-entry re-scan's second).
-    let read = opts.hazards.then(|| tokio::spawn(read_hazards(root.clone(), opts.hosts.clone())));
+    // The cache's hazards (its file system's, no query) read while the entries are, not after
+    // them, from the survey's listing and link counts (before, a listing and a stat of each
+    // entry dir of their own: a third of a 100,000-entry re-scan's second).
+    let seen = survey.as_ref().ok().and_then(|s| s.seen());
+    let read = opts.hazards.then(|| tokio::spawn(read_hazards_seen(root.clone(), opts.hosts.clone(), seen)));
     prev.full = full;
     prev.deadline = opts.deadline(started);
     prev.progress = opts.progress;
@@ -361,8 +363,21 @@ pub async fn ingest_staged(
 /// its file system cannot be read (the scan stands without them). Its cache inodes are the
 /// storing database's to count.
 pub async fn read_hazards(root: std::path::PathBuf, hosts: crate::scan::Hosts) -> Option<crate::model::Hazards> {
+    read_hazards_seen(root, hosts, None).await
+}
+
+/// [`read_hazards`] from what a survey saw of the root's layout (`None`: read it now).
+async fn read_hazards_seen(
+    root: std::path::PathBuf,
+    hosts: crate::scan::Hosts,
+    seen: Option<crate::scan::hazards::Seen>,
+) -> Option<crate::model::Hazards> {
+    use crate::scan::hazards;
     let shown = root.display().to_string();
-    let h = tokio::task::spawn_blocking(move || crate::scan::hazards::of(&root, crate::db::now_ms(), &hosts));
+    let h = tokio::task::spawn_blocking(move || match seen {
+        Some(seen) => hazards::of_seen(&root, &seen, crate::db::now_ms(), &hosts),
+        None => hazards::of(&root, crate::db::now_ms(), &hosts),
+    });
     h.await.ok()?.map_err(|e| tracing::warn!("file system of {shown}: {e}")).ok()
 }
 

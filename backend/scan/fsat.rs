@@ -189,6 +189,12 @@ pub fn dir_stamp(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Stam
     Ok((FileType::from_raw_mode(st.st_mode) == FileType::Directory).then(|| stamp_of(&st)))
 }
 
+/// [`dir_stamp`] with the dir's link count (2: no subdir, where the file system counts them).
+pub fn dir_stamp_links(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<(Stamp, u64)>> {
+    let st = statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
+    Ok((FileType::from_raw_mode(st.st_mode) == FileType::Directory).then(|| (stamp_of(&st), st.st_nlink as u64)))
+}
+
 /// The [`Stamp`] of an open dir.
 pub fn fd_stamp(dir: BorrowedFd<'_>) -> io::Result<Stamp> {
     Ok(stamp_of(&rustix::fs::fstat(dir)?))

@@ -48,8 +48,62 @@ pub fn classify(magic: u64) -> (&'static str, bool) {
 }
 
 /// The hazards of the cache at `root` (canonical), scanned for a machine whose hook host names
-/// are `mine`.
+/// are `mine`: its layout listed and each entry dir stat'ed ([`Seen::of_layout`]).
 pub fn of(root: &Path, now_ms: i64, mine: &super::Hosts) -> std::io::Result<Hazards> {
+    let fd = fsat::open_root(root)?;
+    let layout = walk::walk(root, fd.as_fd());
+    of_seen(root, &Seen::of_layout(fd.as_fd(), &layout), now_ms, mine)
+}
+
+/// What the hazards read of a root's layout: the writers' temp dirs the walk skipped where it
+/// looks for keys, the entry dirs that may hold a dir (and are listed for temp dirs inside),
+/// and the hook event files.
+#[derive(Debug, Default)]
+pub struct Seen {
+    pub in_progress: Vec<String>,
+    pub may_hold_dirs: Vec<String>,
+    pub event_files: Vec<std::path::PathBuf>,
+}
+
+impl Seen {
+    /// From a walk's layout, every entry dir stat'ed for its link count: one whose count is 2
+    /// has no subdir where the file system counts them (ext4, xfs, tmpfs; btrfs and some others
+    /// say 1, and are listed), so an unchanged cache of files costs one `fstatat` per entry, not
+    /// a listing. A scan's survey has those counts already (`scan::Survey::seen`).
+    pub fn of_layout(root: BorrowedFd<'_>, layout: &walk::Layout) -> Seen {
+        // (the parent of the last nested entry dir, kept: an Inductor root's entries share a few)
+        let mut parent: Option<(&str, OwnedFd)> = None;
+        let mut may_hold_dirs = vec![];
+        for dir in &layout.entries {
+            let (up, name) = dir.rsplit_once('/').unwrap_or(("", dir));
+            if !up.is_empty() && parent.as_ref().is_none_or(|(p, _)| *p != up) {
+                parent = fsat::open_rel(root, Path::new(up)).ok().map(|fd| (up, fd));
+            }
+            // (no parent: the entry dir cannot be opened either)
+            let Some(at) = (if up.is_empty() { Some(root) } else { parent.as_ref().map(|(_, fd)| fd.as_fd()) }) else {
+                continue;
+            };
+            let leaf = fsat::stat_links(at, OsStr::new(name)).ok();
+            if !leaf.is_some_and(|(_, _, kind, (links, _))| kind == Kind::Dir && links == 2) {
+                may_hold_dirs.push(dir.clone());
+            }
+        }
+        Seen { may_hold_dirs, ..Seen::of_skips(layout) }
+    }
+
+    /// The layout's skipped temp dirs and event files (the entry dirs are the caller's).
+    pub fn of_skips(layout: &walk::Layout) -> Seen {
+        let wip = layout.skipped.iter().filter(|s| s.kind == crate::model::SkipKind::WriteInProgress);
+        Seen {
+            in_progress: wip.map(|s| s.path.clone()).collect(),
+            may_hold_dirs: vec![],
+            event_files: layout.event_files.clone(),
+        }
+    }
+}
+
+/// The hazards of the cache at `root` from what was seen of its layout.
+pub fn of_seen(root: &Path, seen: &Seen, now_ms: i64, mine: &super::Hosts) -> std::io::Result<Hazards> {
     let fd = fsat::open_root(root)?;
     let fs = rustix::fs::fstatfs(&fd)?;
     let vfs = rustix::fs::fstatvfs(&fd)?;
@@ -65,9 +119,8 @@ pub fn of(root: &Path, now_ms: i64, mine: &super::Hosts) -> std::io::Result<Haza
         fs_inodes_free: vfs.f_favail,
         ..Hazards::default()
     };
-    let layout = walk::walk(root, fd.as_fd());
-    h.orphan_temps = orphan_temps(fd.as_fd(), &layout, now_ms);
-    for f in &layout.event_files {
+    h.orphan_temps = orphan_temps(fd.as_fd(), seen, now_ms);
+    for f in &seen.event_files {
         let name = f.file_name().unwrap_or_default();
         if let Some(host) = mine.foreign_file(name)
             && !h.other_hosts.contains(&host)
@@ -155,39 +208,23 @@ pub fn check(mut h: Hazards) -> Result<Hazards, String> {
 }
 
 /// Temp dirs (`tmp.*`) older than [`ORPHAN_AGE_MS`] where the walk looks for keys and inside
-/// entry dirs. An entry dir is listed only when it may hold a dir: one whose link count is 2 has
-/// no subdir where the file system counts them (ext4, xfs, tmpfs; btrfs and some others say 1,
-/// and are listed), so an unchanged cache of files costs one `fstatat` per entry, not a listing.
-fn orphan_temps(root: BorrowedFd<'_>, layout: &walk::Layout, now_ms: i64) -> i64 {
+/// the entry dirs that may hold a dir ([`Seen`]).
+fn orphan_temps(root: BorrowedFd<'_>, seen: &Seen, now_ms: i64) -> i64 {
     let old = |parent: BorrowedFd<'_>, name: &OsStr| {
         fsat::dir_stamp(parent, name).ok().flatten().is_some_and(|st| now_ms - st.mtime_ns / 1_000_000 > ORPHAN_AGE_MS)
     };
     let mut n = 0;
-    for s in layout.skipped.iter().filter(|s| s.kind == crate::model::SkipKind::WriteInProgress) {
-        let (up, name) = s.path.rsplit_once('/').unwrap_or(("", &s.path));
+    for path in &seen.in_progress {
+        let (up, name) = path.rsplit_once('/').unwrap_or(("", path));
         if let Ok(p) = fsat::open_rel(root, Path::new(up))
             && old(p.as_fd(), OsStr::new(name))
         {
             n += 1;
         }
     }
-    // (the parent of the last nested entry dir, kept: an Inductor root's entries share a few)
-    let mut parent: Option<(&str, OwnedFd)> = None;
-    for dir in &layout.entries {
-        let (up, name) = dir.rsplit_once('/').unwrap_or(("", dir));
-        if !up.is_empty() && parent.as_ref().is_none_or(|(p, _)| *p != up) {
-            parent = fsat::open_rel(root, Path::new(up)).ok().map(|fd| (up, fd));
-        }
-        // (no parent: the entry dir cannot be opened either)
-        let Some(at) = (if up.is_empty() { Some(root) } else { parent.as_ref().map(|(_, fd)| fd.as_fd()) }) else {
-            continue;
-        };
-        let leaf = fsat::stat_links(at, OsStr::new(name)).ok();
-        if leaf.is_some_and(|(_, _, kind, (links, _))| kind == Kind::Dir && links == 2) {
-            continue;
-        }
-        // opened from its parent, already open, not down from the root again
-        let Ok((d, kids)) = fsat::open_dir(at, OsStr::new(name)).and_then(fsat::list) else { continue };
+    for dir in &seen.may_hold_dirs {
+        // opened without following a symlink on the way, as every read of the cache is
+        let Ok((d, kids)) = fsat::open_rel(root, Path::new(dir)).and_then(fsat::list) else { continue };
         let Ok(dfd) = d.fd() else { continue };
         for k in kids.iter().filter(|k| k.kind == Kind::Dir && k.name.as_encoded_bytes().starts_with(b"tmp.")) {
             if old(dfd, &k.name) {
@@ -246,5 +283,23 @@ mod tests {
         assert!(h.fs_bytes > 0 && h.fs_bytes_free <= h.fs_bytes, "{h:?}");
         assert!(!h.fs_type.is_empty());
         assert_eq!(h.orphan_temps, 1, "{h:?}");
+        // a scan's survey sees the same: the entry dir holding dirs is listed, a dir of files
+        // is not, and an old writer's temp dir where keys are looked for counts too
+        let plain = root.join("B".repeat(52));
+        std::fs::create_dir(&plain).unwrap();
+        std::fs::write(plain.join("k.json"), "{}").unwrap();
+        let top = root.join("tmp.pid_3_y");
+        std::fs::create_dir(&top).unwrap();
+        std::fs::File::open(&top).unwrap().set_modified(old).unwrap();
+        let survey = super::super::survey(&root, 2, true).unwrap_or_else(|_| panic!("survey"));
+        let seen = survey.seen().unwrap();
+        assert_eq!(seen.may_hold_dirs, vec!["A".repeat(52)], "{seen:?}");
+        assert_eq!(seen.in_progress.len(), 1, "{seen:?}");
+        let from_survey = of_seen(&root, &seen, now, &super::super::Hosts::Any).unwrap();
+        let walked = of(&root, now, &super::super::Hosts::Any).unwrap();
+        assert_eq!(from_survey.orphan_temps, 2, "{from_survey:?}");
+        assert_eq!((from_survey.orphan_temps, &from_survey.warnings), (walked.orphan_temps, &walked.warnings));
+        // a survey without stamps (`scan --full`) leaves the hazards to read the layout
+        assert!(super::super::survey(&root, 2, false).unwrap_or_else(|_| panic!("survey")).seen().is_none());
     }
 }

@@ -203,6 +203,22 @@ pub struct Survey {
     /// The stamp of each of `layout.entries` (`None`: it could not be had); empty when not
     /// asked for, and then taken in [`scan_surveyed`] where a stored one is compared.
     stamps: Vec<Option<fsat::Stamp>>,
+    /// With the stamps: the entries that may hold a dir (not a dir of link count 2).
+    may_hold_dirs: Vec<bool>,
+}
+
+impl Survey {
+    /// What the cache's hazards read of its layout ([`hazards::Seen`]), from this survey's
+    /// listing and link counts, so they stat no entry dir again; `None` for a survey without
+    /// stamps (`scan --full`: the hazards read the layout themselves).
+    pub fn seen(&self) -> Option<hazards::Seen> {
+        if self.may_hold_dirs.len() != self.layout.entries.len() {
+            return None;
+        }
+        let dirs = self.layout.entries.iter().zip(&self.may_hold_dirs);
+        let may_hold_dirs = dirs.filter(|(_, may)| **may).map(|(d, _)| d.clone()).collect();
+        Some(hazards::Seen { may_hold_dirs, ..hazards::Seen::of_skips(&self.layout) })
+    }
 }
 
 /// List `root` and, with `stamp`, stamp every entry dir (one `fstatat` each, on `threads`
@@ -219,18 +235,19 @@ pub fn survey(root: &Path, threads: usize, stamp: bool) -> Result<Survey, Box<Ta
         }
     };
     let layout = walk::walk(root, root_fd.as_fd());
-    let mut stamps = vec![];
+    let (mut stamps, mut may_hold_dirs) = (vec![], vec![]);
     if stamp {
         stamps = vec![None; layout.entries.len()];
+        may_hold_dirs = vec![true; layout.entries.len()];
         let (next, rfd, dirs) = (AtomicUsize::new(0), root_fd.as_fd(), &layout.entries);
-        let got: Vec<Vec<(usize, fsat::Stamp)>> = std::thread::scope(|s| {
+        let got: Vec<Vec<(usize, (fsat::Stamp, u64))>> = std::thread::scope(|s| {
             let each = (0..threads.max(1)).map(|_| {
                 s.spawn(|| {
                     let (mut parent, mut got) = (None, vec![]);
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(dir) = dirs.get(i) else { break got };
-                        if let Some(st) = stamp_now(rfd, dir, &mut parent) {
+                        if let Some(st) = stamp_links_now(rfd, dir, &mut parent) {
                             got.push((i, st));
                         }
                     }
@@ -238,11 +255,12 @@ pub fn survey(root: &Path, threads: usize, stamp: bool) -> Result<Survey, Box<Ta
             });
             each.collect::<Vec<_>>().into_iter().map(|h| h.join().unwrap_or_default()).collect()
         });
-        for (i, st) in got.into_iter().flatten() {
+        for (i, (st, links)) in got.into_iter().flatten() {
             stamps[i] = Some(st);
+            may_hold_dirs[i] = links != 2;
         }
     }
-    Ok(Survey { root_fd, layout, stamps })
+    Ok(Survey { root_fd, layout, stamps, may_hold_dirs })
 }
 
 /// [`scan`] of a root already surveyed.
@@ -250,7 +268,7 @@ pub fn scan_surveyed<F>(root: &Path, survey: Survey, prev: &Previous, threads: u
 where
     F: FnMut(Entry) + Send,
 {
-    let Survey { root_fd, layout, stamps } = survey;
+    let Survey { root_fd, layout, stamps, .. } = survey;
     let rfd = root_fd.as_fd();
     // Whose files are read: the root's owner (unknown, fstat failed: every hard link is refused).
     let bounds = Bounds { owner: fsat::owner(rfd).unwrap_or(u32::MAX), deadline: prev.deadline };
@@ -409,6 +427,15 @@ fn settled_before() -> i64 {
 /// The stamp of the entry dir `dir` now (one `fstatat`; the dir above it is opened once per run
 /// of entries under it, never through a symlink). `None` when it cannot be had.
 fn stamp_now(root_fd: BorrowedFd<'_>, dir: &str, parent: &mut Option<(String, OwnedFd)>) -> Option<fsat::Stamp> {
+    stamp_links_now(root_fd, dir, parent).map(|(st, _)| st)
+}
+
+/// [`stamp_now`] with the dir's link count.
+fn stamp_links_now(
+    root_fd: BorrowedFd<'_>,
+    dir: &str,
+    parent: &mut Option<(String, OwnedFd)>,
+) -> Option<(fsat::Stamp, u64)> {
     let (fd, name) = match dir.rsplit_once('/') {
         None => (root_fd, dir),
         Some((up, name)) => {
@@ -419,7 +446,7 @@ fn stamp_now(root_fd: BorrowedFd<'_>, dir: &str, parent: &mut Option<(String, Ow
             (parent.as_ref()?.1.as_fd(), name)
         }
     };
-    fsat::dir_stamp(fd, OsStr::new(name)).ok().flatten()
+    fsat::dir_stamp_links(fd, OsStr::new(name)).ok().flatten()
 }
 
 /// What reading one entry dir came to.
