@@ -1,5 +1,5 @@
--- One machine's cells of a kernel's variants grid: what `kernel_cells.sql` reads for the whole fleet,
--- read for one kernel on one machine.
+-- One machine's cells of a kernel's variants grid: what the summary rebuild makes for the whole
+-- fleet (`db/rebuild.rs`, page_variant_cells), read for one kernel on one machine at request time.
 -- The binaries and machine code two keys of the kernel share are those of its live facts on
 -- every machine, as on the unfiltered page: read from the kernel's facts (`facts_kernel`) and
 -- their counters (`fact_live`: live count and machine-code digest, 0050/0052), never from every

@@ -5,9 +5,8 @@
 //! Kept as data arrives (0045): triggers on `entries` and `best_configs` mark the machines and
 //! kernels a write touched (`page_dirty_machines`, `page_dirty_kernels`), in the writer's own
 //! transaction. An update ([`stage_and_swap`]) sums again only the rows of those machines
-//! (per-machine tables) and derives the marked kernels' totals and the fleet's few rows (bytes by
-//! type, filter choices) from per-machine rows. A kernel's variants grid is not kept here: it is
-//! read at request time from the kernel's live facts (`kernel_cells.sql`, 0056). The whole
+//! (per-machine tables) and those kernels (grid cells, autotune timings, kernel totals), and
+//! derives the fleet's few rows (bytes by type, filter choices) from per-machine rows. The whole
 //! build from the data ([`REBUILD`], every machine and kernel) is the first build of a database
 //! and the repair path (delete `page_stats_version`'s row).
 //!
@@ -89,6 +88,8 @@ const TABLES: &[(&str, &str)] = &[
     ("page_kernel_totals", "staged_kernel_totals"),
     ("page_machine_stats", "staged_machine_stats"),
     ("page_ext_stats", "staged_ext_stats"),
+    ("page_variant_cells", "staged_variant_cells"),
+    ("page_kernel_identical", "staged_kernel_identical"),
     ("page_autotune_configs", "staged_autotune_configs"),
     ("page_machine_kernels", "staged_machine_kernels"),
     ("page_machine_versions", "staged_machine_versions"),
@@ -107,6 +108,9 @@ const PER_MACHINE: &[&str] = &[
     "page_machine_days",
     "page_machine_ext",
 ];
+
+/// Tables with rows per kernel summed over the fleet: an update replaces the marked kernels' rows.
+const PER_KERNEL: &[&str] = &["page_variant_cells", "page_kernel_identical"];
 
 /// Staging tables only the whole build fills: an update derives these tables from the others
 /// ([`DERIVE`]).
@@ -142,6 +146,9 @@ const DERIVE: &[&str] = &[
 const MARKS: &[(&str, &str)] = &[
     ("/*machines*/", "AND machine_id IN (SELECT machine_id FROM temp.dirty_m)"),
     ("/*e.machines*/", "AND e.machine_id IN (SELECT machine_id FROM temp.dirty_m)"),
+    ("/*kernels*/", "AND kernel IN (SELECT kernel FROM temp.dirty_k)"),
+    ("/*v.kernels*/", "AND v.kernel IN (SELECT kernel FROM temp.dirty_k)"),
+    ("/*e.kernels*/", "AND e.kernel IN (SELECT kernel FROM temp.dirty_k)"),
     // the autotune runs of the marked machines, from their entries (not from every run's row)
     (
         "FROM fact_autotune a CROSS JOIN entry_rows e ON e.fact_id = a.fact_id AND a.idx = 0",
@@ -252,7 +259,7 @@ pub(crate) async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
     let started = std::time::Instant::now();
     let result = stage_and_swap(&mut conn, db).await;
     // Drop the staging tables whatever happened: the connection goes back to the pool.
-    let scratch = [("", "dirty_m"), ("", "dirty_k")];
+    let scratch = [("", "live_facts"), ("", "dup_binaries"), ("", "dup_code"), ("", "dirty_m"), ("", "dirty_k")];
     for (_, staged) in TABLES.iter().chain(&scratch) {
         let drop = format!("DROP TABLE IF EXISTS temp.{staged}");
         let _ = sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut *conn).await;
@@ -335,7 +342,8 @@ async fn stage_and_swap(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<Op
         return Ok(None);
     }
     if marked {
-        for (live, col, marks) in PER_MACHINE.iter().map(|t| (*t, "machine_id", "dirty_m")) {
+        let tables = PER_MACHINE.iter().map(|t| (*t, "machine_id", "dirty_m"));
+        for (live, col, marks) in tables.chain(PER_KERNEL.iter().map(|t| (*t, "kernel", "dirty_k"))) {
             let staged = TABLES.iter().find(|(l, _)| *l == live).map(|(_, s)| *s).unwrap_or_default();
             let sql = format!("DELETE FROM main.{live} WHERE {col} IN (SELECT {col} FROM temp.{marks})");
             sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
@@ -457,6 +465,73 @@ const REBUILD: &[&str] = &[
        JOIN fact_files f ON f.fact = e.fact AND f.ext = 'grp'
        WHERE e.removed_at IS NULL AND e.group_sha256 IS NOT NULL HAVING COUNT(*) > 0)
      GROUP BY ext",
+    // The live facts of the kernels (`fact_live`, kept by triggers on `entries`): the cells are
+    // summed from these, one row per distinct fact however many machines hold it, with the
+    // machine code's digest stored when the fact was made (0052).
+    "CREATE TEMP TABLE IF NOT EXISTS live_facts(id INTEGER PRIMARY KEY, kernel TEXT NOT NULL, key TEXT NOT NULL,
+                                               variant_id INTEGER NOT NULL, live INTEGER NOT NULL, registers INTEGER,
+                                               spills INTEGER, shared_bytes INTEGER, binary_sha256 TEXT, code TEXT,
+                                               lo INTEGER, hi INTEGER, best INTEGER)",
+    "DELETE FROM temp.live_facts",
+    "INSERT INTO temp.live_facts
+     SELECT f.id, v.kernel, f.key, v.id, l.live, f.registers, f.spills, f.shared_bytes, f.binary_sha256,
+            l.code,
+            (SELECT MIN(e.id) FROM entries e INDEXED BY entries_live WHERE e.fact_id = f.id AND e.removed_at IS NULL),
+            (SELECT MAX(e.id) FROM entries e INDEXED BY entries_live WHERE e.fact_id = f.id AND e.removed_at IS NULL),
+            0
+     FROM variants v CROSS JOIN fact_live l INDEXED BY fact_live_variant ON l.variant_id = v.id AND l.live > 0
+          CROSS JOIN facts f ON f.id = l.fact_id
+     WHERE true /*v.kernels*/",
+    // live entries an Inductor .best_config names, from the configs' side (few keys have one);
+    // an entry of the fact has the fact's key, so its machine's config names it
+    "UPDATE temp.live_facts SET best = (
+         SELECT COUNT(DISTINCT b.machine_id) FROM best_configs b
+         WHERE b.triton_cache_hash = live_facts.key
+           AND EXISTS (SELECT 1 FROM entries e
+                       WHERE e.fact_id = live_facts.id AND e.machine_id = b.machine_id AND e.removed_at IS NULL))
+     WHERE key IN (SELECT triton_cache_hash FROM best_configs)",
+    // binaries that two or more keys of a kernel share (pure key churn)
+    "CREATE TEMP TABLE IF NOT EXISTS dup_binaries(kernel TEXT NOT NULL, sha TEXT NOT NULL, PRIMARY KEY (kernel, sha))
+     WITHOUT ROWID",
+    "DELETE FROM temp.dup_binaries",
+    "INSERT INTO temp.dup_binaries(kernel, sha)
+     SELECT kernel, binary_sha256 FROM temp.live_facts WHERE binary_sha256 IS NOT NULL
+     GROUP BY kernel, binary_sha256 HAVING COUNT(DISTINCT key) > 1",
+    // machine code that two or more keys of a kernel share (bytes may differ in debug info only)
+    "CREATE TEMP TABLE IF NOT EXISTS dup_code(kernel TEXT NOT NULL, code TEXT NOT NULL, PRIMARY KEY (kernel, code))
+     WITHOUT ROWID",
+    "DELETE FROM temp.dup_code",
+    "INSERT INTO temp.dup_code(kernel, code)
+     SELECT kernel, code FROM temp.live_facts WHERE code IS NOT NULL GROUP BY kernel, code HAVING COUNT(DISTINCT key) > 1",
+    // a cell names its variant, whose machines a page reads from its counters
+    // (`variant_machines`, 0053: not written here, or a new node joining every cell would write
+    // every cell's list again); its samples are its oldest and newest live entries, named by
+    // machine and key
+    "INSERT INTO temp.staged_variant_cells(kernel, backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind,
+                                    entries, machines, reg_min, reg_max, spill_min, spill_max, shared_min, shared_max,
+                                    shared_binary, best_config, sample_min, sample_max, shared_code,
+                                    sample_min_ref, sample_max_ref, variant_id)
+     SELECT c.kernel, c.backend, c.arch, c.triton_version, c.signature, c.shapes, c.num_warps, c.num_stages, c.kind,
+            c.entries, '', c.reg_min, c.reg_max, c.spill_min, c.spill_max, c.shared_min, c.shared_max, c.shared_binary, c.best_config,
+            c.lo, c.hi, c.shared_code,
+            (SELECT m.name || char(9) || k.key FROM entries e JOIN machines m ON m.id = e.machine_id
+             JOIN keys k ON k.id = e.key_id WHERE e.id = c.lo),
+            (SELECT m.name || char(9) || k.key FROM entries e JOIN machines m ON m.id = e.machine_id
+             JOIN keys k ON k.id = e.key_id WHERE e.id = c.hi),
+            c.variant_id
+     FROM (SELECT v.id AS variant_id, v.kernel, v.backend, v.arch, v.triton_version, v.signature, v.shapes, v.num_warps,
+                  v.num_stages, v.kind, SUM(l.live) AS entries, MIN(l.registers) AS reg_min, MAX(l.registers) AS reg_max,
+                  MIN(l.spills) AS spill_min, MAX(l.spills) AS spill_max, MIN(l.shared_bytes) AS shared_min,
+                  MAX(l.shared_bytes) AS shared_max,
+                  SUM(CASE WHEN EXISTS (SELECT 1 FROM temp.dup_binaries d WHERE d.kernel = l.kernel AND d.sha = l.binary_sha256)
+                           THEN l.live ELSE 0 END) AS shared_binary,
+                  SUM(l.best) AS best_config, MIN(l.lo) AS lo, MAX(l.hi) AS hi,
+                  SUM(CASE WHEN EXISTS (SELECT 1 FROM temp.dup_code d WHERE d.kernel = l.kernel AND d.code = l.code)
+                           THEN l.live ELSE 0 END) AS shared_code
+           FROM temp.live_facts l JOIN variants v ON v.id = l.variant_id GROUP BY v.id) c",
+    "INSERT INTO temp.staged_kernel_identical(kernel, identical, same_code)
+     SELECT kernel, SUM(shared_binary), SUM(shared_code) FROM temp.staged_variant_cells
+     GROUP BY kernel HAVING SUM(shared_binary) > 0 OR SUM(shared_code) > 0",
     // An autotune run's file names no backend, arch or version: it belongs to the (backend, arch,
     // version) of the kernel's entries in the same cache (machine + root), whose compiles it
     // timed. A cache dir holding several versions of the kernel (an in-place upgrade) is narrowed
@@ -507,7 +582,8 @@ const REBUILD: &[&str] = &[
        WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id, a.ext
        UNION ALL
        SELECT e.machine_id, ff.ext, COUNT(*),
-              TOTAL(CASE WHEN ff.ext = 'grp' AND e.group_sha256 IS NOT NULL THEN COALESCE(e.group_bytes, ff.bytes) ELSE ff.bytes END)
+              TOTAL(CASE WHEN ff.ext = 'grp' AND e.group_sha256 IS NOT NULL THEN COALESCE(e.group_bytes, ff.bytes)
+                         ELSE ff.bytes END)
        FROM entries e JOIN facts f ON f.id = e.fact_id JOIN fact_files ff ON ff.fact = f.fact
        WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id, ff.ext)
      GROUP BY machine_id, ext",

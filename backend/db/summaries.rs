@@ -255,7 +255,7 @@ pub async fn kernel_live_entries(pool: &SqlitePool, kernel: &str) -> sqlx::Resul
     Ok(n.unwrap_or(0))
 }
 
-/// One cell of a kernel's variants grid (`kernel_cells.sql`, `kernel_cells_on.sql`).
+/// One cell of a kernel's variants grid (from `page_variant_cells`).
 #[derive(Debug, Serialize, FromRow)]
 pub struct VariantCell {
     pub backend: Option<String>,
@@ -298,10 +298,21 @@ impl VariantCell {
     }
 }
 
-/// Every cell of a kernel's variants grid over the fleet, read from the kernel's live facts
-/// (`kernel_cells.sql`): its cost follows the kernel's distinct live facts, not its machines.
+/// Every cell of a kernel's variants grid (call [`super::Db::fresh_summaries`] first).
 pub async fn kernel_cells(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<VariantCell>> {
-    sqlx::query_as(include_str!("kernel_cells.sql")).bind(kernel).fetch_all(pool).await
+    sqlx::query_as(
+        // the machines from the cell's counters, by name (0053); a cell from before names them
+        "SELECT backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind, entries,
+                COALESCE((SELECT GROUP_CONCAT(name, ',') FROM (
+                            SELECT m.name FROM variant_machines vm JOIN machines m ON m.id = vm.machine_id
+                            WHERE vm.variant_id = c.variant_id ORDER BY m.name)), c.machines) AS machines,
+                reg_min, reg_max, spill_min, spill_max, shared_min, shared_max, shared_binary, best_config,
+                sample_min, sample_max, shared_code, sample_min_ref, sample_max_ref
+         FROM page_variant_cells c WHERE kernel = ?",
+    )
+    .bind(kernel)
+    .fetch_all(pool)
+    .await
 }
 
 /// The cells of `kernel` on `machine` alone ([`VariantCell`] as the rebuild makes them for the
@@ -341,4 +352,14 @@ pub async fn kernel_autotune_configs(pool: &SqlitePool, kernel: &str) -> sqlx::R
     .bind(kernel)
     .fetch_all(pool)
     .await
+}
+
+/// Live entries of a kernel whose binary another live key of it shares, and those whose machine
+/// code another live key shares (a superset: same bytes, same code).
+pub async fn kernel_identical(pool: &SqlitePool, kernel: &str) -> sqlx::Result<(i64, i64)> {
+    Ok(sqlx::query_as("SELECT identical, same_code FROM page_kernel_identical WHERE kernel = ?")
+        .bind(kernel)
+        .fetch_optional(pool)
+        .await?
+        .unwrap_or((0, 0)))
 }

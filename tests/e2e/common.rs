@@ -333,22 +333,3 @@ pub async fn live_counter_faults(pool: &sqlx::SqlitePool) -> [i64; 4] {
     }
     out
 }
-
-/// Undo migration 0056 (a kernel's variants grid read on request): its two tables back as 0053
-/// left them, for tests that undo older migrations naming them.
-pub async fn undo_0056(pool: &SqlitePool) {
-    for sql in [
-        "CREATE TABLE page_variant_cells (kernel TEXT NOT NULL, backend TEXT, arch TEXT, triton_version TEXT,
-           signature TEXT, shapes TEXT, num_warps INTEGER, num_stages INTEGER, kind TEXT NOT NULL,
-           entries INTEGER NOT NULL, machines TEXT NOT NULL, reg_min INTEGER, reg_max INTEGER, spill_min INTEGER,
-           spill_max INTEGER, shared_min INTEGER, shared_max INTEGER, shared_binary INTEGER NOT NULL,
-           best_config INTEGER NOT NULL, sample_min INTEGER NOT NULL, sample_max INTEGER NOT NULL,
-           shared_code INTEGER NOT NULL DEFAULT 0, sample_min_ref TEXT, sample_max_ref TEXT, variant_id INTEGER)",
-        "CREATE INDEX page_variant_cells_kernel ON page_variant_cells(kernel)",
-        "CREATE TABLE page_kernel_identical (kernel TEXT PRIMARY KEY, identical INTEGER NOT NULL,
-           same_code INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID",
-        "DELETE FROM _sqlx_migrations WHERE version = 56",
-    ] {
-        sqlx::query(sql).execute(pool).await.unwrap();
-    }
-}

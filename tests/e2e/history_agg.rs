@@ -274,7 +274,6 @@ async fn downgrade(pool: &SqlitePool, before_0015: bool) {
     for sql in undo_0037 {
         sqlx::query(sqlx::AssertSqlSafe(sql)).execute(pool).await.unwrap();
     }
-    crate::common::undo_0056(pool).await;
     for sql in [
         "DROP TABLE history_fleet_hours",
         "DROP TABLE history_machines",

@@ -39,41 +39,51 @@ async fn sizes_summing_past_i64_keep_every_page_answering() {
     assert_eq!(scans[0]["bytes"], i64::MAX);
 }
 
-/// Every cell of every kernel's grid (read from the kernel's live facts, `kernel_cells.sql`)
-/// names its sample entries (`sample_min_ref`, `sample_max_ref`) as exactly the entries of its
-/// sample ids, and those are live entries of the kernel.
+/// The kernel page names its sample entries from the cell (`sample_min_ref`, `sample_max_ref`,
+/// migration 0024) instead of reading the entries by id: after a rebuild, and after the
+/// migration's backfill of tables built before it, each names exactly the entry of its id.
 #[tokio::test]
 async fn variant_cells_name_their_samples() {
-    let (_keep, pool) = crate::common::fleet_db().await;
-    let mut n = 0;
-    for kernel in kernels(&pool).await {
-        for c in cachelens::db::summaries::kernel_cells(&pool, &kernel).await.unwrap() {
-            for (id, r) in [(c.sample_min, c.sample_min_ref), (c.sample_max, c.sample_max_ref)] {
-                let want: (String, String, Option<i64>) = sqlx::query_as(
-                    "SELECT m.name || char(9) || e.key, e.kernel, e.removed_at FROM entry_rows e
-                     JOIN machines m ON m.id = e.machine_id WHERE e.id = ?",
+    let (keep, pool) = crate::common::fleet_db().await;
+    let db = cachelens::db::Db::new(pool.clone());
+    db.fresh_summaries().await.unwrap();
+    let check = |pool: sqlx::SqlitePool| async move {
+        let rows: Vec<(i64, Option<String>, i64, Option<String>)> =
+            sqlx::query_as("SELECT sample_min, sample_min_ref, sample_max, sample_max_ref FROM page_variant_cells")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        assert!(rows.len() > 50, "{}", rows.len());
+        for (a, ra, b, rb) in rows {
+            for (id, r) in [(a, ra), (b, rb)] {
+                let want: String = sqlx::query_scalar(
+                    "SELECT m.name || char(9) || e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE e.id = ?",
                 )
                 .bind(id)
                 .fetch_one(&pool)
                 .await
                 .unwrap();
-                assert_eq!(r.as_deref(), Some(want.0.as_str()), "entry {id}");
-                assert_eq!((want.1.as_str(), want.2), (kernel.as_str(), None), "entry {id}");
-                n += 1;
+                assert_eq!(r.as_deref(), Some(want.as_str()), "entry {id}");
             }
         }
+    };
+    check(pool.clone()).await;
+    // a database whose summary tables were built before 0024: the migration fills them
+    for sql in [
+        "DROP TABLE history_fleet_hours",
+        "DROP TABLE history_machines",
+        "DROP TABLE history_machine_kernels",
+        "ALTER TABLE page_variant_cells DROP COLUMN sample_min_ref",
+        "ALTER TABLE page_variant_cells DROP COLUMN sample_max_ref",
+        "DELETE FROM _sqlx_migrations WHERE version = 24",
+    ] {
+        sqlx::query(sql).execute(&pool).await.unwrap();
     }
-    assert!(n > 100, "{n}");
-}
-
-/// The kernels with live entries.
-async fn kernels(pool: &sqlx::SqlitePool) -> Vec<String> {
-    sqlx::query_scalar(
-        "SELECT DISTINCT kernel FROM entry_rows WHERE removed_at IS NULL AND kernel IS NOT NULL ORDER BY 1",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap()
+    crate::common::stand_in_wide_entries(&pool).await;
+    pool.close().await;
+    let pool = cachelens::db::open(&keep[0].path().join("test.db")).await.unwrap();
+    crate::common::restore_presence(&pool).await;
+    check(pool).await;
 }
 
 /// Every summary table as sorted rows of quoted values (a comma-separated `machines` sorted:
@@ -127,12 +137,12 @@ async fn rows_of(pool: &sqlx::SqlitePool, table: &str, machine: &str) -> Vec<(i6
 /// entries sharing machine code with another key of their kernel) as its cells sum them, and as
 /// the live entries give them counted one by one.
 async fn cell_totals(pool: &sqlx::SqlitePool) -> ([i64; 4], [i64; 4]) {
-    let mut cells = (0, 0, 0, 0);
-    for kernel in kernels(pool).await {
-        for c in cachelens::db::summaries::kernel_cells(pool, &kernel).await.unwrap() {
-            cells = (cells.0 + c.entries, cells.1 + c.best_config, cells.2 + c.shared_binary, cells.3 + c.shared_code);
-        }
-    }
+    let cells: (i64, i64, i64, i64) = sqlx::query_as(
+        "SELECT SUM(entries), SUM(best_config), SUM(shared_binary), SUM(shared_code) FROM page_variant_cells",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
     let code = "json_extract(COALESCE(e.resources_json, (SELECT t.resources_json FROM fact_texts t
                                                          WHERE t.fact = e.fact AND t.relocated = e.relocated)),
                              '$.code_sha256')";
@@ -165,7 +175,7 @@ async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
         before.push(rows_of(&pool, t, "a100-1").await);
     }
     assert!(before.iter().all(|r| !r.is_empty()));
-    let cells = "SELECT rowid, kernel, entries FROM page_kernel_totals ORDER BY rowid";
+    let cells = "SELECT rowid, kernel, entries FROM page_variant_cells ORDER BY rowid";
     let cells_before: Vec<(i64, String, i64)> = sqlx::query_as(cells).fetch_all(&pool).await.unwrap();
 
     // a new machine uploads the same cache as h100-a (the same keys), and an autotuned one
@@ -185,7 +195,7 @@ async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
         assert_eq!(&rows_of(&pool, t, "a100-1").await, rows, "{t}: a100-1's rows were not written again");
         assert!(!rows_of(&pool, t, "h100-d").await.is_empty(), "{t}: h100-d's rows are in");
     }
-    // the fleet totals of the kernels the new machines do not have
+    // grid cells of the kernels the new machines do not have
     let theirs: std::collections::HashSet<String> = sqlx::query_scalar(
         "SELECT DISTINCT e.kernel FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE m.name IN ('h100-d', 'h100-e') AND e.kernel IS NOT NULL",
@@ -200,7 +210,7 @@ async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
     let cells_before = untouched(cells_before);
     assert!(!cells_before.is_empty());
     let cells_after = untouched(sqlx::query_as(cells).fetch_all(&pool).await.unwrap());
-    assert_eq!(cells_after, cells_before, "totals of kernels the landing did not touch were not written");
+    assert_eq!(cells_after, cells_before, "grid cells of kernels the landing did not touch were not written");
     let machines: Vec<(String, i64)> = sqlx::query_as(
         "SELECT m.name, s.entries FROM page_machine_stats s JOIN machines m ON m.id = s.machine_id
          WHERE m.name IN ('h100-a', 'h100-d') ORDER BY m.name",

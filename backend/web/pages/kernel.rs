@@ -4,9 +4,8 @@
 //! grid's backend, arch and version (winner marked),
 //! Inductor best configs, byte-identical binaries and same machine code, with sample entries to open.
 //!
-//! The cells come from the kernel's live facts (`db/kernel_cells.sql`: one row per distinct fact,
-//! however many machines hold it) and the autotune configs from `page_autotune_configs`: a
-//! kernel with thousands of entries across a fleet costs its distinct facts per request.
+//! Everything comes from the summary tables (`page_variant_cells`, `page_autotune_configs`):
+//! a kernel with thousands of entries across a fleet costs a few hundred rows per request.
 
 use super::{Hx, PageResult, not_found};
 use crate::db::entries;
@@ -181,9 +180,6 @@ pub async fn page(
         return Err(not_found(format!("no live entries of a kernel named {name:?}")));
     }
     let filter = filter_of(&all, &q);
-    // the kernel's live entries sharing a binary or machine code with another key, fleet-wide
-    let identical: i64 = all.iter().map(|c| c.shared_binary).sum();
-    let same_code: i64 = all.iter().map(|c| c.shared_code).sum();
     let mut cells = match picked(&q.machine) {
         Some(m) => summaries::kernel_cells_on(s.db.pool(), &name, m).await?,
         None => all,
@@ -194,6 +190,7 @@ pub async fn page(
         keeps(&q, &a.backend, &a.triton_version)
             && picked(&q.machine).is_none_or(|m| a.machines.split(',').any(|x| x == m))
     });
+    let (identical, same_code) = summaries::kernel_identical(s.db.pool(), &name).await?;
     // the samples' names as the cells hold them; by id only where a cell does not (yet)
     let mut names: HashMap<i64, (String, String)> =
         cells.iter().flat_map(|c| c.sample_names()).map(|(id, m, k)| (id, (m, k))).collect();
