@@ -90,6 +90,7 @@ const TABLES: &[(&str, &str)] = &[
     ("page_ext_stats", "staged_ext_stats"),
     ("page_variant_cells", "staged_variant_cells"),
     ("page_kernel_identical", "staged_kernel_identical"),
+    ("page_kernel_shared", "staged_kernel_shared"),
     ("page_autotune_configs", "staged_autotune_configs"),
     ("page_machine_kernels", "staged_machine_kernels"),
     ("page_machine_versions", "staged_machine_versions"),
@@ -110,7 +111,7 @@ const PER_MACHINE: &[&str] = &[
 ];
 
 /// Tables with rows per kernel summed over the fleet: an update replaces the marked kernels' rows.
-const PER_KERNEL: &[&str] = &["page_variant_cells", "page_kernel_identical"];
+const PER_KERNEL: &[&str] = &["page_variant_cells", "page_kernel_identical", "page_kernel_shared"];
 
 /// Staging tables only the whole build fills: an update derives these tables from the others
 /// ([`DERIVE`]).
@@ -503,6 +504,9 @@ const REBUILD: &[&str] = &[
     "DELETE FROM temp.dup_code",
     "INSERT INTO temp.dup_code(kernel, code)
      SELECT kernel, code FROM temp.live_facts WHERE code IS NOT NULL GROUP BY kernel, code HAVING COUNT(DISTINCT key) > 1",
+    // kept for the kernel's page on one machine (`kernel_cells_on.sql`, 0058)
+    "INSERT INTO temp.staged_kernel_shared(kernel, what, digest)
+     SELECT kernel, 'binary', sha FROM temp.dup_binaries UNION ALL SELECT kernel, 'code', code FROM temp.dup_code",
     // a cell names its variant, whose machines a page reads from its counters
     // (`variant_machines`, 0053: not written here, or a new node joining every cell would write
     // every cell's list again); its samples are its oldest and newest live entries, named by

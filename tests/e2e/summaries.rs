@@ -130,9 +130,6 @@ async fn rows_of(pool: &sqlx::SqlitePool, table: &str, machine: &str) -> Vec<(i6
     sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(machine).fetch_all(pool).await.unwrap()
 }
 
-/// Summaries kept as data arrives (0045): after a new machine's upload only its rows and its
-/// kernels' fleet rows are written (the other machines' rows keep their rowids), and after that
-/// upload, a re-scan that lost entries and a machine retired, every summary table holds exactly
 /// The grid's totals (entries, entries an Inductor best config names, entries sharing a binary,
 /// entries sharing machine code with another key of their kernel) as its cells sum them, and as
 /// the live entries give them counted one by one.
@@ -162,6 +159,34 @@ async fn cell_totals(pool: &sqlx::SqlitePool) -> ([i64; 4], [i64; 4]) {
     ([cells.0, cells.1, cells.2, cells.3], [direct.0, direct.1, direct.2, direct.3])
 }
 
+/// Every kernel's cells on each machine (`kernel_cells_on`, read per request with the shared
+/// binaries and code the update keeps per kernel) sum over the machines to its fleet cells.
+async fn assert_machine_cells_sum_to_the_fleet(pool: &sqlx::SqlitePool) {
+    let kernels: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT kernel FROM page_variant_cells ORDER BY 1").fetch_all(pool).await.unwrap();
+    let machines: Vec<String> = sqlx::query_scalar("SELECT name FROM machines").fetch_all(pool).await.unwrap();
+    let sums = |cells: &[cachelens::db::summaries::VariantCell]| {
+        cells.iter().fold([0i64; 4], |a, c| {
+            [a[0] + c.entries, a[1] + c.best_config, a[2] + c.shared_binary, a[3] + c.shared_code]
+        })
+    };
+    let mut shared = [0i64; 2];
+    for k in &kernels {
+        let fleet = sums(&cachelens::db::summaries::kernel_cells(pool, k).await.unwrap());
+        let mut on = [0i64; 4];
+        for m in &machines {
+            let s = sums(&cachelens::db::summaries::kernel_cells_on(pool, k, m).await.unwrap());
+            on = [on[0] + s[0], on[1] + s[1], on[2] + s[2], on[3] + s[3]];
+        }
+        assert_eq!(on, fleet, "{k}: its cells on each machine vs the fleet's");
+        shared = [shared[0] + fleet[2], shared[1] + fleet[3]];
+    }
+    assert!(shared[0] > 0 && shared[1] > 0, "shared binaries and code are exercised: {shared:?}");
+}
+
+/// Summaries kept as data arrives (0045): after a new machine's upload only its rows and its
+/// kernels' fleet rows are written (the other machines' rows keep their rowids), and after that
+/// upload, a re-scan that lost entries and a machine retired, every summary table holds exactly
 /// what the whole build from the data makes.
 #[tokio::test]
 async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
@@ -191,6 +216,7 @@ async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
     let (summed, direct) = cell_totals(&pool).await;
     assert_eq!(summed, direct, "grid cells (from counters) vs the live entries counted one by one");
     assert!(direct.iter().all(|n| *n > 0), "every figure is exercised: {direct:?}");
+    assert_machine_cells_sum_to_the_fleet(&pool).await;
     for (t, rows) in tables.iter().zip(&before) {
         assert_eq!(&rows_of(&pool, t, "a100-1").await, rows, "{t}: a100-1's rows were not written again");
         assert!(!rows_of(&pool, t, "h100-d").await.is_empty(), "{t}: h100-d's rows are in");
