@@ -52,6 +52,27 @@ pub fn open_dir(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
     Ok(openat(parent, name, flags, Mode::empty())?)
 }
 
+/// The dir holding `dir` (relative to `root`) and `dir`'s last name: the root itself for a top
+/// dir, else its parent opened below the root ([`open_rel`]) and kept in `held` for the next
+/// call, so a run of entry dirs under one parent opens it once (an Inductor root's entries share
+/// a few). `None` when that parent cannot be opened.
+pub fn parent_of<'a>(
+    root: BorrowedFd<'a>,
+    dir: &'a str,
+    held: &'a mut Option<(String, OwnedFd)>,
+) -> Option<(BorrowedFd<'a>, &'a OsStr)> {
+    match dir.rsplit_once('/') {
+        None => Some((root, OsStr::new(dir))),
+        Some((up, name)) => {
+            if held.as_ref().is_none_or(|(p, _)| p != up) {
+                *held = None;
+                *held = Some((up.to_string(), open_rel(root, Path::new(up)).ok()?));
+            }
+            Some((held.as_ref()?.1.as_fd(), OsStr::new(name)))
+        }
+    }
+}
+
 /// Open the dir at `rel` (relative, plain components) below `root`, one component at a time.
 pub fn open_rel(root: BorrowedFd<'_>, rel: &Path) -> io::Result<OwnedFd> {
     let mut fd: Option<OwnedFd> = None;
@@ -185,8 +206,7 @@ fn stamp_of(st: &rustix::fs::Stat) -> Stamp {
 
 /// The [`Stamp`] of the dir `name` of `parent`, not following a symlink (`None`: not a dir).
 pub fn dir_stamp(parent: BorrowedFd<'_>, name: &OsStr) -> io::Result<Option<Stamp>> {
-    let st = statat(parent, name, AtFlags::SYMLINK_NOFOLLOW)?;
-    Ok((FileType::from_raw_mode(st.st_mode) == FileType::Directory).then(|| stamp_of(&st)))
+    Ok(dir_stamp_links(parent, name)?.map(|(st, _)| st))
 }
 
 /// [`dir_stamp`] with the dir's link count (2: no subdir, where the file system counts them).

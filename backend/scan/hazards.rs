@@ -6,7 +6,7 @@ use super::fsat::{self, Kind};
 use super::walk;
 pub use crate::model::Hazards;
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
 
 /// A temp dir is an orphan when its mtime is older than this (ms): Triton's writer renames
@@ -71,19 +71,11 @@ impl Seen {
     /// say 1, and are listed), so an unchanged cache of files costs one `fstatat` per entry, not
     /// a listing. A scan's survey has those counts already (`scan::Survey::seen`).
     pub fn of_layout(root: BorrowedFd<'_>, layout: &walk::Layout) -> Seen {
-        // (the parent of the last nested entry dir, kept: an Inductor root's entries share a few)
-        let mut parent: Option<(&str, OwnedFd)> = None;
-        let mut may_hold_dirs = vec![];
+        let (mut parent, mut may_hold_dirs) = (None, vec![]);
         for dir in &layout.entries {
-            let (up, name) = dir.rsplit_once('/').unwrap_or(("", dir));
-            if !up.is_empty() && parent.as_ref().is_none_or(|(p, _)| *p != up) {
-                parent = fsat::open_rel(root, Path::new(up)).ok().map(|fd| (up, fd));
-            }
             // (no parent: the entry dir cannot be opened either)
-            let Some(at) = (if up.is_empty() { Some(root) } else { parent.as_ref().map(|(_, fd)| fd.as_fd()) }) else {
-                continue;
-            };
-            let leaf = fsat::stat_links(at, OsStr::new(name)).ok();
+            let Some((at, name)) = fsat::parent_of(root, dir, &mut parent) else { continue };
+            let leaf = fsat::stat_links(at, name).ok();
             if !leaf.is_some_and(|(_, _, kind, (links, _))| kind == Kind::Dir && links == 2) {
                 may_hold_dirs.push(dir.clone());
             }
@@ -222,9 +214,11 @@ fn orphan_temps(root: BorrowedFd<'_>, seen: &Seen, now_ms: i64) -> i64 {
             n += 1;
         }
     }
+    let mut parent = None;
     for dir in &seen.may_hold_dirs {
-        // opened without following a symlink on the way, as every read of the cache is
-        let Ok((d, kids)) = fsat::open_rel(root, Path::new(dir)).and_then(fsat::list) else { continue };
+        // opened from its parent (kept across a run of entries under it), never through a symlink
+        let Some((at, name)) = fsat::parent_of(root, dir, &mut parent) else { continue };
+        let Ok((d, kids)) = fsat::open_dir(at, name).and_then(fsat::list) else { continue };
         let Ok(dfd) = d.fd() else { continue };
         for k in kids.iter().filter(|k| k.kind == Kind::Dir && k.name.as_encoded_bytes().starts_with(b"tmp.")) {
             if old(dfd, &k.name) {

@@ -436,17 +436,8 @@ fn stamp_links_now(
     dir: &str,
     parent: &mut Option<(String, OwnedFd)>,
 ) -> Option<(fsat::Stamp, u64)> {
-    let (fd, name) = match dir.rsplit_once('/') {
-        None => (root_fd, dir),
-        Some((up, name)) => {
-            if parent.as_ref().is_none_or(|(p, _)| p != up) {
-                *parent = None;
-                *parent = Some((up.to_string(), fsat::open_rel(root_fd, Path::new(up)).ok()?));
-            }
-            (parent.as_ref()?.1.as_fd(), name)
-        }
-    };
-    fsat::dir_stamp_links(fd, OsStr::new(name)).ok().flatten()
+    let (fd, name) = fsat::parent_of(root_fd, dir, parent)?;
+    fsat::dir_stamp_links(fd, name).ok().flatten()
 }
 
 /// What reading one entry dir came to.
