@@ -148,7 +148,8 @@ const MARKS: &[(&str, &str)] = &[
     ("/*machines*/", "AND machine_id IN (SELECT machine_id FROM temp.dirty_m)"),
     ("/*e.machines*/", "AND e.machine_id IN (SELECT machine_id FROM temp.dirty_m)"),
     ("/*kernels*/", "AND kernel IN (SELECT kernel FROM temp.dirty_k)"),
-    ("/*v.kernels*/", "AND v.kernel IN (SELECT kernel FROM temp.dirty_k)"),
+    // the kernels whose set of live facts moved: summed from their facts ([`COUNTED`] sums the others)
+    ("/*v.kernels*/", "AND v.kernel IN (SELECT kernel FROM temp.whole_k)"),
     ("/*e.kernels*/", "AND e.kernel IN (SELECT kernel FROM temp.dirty_k)"),
     // the autotune runs of the marked machines, from their entries (not from every run's row)
     (
@@ -161,6 +162,9 @@ const MARKS: &[(&str, &str)] = &[
 /// A [`REBUILD`] statement as the whole build (`marked` false) or an update runs it; `None`:
 /// not run by an update.
 fn statement(sql: &str, marked: bool) -> Option<String> {
+    if !marked && sql == COUNTED {
+        return None;
+    }
     if !marked {
         let mut s = sql.to_string();
         for (mark, _) in MARKS.iter().filter(|(m, _)| m.starts_with("/*")) {
@@ -260,7 +264,8 @@ pub(crate) async fn rebuild_if_stale(db: &Db) -> sqlx::Result<()> {
     let started = std::time::Instant::now();
     let result = stage_and_swap(&mut conn, db).await;
     // Drop the staging tables whatever happened: the connection goes back to the pool.
-    let scratch = [("", "live_facts"), ("", "dup_binaries"), ("", "dup_code"), ("", "dirty_m"), ("", "dirty_k")];
+    let scratch =
+        [("", "live_facts"), ("", "dup_binaries"), ("", "dup_code"), ("", "dirty_m"), ("", "dirty_k"), ("", "whole_k")];
     for (_, staged) in TABLES.iter().chain(&scratch) {
         let drop = format!("DROP TABLE IF EXISTS temp.{staged}");
         let _ = sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut *conn).await;
@@ -290,6 +295,15 @@ async fn claim(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<i64> {
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     let (claimed,): (i64,) =
         sqlx::query_as("UPDATE page_gen SET gen = gen + 1 WHERE id = 1 RETURNING gen - 1").fetch_one(&mut *tx).await?;
+    // the samples of the facts whose oldest or newest live entry went since (`fact_live_unknown`)
+    sqlx::query(
+        "UPDATE fact_live INDEXED BY fact_live_unknown
+         SET lo = (SELECT MIN(e.id) FROM entries e INDEXED BY entries_live WHERE e.fact_id = fact_live.fact_id AND e.removed_at IS NULL),
+             hi = (SELECT MAX(e.id) FROM entries e INDEXED BY entries_live WHERE e.fact_id = fact_live.fact_id AND e.removed_at IS NULL)
+         WHERE live > 0 AND (lo IS NULL OR hi IS NULL)",
+    )
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
     drop(turn);
     Ok(claimed)
@@ -310,8 +324,10 @@ async fn stage_and_swap(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<Op
     for sql in [
         "CREATE TEMP TABLE IF NOT EXISTS dirty_m(machine_id INTEGER PRIMARY KEY)",
         "CREATE TEMP TABLE IF NOT EXISTS dirty_k(kernel TEXT PRIMARY KEY) WITHOUT ROWID",
+        "CREATE TEMP TABLE IF NOT EXISTS whole_k(kernel TEXT PRIMARY KEY) WITHOUT ROWID",
         "DELETE FROM temp.dirty_m",
         "DELETE FROM temp.dirty_k",
+        "DELETE FROM temp.whole_k",
     ] {
         sqlx::query(sql).execute(&mut *read).await?;
     }
@@ -320,6 +336,10 @@ async fn stage_and_swap(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<Op
         .execute(&mut *read)
         .await?;
     sqlx::query("INSERT INTO temp.dirty_k SELECT kernel FROM page_dirty_kernels WHERE gen <= ?")
+        .bind(claimed)
+        .execute(&mut *read)
+        .await?;
+    sqlx::query("INSERT INTO temp.whole_k SELECT kernel FROM page_dirty_kernels WHERE gen <= ? AND whole <> 0")
         .bind(claimed)
         .execute(&mut *read)
         .await?;
@@ -342,9 +362,18 @@ async fn stage_and_swap(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<Op
     if applied >= claimed {
         return Ok(None);
     }
+    // the facts' `dup` as the whole sums of their kernels found them
+    sqlx::query(
+        "UPDATE main.fact_live SET dup = s.dup FROM temp.live_facts s
+         WHERE fact_live.fact_id = s.id AND fact_live.dup IS NOT s.dup",
+    )
+    .execute(&mut *tx)
+    .await?;
     if marked {
         let tables = PER_MACHINE.iter().map(|t| (*t, "machine_id", "dirty_m"));
-        for (live, col, marks) in tables.chain(PER_KERNEL.iter().map(|t| (*t, "kernel", "dirty_k"))) {
+        let kernels =
+            PER_KERNEL.iter().map(|t| (*t, "kernel", if *t == "page_kernel_shared" { "whole_k" } else { "dirty_k" }));
+        for (live, col, marks) in tables.chain(kernels) {
             let staged = TABLES.iter().find(|(l, _)| *l == live).map(|(_, s)| *s).unwrap_or_default();
             let sql = format!("DELETE FROM main.{live} WHERE {col} IN (SELECT {col} FROM temp.{marks})");
             sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
@@ -472,14 +501,15 @@ const REBUILD: &[&str] = &[
     "CREATE TEMP TABLE IF NOT EXISTS live_facts(id INTEGER PRIMARY KEY, kernel TEXT NOT NULL, key TEXT NOT NULL,
                                                variant_id INTEGER NOT NULL, live INTEGER NOT NULL, registers INTEGER,
                                                spills INTEGER, shared_bytes INTEGER, binary_sha256 TEXT, code TEXT,
-                                               lo INTEGER, hi INTEGER, best INTEGER)",
+                                               lo INTEGER, hi INTEGER, best INTEGER, dup INTEGER NOT NULL DEFAULT 0)",
     "DELETE FROM temp.live_facts",
     "INSERT INTO temp.live_facts
      SELECT f.id, v.kernel, f.key, v.id, l.live, f.registers, f.spills, f.shared_bytes, f.binary_sha256,
             l.code,
-            (SELECT MIN(e.id) FROM entries e INDEXED BY entries_live WHERE e.fact_id = f.id AND e.removed_at IS NULL),
-            (SELECT MAX(e.id) FROM entries e INDEXED BY entries_live WHERE e.fact_id = f.id AND e.removed_at IS NULL),
-            0
+            -- (kept by the entries' triggers; looked up where a landing since the claim left them unknown)
+            COALESCE(l.lo, (SELECT MIN(e.id) FROM entries e INDEXED BY entries_live WHERE e.fact_id = f.id AND e.removed_at IS NULL)),
+            COALESCE(l.hi, (SELECT MAX(e.id) FROM entries e INDEXED BY entries_live WHERE e.fact_id = f.id AND e.removed_at IS NULL)),
+            0, 0
      FROM variants v CROSS JOIN fact_live l INDEXED BY fact_live_variant ON l.variant_id = v.id AND l.live > 0
           CROSS JOIN facts f ON f.id = l.fact_id
      WHERE true /*v.kernels*/",
@@ -504,6 +534,10 @@ const REBUILD: &[&str] = &[
     "DELETE FROM temp.dup_code",
     "INSERT INTO temp.dup_code(kernel, code)
      SELECT kernel, code FROM temp.live_facts WHERE code IS NOT NULL GROUP BY kernel, code HAVING COUNT(DISTINCT key) > 1",
+    // the facts' flags, which [`COUNTED`] sums while the kernel's live facts stay these (0059)
+    "UPDATE temp.live_facts
+     SET dup = EXISTS (SELECT 1 FROM temp.dup_binaries d WHERE d.kernel = live_facts.kernel AND d.sha = live_facts.binary_sha256)
+             + 2 * EXISTS (SELECT 1 FROM temp.dup_code d WHERE d.kernel = live_facts.kernel AND d.code = live_facts.code)",
     // kept for the kernel's page on one machine (`kernel_cells_on.sql`, 0058)
     "INSERT INTO temp.staged_kernel_shared(kernel, what, digest)
      SELECT kernel, 'binary', sha FROM temp.dup_binaries UNION ALL SELECT kernel, 'code', code FROM temp.dup_code",
@@ -527,12 +561,11 @@ const REBUILD: &[&str] = &[
                   v.num_stages, v.kind, SUM(l.live) AS entries, MIN(l.registers) AS reg_min, MAX(l.registers) AS reg_max,
                   MIN(l.spills) AS spill_min, MAX(l.spills) AS spill_max, MIN(l.shared_bytes) AS shared_min,
                   MAX(l.shared_bytes) AS shared_max,
-                  SUM(CASE WHEN EXISTS (SELECT 1 FROM temp.dup_binaries d WHERE d.kernel = l.kernel AND d.sha = l.binary_sha256)
-                           THEN l.live ELSE 0 END) AS shared_binary,
+                  SUM(CASE WHEN l.dup & 1 THEN l.live ELSE 0 END) AS shared_binary,
                   SUM(l.best) AS best_config, MIN(l.lo) AS lo, MAX(l.hi) AS hi,
-                  SUM(CASE WHEN EXISTS (SELECT 1 FROM temp.dup_code d WHERE d.kernel = l.kernel AND d.code = l.code)
-                           THEN l.live ELSE 0 END) AS shared_code
+                  SUM(CASE WHEN l.dup & 2 THEN l.live ELSE 0 END) AS shared_code
            FROM temp.live_facts l JOIN variants v ON v.id = l.variant_id GROUP BY v.id) c",
+    COUNTED,
     "INSERT INTO temp.staged_kernel_identical(kernel, identical, same_code)
      SELECT kernel, SUM(shared_binary), SUM(shared_code) FROM temp.staged_variant_cells
      GROUP BY kernel HAVING SUM(shared_binary) > 0 OR SUM(shared_code) > 0",
@@ -592,5 +625,55 @@ const REBUILD: &[&str] = &[
        WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id, ff.ext)
      GROUP BY machine_id, ext",
 ];
+/// The grid cells of the kernels marked for their counts only (`page_dirty_kernels.whole` 0: a
+/// landing moved how many live entries their facts have, not which facts are live). Such a
+/// kernel keeps its cells, their contents' ranges and its shared binaries and code; each cell's
+/// entries, shared counts and samples are summed again from its facts' counters (`fact_live`:
+/// live, lo, hi, dup), its best-config count from the few keys a best config names, and a
+/// sample's name is looked up only where the sample changed. Reads the facts' counter rows, not
+/// their entries or contents: a node of known keys costs its kernels' facts, not the fleet's
+/// entries of them. Run by an update only (the whole build sums every kernel whole), before the
+/// statements that read every staged cell.
+const COUNTED: &str = "
+    INSERT INTO temp.staged_variant_cells(kernel, backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind,
+                                    entries, machines, reg_min, reg_max, spill_min, spill_max, shared_min, shared_max,
+                                    shared_binary, best_config, sample_min, sample_max, shared_code,
+                                    sample_min_ref, sample_max_ref, variant_id)
+    WITH counted(kernel) AS (SELECT kernel FROM temp.dirty_k EXCEPT SELECT kernel FROM temp.whole_k),
+    sums AS (
+        SELECT l.variant_id, SUM(l.live) AS entries,
+               SUM(CASE WHEN l.dup & 1 THEN l.live ELSE 0 END) AS shared_binary,
+               SUM(CASE WHEN l.dup & 2 THEN l.live ELSE 0 END) AS shared_code,
+               MIN(COALESCE(l.lo, (SELECT MIN(e.id) FROM entries e INDEXED BY entries_live
+                                   WHERE e.fact_id = l.fact_id AND e.removed_at IS NULL))) AS lo,
+               MAX(COALESCE(l.hi, (SELECT MAX(e.id) FROM entries e INDEXED BY entries_live
+                                   WHERE e.fact_id = l.fact_id AND e.removed_at IS NULL))) AS hi
+        FROM counted k CROSS JOIN variants v INDEXED BY variants_kernel ON v.kernel = k.kernel
+             CROSS JOIN fact_live l INDEXED BY fact_live_variant ON l.variant_id = v.id AND l.live > 0
+        GROUP BY l.variant_id),
+    -- the live entries an Inductor .best_config names: (fact, machine) once each, as REBUILD counts them
+    best AS (
+        SELECT l.variant_id, COUNT(*) AS n
+        FROM (SELECT DISTINCT f.id, b.machine_id FROM best_configs b
+              CROSS JOIN facts f INDEXED BY facts_key ON f.key = b.triton_cache_hash
+              WHERE f.kernel IN (SELECT kernel FROM counted)
+                AND EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id AND e.machine_id = b.machine_id
+                                                      AND e.removed_at IS NULL)) p
+        CROSS JOIN fact_live l ON l.fact_id = p.id
+        WHERE l.live > 0
+        GROUP BY l.variant_id)
+    SELECT c.kernel, c.backend, c.arch, c.triton_version, c.signature, c.shapes, c.num_warps, c.num_stages, c.kind,
+           s.entries, '', c.reg_min, c.reg_max, c.spill_min, c.spill_max, c.shared_min, c.shared_max, s.shared_binary,
+           COALESCE((SELECT n FROM best WHERE best.variant_id = s.variant_id), 0), s.lo, s.hi, s.shared_code,
+           CASE WHEN s.lo = c.sample_min THEN c.sample_min_ref
+                ELSE (SELECT m.name || char(9) || k.key FROM entries e JOIN machines m ON m.id = e.machine_id
+                      JOIN keys k ON k.id = e.key_id WHERE e.id = s.lo) END,
+           CASE WHEN s.hi = c.sample_max THEN c.sample_max_ref
+                ELSE (SELECT m.name || char(9) || k.key FROM entries e JOIN machines m ON m.id = e.machine_id
+                      JOIN keys k ON k.id = e.key_id WHERE e.id = s.hi) END,
+           c.variant_id
+    FROM counted k CROSS JOIN page_variant_cells c INDEXED BY page_variant_cells_kernel ON c.kernel = k.kernel
+         CROSS JOIN sums s ON s.variant_id = c.variant_id";
+
 #[cfg(test)]
 mod tests;

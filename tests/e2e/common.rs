@@ -308,8 +308,13 @@ pub async fn fact_file_count_faults(pool: &sqlx::SqlitePool) -> i64 {
 /// live count (`machine_counts`) and (machine, kernel)s whose count (`entry_counts`) is off.
 /// `[0, 0, 0, 0]` when they were kept.
 pub async fn live_counter_faults(pool: &sqlx::SqlitePool) -> [i64; 4] {
+    // a fact's live count, and its oldest and newest live entry where kept (NULL: to be looked up)
     let facts = "SELECT COUNT(*) FROM facts f LEFT JOIN fact_live l ON l.fact_id = f.id
-                 WHERE l.live IS NOT (SELECT COUNT(*) FROM entries e WHERE e.fact_id = f.id AND e.removed_at IS NULL)";
+                 WHERE l.live IS NOT (SELECT COUNT(*) FROM entries e WHERE e.fact_id = f.id AND e.removed_at IS NULL)
+                    OR (l.live > 0 AND l.lo IS NOT NULL
+                        AND l.lo IS NOT (SELECT MIN(e.id) FROM entries e WHERE e.fact_id = f.id AND e.removed_at IS NULL))
+                    OR (l.live > 0 AND l.hi IS NOT NULL
+                        AND l.hi IS NOT (SELECT MAX(e.id) FROM entries e WHERE e.fact_id = f.id AND e.removed_at IS NULL))";
     let cells = "SELECT COUNT(*) FROM (SELECT l.variant_id, e.machine_id, COUNT(*) AS n FROM entries e
                                        JOIN fact_live l ON l.fact_id = e.fact_id
                                        WHERE e.removed_at IS NULL AND l.variant_id IS NOT NULL GROUP BY 1, 2) c

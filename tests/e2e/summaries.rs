@@ -207,6 +207,12 @@ async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
     let (_c1, jit) = crate::common::unpacked("h100-jit-3.6.0");
     let r = cachelens::collect::scan_report(&jit.join("triton-cache"), "h100-d").unwrap();
     cachelens::collect::ingest_report(&db, &r, "upload").await.unwrap();
+    // keys the fleet holds: its kernels' live facts stay the same, so only their counts are marked
+    let marks: (i64, i64) = sqlx::query_as("SELECT COUNT(*), COALESCE(SUM(whole), 0) FROM page_dirty_kernels")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(marks.0 > 0 && marks.1 == 0, "kernels marked (all, whole): {marks:?}");
     let (_c2, tuned) = crate::common::unpacked("h100-inductor-autotune-triton-3.6.0");
     let r = cachelens::collect::scan_report(&tuned, "h100-e").unwrap();
     cachelens::collect::ingest_report(&db, &r, "upload").await.unwrap();
