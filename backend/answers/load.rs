@@ -478,12 +478,20 @@ pub async fn invalidations_grouped(
         )));
     }
     let old_keys: HashSet<&str> = old.rows.iter().map(|r| r.key.as_str()).collect();
+    // An entry without a kernel name whose key the other side names (its metadata lost on one
+    // machine: a partial entry) is grouped under that name, where its key is kept, as the whole
+    // match keeps it; grouped apart, it read as one key removed and one new.
+    let named: HashMap<&str, &str> =
+        old.rows.iter().chain(&new.rows).filter_map(|r| Some((r.key.as_str(), r.kernel.as_deref()?))).collect();
+    fn group_of<'a>(r: &'a LightRow, named: &HashMap<&'a str, &'a str>) -> Option<&'a str> {
+        r.kernel.as_deref().or_else(|| named.get(r.key.as_str()).copied())
+    }
     let mut groups: BTreeMap<Option<&str>, (Vec<&LightRow>, Vec<&LightRow>)> = BTreeMap::new();
     for r in &old.rows {
-        groups.entry(r.kernel.as_deref()).or_default().0.push(r);
+        groups.entry(group_of(r, &named)).or_default().0.push(r);
     }
     for r in &new.rows {
-        groups.entry(r.kernel.as_deref()).or_default().1.push(r);
+        groups.entry(group_of(r, &named)).or_default().1.push(r);
     }
     let mut budget = Budget { pairs_left: limits.pairs };
     let mut shared = crate::explain::Shared::new(db.explained().clone());

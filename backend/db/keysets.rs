@@ -132,18 +132,26 @@ pub async fn kept_now(db: &super::Db, machine: &str) -> sqlx::Result<Option<Sets
     Ok(db.keysets.get(id, now))
 }
 
-/// Live entries of `machine` without a kernel name of the kinds a report reads (the partial
-/// index of migration 0028: no table row read).
+/// Live entries of `machine` without a kernel name of the kinds a report reads.
 pub async fn unnamed_count(pool: &SqlitePool, machine: &str) -> sqlx::Result<i64> {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT COUNT(*) FROM entry_rows e
-         WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?) AND e.kernel IS NULL AND e.kind IN {}
-           AND e.removed_at IS NULL",
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) {}", unnamed_of_machine())))
+        .bind(machine)
+        .fetch_one(pool)
+        .await
+}
+
+/// `FROM` and `WHERE` of `?1`'s live entries without a kernel name of the kinds a report reads
+/// (`e`, their facts `f`): from the facts of those kinds without a name (`facts_unnamed`), each
+/// probing the machine's presence. Read from the machine's entries instead, a machine's 10,000
+/// named entries cost ~12 ms to find none (every pair report reads both sides).
+fn unnamed_of_machine() -> String {
+    format!(
+        "FROM facts f INDEXED BY facts_unnamed
+         CROSS JOIN entries e INDEXED BY entries_fact
+           ON e.fact_id = f.id AND e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.removed_at IS NULL
+         WHERE f.kernel IS NULL AND f.kind IN {}",
         crate::model::EntryKind::sql_list(super::explain::KERNEL_KINDS)
-    )))
-    .bind(machine)
-    .fetch_one(pool)
-    .await
+    )
 }
 
 /// Store `sets` as `machine_id`'s key sets at generation `now`, unless sets of a later
@@ -270,13 +278,9 @@ pub async fn light_now_of(pool: &SqlitePool, machine: &str, only: &[&str]) -> sq
 }
 
 async fn light_now_unnamed(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<LightRow>> {
-    let sql = format!(
-        "SELECT {} FROM entry_rows e
-         WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.kernel IS NULL AND e.kind IN {}
-           AND e.removed_at IS NULL",
-        super::json_rows::rows_json(super::explain::LIGHT_ROW),
-        crate::model::EntryKind::sql_list(super::explain::KERNEL_KINDS)
-    );
+    // (`LIGHT_ROW` over `entry_rows`: the key and name are the fact's)
+    let light = super::json_rows::rows_json("json_array(e.id, f.key, f.kernel, e.relocated)");
+    let sql = format!("SELECT {light} {}", unnamed_of_machine());
     super::explain::light_rows(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(machine).fetch_one(pool).await?)
 }
 

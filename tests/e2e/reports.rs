@@ -514,3 +514,47 @@ async fn a_no_change_rescan_report_is_counted_and_equals_the_whole_match() {
     let r = get_json(&state, "/api/v1/invalidations?machine=m").await;
     assert_eq!(r["removed_total"].as_u64().unwrap() + r["invalidated_total"].as_u64().unwrap(), 1, "{r}");
 }
+
+/// A machine pair's report reads each side's entries without a kernel name (of the kinds a report
+/// reads: here one whose metadata JSON is corrupt, a partial entry) from the facts of such
+/// entries, not from every entry of the machine: the same entries as the machine's rows give, and
+/// the report equals the whole sets matched.
+#[tokio::test]
+async fn a_pair_report_reads_the_entries_without_a_kernel_name() {
+    let (_t1, a) = unpacked("a100-upgrade-1-triton-3.4.0");
+    let (_t2, b) = unpacked("a100-upgrade-1-triton-3.4.0");
+    let (a, b) = (a.join("triton-cache"), b.join("triton-cache"));
+    let dir = &key_dirs(&b)[0];
+    for f in std::fs::read_dir(dir).unwrap().map(|f| f.unwrap().path()) {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        if name.ends_with(".json") && !name.starts_with("__grp__") {
+            std::fs::write(&f, "{not json").unwrap();
+        }
+    }
+    let (_db, pool) = fresh_db().await;
+    let state = AppState::new(pool.clone(), Config::default());
+    scan(&pool, &a, "m1").await;
+    scan(&pool, &b, "m2").await;
+    let direct = |m: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM entry_rows WHERE machine_id = (SELECT id FROM machines WHERE name = ?)
+                   AND kernel IS NULL AND kind IN ('kernel', 'binary_only', 'partial') AND removed_at IS NULL",
+            )
+            .bind(m)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            n
+        }
+    };
+    assert_eq!((direct("m1").await, direct("m2").await), (0, 1), "one entry of m2 has no kernel name");
+    for m in ["m1", "m2"] {
+        let n = cachelens::db::keysets::unnamed_count(&pool, m).await.unwrap();
+        assert_eq!(n, direct(m).await, "{m}");
+    }
+    for (x, y) in [("m1", "m2"), ("m2", "m1"), ("m2", "m2")] {
+        same_as_fresh(&state, &format!("a={x}&b={y}"), Spec::Machines { a: x.into(), b: y.into() }).await;
+    }
+}
