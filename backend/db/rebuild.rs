@@ -651,13 +651,14 @@ const COUNTED: &str = "
         FROM counted k CROSS JOIN variants v INDEXED BY variants_kernel ON v.kernel = k.kernel
              CROSS JOIN fact_live l INDEXED BY fact_live_variant ON l.variant_id = v.id AND l.live > 0
         GROUP BY l.variant_id),
-    -- the live entries an Inductor .best_config names: (fact, machine) once each, as REBUILD counts them
+    -- the live entries an Inductor .best_config names: (fact, machine) once each, as REBUILD counts
+    -- them; from the kernels' facts (their keys in `facts_kernel`), not from every config's row
     best AS (
         SELECT l.variant_id, COUNT(*) AS n
-        FROM (SELECT DISTINCT f.id, b.machine_id FROM best_configs b
-              CROSS JOIN facts f INDEXED BY facts_key ON f.key = b.triton_cache_hash
-              WHERE f.kernel IN (SELECT kernel FROM counted)
-                AND EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id AND e.machine_id = b.machine_id
+        FROM (SELECT DISTINCT f.id, b.machine_id
+              FROM counted k CROSS JOIN facts f INDEXED BY facts_kernel ON f.kernel = k.kernel
+                   CROSS JOIN best_configs b INDEXED BY best_configs_key ON b.triton_cache_hash = f.key
+              WHERE EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id AND e.machine_id = b.machine_id
                                                       AND e.removed_at IS NULL)) p
         CROSS JOIN fact_live l ON l.fact_id = p.id
         WHERE l.live > 0

@@ -252,6 +252,25 @@ async fn summaries_follow_landings_by_machine_and_equal_the_whole_build() {
     .unwrap();
     assert_eq!(machines[0].1, machines[1].1, "the same cache counts the same: {machines:?}");
 
+    // the Inductor cache again on another machine (its best configs naming its entries): its
+    // kernels' counts only, best configs too (as on h100-b)
+    let (_c3, inductor) = crate::common::unpacked("h100-inductor-3.6.0");
+    let r = cachelens::collect::scan_report(&inductor.join("inductor"), "h100-f").unwrap();
+    cachelens::collect::ingest_report(&db, &r, "upload").await.unwrap();
+    let marks: (i64, i64, i64) = sqlx::query_as(
+        "SELECT COUNT(*), COALESCE(SUM(whole), 0),
+                COUNT(*) FILTER (WHERE kernel IN (SELECT kernel FROM entry_rows e JOIN best_configs b
+                                                  ON b.machine_id = e.machine_id AND b.triton_cache_hash = e.key))
+         FROM page_dirty_kernels",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(marks.0 > 0 && marks.1 == 0 && marks.2 > 0, "kernels marked (all, whole, with best configs): {marks:?}");
+    db.fresh_summaries().await.unwrap();
+    let (summed_f, direct_f) = cell_totals(&pool).await;
+    assert_eq!(summed_f, direct_f, "grid cells summed by their counters vs the live entries counted one by one");
+    assert!(direct_f[1] > direct[1], "h100-f's best configs are counted: {direct_f:?} after {direct:?}");
     // h100-c loses entries (a re-scan after a prune), h100-b is retired
     let cache = keep[3].path().join("cache/triton-cache");
     let mut dirs: Vec<_> = std::fs::read_dir(&cache).unwrap().map(|d| d.unwrap().path()).collect();
