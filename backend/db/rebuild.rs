@@ -629,7 +629,7 @@ const REBUILD: &[&str] = &[
 /// landing moved how many live entries their facts have, not which facts are live). Such a
 /// kernel keeps its cells, their contents' ranges and its shared binaries and code; each cell's
 /// entries, shared counts and samples are summed again from its facts' counters (`fact_live`:
-/// live, lo, hi, dup), its best-config count from the few keys a best config names, and a
+/// live, lo, hi, dup), its best-config count from the keys of its facts a best config names, and a
 /// sample's name is looked up only where the sample changed. Reads the facts' counter rows, not
 /// their entries or contents: a node of known keys costs its kernels' facts, not the fleet's
 /// entries of them. Run by an update only (the whole build sums every kernel whole), before the
