@@ -22,17 +22,49 @@ pub struct AdviceRow {
     pub row: PruneRow,
 }
 
-/// Every live entry of the machine, ordered by root and dir, handed to `each` as it is read (a
-/// machine's 100,000 rows are never held at once here). Each hook time is the min or max of
-/// three index seeks (one per event kind), never a scan of a hot key's events.
+/// A row as [`live_rows`] reads it: the hook's times per event kind, folded in Rust.
+#[derive(FromRow)]
+struct Read {
+    root: String,
+    entry_bytes: i64,
+    counts: i64,
+    hit_last: Option<i64>,
+    miss_last: Option<i64>,
+    compile_last: Option<i64>,
+    hit_first: Option<i64>,
+    miss_first: Option<i64>,
+    compile_first: Option<i64>,
+    #[sqlx(flatten)]
+    row: PruneRow,
+}
+
+/// Every live entry of the machine, grouped by root (the roots in no order, the rows unsorted
+/// within one), handed to `each` as it is read (a machine's 100,000 rows are never held at once
+/// here). Each hook time is the min or max of three index seeks (one per event kind), never a
+/// scan of a hot key's events; a machine without events costs none.
 pub async fn live_rows(
     conn: &mut SqliteConnection,
     machine_id: i64,
     mut each: impl FnMut(AdviceRow),
 ) -> sqlx::Result<()> {
-    let mut rows = sqlx::query_as(include_str!("advice_rows.sql")).bind(machine_id).fetch(conn);
+    let (events,): (bool,) = sqlx::query_as("SELECT EXISTS (SELECT 1 FROM events WHERE machine_id = ?)")
+        .bind(machine_id)
+        .fetch_one(&mut *conn)
+        .await?;
+    let mut rows = sqlx::query_as(include_str!("advice_rows.sql")).bind(machine_id).bind(events).fetch(conn);
     while let Some(r) = std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)).await {
-        each(r?);
+        let r: Read = r?;
+        let mut row = r.row;
+        row.last_hit = r.hit_last;
+        row.last_event = [r.hit_last, r.miss_last, r.compile_last].into_iter().flatten().max();
+        each(AdviceRow {
+            root: r.root,
+            entry_bytes: r.entry_bytes,
+            files: r.counts & 0xffff_ffff,
+            groups: r.counts >> 32,
+            first_event: [r.hit_first, r.miss_first, r.compile_first].into_iter().flatten().min(),
+            row,
+        });
     }
     Ok(())
 }

@@ -24,8 +24,11 @@ pub struct PruneRow {
     pub created_at: Option<i64>,
     pub relocated: bool,
     /// The hook's last event (hit, miss or compile) for this key on this machine (unix ms).
+    /// (`default`: the advice's rows fold it from one time per event kind.)
+    #[sqlx(default)]
     pub last_event: Option<i64>,
     /// The hook's last hit for this key on this machine (unix ms).
+    #[sqlx(default)]
     pub last_hit: Option<i64>,
 }
 

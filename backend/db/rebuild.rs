@@ -610,19 +610,19 @@ const REBUILD: &[&str] = &[
      UNION SELECT DISTINCT 'arch', arch FROM temp.staged_kernel_stats WHERE arch IS NOT NULL
      UNION SELECT DISTINCT 'triton_version', triton_version FROM temp.staged_kernel_stats WHERE triton_version IS NOT NULL",
     // bytes by artifact type per machine, as `staged_ext_stats` counts them for the fleet: from
-    // the base tables (the fact's files by its id, not through `entry_rows`), one pass over the
-    // machine's live entries' fact files, a machine's own group file counted at its own size
+    // the base tables, one pass over the machine's live entries probing their facts' bytes by
+    // type (`fact_exts`, by fact id), a machine's own group file counted at its own size
     "INSERT INTO temp.staged_machine_ext(machine_id, ext, files, bytes)
      SELECT machine_id, ext, SUM(files), CAST(TOTAL(bytes) AS INTEGER) FROM (
        SELECT e.machine_id, a.ext, COUNT(*) AS files, TOTAL(a.bytes) AS bytes
        FROM entries e JOIN artifacts a ON a.entry_id = e.id
        WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id, a.ext
        UNION ALL
-       SELECT e.machine_id, ff.ext, COUNT(*),
-              TOTAL(CASE WHEN ff.ext = 'grp' AND e.group_sha256 IS NOT NULL THEN COALESCE(e.group_bytes, ff.bytes)
-                         ELSE ff.bytes END)
-       FROM entries e JOIN facts f ON f.id = e.fact_id JOIN fact_files ff ON ff.fact = f.fact
-       WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id, ff.ext)
+       SELECT e.machine_id, x.ext, SUM(x.files),
+              TOTAL(CASE WHEN x.ext = 'grp' AND e.group_sha256 IS NOT NULL AND e.group_bytes IS NOT NULL
+                         THEN x.files * e.group_bytes ELSE x.bytes END)
+       FROM entries e JOIN fact_exts x ON x.fact_id = e.fact_id
+       WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id, x.ext)
      GROUP BY machine_id, ext",
 ];
 /// The grid cells of the kernels marked for their counts only (`page_dirty_kernels.whole` 0: a

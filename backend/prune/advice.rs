@@ -6,8 +6,9 @@
 //! its live entries' keys (the CLI also counts keys of removed entries).
 //!
 //! The machine page and the API compute a machine's advice per request (one pass over its live
-//! entries, [`crate::db::advice::live_rows`]); each landed scan stores it ([`refresh`]) and the
-//! overview sums the stored ones (one row per machine).
+//! entries, [`crate::db::advice::live_rows`], grouped by root and sorted by dir here one root at a
+//! time); each landed scan stores it ([`refresh`]) and the overview sums the stored ones (one row
+//! per machine).
 
 use super::{Class, Rules, Tally, decide, disk};
 use crate::db::advice::{self, AdviceRow};
@@ -91,9 +92,14 @@ impl Roots {
         at.rows.push(r.row);
     }
 
-    /// Decide the root being read, and let its rows go.
+    /// Decide the root being read, and let its rows go. Its rows are read in no order: sorted
+    /// by dir here, as prune lists a root.
     fn close(&mut self) {
-        let Some(at) = self.at.take() else { return };
+        let Some(mut at) = self.at.take() else { return };
+        let mut order: Vec<usize> = (0..at.rows.len()).collect();
+        order.sort_by(|a, b| at.rows[*a].dir.cmp(&at.rows[*b].dir));
+        at.rows = permute(std::mem::take(&mut at.rows), &order);
+        at.listed = permute(std::mem::take(&mut at.listed), &order);
         let listing = disk::Listing { entries: at.listed, temps: vec![], empty: vec![] };
         let plan = decide(&at.root, &at.rows, &listing, at.since, &self.rules);
         let (classes, total) = plan.tallies();
@@ -110,7 +116,8 @@ impl Roots {
 
     fn advice(mut self, machine: &str) -> Advice {
         self.close();
-        let roots = self.done;
+        let mut roots = self.done;
+        roots.sort_by(|a, b| a.root.cmp(&b.root));
         let classes = merge(roots.iter().flat_map(|r| r.classes.iter()));
         let total = merge(roots.iter().map(|r| &r.total)).pop().unwrap_or_default();
         let command = (!roots.is_empty()).then(|| {
@@ -132,6 +139,12 @@ impl Roots {
             command,
         }
     }
+}
+
+/// `items` in the order of `order` (a permutation of their indexes).
+fn permute<T>(items: Vec<T>, order: &[usize]) -> Vec<T> {
+    let mut slots: Vec<Option<T>> = items.into_iter().map(Some).collect();
+    order.iter().filter_map(|i| slots[*i].take()).collect()
 }
 
 /// Tallies summed per class (in [`Class::ALL`] order; a tally without a class sums as one).
