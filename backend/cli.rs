@@ -47,6 +47,11 @@ pub enum Command {
         #[command(subcommand)]
         command: MachineCommand,
     },
+    /// Move a database between stores: `cachelens db copy --from team.db --to postgres://…`.
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
     /// CI gate: fail when a change (a Triton upgrade, an env var, ...) would recompile more of
     /// the base's kernels than allowed: `cachelens gate BASE_DIR CHANGE_DIR --max-invalidated 10%`.
     #[command(after_help = GATE_HELP)]
@@ -430,6 +435,24 @@ pub enum MachineCommand {
         #[command(flatten)]
         db: DbArg,
         /// Print what was deleted as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DbCommand {
+    /// Copy an SQLite database into an empty PostgreSQL database (its schema is created), every
+    /// table compared with the source before anything is committed. The SQLite file is only
+    /// read (migrated first if an older release made it) and may be served meanwhile.
+    Copy {
+        /// The SQLite database file.
+        #[arg(long)]
+        from: PathBuf,
+        /// The PostgreSQL database: postgres://USER[:PASSWORD]@HOST[:PORT]/DB.
+        #[arg(long)]
+        to: String,
+        /// Print what was copied as JSON.
         #[arg(long)]
         json: bool,
     },

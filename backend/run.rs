@@ -1,7 +1,9 @@
 //! What each subcommand does. Cache text they print for people (root paths, dir names, skip
 //! reasons, kernel names) goes through [`crate::fmt::term`]; `--json` prints it as JSON strings.
 
-use crate::cli::{Cli, Command, DbArg, ExplainArgs, Keep, MachineCommand, ScanArgs, ServeArgs, TokenCommand, UpArgs};
+use crate::cli::{
+    Cli, Command, DbArg, DbCommand, ExplainArgs, Keep, MachineCommand, ScanArgs, ServeArgs, TokenCommand, UpArgs,
+};
 use crate::collect;
 use crate::db;
 use crate::fmt::term;
@@ -19,6 +21,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Explain(a) => explain(a).await,
         Command::Token { command } => token(command).await,
         Command::Machine { command } => machine(command).await,
+        Command::Db { command } => db_command(command).await,
         Command::Gate(a) => return Ok(crate::gate::run(a).await),
         Command::Prune(a) => crate::prune::cmd::run(a).await,
         Command::Completions { shell } => {
@@ -537,6 +540,28 @@ async fn machine(c: MachineCommand) -> anyhow::Result<()> {
                     r.events,
                     r.reports,
                     r.tokens_revoked
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn db_command(c: DbCommand) -> anyhow::Result<()> {
+    match c {
+        DbCommand::Copy { from, to, json } => {
+            let c = db::copy::copy(&from, &to).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&c)?);
+            } else {
+                println!(
+                    "copied {} to {}: {} rows in {} tables (schema {}), each table compared, in {:.1} s",
+                    c.from,
+                    c.to,
+                    c.rows,
+                    c.tables.len(),
+                    c.version,
+                    c.millis as f64 / 1000.0
                 );
             }
         }

@@ -58,6 +58,16 @@ CACHELENS_WHEEL=$(ls "$wheel_dir"/*.whl 2>/dev/null | head -n 1)
 export CACHELENS_WHEEL
 suite "style (cargo fmt --check, cargo clippy -D warnings)" \
   sh -c 'cargo fmt --check && cargo clippy --locked --all-targets -q -- -D warnings'
+# A throwaway PostgreSQL for the tests of the PostgreSQL store (tests/e2e/pg_copy.rs), unless
+# CACHELENS_TEST_PG already names one.
+if [ -z "${CACHELENS_TEST_PG:-}" ]; then
+  pg_dir=$(mktemp -d)
+  if pg_env=$(bash scripts/pg-temp.sh start "$pg_dir"); then
+    eval "$pg_env"
+    trap 'bash scripts/pg-temp.sh stop "$pg_dir" >/dev/null 2>&1; rm -rf "$pg_dir"' EXIT
+  fi
+fi
+echo "test PostgreSQL: ${CACHELENS_TEST_PG:-none}"
 suite "rust tests" cargo test --locked -- --test-threads 2
 suite "hook (pytest against real triton)" sh -c '"${CACHELENS_PYTHON:?needs a python with triton}" -m pytest hook/tests -q'
 if [ -n "$CACHELENS_PYTHON_ALT" ]; then

@@ -7,6 +7,7 @@ pub mod advice;
 pub mod artifacts;
 pub mod blobs;
 pub mod classes;
+pub mod copy;
 pub mod decisions;
 pub mod entries;
 pub mod events;

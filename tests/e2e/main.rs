@@ -31,6 +31,7 @@ mod metrics;
 mod nearest;
 mod old_db;
 mod pages;
+mod pg_copy;
 mod prune;
 mod reports;
 mod rescan;
