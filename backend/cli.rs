@@ -442,6 +442,16 @@ pub enum MachineCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum DbCommand {
+    /// Back up an SQLite database, served or not, into a new file (`VACUUM INTO`: one consistent
+    /// snapshot, compacted; the server goes on meanwhile). Restore: stop the server, put the
+    /// file in place of the database (its `-wal` and `-shm` files removed), start it.
+    Backup {
+        #[command(flatten)]
+        db: DbArg,
+        /// The backup file to write (it must not exist yet).
+        #[arg(long)]
+        to: PathBuf,
+    },
     /// Copy an SQLite database into an empty PostgreSQL database (its schema is created), every
     /// table compared with the source before anything is committed. The SQLite file is only
     /// read (migrated first if an older release made it) and may be served meanwhile.

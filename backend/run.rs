@@ -549,6 +549,19 @@ async fn machine(c: MachineCommand) -> anyhow::Result<()> {
 
 async fn db_command(c: DbCommand) -> anyhow::Result<()> {
     match c {
+        DbCommand::Backup { db, to } => {
+            let from = db.path();
+            let b = db::copy::backup(&from, &to).await?;
+            println!(
+                "backed up {} to {}: {} bytes, {} machines, {} entries, integrity ok, in {:.1} s",
+                from.display(),
+                to.display(),
+                b.bytes,
+                b.machines,
+                b.entries,
+                b.millis as f64 / 1000.0
+            );
+        }
         DbCommand::Copy { from, to, json } => {
             let c = db::copy::copy(&from, &to).await?;
             if json {

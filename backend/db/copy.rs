@@ -1,5 +1,6 @@
 //! `cachelens db copy --from team.db --to postgres://…`: a team's SQLite database moved into a
-//! PostgreSQL database with nothing lost.
+//! PostgreSQL database with nothing lost; and `cachelens db backup`, an SQLite database copied
+//! into a new file while it is served ([`backup`]).
 //!
 //! The target gets the PostgreSQL schema (`migrations-pg/`, numbered as `migrations/`: the same
 //! tables, columns, indexes, views and triggers) and must hold no row yet. Every table is copied
@@ -24,7 +25,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::sqlite::SqliteRow;
-use sqlx::{Connection, Row, SqliteConnection, TypeInfo, ValueRef};
+use sqlx::{ConnectOptions, Connection, Row, SqliteConnection, TypeInfo, ValueRef};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::str::FromStr;
@@ -95,9 +96,11 @@ pub async fn copy(from: &Path, to: &str) -> anyhow::Result<Copied> {
         "--to {:?} is not a PostgreSQL URL (postgres://USER@HOST[:PORT]/DB)",
         redact(to)
     );
-    let opts = PgConnectOptions::from_str(to).map_err(|e| {
-        anyhow::anyhow!("--to {:?} is not a PostgreSQL URL (postgres://USER@HOST[:PORT]/DB): {e}", redact(to))
-    })?;
+    let opts = PgConnectOptions::from_str(to)
+        .map_err(|e| {
+            anyhow::anyhow!("--to {:?} is not a PostgreSQL URL (postgres://USER@HOST[:PORT]/DB): {e}", redact(to))
+        })?
+        .disable_statement_logging();
     // the source at the newest schema, as a server opening it would leave it
     let source = super::Db::open_command(from).await?;
     let mut pg = PgConnection::connect_with(&opts)
@@ -119,6 +122,66 @@ pub async fn copy(from: &Path, to: &str) -> anyhow::Result<Copied> {
         rows,
         millis: t0.elapsed().as_millis() as u64,
     })
+}
+
+/// What a backup wrote.
+#[derive(Debug, Serialize)]
+pub struct Backup {
+    pub bytes: u64,
+    pub machines: i64,
+    pub entries: i64,
+    pub millis: u64,
+}
+
+/// Write a backup of the SQLite database at `from` into the new file `to`: `VACUUM INTO` on a
+/// read-only connection (one read transaction: a consistent snapshot while writers go on, the
+/// database itself untouched, not even migrated), then the copy checked (`PRAGMA
+/// integrity_check`) and counted. A failed backup leaves no file behind.
+pub async fn backup(from: &Path, to: &Path) -> anyhow::Result<Backup> {
+    use sqlx::sqlite::SqliteConnectOptions;
+    let t0 = Instant::now();
+    anyhow::ensure!(from.is_file(), "no SQLite database at {} (pass --db FILE)", from.display());
+    anyhow::ensure!(!to.exists(), "{} exists: a backup goes into a new file", to.display());
+    // (a whole-database statement is slow by nature: not logged as slow)
+    let opts = SqliteConnectOptions::new()
+        .filename(from)
+        .read_only(true)
+        .busy_timeout(super::BUSY_TIMEOUT)
+        .disable_statement_logging();
+    let mut conn = SqliteConnection::connect_with(&opts).await?;
+    let written = sqlx::query("VACUUM INTO ?").bind(to.to_string_lossy().into_owned()).execute(&mut conn).await;
+    conn.close().await?;
+    let checked = match written {
+        Ok(_) => check_backup(to).await,
+        Err(e) => Err(e.into()),
+    };
+    match checked {
+        Ok((machines, entries)) => Ok(Backup {
+            bytes: std::fs::metadata(to)?.len(),
+            machines,
+            entries,
+            millis: t0.elapsed().as_millis() as u64,
+        }),
+        Err(e) => {
+            let _ = std::fs::remove_file(to);
+            Err(e.context(format!("backing up {} into {}", from.display(), to.display())))
+        }
+    }
+}
+
+/// The backup's integrity, its machines and entries.
+async fn check_backup(path: &Path) -> anyhow::Result<(i64, i64)> {
+    use sqlx::sqlite::SqliteConnectOptions;
+    let opts = SqliteConnectOptions::new().filename(path).read_only(true).disable_statement_logging();
+    let mut conn = SqliteConnection::connect_with(&opts).await?;
+    let ok: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&mut conn).await?;
+    anyhow::ensure!(ok == "ok", "the backup fails its integrity check: {ok}");
+    let (machines, entries): (i64, i64) =
+        sqlx::query_as("SELECT (SELECT COUNT(*) FROM machines), (SELECT COUNT(*) FROM entries)")
+            .fetch_one(&mut conn)
+            .await?;
+    conn.close().await?;
+    Ok((machines, entries))
 }
 
 /// The URL without its password (`user:…@host`).

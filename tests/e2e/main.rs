@@ -1,6 +1,7 @@
 //! The one integration test binary: real corpus caches, real SQLite files, real servers.
 mod advice;
 mod api_read;
+mod backup;
 mod bench_routes;
 mod big_advice;
 mod big_report;
