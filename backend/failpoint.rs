@@ -1,7 +1,8 @@
 //! Named points where a test can make this process die at once, as `kill -9` would
 //! (`CACHELENS_FAILPOINT=<name>`; unset in any real deployment: then a point costs one load of
 //! a value read once). Used by tests/e2e/contract.rs to kill a server at every write step of
-//! an upload and check that its retry stores exactly what an uninterrupted upload stores.
+//! an upload and check that its retry stores exactly what an uninterrupted upload stores, and by
+//! tests/e2e/two_servers.rs to kill or slow a server computing a report.
 
 /// Abort the process here when `CACHELENS_FAILPOINT` names this point.
 pub fn hit(name: &str) {
@@ -10,6 +11,14 @@ pub fn hit(name: &str) {
     if armed.as_deref() == Some(name) {
         eprintln!("failpoint {name}: aborting");
         std::process::abort();
+    }
+}
+
+/// Sleep `for_` here when `CACHELENS_FAILPOINT` names this point (a test's stand-in for slow
+/// work: a report computed while another server asks for it).
+pub async fn pause(name: &str, for_: std::time::Duration) {
+    if std::env::var("CACHELENS_FAILPOINT").is_ok_and(|v| v == name) {
+        tokio::time::sleep(for_).await;
     }
 }
 

@@ -291,11 +291,15 @@ async fn compute(
     progress: &Progress,
     light: bool,
 ) -> Result<(), ExplainError> {
+    // one process at a time computes a report (several servers on one database)
+    let Some(_lease) = claim_or_wait(db, spec, gens).await? else { return Ok(()) };
     let _slot = match light {
         true => None,
         false => Some(COMPUTING.acquire().await.map_err(|e| ExplainError::Db(sqlx::Error::Protocol(e.to_string())))?),
     };
     let t = std::time::Instant::now();
+    crate::failpoint::hit("report-claimed");
+    crate::failpoint::pause("report-claimed-slow", std::time::Duration::from_secs(3)).await;
     // In the background, stored: however long it takes (the wait is the reader's, bounded by
     // `lookup`); memory stays bounded by the pieces it is computed in.
     let r = fresh_with(db, spec, Limits { time: None, ..limits }, progress).await?;
@@ -308,6 +312,27 @@ async fn compute(
         "report computed"
     );
     Ok(())
+}
+
+/// The claim on computing `spec` at `gens` for this process ([`crate::db::leases`]), once no
+/// other process holds it; `None` when there is nothing left to compute: the holder stored it,
+/// or the sides moved on (the caller's lookup then starts over with them). Waits while another
+/// process computes, polling every 250 ms, and takes over when that process's claim lapses.
+async fn claim_or_wait(
+    db: &crate::db::Db,
+    spec: &Spec,
+    gens: (i64, i64),
+) -> Result<Option<crate::db::leases::Lease>, ExplainError> {
+    let name = spec.name();
+    loop {
+        if let Some(lease) = crate::db::leases::claim(db, &name, gens).await? {
+            return Ok(Some(lease));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        if reports::find(db.pool(), &name, gens).await?.is_some() || spec.gens(db.pool()).await? != gens {
+            return Ok(None);
+        }
+    }
 }
 
 /// The report of `spec` computed fresh, every row in memory (what stored reports equal).

@@ -21,6 +21,7 @@ pub mod ingest;
 pub(crate) mod json_rows;
 pub mod keys;
 pub mod keysets;
+pub mod leases;
 pub mod memo;
 pub mod misses;
 pub mod nearest;
@@ -65,6 +66,8 @@ pub struct Db {
     pub(crate) keysets: Arc<keysets::Kept>,
     /// IR texts prepared and line diffs made by the explainer (see [`crate::explain::Kept`]).
     explained: Arc<crate::explain::Kept>,
+    /// Who this handle is when it claims a report's computation ([`leases`]).
+    pub(crate) holder: Arc<str>,
 }
 
 impl Db {
@@ -80,6 +83,7 @@ impl Db {
             texts: Arc::default(),
             keysets: Arc::default(),
             explained: Arc::default(),
+            holder: leases::holder(),
         }
     }
 

@@ -139,7 +139,7 @@ pub fn bin() -> PathBuf {
 }
 
 /// A `cachelens serve` child process, killed when dropped.
-pub struct Served(std::process::Child);
+pub struct Served(pub std::process::Child);
 impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.0.kill();

@@ -45,6 +45,7 @@ mod stages;
 mod summaries;
 mod timeline;
 mod tokens;
+mod two_servers;
 mod up;
 mod upload;
 mod upload_queue;
