@@ -551,7 +551,7 @@ async fn db_command(c: DbCommand) -> anyhow::Result<()> {
     match c {
         DbCommand::Backup { db, to } => {
             let from = db.path();
-            let b = db::copy::backup(&from, &to).await?;
+            let b = db::backup::backup(&from, &to).await?;
             println!(
                 "backed up {} to {}: {} bytes, {} machines, {} entries, integrity ok, in {:.1} s",
                 from.display(),

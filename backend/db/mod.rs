@@ -5,6 +5,7 @@
 
 pub mod advice;
 pub mod artifacts;
+pub mod backup;
 pub mod blobs;
 pub mod classes;
 pub mod copy;

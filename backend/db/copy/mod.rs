@@ -1,6 +1,5 @@
 //! `cachelens db copy --from team.db --to postgres://…`: a team's SQLite database moved into a
-//! PostgreSQL database with nothing lost; and `cachelens db backup`, an SQLite database copied
-//! into a new file while it is served ([`backup`]).
+//! PostgreSQL database with nothing lost.
 //!
 //! The target gets the PostgreSQL schema (`migrations-pg/`, numbered as `migrations/`: the same
 //! tables, columns, indexes, views and triggers) and must hold no row yet. Every table is copied
@@ -21,15 +20,16 @@
 //! A failure at any point (a refused value, a lost connection, the process killed) leaves the
 //! target as it was: nothing is committed until every table has been compared.
 
+mod values;
+
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
-use sqlx::sqlite::SqliteRow;
-use sqlx::{ConnectOptions, Connection, Row, SqliteConnection, TypeInfo, ValueRef};
+use sqlx::{ConnectOptions, Connection, Row, SqliteConnection};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Instant;
+use values::{Digest4, Kind, Val, convert, encode_row, read_lite};
 
 /// The PostgreSQL schema, migration by migration (the same numbers as SQLite's `MIGRATOR`).
 pub static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-pg");
@@ -58,25 +58,6 @@ pub struct Copied {
 pub struct TableCopied {
     pub table: String,
     pub rows: u64,
-}
-
-/// A column's type in the target, as values are converted to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Int,
-    Float,
-    Text,
-    Bytes,
-}
-
-/// One value, converted.
-#[derive(Debug, Clone, PartialEq)]
-enum Val {
-    Null,
-    Int(i64),
-    Float(f64),
-    Text(String),
-    Bytes(Vec<u8>),
 }
 
 struct Table {
@@ -122,66 +103,6 @@ pub async fn copy(from: &Path, to: &str) -> anyhow::Result<Copied> {
         rows,
         millis: t0.elapsed().as_millis() as u64,
     })
-}
-
-/// What a backup wrote.
-#[derive(Debug, Serialize)]
-pub struct Backup {
-    pub bytes: u64,
-    pub machines: i64,
-    pub entries: i64,
-    pub millis: u64,
-}
-
-/// Write a backup of the SQLite database at `from` into the new file `to`: `VACUUM INTO` on a
-/// read-only connection (one read transaction: a consistent snapshot while writers go on, the
-/// database itself untouched, not even migrated), then the copy checked (`PRAGMA
-/// integrity_check`) and counted. A failed backup leaves no file behind.
-pub async fn backup(from: &Path, to: &Path) -> anyhow::Result<Backup> {
-    use sqlx::sqlite::SqliteConnectOptions;
-    let t0 = Instant::now();
-    anyhow::ensure!(from.is_file(), "no SQLite database at {} (pass --db FILE)", from.display());
-    anyhow::ensure!(!to.exists(), "{} exists: a backup goes into a new file", to.display());
-    // (a whole-database statement is slow by nature: not logged as slow)
-    let opts = SqliteConnectOptions::new()
-        .filename(from)
-        .read_only(true)
-        .busy_timeout(super::BUSY_TIMEOUT)
-        .disable_statement_logging();
-    let mut conn = SqliteConnection::connect_with(&opts).await?;
-    let written = sqlx::query("VACUUM INTO ?").bind(to.to_string_lossy().into_owned()).execute(&mut conn).await;
-    conn.close().await?;
-    let checked = match written {
-        Ok(_) => check_backup(to).await,
-        Err(e) => Err(e.into()),
-    };
-    match checked {
-        Ok((machines, entries)) => Ok(Backup {
-            bytes: std::fs::metadata(to)?.len(),
-            machines,
-            entries,
-            millis: t0.elapsed().as_millis() as u64,
-        }),
-        Err(e) => {
-            let _ = std::fs::remove_file(to);
-            Err(e.context(format!("backing up {} into {}", from.display(), to.display())))
-        }
-    }
-}
-
-/// The backup's integrity, its machines and entries.
-async fn check_backup(path: &Path) -> anyhow::Result<(i64, i64)> {
-    use sqlx::sqlite::SqliteConnectOptions;
-    let opts = SqliteConnectOptions::new().filename(path).read_only(true).disable_statement_logging();
-    let mut conn = SqliteConnection::connect_with(&opts).await?;
-    let ok: String = sqlx::query_scalar("PRAGMA integrity_check").fetch_one(&mut conn).await?;
-    anyhow::ensure!(ok == "ok", "the backup fails its integrity check: {ok}");
-    let (machines, entries): (i64, i64) =
-        sqlx::query_as("SELECT (SELECT COUNT(*) FROM machines), (SELECT COUNT(*) FROM entries)")
-            .fetch_one(&mut conn)
-            .await?;
-    conn.close().await?;
-    Ok((machines, entries))
 }
 
 /// The URL without its password (`user:…@host`).
@@ -397,175 +318,9 @@ async fn read_back(pg: &mut PgConnection, t: &Table) -> anyhow::Result<(u64, Dig
     Ok((n, digest))
 }
 
-/// A value as SQLite stores it (its own type, whatever the column says).
-fn read_lite(row: &SqliteRow, i: usize) -> Result<Val, String> {
-    let raw = row.try_get_raw(i).map_err(|e| e.to_string())?;
-    if raw.is_null() {
-        return Ok(Val::Null);
-    }
-    let ty = raw.type_info().name().to_string();
-    let err = |e: sqlx::Error| e.to_string();
-    Ok(match ty.as_str() {
-        "INTEGER" => Val::Int(row.try_get_unchecked::<i64, _>(i).map_err(err)?),
-        "REAL" => Val::Float(row.try_get_unchecked::<f64, _>(i).map_err(err)?),
-        "BLOB" => Val::Bytes(row.try_get_unchecked::<Vec<u8>, _>(i).map_err(err)?),
-        _ => {
-            let bytes = row.try_get_unchecked::<Vec<u8>, _>(i).map_err(err)?;
-            Val::Text(String::from_utf8(bytes).map_err(|_| "text that is not UTF-8".to_string())?)
-        }
-    })
-}
-
-/// `v` as a value of `kind`, as SQLite would read it in such a column, or why it cannot be.
-fn convert(v: Val, kind: Kind) -> Result<Val, String> {
-    Ok(match (v, kind) {
-        (Val::Null, _) => Val::Null,
-        (Val::Int(i), Kind::Int) => Val::Int(i),
-        (Val::Int(i), Kind::Float) => Val::Float(i as f64),
-        (Val::Int(i), Kind::Text) => Val::Text(i.to_string()),
-        (Val::Float(f), Kind::Float) => Val::Float(f),
-        (Val::Float(f), Kind::Int) if f.fract() == 0.0 && f.abs() < 9.2e18 => Val::Int(f as i64),
-        (Val::Float(f), Kind::Text) => Val::Text(f.to_string()),
-        (Val::Text(s), Kind::Int) => {
-            Val::Int(s.trim().parse().map_err(|_| format!("text {s:.40?} in an integer column"))?)
-        }
-        (Val::Text(s), Kind::Float) => {
-            Val::Float(s.trim().parse().map_err(|_| format!("text {s:.40?} in a real column"))?)
-        }
-        (Val::Text(s), Kind::Text) => Val::Text(s),
-        (Val::Text(s), Kind::Bytes) => Val::Bytes(s.into_bytes()),
-        (Val::Bytes(b), Kind::Bytes) => Val::Bytes(b),
-        (Val::Bytes(b), Kind::Text) => {
-            Val::Text(String::from_utf8(b).map_err(|_| "a blob that is not UTF-8 in a text column")?)
-        }
-        (v, k) => return Err(format!("{v:.60?} does not fit a {k:?} column")),
-    })
-    .and_then(|v| match &v {
-        Val::Text(s) if s.contains('\0') => Err("text with a NUL byte (PostgreSQL text cannot hold one)".to_string()),
-        _ => Ok(v),
-    })
-}
-
-/// One row in `COPY`'s text format.
-fn encode_row(vals: &[Val], out: &mut Vec<u8>) {
-    use std::io::Write;
-    for (i, v) in vals.iter().enumerate() {
-        if i > 0 {
-            out.push(b'\t');
-        }
-        match v {
-            Val::Null => out.extend_from_slice(b"\\N"),
-            Val::Int(i) => {
-                let _ = write!(out, "{i}");
-            }
-            Val::Float(f) if f.is_nan() => out.extend_from_slice(b"NaN"),
-            Val::Float(f) if f.is_infinite() => {
-                out.extend_from_slice(if *f > 0.0 { b"Infinity" } else { b"-Infinity" })
-            }
-            Val::Float(f) => {
-                let _ = write!(out, "{f:e}");
-            }
-            Val::Text(s) => escape(s.as_bytes(), out),
-            Val::Bytes(b) => {
-                out.extend_from_slice(b"\\\\x");
-                for byte in b {
-                    let _ = write!(out, "{byte:02x}");
-                }
-            }
-        }
-    }
-    out.push(b'\n');
-}
-
-/// Text escaped for `COPY`'s text format.
-fn escape(s: &[u8], out: &mut Vec<u8>) {
-    for &b in s {
-        match b {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            _ => out.push(b),
-        }
-    }
-}
-
-/// An order-independent digest of a multiset of rows: the wrapping sum of each row's sha256
-/// (as four 64-bit words).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Digest4([u64; 4]);
-
-impl Digest4 {
-    fn add(&mut self, vals: &[Val]) {
-        let mut h = Sha256::new();
-        for v in vals {
-            match v {
-                Val::Null => h.update([0u8]),
-                Val::Int(i) => {
-                    h.update([1u8]);
-                    h.update(i.to_le_bytes());
-                }
-                Val::Float(f) => {
-                    h.update([2u8]);
-                    h.update(f.to_bits().to_le_bytes());
-                }
-                Val::Text(s) => {
-                    h.update([3u8]);
-                    h.update((s.len() as u64).to_le_bytes());
-                    h.update(s.as_bytes());
-                }
-                Val::Bytes(b) => {
-                    h.update([4u8]);
-                    h.update((b.len() as u64).to_le_bytes());
-                    h.update(b);
-                }
-            }
-        }
-        let d = h.finalize();
-        for (w, chunk) in self.0.iter_mut().zip(d.chunks(8)) {
-            *w = w.wrapping_add(u64::from_le_bytes(chunk.try_into().unwrap_or_default()));
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn copy_text_escapes_what_its_format_reads_as_syntax() {
-        let mut out = vec![];
-        encode_row(
-            &[Val::Text("a\tb\\c\nd\re".into()), Val::Null, Val::Bytes(vec![0, 255]), Val::Int(-3), Val::Float(0.1)],
-            &mut out,
-        );
-        assert_eq!(String::from_utf8(out).unwrap(), "a\\tb\\\\c\\nd\\re\t\\N\t\\\\x00ff\t-3\t1e-1\n");
-    }
-
-    #[test]
-    fn values_convert_as_sqlite_reads_them_or_are_refused() {
-        assert_eq!(convert(Val::Int(7), Kind::Text), Ok(Val::Text("7".into())));
-        assert_eq!(convert(Val::Text(" 42".into()), Kind::Int), Ok(Val::Int(42)));
-        assert_eq!(convert(Val::Float(3.0), Kind::Int), Ok(Val::Int(3)));
-        assert!(convert(Val::Float(3.5), Kind::Int).is_err());
-        assert!(convert(Val::Text("x\0y".into()), Kind::Text).unwrap_err().contains("NUL"));
-        assert!(convert(Val::Bytes(vec![0xff]), Kind::Text).is_err());
-        assert_eq!(convert(Val::Null, Kind::Bytes), Ok(Val::Null));
-    }
-
-    #[test]
-    fn the_digest_ignores_row_order_and_sees_every_value() {
-        let (a, b) = (vec![Val::Int(1), Val::Text("x".into())], vec![Val::Int(2), Val::Null]);
-        let (mut d1, mut d2, mut d3) = (Digest4::default(), Digest4::default(), Digest4::default());
-        d1.add(&a);
-        d1.add(&b);
-        d2.add(&b);
-        d2.add(&a);
-        d3.add(&a);
-        d3.add(&[Val::Int(2), Val::Text(String::new())]);
-        assert_eq!(d1, d2);
-        assert_ne!(d1, d3);
-    }
 
     #[test]
     fn a_password_never_reaches_the_output() {
