@@ -4,11 +4,15 @@
 //! an upload and check that its retry stores exactly what an uninterrupted upload stores, and by
 //! tests/e2e/two_servers.rs to kill or slow a server computing a report.
 
+/// The point `CACHELENS_FAILPOINT` names, if any (read once).
+fn armed() -> Option<&'static str> {
+    static ARMED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ARMED.get_or_init(|| std::env::var("CACHELENS_FAILPOINT").ok().filter(|v| !v.is_empty())).as_deref()
+}
+
 /// Abort the process here when `CACHELENS_FAILPOINT` names this point.
 pub fn hit(name: &str) {
-    static ARMED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let armed = ARMED.get_or_init(|| std::env::var("CACHELENS_FAILPOINT").ok().filter(|v| !v.is_empty()));
-    if armed.as_deref() == Some(name) {
+    if armed() == Some(name) {
         eprintln!("failpoint {name}: aborting");
         std::process::abort();
     }
@@ -17,7 +21,7 @@ pub fn hit(name: &str) {
 /// Sleep `for_` here when `CACHELENS_FAILPOINT` names this point (a test's stand-in for slow
 /// work: a report computed while another server asks for it).
 pub async fn pause(name: &str, for_: std::time::Duration) {
-    if std::env::var("CACHELENS_FAILPOINT").is_ok_and(|v| v == name) {
+    if armed() == Some(name) {
         tokio::time::sleep(for_).await;
     }
 }

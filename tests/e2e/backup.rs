@@ -6,12 +6,6 @@ use cachelens::web::{AppState, Config};
 use std::path::Path;
 use std::process::Command;
 
-fn backup_cmd(db: &Path, to: &Path) -> Command {
-    let mut c = Command::new(bin());
-    c.args(["db", "backup", "--db"]).arg(db).arg("--to").arg(to);
-    c
-}
-
 /// The read API's answers that name what a database holds (times left as they are: a backup is
 /// the same rows).
 async fn answers(path: &Path) -> Vec<serde_json::Value> {

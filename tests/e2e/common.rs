@@ -338,3 +338,19 @@ pub async fn live_counter_faults(pool: &sqlx::SqlitePool) -> [i64; 4] {
     }
     out
 }
+
+/// A new upload token for `machine` in the database file `db` (created and migrated if need be).
+pub async fn token_for(db: &Path, machine: &str) -> String {
+    let pool = cachelens::db::open(db).await.unwrap();
+    let store = cachelens::db::Db::from(pool.clone());
+    let t = cachelens::db::tokens::create(&store, machine).await.unwrap();
+    pool.close().await;
+    t
+}
+
+/// `cachelens db backup --db DB --to TO`, to run.
+pub fn backup_cmd(db: &Path, to: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(bin());
+    c.args(["db", "backup", "--db"]).arg(db).arg("--to").arg(to);
+    c
+}

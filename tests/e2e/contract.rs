@@ -384,14 +384,6 @@ async fn a_local_scan_killed_before_its_commit_stores_nothing() {
     assert_eq!(a, b);
 }
 
-async fn token_for(db: &Path, machine: &str) -> String {
-    let pool = cachelens::db::open(db).await.unwrap();
-    let store = cachelens::db::Db::from(pool.clone());
-    let t = cachelens::db::tokens::create(&store, machine).await.unwrap();
-    pool.close().await;
-    t
-}
-
 /// Any cache can be uploaded, whatever its size against the server's limit: it goes in parts
 /// below the limit (here 1 MiB against a 2.5 MiB gzip scan, which used to be a final 413), and
 /// IR text over the limit is listed as skipped with its reason, its entry stored.

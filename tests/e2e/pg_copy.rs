@@ -18,7 +18,7 @@ async fn pg_database() -> Option<(String, PgPool)> {
         return None;
     };
     let admin = PgPoolOptions::new().max_connections(1).connect(&base).await.expect("the test PostgreSQL");
-    let name = format!("copy_{}_{}", std::process::id(), rand_suffix());
+    let name = format!("copy_{}_{:x}", std::process::id(), rand::random::<u32>());
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.unwrap();
     admin.close().await;
     let url = match base.rsplit_once('/') {
@@ -27,12 +27,6 @@ async fn pg_database() -> Option<(String, PgPool)> {
     };
     let pool = PgPoolOptions::new().max_connections(2).connect(&url).await.unwrap();
     Some((url, pool))
-}
-
-fn rand_suffix() -> String {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    let n = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
-    format!("{n:x}")
 }
 
 /// The tables the PostgreSQL schema fills with one row of its own.

@@ -15,13 +15,6 @@ fn serve(db: &Path) -> (Served, String) {
     spawn_served(cmd, 60)
 }
 
-async fn token_for(db: &Path, machine: &str) -> String {
-    let pool = cachelens::db::open(db).await.unwrap();
-    let t = cachelens::db::tokens::create(&cachelens::db::Db::from(pool.clone()), machine).await.unwrap();
-    pool.close().await;
-    t
-}
-
 fn upload(url: &str, token: &str, machine: &str, cache: &Path) {
     let out = std::process::Command::new(bin())
         .args(["scan", "--quiet", "--server", url, "--token", token, "--machine", machine])
@@ -109,17 +102,28 @@ fn serve_logged(db: &Path, log: &Path, failpoint: &str) -> (Served, String) {
     }
 }
 
-/// A database of two machines (an A100 cache before and after a Triton upgrade, as two
-/// machines), whose pair report is real work: (dir, db path).
-async fn two_machines() -> (Vec<tempfile::TempDir>, std::path::PathBuf) {
+/// What the report tests share: a database of two machines (an A100 cache before and after a
+/// Triton upgrade, as two machines), whose pair report is real work; a backup of it to compute
+/// the report on apart; a log file for each of the two servers.
+struct Setup {
+    db: std::path::PathBuf,
+    copy: std::path::PathBuf,
+    la: std::path::PathBuf,
+    lb: std::path::PathBuf,
+}
+
+async fn two_machines() -> (Vec<tempfile::TempDir>, Setup) {
     let (dir, pool) = fresh_db().await;
     let (_a, old) = unpacked("a100-upgrade-1-triton-3.4.0");
     let (_b, new) = unpacked("a100-upgrade-2-triton-3.5.1");
     scan(&pool, &old.join("triton-cache"), "m1").await;
     scan(&pool, &new.join("triton-cache"), "m2").await;
     pool.close().await;
-    let db = dir.path().join("test.db");
-    (vec![dir, _a, _b], db)
+    let at = |name: &str| dir.path().join(name);
+    let setup = Setup { db: at("test.db"), copy: at("copy.db"), la: at("a.log"), lb: at("b.log") };
+    let out = backup_cmd(&setup.db, &setup.copy).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    (vec![dir, _a, _b], setup)
 }
 
 const PAIR: &str = "/api/v1/invalidations?a=m1&b=m2";
@@ -130,17 +134,7 @@ const PAIR: &str = "/api/v1/invalidations?a=m1&b=m2";
 /// log says it computed a report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_servers_asked_for_one_report_compute_it_once() {
-    let (keep, db) = two_machines().await;
-    let (la, lb) = (keep[0].path().join("a.log"), keep[0].path().join("b.log"));
-    let copy = keep[0].path().join("copy.db");
-    let out = std::process::Command::new(bin())
-        .args(["db", "backup", "--db"])
-        .arg(&db)
-        .arg("--to")
-        .arg(&copy)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_keep, Setup { db, copy, la, lb }) = two_machines().await;
     let (_a, url_a) = serve_logged(&db, &la, "report-claimed-slow");
     let (_b, url_b) = serve_logged(&db, &lb, "report-claimed-slow");
     let first = tokio::spawn(get_json_at_owned(format!("{url_a}{PAIR}")));
@@ -164,17 +158,7 @@ async fn get_json_at_owned(url: String) -> Value {
 /// the report computed on a backup, and no claim is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_whose_server_died_is_finished_by_the_other() {
-    let (keep, db) = two_machines().await;
-    let (la, lb) = (keep[0].path().join("a.log"), keep[0].path().join("b.log"));
-    let copy = keep[0].path().join("copy.db");
-    let out = std::process::Command::new(bin())
-        .args(["db", "backup", "--db"])
-        .arg(&db)
-        .arg("--to")
-        .arg(&copy)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_keep, Setup { db, copy, la, lb }) = two_machines().await;
     let (_a, url_a) = serve_logged(&db, &la, "report-claimed");
     let (_b, url_b) = serve_logged(&db, &lb, "");
     // the first server claims the report and dies (its request gets no answer)

@@ -67,6 +67,17 @@ struct Table {
     identity: Option<String>,
 }
 
+impl Table {
+    /// `SELECT` of its columns in order, from the table (the same text on both stores).
+    fn select(&self) -> String {
+        format!("SELECT {} FROM {}", self.column_list(), ident(&self.name))
+    }
+
+    fn column_list(&self) -> String {
+        self.columns.iter().map(|c| ident(&c.0)).collect::<Vec<_>>().join(", ")
+    }
+}
+
 /// Copy the SQLite database at `from` into the PostgreSQL database at `to` (a
 /// `postgres://…` URL; its role must be allowed to create tables in it).
 pub async fn copy(from: &Path, to: &str) -> anyhow::Result<Copied> {
@@ -226,10 +237,7 @@ async fn copy_tables(
     tables: &[Table],
 ) -> anyhow::Result<Vec<TableCopied>> {
     let mut tx = pg.begin().await?;
-    for t in tables {
-        let sql = format!("ALTER TABLE {} DISABLE TRIGGER USER", ident(&t.name));
-        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
-    }
+    user_triggers(&mut tx, tables, "DISABLE").await?;
     for t in SEEDED {
         sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {}", ident(t)))).execute(&mut *tx).await?;
     }
@@ -253,21 +261,25 @@ async fn copy_tables(
         );
         out.push(TableCopied { table: t.name.clone(), rows });
     }
-    for t in tables {
-        let sql = format!("ALTER TABLE {} ENABLE TRIGGER USER", ident(&t.name));
-        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await?;
-    }
+    user_triggers(&mut tx, tables, "ENABLE").await?;
     crate::failpoint::hit("db_copy_before_commit");
     tx.commit().await?;
     Ok(out)
 }
 
+/// `ENABLE` or `DISABLE` the target's own triggers on every table.
+async fn user_triggers(pg: &mut PgConnection, tables: &[Table], what: &str) -> sqlx::Result<()> {
+    for t in tables {
+        let sql = format!("ALTER TABLE {} {what} TRIGGER USER", ident(&t.name));
+        sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *pg).await?;
+    }
+    Ok(())
+}
+
 /// Stream one table from SQLite into `COPY`; its row count and digest.
 async fn copy_table(lite: &mut SqliteConnection, pg: &mut PgConnection, t: &Table) -> anyhow::Result<(u64, Digest4)> {
-    let names: Vec<String> = t.columns.iter().map(|c| ident(&c.0)).collect();
-    let mut copy = pg.copy_in_raw(&format!("COPY {} ({}) FROM STDIN", ident(&t.name), names.join(", "))).await?;
-    let select = format!("SELECT {} FROM {}", names.join(", "), ident(&t.name));
-    let mut rows = sqlx::query(sqlx::AssertSqlSafe(select)).fetch(&mut *lite);
+    let mut copy = pg.copy_in_raw(&format!("COPY {} ({}) FROM STDIN", ident(&t.name), t.column_list())).await?;
+    let mut rows = sqlx::query(sqlx::AssertSqlSafe(t.select())).fetch(&mut *lite);
     let (mut n, mut digest, mut buf) = (0u64, Digest4::default(), Vec::with_capacity(PIECE + 4096));
     let mut vals = Vec::with_capacity(t.columns.len());
     while let Some(row) = std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)).await.transpose()? {
@@ -296,9 +308,7 @@ async fn copy_table(lite: &mut SqliteConnection, pg: &mut PgConnection, t: &Tabl
 
 /// Read one table back from the target: its row count and digest.
 async fn read_back(pg: &mut PgConnection, t: &Table) -> anyhow::Result<(u64, Digest4)> {
-    let names: Vec<String> = t.columns.iter().map(|c| ident(&c.0)).collect();
-    let select = format!("SELECT {} FROM {}", names.join(", "), ident(&t.name));
-    let mut rows = sqlx::query(sqlx::AssertSqlSafe(select)).fetch(&mut *pg);
+    let mut rows = sqlx::query(sqlx::AssertSqlSafe(t.select())).fetch(&mut *pg);
     let (mut n, mut digest) = (0u64, Digest4::default());
     let mut vals = Vec::with_capacity(t.columns.len());
     while let Some(row) = std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)).await.transpose()? {
