@@ -54,9 +54,8 @@ pub struct ScanReport {
 }
 
 /// What kind of directory an entry is. Stored as its snake_case name (`entries.kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[sqlx(rename_all = "snake_case")]
 pub enum EntryKind {
     /// A compiled kernel with metadata, IR and binary.
     Kernel,
@@ -93,6 +92,16 @@ impl EntryKind {
     }
 }
 
+crate::stored_as_name!(EntryKind {
+    EntryKind::Kernel,
+    EntryKind::BinaryOnly,
+    EntryKind::Launcher,
+    EntryKind::Autotune,
+    EntryKind::Partial,
+    EntryKind::Other,
+} else EntryKind::Other);
+crate::stored_as_name!(EventKind { EventKind::Hit, EventKind::Miss, EventKind::Compile });
+
 impl std::fmt::Display for EntryKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -101,9 +110,8 @@ impl std::fmt::Display for EntryKind {
 
 /// What a hook event records. Stored as its name (`events.event`). A report carrying any other
 /// value is not a report this version reads (an upload gets 422; the scanner skips the line).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, sqlx::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[sqlx(rename_all = "snake_case")]
 pub enum EventKind {
     /// A cache lookup that found a usable entry.
     Hit,
@@ -1038,7 +1046,8 @@ mod tests {
     /// names: the enums must be stored as exactly them.
     #[tokio::test]
     async fn kinds_are_stored_as_their_names() {
-        let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+        let dir = tempfile::TempDir::new().unwrap();
+        let pool = crate::db::open(&dir.path().join("t.db")).await.unwrap();
         for k in [EventKind::Hit, EventKind::Miss, EventKind::Compile] {
             let s: String = sqlx::query_scalar("SELECT ?").bind(k).fetch_one(&pool).await.unwrap();
             assert_eq!(s, k.as_str());

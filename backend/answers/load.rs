@@ -2,12 +2,12 @@
 //! then the pure functions of this module ([`compare`], [`invalidations`], [`nearest`]) and the
 //! view shapes of [`report`]. The one place the explainer touches the database.
 
+use crate::db::Store;
 use crate::db::explain::{LightRow, Loaded, ir_of, light_at, light_now, load, machine_exists, sides_of_ids};
 use crate::db::keysets;
 use crate::db::scans::{ScanRef, scans_of};
 use crate::explain::report::{self, CompareReport, InvalidationsReport};
 use crate::explain::{Budget, Side, compare_kept, finish, match_part, nearest_classes};
-use sqlx::SqlitePool;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 mod ids;
@@ -352,7 +352,7 @@ pub async fn nearest_ranked(
 /// Which scans to compare: `to` defaults to the machine's latest scan, `from` to the scan of
 /// the same root before `to` (none when `to` is the first).
 pub async fn pick_scans(
-    pool: &SqlitePool,
+    pool: &Store,
     machine: &str,
     from: Option<i64>,
     to: Option<i64>,
@@ -569,7 +569,7 @@ fn inv_report(inv: crate::explain::Invalidations, old: &SideSet, new: &SideSet) 
 
 /// The two sides of a one-machine report.
 pub async fn scan_sides(
-    pool: &SqlitePool,
+    pool: &Store,
     from: Option<&ScanRef>,
     to: &ScanRef,
 ) -> Result<(SideSet, SideSet), ExplainError> {
@@ -638,7 +638,7 @@ pub async fn report_of(
 /// Fills each invalidated entry's `compile_ms` from the hook's compile events: the new key on
 /// the new machine, else the old key on the old machine. Every report has them, whoever asks
 /// (the pages, the API, `gate`).
-async fn add_compile_times(pool: &SqlitePool, r: &mut InvalidationsReport) -> sqlx::Result<()> {
+async fn add_compile_times(pool: &Store, r: &mut InvalidationsReport) -> sqlx::Result<()> {
     let new_keys: Vec<&str> = r.invalidated.iter().map(|i| i.new_key.as_str()).collect();
     let old_keys: Vec<&str> = r.invalidated.iter().map(|i| i.old_key.as_str()).collect();
     let new = crate::db::explain::compile_ms(pool, &r.new_machine, &new_keys).await?;

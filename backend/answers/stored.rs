@@ -13,12 +13,12 @@
 //! scan) are refused before anything is computed (`load::pick_scans`: 422, 404).
 
 use super::load::{ExplainError, Limits, machine_sides, report_of, scan_sides};
+use crate::db::Store;
 use crate::db::reports::{self, CauseStats, ReportHead, RowOut, Stored, ToStore};
 use crate::db::scans::ScanRef;
 use crate::explain::Cause;
 use crate::explain::report::{CauseCount, Cost, InvalidatedRow, InvalidationsReport, KernelKey};
 use serde::Serialize;
-use sqlx::SqlitePool;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -39,7 +39,7 @@ impl Spec {
             Spec::Machines { a, b } => format!("pair:{a}\n{b}"),
         }
     }
-    async fn gens(&self, pool: &SqlitePool) -> sqlx::Result<(i64, i64)> {
+    async fn gens(&self, pool: &Store) -> sqlx::Result<(i64, i64)> {
         Ok(match self {
             Spec::Scans { to, .. } => {
                 let g = reports::gen_of(pool, &to.machine).await?;
@@ -542,7 +542,7 @@ pub struct KernelGroup {
 
 /// The report's causes grouped (`cause`: that one only), read from its stored tables: at most
 /// [`REASONS_SHOWN`] reasons and [`KERNELS_SHOWN`] kernels a cause.
-pub async fn groups(pool: &SqlitePool, s: &Stored, cause: Option<Cause>) -> sqlx::Result<Vec<CauseGroup>> {
+pub async fn groups(pool: &Store, s: &Stored, cause: Option<Cause>) -> sqlx::Result<Vec<CauseGroup>> {
     let mut out = vec![];
     for c in s.head.by_cause.iter().filter(|c| cause.is_none_or(|w| w == c.cause)) {
         let mut whys = reports::whys(pool, s.id, c.cause, REASONS_SHOWN + 1).await?;
@@ -575,7 +575,7 @@ pub async fn groups(pool: &SqlitePool, s: &Stored, cause: Option<Cause>) -> sqlx
 
 /// One page of every list of a stored report (`cause`: invalidated rows of that cause only).
 pub async fn paged(
-    pool: &SqlitePool,
+    pool: &Store,
     s: &Stored,
     cause: Option<Cause>,
     limit: i64,

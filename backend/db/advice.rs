@@ -4,7 +4,8 @@
 //! `events_machine_key`), and the stored per-machine advice the overview sums.
 
 use super::prune::PruneRow;
-use sqlx::{FromRow, SqliteConnection, SqlitePool};
+use super::{Conn, Store};
+use sqlx::FromRow;
 
 /// One live entry as the advice judges it: prune's row plus where it is and what it holds.
 #[derive(Debug, Clone, FromRow, Default)]
@@ -42,15 +43,12 @@ struct Read {
 /// within one), handed to `each` as it is read (a machine's 100,000 rows are never held at once
 /// here). Each hook time is the min or max of three index seeks (one per event kind), never a
 /// scan of a hot key's events; a machine without events costs none.
-pub async fn live_rows(
-    conn: &mut SqliteConnection,
-    machine_id: i64,
-    mut each: impl FnMut(AdviceRow),
-) -> sqlx::Result<()> {
-    let (events,): (bool,) = sqlx::query_as("SELECT EXISTS (SELECT 1 FROM events WHERE machine_id = ?)")
-        .bind(machine_id)
-        .fetch_one(&mut *conn)
-        .await?;
+pub async fn live_rows(conn: &mut Conn<'_>, machine_id: i64, mut each: impl FnMut(AdviceRow)) -> sqlx::Result<()> {
+    let (crate::db::Flag(events),): (crate::db::Flag,) =
+        sqlx::query_as("SELECT EXISTS (SELECT 1 FROM events WHERE machine_id = ?)")
+            .bind(machine_id)
+            .fetch_one(&mut *conn)
+            .await?;
     let mut rows = sqlx::query_as(include_str!("advice_rows.sql")).bind(machine_id).bind(events).fetch(conn);
     while let Some(r) = std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)).await {
         let r: Read = r?;
@@ -70,7 +68,7 @@ pub async fn live_rows(
 }
 
 /// The machine's id, if it is known.
-pub async fn machine_id(pool: &SqlitePool, name: &str) -> sqlx::Result<Option<i64>> {
+pub async fn machine_id(pool: &Store, name: &str) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar("SELECT id FROM machines WHERE name = ?").bind(name).fetch_optional(pool).await
 }
 
@@ -91,7 +89,7 @@ pub async fn store(db: &super::Db, machine_id: i64, at: i64, json: &str) -> sqlx
 }
 
 /// The machine's stored advice: when it was computed (unix ms) and its JSON, if it has one.
-pub async fn stored_of(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Option<(i64, String)>> {
+pub async fn stored_of(pool: &Store, machine_id: i64) -> sqlx::Result<Option<(i64, String)>> {
     sqlx::query_as("SELECT computed_at, advice_json FROM machine_advice WHERE machine_id = ?")
         .bind(machine_id)
         .fetch_optional(pool)
@@ -99,7 +97,7 @@ pub async fn stored_of(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Optio
 }
 
 /// Every machine's stored advice (one row per machine), by machine name.
-pub async fn stored(pool: &SqlitePool) -> sqlx::Result<Vec<(String, i64, String)>> {
+pub async fn stored(pool: &Store) -> sqlx::Result<Vec<(String, i64, String)>> {
     sqlx::query_as(
         "SELECT m.name, a.computed_at, a.advice_json FROM machine_advice a JOIN machines m ON m.id = a.machine_id
          ORDER BY m.name",

@@ -2,9 +2,10 @@
 //! (during an ingest) and reading them.
 
 use super::entries::EntryRow;
+use super::{Conn, Store};
 use crate::model::Artifact;
 use serde::Serialize;
-use sqlx::{FromRow, QueryBuilder, Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{Any, FromRow, QueryBuilder};
 use std::collections::{BTreeMap, HashSet};
 
 #[derive(Debug, Serialize, serde::Deserialize, Clone, FromRow)]
@@ -18,7 +19,7 @@ pub struct ArtifactRow {
 /// Attach artifact lists to entry rows: one query for the whole page, one JSON text of every
 /// entry's files. A query per entry made a page of 100 entries 100 round trips to the database
 /// thread, and a row per file 800 rows handed over one by one: most of `/api/v1/entries`' time.
-pub async fn with_artifacts(pool: &SqlitePool, rows: &mut [EntryRow]) -> sqlx::Result<()> {
+pub async fn with_artifacts(pool: &Store, rows: &mut [EntryRow]) -> sqlx::Result<()> {
     let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
     let mut by_entry: std::collections::HashMap<i64, Vec<ArtifactRow>> = std::collections::HashMap::new();
     for part in ids.chunks(10_000) {
@@ -42,7 +43,7 @@ pub async fn with_artifacts(pool: &SqlitePool, rows: &mut [EntryRow]) -> sqlx::R
 }
 
 /// An artifact with the sha256 of its text (IR is stored in `blobs`; binaries are not).
-pub async fn artifact(pool: &SqlitePool, entry_id: i64, name: &str) -> sqlx::Result<Option<ArtifactRow>> {
+pub async fn artifact(pool: &Store, entry_id: i64, name: &str) -> sqlx::Result<Option<ArtifactRow>> {
     sqlx::query_as("SELECT name, ext, bytes, sha256 FROM entry_files WHERE entry_id = ? AND name = ?")
         .bind(entry_id)
         .bind(name)
@@ -51,7 +52,7 @@ pub async fn artifact(pool: &SqlitePool, entry_id: i64, name: &str) -> sqlx::Res
 }
 
 /// Text of a stored artifact (IR), by sha256.
-pub async fn blob(pool: &SqlitePool, sha256: &str) -> sqlx::Result<Option<String>> {
+pub async fn blob(pool: &Store, sha256: &str) -> sqlx::Result<Option<String>> {
     let sql = format!("SELECT {} FROM blobs b WHERE b.sha256 = ?", super::blobs::COLUMNS);
     let row = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(sha256).fetch_optional(pool).await?;
     row.map(|r| super::blobs::Stored::from_row(&r)?.text()).transpose()
@@ -60,7 +61,7 @@ pub async fn blob(pool: &SqlitePool, sha256: &str) -> sqlx::Result<Option<String
 /// Of `shas`, those `machine` cannot be told the server has: a blob counts as present only
 /// when it is stored and one of this machine's own entries references it. Asking never reveals
 /// what other machines uploaded (the store still keeps one copy per sha256 for everyone).
-pub async fn missing_blobs(pool: &SqlitePool, machine: &str, shas: &[String]) -> sqlx::Result<Vec<String>> {
+pub async fn missing_blobs(pool: &Store, machine: &str, shas: &[String]) -> sqlx::Result<Vec<String>> {
     let mut missing = vec![];
     for part in shas.chunks(500) {
         // the machine's own files: its entries' facts' files, and the rows from before facts;
@@ -92,13 +93,13 @@ pub async fn missing_blobs(pool: &SqlitePool, machine: &str, shas: &[String]) ->
 /// `stored` holds the sha256s this ingest has written, so a text shared by many entries is
 /// written once.
 pub async fn insert(
-    conn: &mut SqliteConnection,
+    conn: &mut Conn<'_>,
     arts: &[(&str, &Artifact)],
     blobs: &BTreeMap<String, String>,
     stored: &mut HashSet<String>,
 ) -> sqlx::Result<()> {
     for part in arts.chunks(1000) {
-        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO fact_files(fact, name, ext, bytes, sha256) ");
+        let mut qb = QueryBuilder::<Any>::new("INSERT OR IGNORE INTO fact_files(fact, name, ext, bytes, sha256) ");
         qb.push_values(part, |mut b, (fact, a)| {
             b.push_bind(fact.to_string())
                 .push_bind(a.name.clone())
@@ -140,7 +141,7 @@ pub async fn insert(
                 size += rows[end].2.len();
                 end += 1;
             }
-            let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO blobs(sha256, bytes, z) ");
+            let mut qb = QueryBuilder::<Any>::new("INSERT OR IGNORE INTO blobs(sha256, bytes, z) ");
             qb.push_values(&rows[at..end], |mut b, (sha, bytes, z)| {
                 b.push_bind(*sha).push_bind(*bytes).push_bind(z.as_slice());
             });

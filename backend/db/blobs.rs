@@ -9,7 +9,7 @@
 //! a compressed row).
 
 use sqlx::Row;
-use sqlx::sqlite::SqliteRow;
+use sqlx::any::AnyRow;
 
 /// zstd level of new rows. On the demo corpus's 2,986 distinct texts (95.9 MB): level 1 stores
 /// 1/11.2 of the text at 225 MB/s on one busy core, level 3 1/11.0 at 152 MB/s, 9 1/12.7 at 28
@@ -22,7 +22,7 @@ pub const COLUMNS: &str = "b.bytes, b.content, b.z";
 
 /// The stored texts of `shas` that the store holds, as stored (not decoded).
 pub async fn stored(
-    pool: &sqlx::SqlitePool,
+    pool: &crate::db::Store,
     shas: impl Iterator<Item = &str>,
 ) -> sqlx::Result<std::collections::HashMap<String, Stored>> {
     let shas: Vec<&str> = shas.collect();
@@ -45,7 +45,7 @@ pub struct Stored {
 
 impl Stored {
     /// From a row that selected [`COLUMNS`] (`bytes`, `content`, `z`).
-    pub fn from_row(row: &SqliteRow) -> sqlx::Result<Self> {
+    pub fn from_row(row: &AnyRow) -> sqlx::Result<Self> {
         Ok(Self { bytes: row.try_get("bytes")?, content: row.try_get("content")?, z: row.try_get("z")? })
     }
 
@@ -113,7 +113,7 @@ pub struct Totals {
 }
 
 /// [`Totals`] of the store, read from `blob_totals` (kept by triggers on `blobs`).
-pub async fn totals(pool: &sqlx::SqlitePool) -> sqlx::Result<Totals> {
+pub async fn totals(pool: &crate::db::Store) -> sqlx::Result<Totals> {
     // one row kept by triggers on `blobs` (migration 0049), not a pass over every text
     let (texts, bytes, stored, plain) =
         sqlx::query_as("SELECT texts, bytes, stored, plain FROM blob_totals WHERE id = 1").fetch_one(pool).await?;

@@ -15,7 +15,7 @@
 
 use super::explain::SideRow;
 use crate::model::Entry;
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::{Any, QueryBuilder};
 
 /// An entry's class: the first 128 bits of a sha256.
 pub type Class = [u8; 16];
@@ -117,9 +117,9 @@ pub(crate) struct Stored {
 
 /// Store the classes of `rows`; a (fact, relocation) that has one keeps it (the same fact read
 /// the same way has the same class).
-pub(crate) async fn store(conn: &mut sqlx::SqliteConnection, rows: &[Stored]) -> sqlx::Result<()> {
+pub(crate) async fn store(conn: &mut crate::db::Conn<'_>, rows: &[Stored]) -> sqlx::Result<()> {
     for part in rows.chunks(300) {
-        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO fact_classes(fact_id, relocated, class) ");
+        let mut qb = QueryBuilder::<Any>::new("INSERT OR IGNORE INTO fact_classes(fact_id, relocated, class) ");
         qb.push_values(part, |mut b, s| {
             b.push_bind(s.fact_id).push_bind(s.relocated).push_bind(s.class.to_vec());
         });

@@ -5,8 +5,8 @@
 //! 0016); every query goes through those tables' indexes and is bounded by a page.
 
 use super::Page;
+use crate::db::Store;
 use crate::model::AutotuneChoice;
-use sqlx::SqlitePool;
 
 /// One Inductor decision and the entries each choice was compiled into.
 pub struct Decision {
@@ -28,7 +28,7 @@ pub struct LinkedEntry {
 }
 
 /// The decision `id` (Inductor's), or `None`.
-pub async fn decision(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<Decision>> {
+pub async fn decision(pool: &Store, id: i64) -> sqlx::Result<Option<Decision>> {
     let Some(row) = super::inductor::decision(pool, id).await? else { return Ok(None) };
     let links: Vec<LinkedEntry> = sqlx::query_as(
         "SELECT c.rank, e.key, e.kernel, e.num_warps, e.num_stages, e.shapes FROM inductor_choices c
@@ -71,7 +71,7 @@ pub struct KernelDecision {
 /// 1.25M-entry fleet whose entries no choice was compiled into); from the choices that name a
 /// module it probes once per choice (84 in that fleet).
 pub async fn kernel_decisions(
-    pool: &SqlitePool,
+    pool: &Store,
     kernel: &str,
     entries: i64,
     page: Page,
@@ -120,7 +120,7 @@ pub async fn kernel_decisions(
 
 /// How many autotune decisions a machine holds: Inductor's, and Triton's `.autotune.json`
 /// entries (live).
-pub async fn machine_count(pool: &SqlitePool, machine: &str) -> sqlx::Result<i64> {
+pub async fn machine_count(pool: &Store, machine: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         // Triton's: the autotune facts (`facts_autotune`), each probing the machine's live
         // presence (`entries_fact`); through `entry_rows` SQLite read every entry of the machine
@@ -138,7 +138,7 @@ pub async fn machine_count(pool: &SqlitePool, machine: &str) -> sqlx::Result<i64
 
 /// The Inductor decisions in which the choice compiled into entry `entry_id` took part:
 /// (decision id, op, shape key, choice name, its rank, its time, the winner's time, choices).
-pub async fn entry_choices(pool: &SqlitePool, entry_id: i64) -> sqlx::Result<Vec<EntryChoice>> {
+pub async fn entry_choices(pool: &Store, entry_id: i64) -> sqlx::Result<Vec<EntryChoice>> {
     sqlx::query_as(
         "SELECT a.id, a.op, a.key, c.name, c.rank, c.ms, (SELECT w.ms FROM inductor_choices w
                 WHERE w.decision_id = a.id AND w.rank = 0) AS winner_ms,

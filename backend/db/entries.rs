@@ -2,9 +2,10 @@
 //! lists for the API, a kernel's live entries in variant order, and what points at an entry.
 
 use super::Page;
+use super::Store;
 use super::artifacts::{ArtifactRow, with_artifacts};
 use serde::Serialize;
-use sqlx::{FromRow, SqlitePool};
+use sqlx::FromRow;
 
 /// An entry as `/api/v1/entries` returns it.
 #[derive(Debug, Serialize, serde::Deserialize, Clone, FromRow)]
@@ -30,6 +31,7 @@ pub struct EntryRow {
     pub spills: Option<i64>,
     pub shared_bytes: Option<i64>,
     #[serde(deserialize_with = "super::json_rows::int_bool")]
+    #[sqlx(try_from = "crate::db::Flag")]
     pub relocated: bool,
     pub partial: Option<String>,
     pub binary_sha256: Option<String>,
@@ -74,7 +76,7 @@ fn entry_rows(text: String) -> sqlx::Result<Vec<EntryRow>> {
 }
 
 pub async fn entries(
-    pool: &SqlitePool,
+    pool: &Store,
     machine: Option<&str>,
     kernel: Option<&str>,
     include_removed: bool,
@@ -93,7 +95,7 @@ const SKIP_FROM: i64 = 2_000;
 
 /// A page read in the listing's order, its `offset` rows walked and dropped.
 async fn entries_walked(
-    pool: &SqlitePool,
+    pool: &Store,
     machine: Option<&str>,
     kernel: Option<&str>,
     include_removed: bool,
@@ -106,7 +108,7 @@ async fn entries_walked(
     // (`entries_fact`); `CROSS JOIN` keeps that nesting: a page's ids are read in order and stop
     // at its limit, then its rows are read by id. Joined the other way, SQLite sorted every entry
     // of a machine (or of the fleet, without `machine=`) for each page.
-    let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+    let mut qb = sqlx::QueryBuilder::<sqlx::Any>::new(format!(
         "{}SELECT {ENTRY_COLUMNS} FROM (SELECT e.id AS pid, m.name AS pm, f.kernel AS pk, f.num_warps AS pw,
            f.num_stages AS ps, f.key AS pkey
          FROM machines m CROSS JOIN facts f INDEXED BY facts_kernel
@@ -148,7 +150,7 @@ async fn entries_walked(
 /// All in one read transaction: the counts and the rows are of the same commit whatever ingest
 /// writes meanwhile.
 async fn entries_skipped(
-    pool: &SqlitePool,
+    pool: &Store,
     machine: Option<&str>,
     kernel: Option<&str>,
     page: Page,
@@ -194,7 +196,7 @@ async fn entries_skipped(
             before += live;
         }
         if let Some(i) = at {
-            let (named, k): (bool, String) = sqlx::query_as(
+            let (crate::db::Flag(named), k): (crate::db::Flag, String) = sqlx::query_as(
                 "SELECT named, kernel FROM entry_counts WHERE machine_id = ? AND live > 0
                  ORDER BY named, kernel LIMIT 1 OFFSET ?",
             )
@@ -253,7 +255,7 @@ async fn entries_skipped(
 }
 
 /// One entry by machine and key (removed ones included).
-pub async fn entry(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Option<EntryRow>> {
+pub async fn entry(pool: &Store, machine: &str, key: &str) -> sqlx::Result<Option<EntryRow>> {
     // `+e.machine_id`: the key picks the row (`facts_key`, then the fact's presence); with the
     // machine's index SQLite read all of the machine's entries to find the key (the view's key
     // is its fact's)
@@ -283,7 +285,7 @@ pub struct EntryDetail {
 
 /// An entry's texts; its group with this machine's own paths (a fact's group stored by its
 /// children's names gets the entry's dir back: `model::group_json_at`).
-pub async fn entry_detail(pool: &SqlitePool, id: i64) -> sqlx::Result<EntryDetail> {
+pub async fn entry_detail(pool: &Store, id: i64) -> sqlx::Result<EntryDetail> {
     let (mut d, at): (EntryDetail, Option<String>) =
         sqlx::query_as::<_, (String, String, Option<String>, Option<String>, Option<String>, Option<String>)>(
             "SELECT e.root, e.dir, COALESCE(e.metadata_json, t.metadata_json), COALESCE(e.group_json, t.group_json),
@@ -303,7 +305,7 @@ pub async fn entry_detail(pool: &SqlitePool, id: i64) -> sqlx::Result<EntryDetai
 
 /// Live entries of one kernel (every kind) in variant order, capped at `limit`: read in the order
 /// of the `entries_kernel_variants` index, so the cap bounds the work too.
-pub async fn kernel_entries(pool: &SqlitePool, kernel: &str, limit: i64) -> sqlx::Result<Vec<EntryRow>> {
+pub async fn kernel_entries(pool: &Store, kernel: &str, limit: i64) -> sqlx::Result<Vec<EntryRow>> {
     let sql = as_entry_rows(&format!(
         // the index gives this order: without INDEXED BY the bundled SQLite sorted all of a
         // kernel's rows for 51 of them (25 ms at 7,000 entries of one kernel)
@@ -317,7 +319,7 @@ pub async fn kernel_entries(pool: &SqlitePool, kernel: &str, limit: i64) -> sqlx
 
 /// Entries with the same binary sha256 under another key (machine, key): the same key on another
 /// machine is the same compile, not churn.
-pub async fn same_binary(pool: &SqlitePool, sha: &str, key: &str, limit: i64) -> sqlx::Result<Vec<(String, String)>> {
+pub async fn same_binary(pool: &Store, sha: &str, key: &str, limit: i64) -> sqlx::Result<Vec<(String, String)>> {
     // one JSON text, not a row each (see `as_entry_rows`)
     let sql = format!(
         "SELECT {} FROM (SELECT m.name AS machine, e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id
@@ -329,7 +331,7 @@ pub async fn same_binary(pool: &SqlitePool, sha: &str, key: &str, limit: i64) ->
 }
 
 /// (id, machine, key) of the given entry ids.
-pub async fn entry_names(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<Vec<(i64, String, String)>> {
+pub async fn entry_names(pool: &Store, ids: &[i64]) -> sqlx::Result<Vec<(i64, String, String)>> {
     sqlx::query_as(
         "SELECT e.id, m.name, e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id
          WHERE e.id IN (SELECT value FROM json_each(?))",
@@ -341,7 +343,7 @@ pub async fn entry_names(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<Vec<(i6
 
 /// One live relocated entry of a machine: (root it sits in, its dir, group_json).
 pub async fn relocated_example(
-    pool: &SqlitePool,
+    pool: &Store,
     machine_id: i64,
 ) -> sqlx::Result<Option<(String, String, Option<String>)>> {
     sqlx::query_as(
@@ -355,7 +357,7 @@ pub async fn relocated_example(
 }
 
 /// Does an Inductor `.best_config` name this entry?
-pub async fn is_best_config(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<bool> {
+pub async fn is_best_config(pool: &Store, machine: &str, key: &str) -> sqlx::Result<bool> {
     sqlx::query_scalar(
         "SELECT EXISTS(SELECT 1 FROM best_configs b JOIN machines m ON m.id = b.machine_id
                        WHERE m.name = ? AND b.triton_cache_hash = ?)",
@@ -364,12 +366,13 @@ pub async fn is_best_config(pool: &SqlitePool, machine: &str, key: &str) -> sqlx
     .bind(key)
     .fetch_one(pool)
     .await
+    .map(|crate::db::Flag(b)| b)
 }
 
 /// What the server holds of a machine's root for an upload's scanner (`PreviousAnswer`): the
 /// live entries as one JSON text `[[dir, sig, stamp], ...]` (the stamp `null` when none was
 /// trusted), read from the machine's presence rows, as an ingest reads them. `[]` for a machine or root the server has not seen.
-pub async fn previous_json(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<String> {
+pub async fn previous_json(pool: &Store, machine: &str, root: &str) -> sqlx::Result<String> {
     let rows = super::json_rows::rows_json("json_array(e.dir, e.sig, e.stamp)");
     let text: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT {rows} FROM entry_rows e
@@ -385,7 +388,7 @@ pub async fn previous_json(pool: &SqlitePool, machine: &str, root: &str) -> sqlx
 /// Which of these facts (`model::fact_digest`) the server holds in a row it may copy them
 /// from: one relocated or not as `relocated` says (`Ingest::present`).
 pub async fn facts_held(
-    pool: &SqlitePool,
+    pool: &Store,
     facts: &[String],
     relocated: bool,
 ) -> sqlx::Result<std::collections::HashSet<String>> {
@@ -410,7 +413,7 @@ pub async fn facts_held(
 
 /// The file types (`ttir`, `ptx`, `amdgcn`, …) an entry `machine`:`key` holds: a seek for the
 /// entry, then its files (at most a few dozen). Empty when there is no such entry.
-pub async fn file_types(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Result<Vec<String>> {
+pub async fn file_types(pool: &Store, machine: &str, key: &str) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
         "SELECT DISTINCT ext FROM entry_files
          WHERE entry_id = (SELECT e.id FROM entry_rows e JOIN machines m ON m.id = +e.machine_id
@@ -426,9 +429,9 @@ pub async fn file_types(pool: &SqlitePool, machine: &str, key: &str) -> sqlx::Re
 #[cfg(test)]
 mod tests {
     use super::{Page, entries_skipped, entries_walked};
-    use sqlx::SqlitePool;
+    use crate::db::Store;
 
-    async fn exec(pool: &SqlitePool, sql: &str) {
+    async fn exec(pool: &Store, sql: &str) {
         sqlx::query(sqlx::AssertSqlSafe(sql.to_string())).execute(pool).await.unwrap();
     }
 
@@ -439,7 +442,7 @@ mod tests {
 
     /// `machine_counts` holds what counting the live entries holds, and a page found by skipping
     /// machines is the page a walk of the listing reads, at every offset and for several limits.
-    async fn agree(pool: &SqlitePool, what: &str) {
+    async fn agree(pool: &Store, what: &str) {
         let kept: Vec<(i64, i64)> =
             sqlx::query_as("SELECT machine_id, live FROM machine_counts WHERE live != 0 ORDER BY machine_id")
                 .fetch_all(pool)
@@ -452,13 +455,13 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(kept, counted, "machine counts after {what}");
-        let kept: Vec<(i64, bool, String, i64)> = sqlx::query_as(
+        let kept: Vec<(i64, crate::db::Flag, String, i64)> = sqlx::query_as(
             "SELECT machine_id, named, kernel, live FROM entry_counts WHERE live != 0 ORDER BY machine_id, named, kernel",
         )
         .fetch_all(pool)
         .await
         .unwrap();
-        let by_kernel: Vec<(i64, bool, String, i64)> = sqlx::query_as(
+        let by_kernel: Vec<(i64, crate::db::Flag, String, i64)> = sqlx::query_as(
             "SELECT machine_id, kernel IS NOT NULL, COALESCE(kernel, ''), COUNT(*) FROM entry_rows WHERE removed_at IS NULL
              GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
         )

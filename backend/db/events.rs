@@ -2,8 +2,9 @@
 //! event file of a machine has been read (written by an ingest, read by uploading clients).
 //! Counting them is `history`'s.
 
+use super::{Conn, Store, Tx};
 use crate::model::{EventFileMark, HookEvent};
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use sqlx::{Any, QueryBuilder, Row};
 use std::collections::BTreeSet;
 
 /// Insert hook events, ignoring lines already stored; returns how many were new. The keys of the
@@ -15,15 +16,16 @@ use std::collections::BTreeSet;
 /// two lookups of one key in one process within a millisecond are two events. A line stored
 /// before migration 0007 knows only its millisecond (`legacy`): read again, it claims that row.
 pub async fn insert_events(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx<'static>,
     machine_id: i64,
     events: &[HookEvent],
     touched: &mut BTreeSet<String>,
 ) -> sqlx::Result<i64> {
-    let legacy: bool = sqlx::query_scalar("SELECT EXISTS(SELECT 1 FROM events WHERE machine_id = ? AND legacy = 1)")
-        .bind(machine_id)
-        .fetch_one(&mut **tx)
-        .await?;
+    let crate::db::Flag(legacy) =
+        sqlx::query_scalar("SELECT EXISTS(SELECT 1 FROM events WHERE machine_id = ? AND legacy = 1)")
+            .bind(machine_id)
+            .fetch_one(&mut **tx)
+            .await?;
     let mut fresh: Vec<&HookEvent> = Vec::with_capacity(events.len());
     for e in events {
         if legacy && claim_legacy(tx, machine_id, e).await? {
@@ -34,7 +36,7 @@ pub async fn insert_events(
     }
     let mut n = 0;
     for part in fresh.chunks(500) {
-        let mut qb = QueryBuilder::<Sqlite>::new(
+        let mut qb = QueryBuilder::<Any>::new(
             "INSERT OR IGNORE INTO events(machine_id, ts, ts_us, seq, host, pid, key, kernel, event, compile_ms,
                stages_json, parts_json) ",
         );
@@ -67,7 +69,7 @@ pub async fn insert_events(
 }
 
 /// How far each hook event file of `machine` has been read (what an uploading client resumes from).
-pub async fn event_marks(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<EventFileMark>> {
+pub async fn event_marks(pool: &Store, machine: &str) -> sqlx::Result<Vec<EventFileMark>> {
     let rows: Vec<(String, String, i64)> = sqlx::query_as(
         "SELECT f.path, f.inode_sig, f.offset FROM event_files f JOIN machines m ON m.id = f.machine_id
          WHERE m.name = ? ORDER BY f.path",
@@ -84,7 +86,7 @@ fn ts_us(e: &HookEvent) -> i64 {
 
 /// Give a legacy row (same line up to the millisecond) this line's full identity, unless the
 /// line is stored already. True when a row was claimed (the event is not new).
-async fn claim_legacy(tx: &mut Transaction<'static, Sqlite>, machine_id: i64, e: &HookEvent) -> sqlx::Result<bool> {
+async fn claim_legacy(tx: &mut Tx<'static>, machine_id: i64, e: &HookEvent) -> sqlx::Result<bool> {
     let done = sqlx::query(
         "UPDATE events SET ts_us = ?1, seq = ?2, legacy = 0
          WHERE id = (SELECT id FROM events INDEXED BY events_legacy
@@ -107,7 +109,7 @@ async fn claim_legacy(tx: &mut Transaction<'static, Sqlite>, machine_id: i64, e:
 }
 
 /// Record how far each event file was read (the next scan or upload resumes there).
-pub async fn store_marks(conn: &mut SqliteConnection, machine_id: i64, marks: &[EventFileMark]) -> sqlx::Result<()> {
+pub async fn store_marks(conn: &mut Conn<'_>, machine_id: i64, marks: &[EventFileMark]) -> sqlx::Result<()> {
     for m in marks {
         sqlx::query(
             "INSERT INTO event_files(machine_id, path, inode_sig, offset) VALUES (?, ?, ?, ?)

@@ -2,12 +2,13 @@
 //! hash, relocation), entry sets at a scan (for invalidations), and a kernel's entries on every
 //! machine (for nearest neighbours).
 
+use super::Store;
 use super::entries::{self, EntryRow};
 use super::json_rows::{int_bool, json_rows, json_rows_of_ids, rows_json};
 use super::scans::ScanRef;
 use crate::explain::Side;
 use crate::model::EntryKind;
-use sqlx::{FromRow, QueryBuilder, Row, Sqlite, SqlitePool};
+use sqlx::{Any, FromRow, QueryBuilder, Row};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -92,12 +93,12 @@ pub(crate) async fn side_and_variant(
 
 /// The key parts the hook recorded for entries of `machines`: (machine, key) → the parts of
 /// the key's latest recorded compile.
-async fn parts_for(pool: &SqlitePool, machines: &[&str]) -> sqlx::Result<HashMap<(String, String), serde_json::Value>> {
+async fn parts_for(pool: &Store, machines: &[&str]) -> sqlx::Result<HashMap<(String, String), serde_json::Value>> {
     let mut out = HashMap::new();
     if machines.is_empty() {
         return Ok(out);
     }
-    let mut qb = QueryBuilder::<Sqlite>::new(
+    let mut qb = QueryBuilder::<Any>::new(
         "SELECT m.name, e.key, e.parts_json FROM events e JOIN machines m ON m.id = e.machine_id
          WHERE e.parts_json IS NOT NULL AND m.name IN (",
     );
@@ -118,7 +119,7 @@ async fn parts_for(pool: &SqlitePool, machines: &[&str]) -> sqlx::Result<HashMap
 /// The key parts the hook recorded for the given keys, on any machine: (machine, key) → the
 /// parts of the key's latest recorded compile (as [`parts_for`], read by key).
 pub(crate) async fn parts_of_keys(
-    pool: &SqlitePool,
+    pool: &Store,
     keys: &[&str],
 ) -> sqlx::Result<HashMap<(String, String), serde_json::Value>> {
     let mut out = HashMap::new();
@@ -145,7 +146,7 @@ pub(crate) async fn parts_of_keys(
 
 /// Text of one entry's IR artifact of the given extension (`source`, `ttir`, `ttgir`, `llir`,
 /// `ptx`, `amdgcn`), when stored.
-pub async fn ir_of(pool: &SqlitePool, entry_id: i64, ext: &str) -> sqlx::Result<Option<String>> {
+pub async fn ir_of(pool: &Store, entry_id: i64, ext: &str) -> sqlx::Result<Option<String>> {
     let sql = format!(
         "SELECT {} FROM entry_files a JOIN blobs b ON b.sha256 = a.sha256
          WHERE a.entry_id = ? AND a.ext = ? ORDER BY a.name LIMIT 1",
@@ -207,7 +208,7 @@ pub(crate) async fn texts_by_sha(db: &super::Db, shas: Vec<String>) -> sqlx::Res
     }
     let mut read = HashMap::new();
     for part in missing.chunks(100) {
-        let mut qb = QueryBuilder::<Sqlite>::new(format!(
+        let mut qb = QueryBuilder::<Any>::new(format!(
             "SELECT b.sha256, {} FROM blobs b WHERE b.sha256 IN (",
             super::blobs::COLUMNS
         ));
@@ -240,6 +241,7 @@ pub(crate) struct SideRow {
     binary_sha256: Option<String>,
     code_sha256: Option<String>,
     #[serde(deserialize_with = "int_bool")]
+    #[sqlx(try_from = "crate::db::Flag")]
     relocated: bool,
     /// sha256 of its `.source` and `.ttir` blobs (read with the row: one row an entry, not
     /// three).
@@ -299,17 +301,13 @@ pub(crate) fn shas_of_rows<'a>(rows: impl Iterator<Item = &'a SideRow>) -> Vec<S
 }
 
 /// The rows of the entries `ids` (any order; unknown ids are left out).
-pub(crate) async fn side_rows(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, SideRow>> {
+pub(crate) async fn side_rows(pool: &Store, ids: &[i64]) -> sqlx::Result<HashMap<i64, SideRow>> {
     side_rows_where(pool, ids, "").await
 }
 
 /// [`side_rows`] of those `ids` that also meet `filter` (an SQL condition on `e`, starting
 /// with `AND`; written in code, never from input).
-pub(crate) async fn side_rows_where(
-    pool: &SqlitePool,
-    ids: &[i64],
-    filter: &str,
-) -> sqlx::Result<HashMap<i64, SideRow>> {
+pub(crate) async fn side_rows_where(pool: &Store, ids: &[i64], filter: &str) -> sqlx::Result<HashMap<i64, SideRow>> {
     let rows = side_rows_on(&mut *pool.acquire().await?, ids, filter).await?;
     Ok(rows.into_iter().map(|r| (r.id, r)).collect())
 }
@@ -317,7 +315,7 @@ pub(crate) async fn side_rows_where(
 /// [`side_rows_where`] on one connection, in any order (a writer's transaction reads them so:
 /// `db::classes::fill_pending`).
 pub(crate) async fn side_rows_on(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut crate::db::Conn<'_>,
     ids: &[i64],
     filter: &str,
 ) -> sqlx::Result<Vec<SideRow>> {
@@ -405,7 +403,7 @@ pub async fn kernel_sides(db: &super::Db, kernel: &str) -> sqlx::Result<Vec<Side
 }
 
 /// Whether a machine exists.
-pub async fn machine_exists(pool: &SqlitePool, machine: &str) -> sqlx::Result<bool> {
+pub async fn machine_exists(pool: &Store, machine: &str) -> sqlx::Result<bool> {
     let n: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM machines WHERE name = ?").bind(machine).fetch_one(pool).await?;
     Ok(n > 0)
@@ -413,11 +411,11 @@ pub async fn machine_exists(pool: &SqlitePool, machine: &str) -> sqlx::Result<bo
 
 /// The hook's latest measured compile time (ms) of each of `keys` on `machine`: what compiling
 /// that entry cost. Keys the hook never saw compile are left out.
-pub async fn compile_ms(pool: &SqlitePool, machine: &str, keys: &[&str]) -> sqlx::Result<HashMap<String, f64>> {
+pub async fn compile_ms(pool: &Store, machine: &str, keys: &[&str]) -> sqlx::Result<HashMap<String, f64>> {
     let mut out = HashMap::new();
     for part in keys.chunks(500) {
         // SQLite takes the bare columns of a MAX() aggregate from the row holding the maximum.
-        let mut qb = QueryBuilder::<Sqlite>::new(
+        let mut qb = QueryBuilder::<Any>::new(
             "SELECT e.key, e.compile_ms, MAX(e.ts) FROM events e JOIN machines m ON m.id = e.machine_id
              WHERE m.name = ",
         );
@@ -461,7 +459,7 @@ pub(crate) fn light_rows(text: String) -> sqlx::Result<Vec<LightRow>> {
 }
 
 /// Kernel entries of a scan (as [`sides_at`]) without texts, ordered by kernel and key.
-pub async fn light_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<LightRow>> {
+pub async fn light_at(pool: &Store, s: &ScanRef) -> sqlx::Result<Vec<LightRow>> {
     let (kinds, light) = (EntryKind::sql_list(KERNEL_KINDS), rows_json(LIGHT_ROW));
     let sql = format!(
         "SELECT {light} FROM entry_rows e
@@ -479,7 +477,7 @@ pub async fn light_at(pool: &SqlitePool, s: &ScanRef) -> sqlx::Result<Vec<LightR
 /// root was, the sets are equal, whatever the scans' own counts say. One pass over the
 /// `entries_light` index instead of listing both sets (a no-change re-scan of 100,000
 /// entries listed 200,000 rows to find that nothing changed).
-pub async fn light_same(pool: &SqlitePool, from: &ScanRef, to: &ScanRef) -> sqlx::Result<Option<(usize, usize)>> {
+pub async fn light_same(pool: &Store, from: &ScanRef, to: &ScanRef) -> sqlx::Result<Option<(usize, usize)>> {
     if from.machine != to.machine || from.root != to.root || from.id > to.id {
         return Ok(None);
     }
@@ -504,7 +502,7 @@ pub async fn light_same(pool: &SqlitePool, from: &ScanRef, to: &ScanRef) -> sqlx
 }
 
 /// Kernel entries a machine holds now (as [`sides_now`]) without texts, ordered by kernel and key.
-pub async fn light_now(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<LightRow>> {
+pub async fn light_now(pool: &Store, machine: &str) -> sqlx::Result<Vec<LightRow>> {
     let (kinds, light) = (EntryKind::sql_list(KERNEL_KINDS), rows_json(LIGHT_ROW));
     let sql = format!(
         "SELECT {light} FROM entry_rows e
@@ -533,13 +531,13 @@ pub async fn sides_of_ids(db: &super::Db, machine: &str, ids: &[i64]) -> sqlx::R
 /// The key parts the hook recorded for some keys of one machine (the latest compile's), as
 /// [`parts_for`] but through the machine+key index.
 async fn parts_of_machine_keys(
-    pool: &SqlitePool,
+    pool: &Store,
     machine: &str,
     keys: &[&str],
 ) -> sqlx::Result<HashMap<String, serde_json::Value>> {
     let mut out = HashMap::new();
     for part in keys.chunks(500) {
-        let mut qb = QueryBuilder::<Sqlite>::new(
+        let mut qb = QueryBuilder::<Any>::new(
             "SELECT e.key, e.parts_json FROM events e
              WHERE e.parts_json IS NOT NULL AND e.machine_id = (SELECT id FROM machines WHERE name = ",
         );

@@ -3,9 +3,9 @@
 //! figures and findings added when read: the inodes its live entries use and the other
 //! machines that report the same root and see the same hook event files (a shared cache).
 
+use crate::db::Store;
 use crate::model::Hazards;
 use crate::scan::hazards;
-use sqlx::SqlitePool;
 
 /// One root's hazards as the server holds them.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -82,7 +82,7 @@ pub async fn store(
 
 /// The hazards of every root of `machine` (all machines when `None`), by machine and root,
 /// each with the machines sharing it and its warnings.
-pub async fn read(pool: &SqlitePool, machine: Option<&str>) -> sqlx::Result<Vec<RootHazards>> {
+pub async fn read(pool: &Store, machine: Option<&str>) -> sqlx::Result<Vec<RootHazards>> {
     let rows: Vec<(String, String, i64, String)> = sqlx::query_as(
         "SELECT m.name, h.root, h.reported_at, h.hazards_json FROM root_hazards h JOIN machines m ON m.id = h.machine_id
          WHERE ?1 IS NULL OR m.name = ?1 ORDER BY m.name, h.root",
@@ -115,7 +115,7 @@ pub async fn read(pool: &SqlitePool, machine: Option<&str>) -> sqlx::Result<Vec<
 }
 
 /// The other machines' hazards of the same root path (an index seek on `root_hazards_root`).
-async fn same_root(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<Vec<(String, Hazards)>> {
+async fn same_root(pool: &Store, machine: &str, root: &str) -> sqlx::Result<Vec<(String, Hazards)>> {
     let rows: Vec<(String, String)> = sqlx::query_as(
         "SELECT m.name, h.hazards_json FROM root_hazards h JOIN machines m ON m.id = h.machine_id
          WHERE h.root = ?2 AND m.name <> ?1 ORDER BY m.name LIMIT 1000",

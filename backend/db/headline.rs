@@ -8,9 +8,10 @@
 //! request never reads events or entries. Only the hook's lookups count: compiles inferred from
 //! file times have no lookup behind them (and no hits beside them).
 
+use super::Store;
 use super::history::Counts;
 use serde::Serialize;
-use sqlx::{Row, SqlitePool};
+use sqlx::Row;
 
 const HOUR: i64 = 3_600_000;
 const DAY: i64 = 86_400_000;
@@ -99,7 +100,7 @@ impl Headline {
 }
 
 /// Hour rows (start, counts) of one machine (or the fleet) from `from` on.
-async fn hours(pool: &SqlitePool, machine_id: Option<i64>, from: i64) -> sqlx::Result<Vec<(i64, Counts)>> {
+async fn hours(pool: &Store, machine_id: Option<i64>, from: i64) -> sqlx::Result<Vec<(i64, Counts)>> {
     let cols = "hour, hits, misses, compiles, inferred, compile_ms, timed, hook_events, saved_ms, saved";
     let q = match machine_id {
         None => sqlx::query(sqlx::AssertSqlSafe(format!(
@@ -126,7 +127,7 @@ fn starts(now: i64) -> (i64, i64, i64, i64) {
 
 /// The headline of `machine` (`None`: the fleet, with a line per machine) at `now` (unix ms).
 /// `Ok(None)`: no machine of that name.
-pub async fn headline(pool: &SqlitePool, machine: Option<&str>, now: i64) -> sqlx::Result<Option<Headline>> {
+pub async fn headline(pool: &Store, machine: Option<&str>, now: i64) -> sqlx::Result<Option<Headline>> {
     let machine_id: Option<i64> = match machine {
         Some(name) => {
             match sqlx::query_scalar("SELECT id FROM machines WHERE name = ?").bind(name).fetch_optional(pool).await? {
@@ -172,7 +173,7 @@ pub async fn headline(pool: &SqlitePool, machine: Option<&str>, now: i64) -> sql
 }
 
 /// The hit/miss line of `machine` now (`Ok(None)`: no such machine), as its page headlines it.
-pub async fn hit_miss(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<crate::model::HitMiss>> {
+pub async fn hit_miss(pool: &Store, machine: &str) -> sqlx::Result<Option<crate::model::HitMiss>> {
     let lookups = |f: &Figures| crate::model::Lookups {
         hits: f.hits,
         misses: f.misses,
@@ -189,7 +190,7 @@ pub async fn hit_miss(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<c
 }
 
 /// All-time counts per machine id (one machine, or every machine with any history).
-async fn all_time(pool: &SqlitePool, machine_id: Option<i64>) -> sqlx::Result<Vec<(i64, Counts)>> {
+async fn all_time(pool: &Store, machine_id: Option<i64>) -> sqlx::Result<Vec<(i64, Counts)>> {
     let rows = sqlx::query(
         "SELECT machine_id AS hour, hits, misses, compiles, inferred, compile_ms, timed, hook_events, saved_ms, saved
          FROM history_machines WHERE ?1 IS NULL OR machine_id = ?1",
@@ -202,7 +203,7 @@ async fn all_time(pool: &SqlitePool, machine_id: Option<i64>) -> sqlx::Result<Ve
 
 /// Every machine's figures: the last week's hours of all machines in one read of the index
 /// `history_machine_hours_recent` (0037), at most machines × 168 rows, and the all-time roll-up.
-async fn machine_lines(pool: &SqlitePool, day_from: i64, week_from: i64) -> sqlx::Result<Vec<MachineLine>> {
+async fn machine_lines(pool: &Store, day_from: i64, week_from: i64) -> sqlx::Result<Vec<MachineLine>> {
     let names: Vec<(i64, String)> =
         sqlx::query_as("SELECT id, name FROM machines ORDER BY name").fetch_all(pool).await?;
     let all: std::collections::HashMap<i64, Counts> = all_time(pool, None).await?.into_iter().collect();
@@ -221,7 +222,7 @@ async fn machine_lines(pool: &SqlitePool, day_from: i64, week_from: i64) -> sqlx
     .await?;
     let mut week: std::collections::HashMap<i64, (Counts, Counts)> = Default::default();
     for r in &rows {
-        let (id, recent): (i64, bool) = (r.get("machine_id"), r.get("recent"));
+        let (id, crate::db::Flag(recent)): (i64, crate::db::Flag) = (r.get("machine_id"), r.get("recent"));
         let c = super::history_agg::counts(r);
         let e = week.entry(id).or_default();
         e.1 = super::history::total([&e.1, &c]);
@@ -253,7 +254,7 @@ async fn machine_lines(pool: &SqlitePool, day_from: i64, week_from: i64) -> sqlx
 /// Kernels loaded from those artifacts need no Triton cache lookup, so warm starts may not show
 /// as hits. Per machine: one seek in `best_configs`, else its roots' latest scans through
 /// `scans_root_latest`; `machine`: only that one.
-pub async fn with_compiled_artifacts(pool: &SqlitePool, machine: Option<&str>) -> sqlx::Result<Vec<String>> {
+pub async fn with_compiled_artifacts(pool: &Store, machine: Option<&str>) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
         "SELECT DISTINCT m.name FROM machines m JOIN scans s ON s.machine_id = m.id
          WHERE (?1 IS NULL OR m.name = ?1)

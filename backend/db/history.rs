@@ -20,10 +20,11 @@
 //! of another make logged only compiles) is counted as a miss as well. A `miss` with no
 //! `compile` (the compile failed or the job died) is a miss without a compile.
 
+use super::Store;
 use super::history_agg::grouped;
 use crate::model::EntryKind;
 use serde::Serialize;
-use sqlx::{Row, SqlitePool};
+use sqlx::Row;
 use std::collections::BTreeMap;
 
 /// Entry kinds that are Triton compiles (launchers are built by the C compiler, autotune
@@ -157,9 +158,9 @@ fn expr(by: GroupBy) -> String {
 /// times, both sources merged (what the aggregates of [`super::history_agg`] must always equal;
 /// tests compare the two). `K` is i64 for buckets, String otherwise. It reads every event of the
 /// selected machines and kernels: the pages never call it.
-pub async fn fresh<K>(pool: &SqlitePool, f: &HistoryFilter, by: GroupBy) -> sqlx::Result<BTreeMap<K, Counts>>
+pub async fn fresh<K>(pool: &Store, f: &HistoryFilter, by: GroupBy) -> sqlx::Result<BTreeMap<K, Counts>>
 where
-    K: Ord + for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+    K: Ord + for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>,
 {
     let key = expr(by);
     // The window runs over all events of the selected machines and kernels, so that a `miss`
@@ -243,7 +244,7 @@ pub struct HistoryPoint {
 }
 
 /// The buckets with any activity, oldest first.
-pub async fn series(pool: &SqlitePool, f: &HistoryFilter, bucket: Bucket) -> sqlx::Result<Vec<HistoryPoint>> {
+pub async fn series(pool: &Store, f: &HistoryFilter, bucket: Bucket) -> sqlx::Result<Vec<HistoryPoint>> {
     let rows: BTreeMap<i64, Counts> = grouped(pool, f, GroupBy::Bucket(bucket)).await?;
     Ok(rows.into_iter().map(|(t, counts)| HistoryPoint { t, counts, hit_rate: counts.hit_rate() }).collect())
 }
@@ -262,12 +263,12 @@ fn named(rows: BTreeMap<String, Counts>) -> Vec<NamedCounts> {
 }
 
 /// Per machine, by name.
-pub async fn by_machine(pool: &SqlitePool, f: &HistoryFilter) -> sqlx::Result<Vec<NamedCounts>> {
+pub async fn by_machine(pool: &Store, f: &HistoryFilter) -> sqlx::Result<Vec<NamedCounts>> {
     Ok(named(grouped(pool, f, GroupBy::Machine).await?))
 }
 
 /// Per kernel, the ones that miss most first (then the costliest in compile time).
-pub async fn by_kernel(pool: &SqlitePool, f: &HistoryFilter) -> sqlx::Result<Vec<NamedCounts>> {
+pub async fn by_kernel(pool: &Store, f: &HistoryFilter) -> sqlx::Result<Vec<NamedCounts>> {
     let mut v = named(grouped(pool, f, GroupBy::Kernel).await?);
     v.sort_by(|a, b| {
         b.counts
@@ -282,7 +283,7 @@ pub async fn by_kernel(pool: &SqlitePool, f: &HistoryFilter) -> sqlx::Result<Vec
 /// One page of [`by_kernel`] (only the kernels with a miss when `missing`), and how many
 /// kernels there are in all; sorted and paged in SQL.
 pub async fn by_kernel_page(
-    pool: &SqlitePool,
+    pool: &Store,
     f: &HistoryFilter,
     missing: bool,
     page: super::Page,
@@ -301,7 +302,7 @@ pub fn total<'a>(rows: impl IntoIterator<Item = &'a Counts>) -> Counts {
 }
 
 /// Machine names, and the kernels that miss most (at most `limit`), for the filter form.
-pub async fn choices(pool: &SqlitePool, limit: i64) -> sqlx::Result<(Vec<String>, Vec<String>)> {
+pub async fn choices(pool: &Store, limit: i64) -> sqlx::Result<(Vec<String>, Vec<String>)> {
     let machines = sqlx::query_scalar("SELECT name FROM machines ORDER BY name").fetch_all(pool).await?;
     // one JSON text, not 200 rows handed over one by one (~0.9 ms of a history page)
     let kernels: String = sqlx::query_scalar(

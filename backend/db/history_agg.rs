@@ -17,7 +17,8 @@
 //! counted rows of that range ([`Source::Rows`]).
 
 use super::history::{Bucket, Counts, HistoryFilter};
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
+use super::{Conn, Store};
+use sqlx::{Any, QueryBuilder, Row};
 use std::collections::BTreeMap;
 
 const HOUR: i64 = 3_600_000;
@@ -58,7 +59,7 @@ const DELTA_TABLE: &str =
 /// old contribution is not subtracted, their events are not counted again, and only their
 /// compile times are added (a cold scan or a new node of 100,000 entries: 1.5 s less).
 pub async fn account(
-    conn: &mut SqliteConnection,
+    conn: &mut Conn<'_>,
     machine_id: i64,
     keys: &[&str],
     added: &crate::scan::FastSet<&str>,
@@ -75,7 +76,7 @@ pub async fn account(
         sqlx::query(sql).execute(&mut *conn).await?;
     }
     for part in keys.chunks(500) {
-        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO temp.history_touched(key, added) ");
+        let mut qb = QueryBuilder::<Any>::new("INSERT OR IGNORE INTO temp.history_touched(key, added) ");
         qb.push_values(part, |mut b, k| {
             b.push_bind(*k).push_bind(added.contains(k));
         });
@@ -135,7 +136,7 @@ pub async fn account(
 
 /// Subtract everything machine ?1 contributed to the hour tables and roll-ups (it is being
 /// retired: `db::retention::retire`). Its per-(kernel, hour) rows are its whole contribution.
-pub(crate) async fn forget_machine(conn: &mut SqliteConnection, machine_id: i64) -> sqlx::Result<()> {
+pub(crate) async fn forget_machine(conn: &mut Conn<'_>, machine_id: i64) -> sqlx::Result<()> {
     for sql in [DELTA_TABLE, "DELETE FROM temp.history_delta"] {
         sqlx::query(sql).execute(&mut *conn).await?;
     }
@@ -150,7 +151,7 @@ pub(crate) async fn forget_machine(conn: &mut SqliteConnection, machine_id: i64)
 }
 
 /// Add `temp.history_delta` to the four tables and drop the rows left empty.
-async fn apply(conn: &mut SqliteConnection, machine_id: i64) -> sqlx::Result<()> {
+async fn apply(conn: &mut Conn<'_>, machine_id: i64) -> sqlx::Result<()> {
     const SUMS: &str =
         "SUM(hits), SUM(misses), SUM(compiles), SUM(inferred), SUM(compile_ms), SUM(timed), SUM(hook_events),
          SUM(saved_ms), SUM(saved)";
@@ -250,7 +251,7 @@ pub enum By {
 /// Counts grouped by `by` for the filter, from the hour tables or the counted rows. `K` is i64
 /// for buckets, String otherwise. The rows come as one JSON text (`db::json_rows::json_rows`): a
 /// machine's 721 hours handed over a row each were 2 ms of its history page's 7.
-pub async fn grouped<K>(pool: &SqlitePool, f: &HistoryFilter, by: By) -> sqlx::Result<BTreeMap<K, Counts>>
+pub async fn grouped<K>(pool: &Store, f: &HistoryFilter, by: By) -> sqlx::Result<BTreeMap<K, Counts>>
 where
     K: Ord + serde::de::DeserializeOwned,
 {
@@ -291,7 +292,7 @@ where
 }
 
 /// One row of an hour table or roll-up as [`Counts`] (also the headline's, `db::headline`).
-pub(crate) fn counts(r: &sqlx::sqlite::SqliteRow) -> Counts {
+pub(crate) fn counts(r: &sqlx::any::AnyRow) -> Counts {
     let timed: i64 = r.get("timed");
     let saved: i64 = r.get("saved");
     Counts {
@@ -311,7 +312,7 @@ pub(crate) fn counts(r: &sqlx::sqlite::SqliteRow) -> Counts {
 /// the unfiltered fleet view reads its page from the index `history_kernels_misses`, the others
 /// sum their hours in SQL and hand over only the page's rows.
 pub async fn kernels_page(
-    pool: &SqlitePool,
+    pool: &Store,
     f: &HistoryFilter,
     missing: bool,
     page: super::Page,
@@ -356,7 +357,7 @@ pub async fn kernels_page(
             format!("SELECT COUNT(*) FROM ({inner}) WHERE {cond}"),
         )
     };
-    let bind = |q: sqlx::query::Query<'static, Sqlite, sqlx::sqlite::SqliteArguments>| {
+    let bind = |q: sqlx::query::Query<'static, Any, sqlx::any::AnyArguments>| {
         q.bind(f.machine.clone()).bind(f.kernel.clone()).bind(f.from).bind(f.to)
     };
     let rows = bind(sqlx::query(sqlx::AssertSqlSafe(sql))).bind(page.limit).bind(page.offset).fetch_all(pool).await?;

@@ -5,13 +5,14 @@
 //! margin over the runner-up and whether aten or a Triton template won.
 
 use super::Page;
+use super::{Store, Tx};
 use crate::model::{AutotuneChoice, InductorAutotune};
 use serde::Serialize;
-use sqlx::{Row, Sqlite, SqlitePool, Transaction};
+use sqlx::Row;
 use std::collections::BTreeMap;
 
 /// Delete the autotune decisions of `machine_id`'s `root`: a scan replaces them with its own.
-pub async fn clear(tx: &mut Transaction<'static, Sqlite>, machine_id: i64, root: &str) -> sqlx::Result<()> {
+pub async fn clear(tx: &mut Tx<'static>, machine_id: i64, root: &str) -> sqlx::Result<()> {
     sqlx::query("DELETE FROM inductor_autotune WHERE machine_id = ? AND root = ?")
         .bind(machine_id)
         .bind(root)
@@ -22,7 +23,7 @@ pub async fn clear(tx: &mut Transaction<'static, Sqlite>, machine_id: i64, root:
 
 /// Store decisions found by scan `scan_id` of `machine_id`'s `root` (after [`clear`]).
 pub async fn insert(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx<'static>,
     machine_id: i64,
     root: &str,
     scan_id: i64,
@@ -87,9 +88,9 @@ pub fn choice_kind(name: &str) -> &'static str {
 /// generated. The same rule as migration 0016's backfill ([`module_of_first_line`]), applied in
 /// Rust since blob texts are compressed (migration 0030): only the first line is decompressed.
 /// A fact whose texts the writer has in hand takes [`module_in_hand`] instead.
-pub async fn link_modules(conn: &mut sqlx::SqliteConnection, ids: &[i64]) -> sqlx::Result<()> {
+pub async fn link_modules(conn: &mut crate::db::Conn<'_>, ids: &[i64]) -> sqlx::Result<()> {
     for part in ids.chunks(500) {
-        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+        let mut qb = sqlx::QueryBuilder::<sqlx::Any>::new(format!(
             "SELECT f.id, {} FROM facts f JOIN fact_files a ON a.fact = f.fact JOIN blobs b ON b.sha256 = a.sha256
              WHERE a.ext IN ('source', 'ttir') AND f.id IN (",
             super::blobs::COLUMNS
@@ -113,9 +114,9 @@ pub async fn link_modules(conn: &mut sqlx::SqliteConnection, ids: &[i64]) -> sql
 
 /// Store `(fact id, module)` rows found by [`link_modules`] or [`module_in_hand`] (a fact's
 /// first row stays).
-pub async fn store_modules(conn: &mut sqlx::SqliteConnection, found: &[(i64, String)]) -> sqlx::Result<()> {
+pub async fn store_modules(conn: &mut crate::db::Conn<'_>, found: &[(i64, String)]) -> sqlx::Result<()> {
     for rows in found.chunks(300) {
-        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT OR IGNORE INTO fact_modules(fact_id, module) ");
+        let mut qb = sqlx::QueryBuilder::<sqlx::Any>::new("INSERT OR IGNORE INTO fact_modules(fact_id, module) ");
         qb.push_values(rows, |mut b, (id, m)| {
             b.push_bind(*id).push_bind(m.clone());
         });
@@ -371,7 +372,7 @@ async fn triton_rows(
 }
 
 async fn inductor_rows(
-    pool: &SqlitePool,
+    pool: &Store,
     machine: Option<&str>,
     kernel: Option<&str>,
     page: Page,
@@ -397,7 +398,7 @@ async fn inductor_rows(
 }
 
 /// The Inductor decision `id`, or `None`.
-pub async fn decision(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<AutotuneRow>> {
+pub async fn decision(pool: &Store, id: i64) -> sqlx::Result<Option<AutotuneRow>> {
     let row: Option<(String, String, String, String, String, String)> = sqlx::query_as(
         "SELECT m.name, a.op, a.key, a.precision, a.choices_json, a.winner
          FROM inductor_autotune a JOIN machines m ON m.id = a.machine_id WHERE a.id = ?",

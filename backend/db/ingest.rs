@@ -5,9 +5,10 @@
 //! first and last scan (for a live row the last scan is the root's latest: see `finish`); entries of the scanned root not seen any more are marked removed, never
 //! deleted. Local scans and uploads go through the same [`Ingest`].
 
+use super::Tx;
 use crate::model::{BestConfig, Entry, EntryKind, HookEvent, Present, ScanSummary, Skip, SkipKind};
 use crate::scan::{FastMap, FastSet, Previous, Tail};
-use sqlx::{QueryBuilder, Row, Sqlite, Transaction};
+use sqlx::{Any, QueryBuilder, Row};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// What an entry row looked like before this scan.
@@ -25,7 +26,7 @@ struct Existing {
 
 /// An ingest in progress (holds the write transaction).
 pub struct Ingest {
-    tx: Transaction<'static, Sqlite>,
+    tx: Tx<'static>,
     /// This process's turn to write, held until the scan commits ([`super::write`]).
     _turn: super::write::Turn,
     machine_id: i64,
@@ -82,7 +83,7 @@ impl<'a> Records<'a> {
 }
 
 /// Find or create a machine row.
-pub async fn machine_id(tx: &mut Transaction<'static, Sqlite>, name: &str, now: i64) -> sqlx::Result<i64> {
+pub async fn machine_id(tx: &mut Tx<'static>, name: &str, now: i64) -> sqlx::Result<i64> {
     sqlx::query("INSERT INTO machines(name, created_at) VALUES (?, ?) ON CONFLICT(name) DO NOTHING")
         .bind(name)
         .bind(now)
@@ -219,7 +220,7 @@ impl Ingest {
 
     /// The scan's write transaction, for reads that must see what it sees (a staged upload's
     /// parts, read by its commit).
-    pub fn tx(&mut self) -> &mut Transaction<'static, Sqlite> {
+    pub fn tx(&mut self) -> &mut Tx<'static> {
         &mut self.tx
     }
 
@@ -320,7 +321,7 @@ impl Ingest {
     async fn copy_facts(&mut self, chunk: &[&Present], donors: &HashMap<&str, i64>) -> sqlx::Result<()> {
         let (scan, now, mid, root, root_id) =
             (self.scan_id, self.now, self.machine_id, self.root.clone(), self.root_id);
-        let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(
+        let mut qb: QueryBuilder<Any> = QueryBuilder::new(
             "WITH v(dir, sig, created_at, relocated, donor, stamp, group_at, group_sha256, group_bytes, bytes) AS (SELECT * FROM (VALUES ",
         );
         let mut sep = qb.separated(", ");
@@ -418,7 +419,7 @@ impl Ingest {
         store_fact_texts(&mut self.tx, chunk, &metadata, &facts).await?;
         let (fact_ids, new_facts) = store_facts(&mut self.tx, chunk, &facts).await?;
         let key_ids = store_keys(&mut self.tx, chunk).await?;
-        let mut qb: QueryBuilder<Sqlite> = QueryBuilder::new(
+        let mut qb: QueryBuilder<Any> = QueryBuilder::new(
             "INSERT INTO entries(machine_id, root_id, key_id, fact_id, dir, sig, bytes, created_at, relocated, stamp,
               group_at, group_sha256, group_bytes, first_scan_id, last_scan_id, first_seen_at, last_seen_at) ",
         );
@@ -712,11 +713,11 @@ const UPSERT_SET: &str = " ON CONFLICT(machine_id, key_id) DO UPDATE SET root_id
 /// same files read the same way, `model::Entry::fact`): their ids by fact, and the facts this
 /// call added.
 async fn store_facts(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx<'static>,
     chunk: &[&Entry],
     facts: &[String],
 ) -> sqlx::Result<(HashMap<String, i64>, HashSet<String>)> {
-    let mut qb = QueryBuilder::<Sqlite>::new(
+    let mut qb = QueryBuilder::<Any>::new(
         "INSERT INTO facts(fact, key, kind, kernel, backend, arch, warp_size, num_warps, num_stages, num_ctas,
           triton_version, meta_hash, signature, shapes, registers, spills, shared_bytes, partial, binary_sha256,
           files, group_files) ",
@@ -758,7 +759,7 @@ async fn store_facts(
 }
 
 /// The ids of the chunk's keys (`keys`, one row per distinct key), added where new.
-async fn store_keys(tx: &mut Transaction<'static, Sqlite>, chunk: &[&Entry]) -> sqlx::Result<HashMap<String, i64>> {
+async fn store_keys(tx: &mut Tx<'static>, chunk: &[&Entry]) -> sqlx::Result<HashMap<String, i64>> {
     let keys = serde_json::to_string(&chunk.iter().map(|e| e.key.as_str()).collect::<Vec<_>>()).unwrap_or_default();
     sqlx::query("INSERT INTO keys(key) SELECT value FROM json_each(?) WHERE true ON CONFLICT(key) DO NOTHING")
         .bind(&keys)
@@ -774,13 +775,13 @@ async fn store_keys(tx: &mut Transaction<'static, Sqlite>, chunk: &[&Entry]) -> 
 /// The metadata, resources and group JSON of entries, once per (fact, relocated): the first
 /// writer's stays (the same files give the same texts).
 async fn store_fact_texts(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx<'static>,
     chunk: &[&Entry],
     metadata: &[Option<String>],
     facts: &[String],
 ) -> sqlx::Result<()> {
     let js = |v: &Option<serde_json::Value>| v.as_ref().map(|v| v.to_string());
-    let mut qb = QueryBuilder::<Sqlite>::new(
+    let mut qb = QueryBuilder::<Any>::new(
         "INSERT OR IGNORE INTO fact_texts(fact, relocated, metadata_json, resources_json, group_json) ",
     );
     qb.push_values(chunk.iter().zip(metadata).zip(facts), |mut b, ((e, m), fact)| {
@@ -804,7 +805,7 @@ fn own_group_at(root: &str, dir: &str, at: &str) -> Option<String> {
 /// Rows whose own group file is the one their fact's file list holds keep none of their own
 /// (`entry_files` reads the fact's): only a machine whose group names another path keeps its
 /// file's sha256 and size.
-async fn same_group_as_fact(tx: &mut Transaction<'static, Sqlite>, ids: &[i64]) -> sqlx::Result<()> {
+async fn same_group_as_fact(tx: &mut Tx<'static>, ids: &[i64]) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE entries SET group_sha256 = NULL, group_bytes = NULL
          WHERE id IN (SELECT value FROM json_each(?)) AND group_sha256 IS NOT NULL
@@ -820,9 +821,9 @@ async fn same_group_as_fact(tx: &mut Transaction<'static, Sqlite>, ids: &[i64]) 
 
 /// Keep every distinct compile time seen of each entry (`created_at` is its latest: a
 /// recompile in place overwrites it), for history.
-async fn store_compiles(tx: &mut Transaction<'static, Sqlite>, compiled: &[(i64, i64)]) -> sqlx::Result<()> {
+async fn store_compiles(tx: &mut Tx<'static>, compiled: &[(i64, i64)]) -> sqlx::Result<()> {
     for chunk in compiled.chunks(400) {
-        let mut qb = QueryBuilder::<Sqlite>::new("INSERT OR IGNORE INTO entry_compiles(entry_id, compiled_at) ");
+        let mut qb = QueryBuilder::<Any>::new("INSERT OR IGNORE INTO entry_compiles(entry_id, compiled_at) ");
         qb.push_values(chunk, |mut b, (id, t)| {
             b.push_bind(*id).push_bind(*t);
         });
@@ -832,9 +833,9 @@ async fn store_compiles(tx: &mut Transaction<'static, Sqlite>, compiled: &[(i64,
 }
 
 /// Give unchanged rows their dir's new stamp (a stamp alone marks no summary: migration 0048).
-async fn restamp(tx: &mut Transaction<'static, Sqlite>, stamps: &[(i64, &str)]) -> sqlx::Result<()> {
+async fn restamp(tx: &mut Tx<'static>, stamps: &[(i64, &str)]) -> sqlx::Result<()> {
     for chunk in stamps.chunks(400) {
-        let mut qb = QueryBuilder::<Sqlite>::new("WITH v(id, stamp) AS (");
+        let mut qb = QueryBuilder::<Any>::new("WITH v(id, stamp) AS (");
         qb.push_values(chunk, |mut b, (id, st)| {
             b.push_bind(*id).push_bind(*st);
         });

@@ -12,7 +12,7 @@
 /// list of `?`s was a new statement for each count, prepared every time (~0.2 ms for the side
 /// rows' query, several times a nearest request).
 pub(crate) async fn json_rows_of_ids<T: serde::de::DeserializeOwned>(
-    conn: &mut sqlx::SqliteConnection,
+    conn: &mut crate::db::Conn<'_>,
     ids: &[i64],
     head: &str,
     tail: &str,

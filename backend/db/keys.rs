@@ -3,7 +3,8 @@
 //! (`key >= prefix AND key < next(prefix)` on the facts' `facts_key`, each fact probing the
 //! machine's presence) with a bound on the rows read: never a scan of the entries.
 
-use sqlx::{FromRow, SqlitePool};
+use super::Store;
+use sqlx::FromRow;
 
 /// An entry whose key starts with the prefix asked for.
 #[derive(Debug, Clone, PartialEq, Eq, FromRow)]
@@ -12,6 +13,7 @@ pub struct KeyHit {
     pub key: String,
     pub kernel: Option<String>,
     /// Still in the cache (not removed).
+    #[sqlx(try_from = "crate::db::Flag")]
     pub live: bool,
 }
 
@@ -32,12 +34,7 @@ fn upper(prefix: &str) -> Option<String> {
 /// keys are), at most `limit`, in (machine, key) order. On every machine the range is read
 /// machine by machine through the same index (a few hundred machines at most on a fleet), so a
 /// one-letter prefix reads at most `limit` rows, not half the entries.
-pub async fn by_prefix(
-    pool: &SqlitePool,
-    machine: Option<&str>,
-    prefix: &str,
-    limit: i64,
-) -> sqlx::Result<Vec<KeyHit>> {
+pub async fn by_prefix(pool: &Store, machine: Option<&str>, prefix: &str, limit: i64) -> sqlx::Result<Vec<KeyHit>> {
     let Some(hi) = upper(prefix).filter(|_| prefix.is_ascii()) else {
         return Ok(vec![]);
     };

@@ -10,8 +10,8 @@
 //! meanwhile leaves the rows marked stale, never wrong.
 
 use super::explain::{LightRow, light_now};
+use crate::db::Store;
 use sha2::{Digest, Sha256};
-use sqlx::SqlitePool;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -133,7 +133,7 @@ pub async fn kept_now(db: &super::Db, machine: &str) -> sqlx::Result<Option<Sets
 }
 
 /// Live entries of `machine` without a kernel name of the kinds a report reads.
-pub async fn unnamed_count(pool: &SqlitePool, machine: &str) -> sqlx::Result<i64> {
+pub async fn unnamed_count(pool: &Store, machine: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) {}", unnamed_of_machine())))
         .bind(machine)
         .fetch_one(pool)
@@ -156,8 +156,8 @@ fn unnamed_of_machine() -> String {
 
 /// Store `sets` as `machine_id`'s key sets at generation `now`, unless sets of a later
 /// generation were stored meanwhile (a background store that waited its turn).
-async fn store(pool: &SqlitePool, _turn: super::write::Turn, id: i64, now: i64, sets: &Sets) -> sqlx::Result<()> {
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+async fn store(pool: &Store, _turn: super::write::Turn, id: i64, now: i64, sets: &Sets) -> sqlx::Result<()> {
+    let mut tx = pool.begin_write().await?;
     let stored: Option<i64> = sqlx::query_scalar("SELECT gen FROM kernel_keysets_gen WHERE machine_id = ?")
         .bind(id)
         .fetch_optional(&mut *tx)
@@ -171,7 +171,7 @@ async fn store(pool: &SqlitePool, _turn: super::write::Turn, id: i64, now: i64, 
     // 150 rows a statement (900 of SQLite's 32,766 variables): one statement a row was a
     // thousand round trips to SQLite's thread for a node of a thousand kernels
     for part in sorted.chunks(150) {
-        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
+        let mut qb = sqlx::QueryBuilder::<sqlx::Any>::new(
             "INSERT INTO kernel_keysets(machine_id, kernel, entries, keys, relocated, digest) ",
         );
         qb.push_values(part, |mut b, s| {
@@ -253,10 +253,10 @@ pub async fn current(db: &super::Db, machine: &str) -> sqlx::Result<Sets> {
 
 /// Kernel entries of `machine` now (as [`light_now`]) of the kernels `only` and those without a
 /// kernel name, ordered by kernel and key.
-pub async fn light_now_of(pool: &SqlitePool, machine: &str, only: &[&str]) -> sqlx::Result<Vec<LightRow>> {
+pub async fn light_now_of(pool: &Store, machine: &str, only: &[&str]) -> sqlx::Result<Vec<LightRow>> {
     let mut rows = light_now_unnamed(pool, machine).await?;
     for part in only.chunks(500) {
-        let mut qb = sqlx::QueryBuilder::<sqlx::Sqlite>::new(format!(
+        let mut qb = sqlx::QueryBuilder::<sqlx::Any>::new(format!(
             "SELECT {} FROM entry_rows e
              WHERE e.machine_id = (SELECT id FROM machines WHERE name = ",
             super::json_rows::rows_json(super::explain::LIGHT_ROW)
@@ -277,7 +277,7 @@ pub async fn light_now_of(pool: &SqlitePool, machine: &str, only: &[&str]) -> sq
     Ok(rows)
 }
 
-async fn light_now_unnamed(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<LightRow>> {
+async fn light_now_unnamed(pool: &Store, machine: &str) -> sqlx::Result<Vec<LightRow>> {
     // (`LIGHT_ROW` over `entry_rows`: the key and name are the fact's)
     let light = super::json_rows::rows_json("json_array(e.id, f.key, f.kernel, e.relocated)");
     let sql = format!("SELECT {light} {}", unnamed_of_machine());

@@ -12,7 +12,7 @@
 //! at most [`MAX`] answers ([`Bounded`]).
 
 use crate::bounded::Bounded;
-use sqlx::SqlitePool;
+use crate::db::Store;
 use std::any::Any;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,7 +41,7 @@ impl Default for Memo {
 }
 
 /// The stamp of the database now.
-pub async fn stamp(pool: &SqlitePool) -> sqlx::Result<Stamp> {
+pub async fn stamp(pool: &Store) -> sqlx::Result<Stamp> {
     sqlx::query_as(
         "SELECT (SELECT COALESCE(MAX(id), 0) FROM scans), (SELECT COALESCE(MAX(id), 0) FROM events),
                 (SELECT COALESCE(SUM(gen), 0) FROM report_gens), (SELECT COUNT(*) FROM machines)",

@@ -6,8 +6,8 @@
 //! variant through `entries_variant` (kernel, signature, shapes, num_warps, num_stages: a few
 //! rows per variant).
 
+use crate::db::Store;
 use serde::Serialize;
-use sqlx::SqlitePool;
 
 /// One miss with its entry and the nearest earlier key of its variant.
 #[derive(Debug, Clone, Serialize)]
@@ -25,12 +25,7 @@ pub struct Miss {
 }
 
 /// The latest `limit` misses (of `machine` and `kernel` when given), newest first.
-pub async fn latest(
-    pool: &SqlitePool,
-    machine: Option<&str>,
-    kernel: Option<&str>,
-    limit: i64,
-) -> sqlx::Result<Vec<Miss>> {
+pub async fn latest(pool: &Store, machine: Option<&str>, kernel: Option<&str>, limit: i64) -> sqlx::Result<Vec<Miss>> {
     let index = match (machine, kernel) {
         (_, Some(_)) => "events_miss_kernel",
         (Some(_), None) => "events_miss_machine",

@@ -40,11 +40,16 @@ pub mod tokens;
 mod two_databases;
 pub mod write;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+pub mod dialect;
+pub mod store;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::sqlite::SqliteConnectOptions;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
+pub use store::{Conn, Flag, Kind, Pooled, Store, Tx};
 
 /// One database: its pool and all the state kept per database (its writers' queue, the summary
 /// rebuild's lock and timing, and its caches, each a [`crate::bounded::Bounded`]). Cheap to
@@ -52,7 +57,7 @@ use std::time::Duration;
 /// state while two databases in one process share nothing.
 #[derive(Clone, Debug)]
 pub struct Db {
-    pool: SqlitePool,
+    pool: Store,
     /// This process's writers, one at a time (see [`write`]).
     pub(crate) writers: Arc<tokio::sync::Mutex<()>>,
     summaries: Arc<rebuild::State>,
@@ -73,7 +78,7 @@ pub struct Db {
 
 impl Db {
     /// A handle on an open (migrated) pool.
-    pub fn new(pool: SqlitePool) -> Db {
+    pub fn new(pool: Store) -> Db {
         Db {
             pool,
             writers: Arc::default(),
@@ -127,7 +132,7 @@ impl Db {
     }
 
     /// The connection pool, for the query functions of the modules below.
-    pub fn pool(&self) -> &SqlitePool {
+    pub fn pool(&self) -> &Store {
         &self.pool
     }
 
@@ -201,8 +206,8 @@ impl Db {
     }
 }
 
-impl From<SqlitePool> for Db {
-    fn from(pool: SqlitePool) -> Db {
+impl From<Store> for Db {
+    fn from(pool: Store) -> Db {
         Db::new(pool)
     }
 }
@@ -215,8 +220,8 @@ pub struct Page {
 }
 
 impl Page {
-    /// Every row (SQLite reads `LIMIT -1` as no limit).
-    pub const ALL: Page = Page { limit: -1, offset: 0 };
+    /// Every row.
+    pub const ALL: Page = Page { limit: i64::MAX, offset: 0 };
 
     pub fn new(limit: Option<i64>, offset: Option<i64>) -> Page {
         Page { limit: limit.unwrap_or(100).clamp(1, 10_000), offset: offset.unwrap_or(0).max(0) }
@@ -225,6 +230,9 @@ impl Page {
 
 /// The migrations in `migrations/`, embedded in the binary.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// The migrations in `migrations-pg/` (PostgreSQL's spelling of the same schema), embedded.
+pub static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-pg");
 
 /// The embedded default database: `$XDG_DATA_HOME/cachelens/cachelens.db`, else
 /// `~/.local/share/cachelens/cachelens.db`.
@@ -265,54 +273,123 @@ pub enum Connections {
 ///
 /// WAL lets readers go on while one writer ingests; the busy timeout makes a second writer wait
 /// instead of failing.
-pub async fn open(path: &Path) -> anyhow::Result<SqlitePool> {
+pub async fn open(path: &Path) -> anyhow::Result<Store> {
     open_with(path, Connections::Server).await
 }
 
-/// [`open`] with the pool `connections` says.
-pub async fn open_with(path: &Path, connections: Connections) -> anyhow::Result<SqlitePool> {
+/// [`open`] with the pool `connections` says. `path` is an SQLite file, or a PostgreSQL
+/// database's URL (`postgres://USER@HOST/DB`): see [`open_postgres`].
+pub async fn open_with(path: &Path, connections: Connections) -> anyhow::Result<Store> {
     // `--db postgres://u@host/db` once made a file `./postgres:/u@host/db` and served it: a URL
-    // of a store is refused here, before anything is created.
+    // of a store is refused here, before anything is created, unless it is PostgreSQL's.
     let text = path.to_string_lossy();
     if let Some((scheme, _)) = text.split_once("://")
         && !scheme.is_empty()
         && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
     {
+        if scheme == "postgres" || scheme == "postgresql" {
+            return open_postgres(&text, connections).await;
+        }
         anyhow::bail!(
             "--db {text:?} is a URL of a {scheme:?} store, which this build does not have: \
-             give the path of an SQLite file (e.g. --db team.db)"
+             give the path of an SQLite file (e.g. --db team.db) or a postgres:// URL"
         );
     }
+    open_sqlite(path, connections, BUSY_TIMEOUT).await
+}
+
+/// Open and migrate the SQLite file at `path`, its connections waiting `busy` for another
+/// process's write lock.
+pub(crate) async fn open_sqlite(path: &Path, connections: Connections, busy: Duration) -> anyhow::Result<Store> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
     create_private(path)?;
-    let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
-        .busy_timeout(BUSY_TIMEOUT)
-        .foreign_keys(true)
-        .pragma("cache_size", "-65536")
-        // a log SQLite starts over is cut back to this size (`rebuild::checkpoint`)
-        .pragma("journal_size_limit", rebuild::CHECKPOINT_FROM.to_string())
-        .pragma("temp_store", "memory");
-    let (max, opts) = match connections {
-        Connections::Server => (8, opts),
-        Connections::Command => (1, opts.pragma("wal_autocheckpoint", "0")),
+    let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))?.create_if_missing(true);
+    let max = match connections {
+        Connections::Server => 8,
+        Connections::Command => 1,
     };
-    let pool = SqlitePoolOptions::new().max_connections(max).connect_with(opts).await?;
+    // The Any driver opens SQLite from a URL, which carries no pragmas: each connection is
+    // given them as it opens (the statement sqlx's own SQLite connect runs).
+    let url = sqlx::ConnectOptions::to_url_lossy(&opts);
+    let pragmas = pragma_statement(connections, busy);
+    install_drivers();
+    let pool = AnyPoolOptions::new()
+        .max_connections(max)
+        .after_connect(move |conn, _| {
+            let pragmas = pragmas.clone();
+            Box::pin(async move {
+                sqlx::Executor::execute(&mut *conn, sqlx::AssertSqlSafe(pragmas)).await?;
+                Ok(())
+            })
+        })
+        .connect_with(url.as_str().parse::<AnyConnectOptions>()?)
+        .await?;
     MIGRATOR.run(&pool).await?;
-    Ok(pool)
+    Ok(Store::sqlite(pool, path))
+}
+
+/// The statements that give a new SQLite connection its settings: WAL (readers go on while one
+/// writer ingests), a busy timeout (a second writer waits instead of failing), foreign keys, a
+/// page cache of 64 MiB, temporary tables in memory, and a log SQLite starts over cut back to
+/// [`rebuild::CHECKPOINT_FROM`] (`rebuild::checkpoint`). A command's commits do not checkpoint
+/// ([`Connections::Command`]).
+fn pragma_statement(connections: Connections, busy: Duration) -> String {
+    let mut s = format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = {}; \
+         PRAGMA foreign_keys = ON; PRAGMA cache_size = -65536; PRAGMA journal_size_limit = {}; \
+         PRAGMA temp_store = memory;",
+        busy.as_millis(),
+        rebuild::CHECKPOINT_FROM
+    );
+    if connections == Connections::Command {
+        s.push_str(" PRAGMA wal_autocheckpoint = 0;");
+    }
+    s
+}
+
+/// Open and migrate the PostgreSQL database at `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB`,
+/// with `sslmode=` and `sslrootcert=` as libpq reads them). Its collation must order text
+/// bytewise, as SQLite does (the first migration refuses any other); its functions named as SQLite's come
+/// first on the search path (`migrations-pg/0062_sqlite_functions.sql`).
+pub async fn open_postgres(url: &str, connections: Connections) -> anyhow::Result<Store> {
+    install_drivers();
+    let max = match connections {
+        Connections::Server => 8,
+        Connections::Command => 2,
+    };
+    let pool = AnyPoolOptions::new()
+        .max_connections(max)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::Executor::execute(&mut *conn, "SET search_path = public, pg_catalog").await?;
+                Ok(())
+            })
+        })
+        .connect_with(url.parse::<AnyConnectOptions>()?)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect to {}: {e}", copy::redact(url)))?;
+    PG_MIGRATOR.run(&pool).await?;
+    Ok(Store::postgres(pool))
+}
+
+/// sqlx's Any driver with the two stores built in (once per process).
+fn install_drivers() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(sqlx::any::install_default_drivers);
 }
 
 /// Copy the write-ahead log into the database (a passive checkpoint: what no reader still needs)
 /// on a connection of its own, beside the pool's work. Best effort: a failure leaves the log to
 /// the next checkpoint.
-pub async fn checkpoint_beside(pool: &SqlitePool) {
+pub async fn checkpoint_beside(pool: &Store) {
     use sqlx::Connection;
+    if pool.kind() != Kind::Sqlite {
+        return;
+    }
     let t = std::time::Instant::now();
-    let Ok(mut conn) = sqlx::SqliteConnection::connect_with(&pool.connect_options()).await else { return };
+    let Ok(mut conn) = sqlx::AnyConnection::connect_with(&pool.any().connect_options()).await else { return };
     let done: sqlx::Result<(i64, i64, i64)> =
         sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)").fetch_one(&mut conn).await;
     tracing::debug!(ms = t.elapsed().as_millis() as u64, ?done, "log copied beside");

@@ -17,9 +17,9 @@ use super::classes::Class;
 use super::explain::{SideRow, parts_of_keys, shas_of_rows, side_rows_where, texts_by_sha};
 use super::memo;
 use crate::bounded::Bounded;
+use crate::db::Store;
 use crate::explain::Side;
 use crate::model::EntryKind;
-use sqlx::SqlitePool;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -64,7 +64,7 @@ impl KernelVariants {
     }
 
     /// Reads tiers 1 and 2 too (the kernel's whole variant list; a no-op when read).
-    pub async fn read_whole(&mut self, pool: &SqlitePool, cache: &Open<'_>) -> sqlx::Result<()> {
+    pub async fn read_whole(&mut self, pool: &Store, cache: &Open<'_>) -> sqlx::Result<()> {
         if !self.whole {
             let all = variants_kept(pool, &self.kernel, cache).await?;
             self.tiers = tiers_of(self.id, &self.columns, &all);
@@ -120,7 +120,7 @@ pub async fn entry_and_variants(
 /// (enough neighbours that differ in nothing). Tiers 1 and 2 are read when the ranking gets to
 /// them ([`KernelVariants::read_whole`]).
 async fn variants_around(
-    pool: &SqlitePool,
+    pool: &Store,
     id: i64,
     kernel: String,
     columns: super::explain::VariantColumns,
@@ -140,7 +140,7 @@ async fn variants_around(
 }
 
 /// The kernel's variants, from `cache` or read (and kept).
-async fn variants_kept(pool: &SqlitePool, kernel: &str, cache: &Open<'_>) -> sqlx::Result<Arc<Variants>> {
+async fn variants_kept(pool: &Store, kernel: &str, cache: &Open<'_>) -> sqlx::Result<Arc<Variants>> {
     Ok(match cache.variants(kernel) {
         Some(v) => v,
         None => {
@@ -170,7 +170,7 @@ fn tiers_of(id: i64, columns: &super::explain::VariantColumns, all: &Variants) -
 /// the entry's or NULL, sorted, the entry left out; 16 seeks of the variant index, `IS` matching
 /// a value or NULL.
 async fn same_variant(
-    pool: &SqlitePool,
+    pool: &Store,
     id: i64,
     kernel: &str,
     columns: &super::explain::VariantColumns,
@@ -248,7 +248,7 @@ fn class_of_hex(text: &str) -> Option<Class> {
 /// row a variant (79 for a 1,476-entry kernel of the bench fleet). Handing over the rows one an
 /// entry, with their texts, to be hashed here took 5-8 ms a large kernel under load, half the
 /// request (20 KB of JSON now, 155 KB then).
-async fn variants_of(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Variants> {
+async fn variants_of(pool: &Store, kernel: &str) -> sqlx::Result<Variants> {
     let sql = format!(
         "SELECT {} FROM (SELECT signature, shapes, num_warps, num_stages, '[' || group_concat(id) || ']' AS ids
              FROM entry_rows WHERE kernel = ?1 AND removed_at IS NULL
@@ -264,7 +264,7 @@ async fn variants_of(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Variants> 
 /// The stored classes and places of those of `ids` that are `kernel`'s entries (primary key
 /// lookups: the entry, its fact, its fact's class), by id. An entry without one (not computed
 /// yet) is not among them.
-async fn stored_of(pool: &SqlitePool, kernel: &str, ids: &[i64]) -> sqlx::Result<HashMap<i64, Stored>> {
+async fn stored_of(pool: &Store, kernel: &str, ids: &[i64]) -> sqlx::Result<HashMap<i64, Stored>> {
     let sql = format!(
         "SELECT {} FROM entries e JOIN facts f ON f.id = e.fact_id
            JOIN fact_classes c ON c.fact_id = e.fact_id AND c.relocated = e.relocated
@@ -441,7 +441,7 @@ pub async fn classes_of_ids(
 
 /// (machine, key) of those of `ids` that are kernel entries: a few bytes a row, not its
 /// metadata.
-async fn place(pool: &SqlitePool, ids: &[i64]) -> sqlx::Result<HashMap<i64, (String, String)>> {
+async fn place(pool: &Store, ids: &[i64]) -> sqlx::Result<HashMap<i64, (String, String)>> {
     let head = format!(
         "SELECT {} FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE e.id IN (",
         super::json_rows::rows_json("json_array(e.id, m.name, e.key)")
@@ -475,7 +475,7 @@ fn first_keys<'a>(
 /// `known` (`None` for an id that is not a live kernel entry). Returns the rows read (their
 /// sides are built from them).
 async fn read_known(
-    pool: &SqlitePool,
+    pool: &Store,
     ids: &[i64],
     cache: &Open<'_>,
     known: &mut HashMap<i64, Option<Arc<Known>>>,
@@ -574,7 +574,7 @@ pub const KEPT_SIDES: usize = 16_384;
 impl Cache {
     /// The cache as of the database's stamp now (what was kept under another stamp is
     /// dropped). Read the stamp before anything the answer reads.
-    pub async fn open(&self, pool: &SqlitePool) -> sqlx::Result<Open<'_>> {
+    pub async fn open(&self, pool: &Store) -> sqlx::Result<Open<'_>> {
         let stamp = memo::stamp(pool).await?;
         let (kept, old) = {
             let mut k = self.kept.lock().unwrap_or_else(|e| e.into_inner());

@@ -2,7 +2,8 @@
 //! variant identity, compile time and the hook's last event for their key, and when the hook
 //! started recording in that root. Deciding is `prune`'s; this module only reads.
 
-use sqlx::{FromRow, SqlitePool};
+use super::Store;
+use sqlx::FromRow;
 
 /// One live entry of a root, as prune judges it.
 #[derive(Debug, Clone, FromRow, Default)]
@@ -22,6 +23,7 @@ pub struct PruneRow {
     pub shapes: Option<String>,
     /// The metadata file's mtime: when Triton wrote the entry.
     pub created_at: Option<i64>,
+    #[sqlx(try_from = "crate::db::Flag")]
     pub relocated: bool,
     /// The hook's last event (hit, miss or compile) for this key on this machine (unix ms).
     /// (`default`: the advice's rows fold it from one time per event kind.)
@@ -33,7 +35,7 @@ pub struct PruneRow {
 }
 
 /// The live entries of `root` on `machine`, in dir order.
-pub async fn rows(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<Vec<PruneRow>> {
+pub async fn rows(pool: &Store, machine: &str, root: &str) -> sqlx::Result<Vec<PruneRow>> {
     sqlx::query_as(
         "SELECT e.dir, e.key, e.kind, e.kernel, e.backend, e.arch, e.warp_size, e.num_warps, e.num_stages,
                 e.num_ctas, e.triton_version, e.signature, e.shapes, e.created_at, e.relocated != 0 AS relocated,
@@ -52,7 +54,7 @@ pub async fn rows(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<
 
 /// When the hook's first event for a key of `root` (live or removed) on `machine` was recorded:
 /// from then on a key without events was not looked up. `None`: no hook events for this root.
-pub async fn hook_since(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<Option<i64>> {
+pub async fn hook_since(pool: &Store, machine: &str, root: &str) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar(
         "SELECT MIN(v.ts) FROM events v JOIN machines m ON m.id = v.machine_id
          WHERE m.name = ?1 AND v.key IN (SELECT e.key FROM entry_rows e WHERE e.machine_id = m.id AND e.root = ?2)",
@@ -64,7 +66,7 @@ pub async fn hook_since(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::R
 }
 
 /// Inodes the live entries of `root` on `machine` use: one per entry dir and one per file.
-pub async fn cache_inodes(pool: &SqlitePool, machine: &str, root: &str) -> sqlx::Result<i64> {
+pub async fn cache_inodes(pool: &Store, machine: &str, root: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         // (files counted on the fact and in `artifacts` for rows from before facts had files:
         // `entry_files`, a UNION ALL, in a correlated subquery is built whole for the fleet)

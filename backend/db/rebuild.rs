@@ -15,7 +15,7 @@
 //! `TOTAL()` saturates at `i64::MAX`. Below 2^53 bytes (8 PiB) the figures are exact.
 
 use super::Db;
-use sqlx::SqliteConnection;
+use crate::db::Conn;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How long a page waits for a rebuild before it shows the previous figures. A small database
@@ -183,18 +183,19 @@ fn statement(sql: &str, marked: bool) -> Option<String> {
 }
 
 /// The highest entry id: how much data a first build reads.
-async fn max_entry_id(conn: &mut SqliteConnection) -> sqlx::Result<i64> {
+async fn max_entry_id(conn: &mut Conn<'_>) -> sqlx::Result<i64> {
     sqlx::query_scalar("SELECT COALESCE((SELECT MAX(id) FROM entry_rows), 0)").fetch_one(conn).await
 }
 
 /// Where the tables stand: (built once, changes marked since).
-async fn standing(conn: &mut SqliteConnection) -> sqlx::Result<(bool, bool)> {
+async fn standing(conn: &mut Conn<'_>) -> sqlx::Result<(bool, bool)> {
     sqlx::query_as(
         "SELECT EXISTS (SELECT 1 FROM page_stats_version WHERE id = 1),
                 EXISTS (SELECT 1 FROM page_dirty_machines) OR EXISTS (SELECT 1 FROM page_dirty_kernels)",
     )
     .fetch_one(conn)
     .await
+    .map(|(super::Flag(built), super::Flag(dirty))| (built, dirty))
 }
 
 /// Make the summary tables current before a page reads them. Cheap when nothing changed (three
@@ -289,10 +290,9 @@ pub(crate) async fn rebuild_whole(db: &Db) -> sqlx::Result<()> {
 
 /// Claim the marks made so far: move the generation on and return the one they carry (and
 /// older). Marks made from here carry the new one and outlive this update.
-async fn claim(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<i64> {
-    use sqlx::Connection;
+async fn claim(conn: &mut Conn<'_>, db: &Db) -> sqlx::Result<i64> {
     let turn = super::write::turn(db).await;
-    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    let mut tx = conn.begin_write().await?;
     let (claimed,): (i64,) =
         sqlx::query_as("UPDATE page_gen SET gen = gen + 1 WHERE id = 1 RETURNING gen - 1").fetch_one(&mut *tx).await?;
     // the samples of the facts whose oldest or newest live entry went since (`fact_live_unknown`)
@@ -311,8 +311,7 @@ async fn claim(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<i64> {
 
 /// Stage (read transaction) then swap (short write transaction). `None` when already current,
 /// else whether it was the whole build.
-async fn stage_and_swap(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<Option<bool>> {
-    use sqlx::Connection;
+async fn stage_and_swap(conn: &mut Conn<'_>, db: &Db) -> sqlx::Result<Option<bool>> {
     let (built, dirty) = standing(&mut *conn).await?;
     if built && !dirty {
         return Ok(None);
@@ -355,7 +354,7 @@ async fn stage_and_swap(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<Op
     }
     read.commit().await?;
     let turn = super::write::turn(db).await;
-    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    let mut tx = conn.begin_write().await?;
     // Another update (another server on this database) claimed later marks and wrote newer sums
     // of what this one read: keep them.
     let (applied,): (i64,) = sqlx::query_as("SELECT applied FROM page_gen WHERE id = 1").fetch_one(&mut *tx).await?;
@@ -427,7 +426,8 @@ async fn stage_and_swap(conn: &mut SqliteConnection, db: &Db) -> sqlx::Result<Op
 /// those readers end, and cut to [`CHECKPOINT_FROM`] then (`journal_size_limit`, `db::open`).
 async fn checkpoint(db: Db) {
     let pool = db.pool();
-    let wal = format!("{}-wal", pool.connect_options().get_filename().display());
+    let Some(file) = pool.file() else { return }; // PostgreSQL keeps its own log
+    let wal = format!("{}-wal", file.display());
     if std::fs::metadata(&wal).map_or(true, |m| m.len() < CHECKPOINT_FROM) {
         return;
     }

@@ -9,13 +9,14 @@
 //! evicted report is computed again on its next visit. Stale reports (a side's generation
 //! moved) stay until evicted or recomputed.
 
+use super::Store;
 use crate::explain::Cause;
 use crate::explain::report::InvalidatedRow;
 use serde::{Deserialize, Serialize};
-use sqlx::{FromRow, QueryBuilder, Sqlite, SqlitePool};
+use sqlx::{Any, FromRow, QueryBuilder};
 
 /// The change counter of a machine's report inputs (0 when nothing was ever counted).
-pub async fn gen_of(pool: &SqlitePool, machine: &str) -> sqlx::Result<i64> {
+pub async fn gen_of(pool: &Store, machine: &str) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "SELECT COALESCE((SELECT g.gen FROM report_gens g JOIN machines m ON m.id = g.machine_id WHERE m.name = ?), 0)",
     )
@@ -69,7 +70,7 @@ pub struct Stored {
 }
 
 /// The stored report named `spec`, if it was computed at these generations.
-pub async fn find(pool: &SqlitePool, spec: &str, gens: (i64, i64)) -> sqlx::Result<Option<Stored>> {
+pub async fn find(pool: &Store, spec: &str, gens: (i64, i64)) -> sqlx::Result<Option<Stored>> {
     let row: Option<(i64, String)> =
         sqlx::query_as("SELECT id, head_json FROM inv_reports WHERE spec = ? AND old_gen = ? AND new_gen = ?")
             .bind(spec)
@@ -82,7 +83,7 @@ pub async fn find(pool: &SqlitePool, spec: &str, gens: (i64, i64)) -> sqlx::Resu
 
 /// The machine pairs (old, new) with `machine` on either side whose report was stored, the latest
 /// computed first, at most `limit`.
-pub async fn pairs_with(pool: &SqlitePool, machine: &str, limit: usize) -> sqlx::Result<Vec<(String, String)>> {
+pub async fn pairs_with(pool: &Store, machine: &str, limit: usize) -> sqlx::Result<Vec<(String, String)>> {
     // Every pair report's name (a few thousand on a fleet that visited many pairs), matched
     // here: a machine name may hold LIKE's wildcards.
     let specs: Vec<String> = sqlx::query_scalar(
@@ -147,7 +148,7 @@ pub async fn mark_landing(db: &super::Db, spec: &str, machine: &str, kept: (i64,
 
 /// Deletes the reports past `kept` (count, rows: [`KEPT`] and [`KEPT_ROWS`] on a server;
 /// landing ones aside), oldest computed first, never `keep`.
-async fn evict(tx: &mut sqlx::SqliteConnection, keep: Option<i64>, kept: (i64, i64)) -> sqlx::Result<u64> {
+async fn evict(tx: &mut crate::db::Conn<'_>, keep: Option<i64>, kept: (i64, i64)) -> sqlx::Result<u64> {
     let gone = sqlx::query(
         "DELETE FROM inv_reports WHERE id IN (
            SELECT id FROM (
@@ -168,7 +169,7 @@ async fn evict(tx: &mut sqlx::SqliteConnection, keep: Option<i64>, kept: (i64, i
 }
 
 /// Stored reports: (all, landing ones).
-pub async fn count(pool: &SqlitePool) -> sqlx::Result<(i64, i64)> {
+pub async fn count(pool: &Store) -> sqlx::Result<(i64, i64)> {
     sqlx::query_as("SELECT COUNT(*), COALESCE(SUM(landing), 0) FROM inv_reports").fetch_one(pool).await
 }
 
@@ -208,7 +209,7 @@ pub async fn store(
     let rows_sql =
         "INSERT INTO inv_rows(report_id, list, seq, rank, cause, kernel, key, old_key, why, flags, compile_ms) ";
     for part in r.invalidated.chunks(CHUNK) {
-        let mut qb = QueryBuilder::<Sqlite>::new(rows_sql);
+        let mut qb = QueryBuilder::<Any>::new(rows_sql);
         qb.push_values(part, |mut b, (seq, rank, why, i)| {
             let flags = i.identical_binary as i64 | (i.identical_code as i64) << 1 | (i.relocated as i64) << 2;
             b.push_bind(id).push_bind(0).push_bind(*seq as i64).push_bind(*rank as i64);
@@ -219,7 +220,7 @@ pub async fn store(
     }
     for (list, v) in [(1, r.new), (2, r.removed)] {
         for (c, part) in v.chunks(CHUNK).enumerate() {
-            let mut qb = QueryBuilder::<Sqlite>::new(rows_sql);
+            let mut qb = QueryBuilder::<Any>::new(rows_sql);
             qb.push_values(part.iter().enumerate(), |mut b, (i, k)| {
                 let seq = (c * CHUNK + i) as i64;
                 b.push_bind(id).push_bind(list).push_bind(seq).push_bind(seq).push_bind(None::<String>);
@@ -230,7 +231,7 @@ pub async fn store(
         }
     }
     for (c, part) in r.whys.chunks(CHUNK).enumerate() {
-        let mut qb = QueryBuilder::<Sqlite>::new("INSERT INTO inv_whys(report_id, id, cause, text, n) ");
+        let mut qb = QueryBuilder::<Any>::new("INSERT INTO inv_whys(report_id, id, cause, text, n) ");
         qb.push_values(part.iter().enumerate(), |mut b, (i, (cause, text, n))| {
             b.push_bind(id).push_bind((c * CHUNK + i) as i64).push_bind(cause.as_str()).push_bind(*text);
             b.push_bind(*n as i64);
@@ -238,7 +239,7 @@ pub async fn store(
         qb.build().execute(&mut *tx).await?;
     }
     for (c, part) in r.kernels.chunks(CHUNK).enumerate() {
-        let mut qb = QueryBuilder::<Sqlite>::new(
+        let mut qb = QueryBuilder::<Any>::new(
             "INSERT INTO inv_kernels(report_id, cause, rank, kernel, entries, identical, same_code, ms, timed) ",
         );
         qb.push_values(part.iter().enumerate(), |mut b, (i, k)| {
@@ -267,7 +268,7 @@ pub struct RowOut {
 /// One page of a list (0 invalidated, 1 new, 2 removed): of one cause in page order, or every
 /// row in the order of the fresh computation.
 pub async fn rows(
-    pool: &SqlitePool,
+    pool: &Store,
     report: i64,
     list: i64,
     cause: Option<Cause>,
@@ -290,7 +291,7 @@ pub async fn rows(
 }
 
 /// The most given reasons of a cause (text, rows), at most `limit`.
-pub async fn whys(pool: &SqlitePool, report: i64, cause: Cause, limit: i64) -> sqlx::Result<Vec<(String, i64)>> {
+pub async fn whys(pool: &Store, report: i64, cause: Cause, limit: i64) -> sqlx::Result<Vec<(String, i64)>> {
     sqlx::query_as("SELECT text, n FROM inv_whys WHERE report_id = ? AND cause = ? ORDER BY n DESC, id LIMIT ?")
         .bind(report)
         .bind(cause.as_str())
@@ -311,7 +312,7 @@ pub struct KernelOut {
 }
 
 /// The kernels of a cause, most recompiled first, at most `limit`.
-pub async fn kernels(pool: &SqlitePool, report: i64, cause: Cause, limit: i64) -> sqlx::Result<Vec<KernelOut>> {
+pub async fn kernels(pool: &Store, report: i64, cause: Cause, limit: i64) -> sqlx::Result<Vec<KernelOut>> {
     sqlx::query_as(
         "SELECT kernel, entries, identical, same_code, ms, timed FROM inv_kernels
          WHERE report_id = ? AND cause = ? ORDER BY rank LIMIT ?",

@@ -17,8 +17,8 @@
 //! landed and are not re-counted from deleted rows.
 
 use super::write;
+use crate::db::Conn;
 use serde::Serialize;
-use sqlx::SqliteConnection;
 
 /// Entries deleted per write transaction when ageing out.
 const BATCH: i64 = 5_000;
@@ -126,7 +126,7 @@ pub async fn retire(db: &super::Db, name: &str) -> Result<Retired, RetireError> 
 
 /// Delete the entries `filter` selects (`?1` bound to `arg`) with their rows that have no
 /// cascade of their own (`entry_classes_pending`); the others go by cascade.
-async fn delete_entries(tx: &mut SqliteConnection, filter: &str, arg: i64) -> sqlx::Result<u64> {
+async fn delete_entries(tx: &mut Conn<'_>, filter: &str, arg: i64) -> sqlx::Result<u64> {
     let sql = format!("DELETE FROM entry_classes_pending WHERE entry_id IN (SELECT id FROM entries WHERE {filter})");
     sqlx::query(sqlx::AssertSqlSafe(sql)).bind(arg).execute(&mut *tx).await?;
     let sql = format!("DELETE FROM entries WHERE {filter}");
@@ -138,7 +138,7 @@ async fn delete_entries(tx: &mut SqliteConnection, filter: &str, arg: i64) -> sq
 /// `fact_modules` and `fact_live` by cascade), the grid cells no fact is in (`variants`), and the keys no fact has any more (an entry's key is its fact's,
 /// so no entry names them either). Returns how many facts. One pass over `facts` probing `entries_fact`: an hourly age-out or a retire, not a
 /// request.
-async fn forget_facts(tx: &mut SqliteConnection) -> sqlx::Result<u64> {
+async fn forget_facts(tx: &mut Conn<'_>) -> sqlx::Result<u64> {
     let gone: Vec<(i64, Option<String>, String)> = sqlx::query_as(
         "SELECT f.id, f.fact, f.key FROM facts f WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id)",
     )

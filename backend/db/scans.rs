@@ -1,8 +1,9 @@
 //! Scans as stored: one row per scan of one cache root, with its counts.
 
 use super::Page;
+use super::Store;
 use serde::Serialize;
-use sqlx::{FromRow, SqlitePool};
+use sqlx::FromRow;
 
 #[derive(Debug, Serialize, FromRow)]
 pub struct ScanRow {
@@ -22,7 +23,7 @@ pub struct ScanRow {
     pub source: String,
 }
 
-pub async fn scans(pool: &SqlitePool, machine: Option<&str>, page: Page) -> sqlx::Result<Vec<ScanRow>> {
+pub async fn scans(pool: &Store, machine: Option<&str>, page: Page) -> sqlx::Result<Vec<ScanRow>> {
     sqlx::query_as(
         "SELECT s.id, m.name AS machine, s.scanned_at, s.root, s.entries, s.new_entries, s.changed_entries,
                 s.removed_entries, s.bytes, s.skipped, s.skipped_json, s.relocated, s.duration_ms, s.source
@@ -47,7 +48,7 @@ pub struct ScanRef {
 }
 
 /// Every scan of a machine, oldest first.
-pub async fn scans_of(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<ScanRef>> {
+pub async fn scans_of(pool: &Store, machine: &str) -> sqlx::Result<Vec<ScanRef>> {
     sqlx::query_as(
         "SELECT s.id, m.name AS machine, s.root, s.scanned_at FROM scans s JOIN machines m ON m.id = s.machine_id
          WHERE m.name = ? ORDER BY s.scanned_at, s.id",
@@ -58,7 +59,7 @@ pub async fn scans_of(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<Scan
 }
 
 /// One scan by id.
-pub async fn scan(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<ScanRef>> {
+pub async fn scan(pool: &Store, id: i64) -> sqlx::Result<Option<ScanRef>> {
     sqlx::query_as(
         "SELECT s.id, m.name AS machine, s.root, s.scanned_at FROM scans s JOIN machines m ON m.id = s.machine_id
          WHERE s.id = ?",
@@ -70,7 +71,7 @@ pub async fn scan(pool: &SqlitePool, id: i64) -> sqlx::Result<Option<ScanRef>> {
 
 /// Record what sits beside the scanned root (see [`crate::model::ToolSize`]).
 pub async fn store_beside(
-    tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+    tx: &mut crate::db::Tx<'static>,
     scan_id: i64,
     beside: &[crate::model::ToolSize],
 ) -> sqlx::Result<()> {
@@ -91,7 +92,7 @@ pub struct RootSize {
 }
 
 /// The latest scan of each root of `machine`, by root.
-pub async fn root_sizes(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<RootSize>> {
+pub async fn root_sizes(pool: &Store, machine: &str) -> sqlx::Result<Vec<RootSize>> {
     let rows: Vec<(String, i64, i64, i64, Option<String>)> = sqlx::query_as(
         "SELECT s.root, s.entries, s.bytes, s.scanned_at, s.beside_json FROM scans s JOIN machines m ON m.id = s.machine_id
          WHERE m.name = ? AND s.id = (SELECT MAX(t.id) FROM scans t WHERE t.machine_id = s.machine_id AND t.root = s.root)
@@ -113,12 +114,12 @@ pub async fn root_sizes(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<Ro
 }
 
 /// Machines with at least one scan stored (a database that holds data to show).
-pub async fn machines_scanned(pool: &SqlitePool) -> sqlx::Result<i64> {
+pub async fn machines_scanned(pool: &Store) -> sqlx::Result<i64> {
     sqlx::query_scalar("SELECT COUNT(DISTINCT machine_id) FROM scans").fetch_one(pool).await
 }
 
 /// The roots `machine`'s scans have read.
-pub async fn roots_of(pool: &SqlitePool, machine: &str) -> sqlx::Result<Vec<String>> {
+pub async fn roots_of(pool: &Store, machine: &str) -> sqlx::Result<Vec<String>> {
     sqlx::query_scalar(
         "SELECT DISTINCT s.root FROM scans s JOIN machines m ON m.id = s.machine_id WHERE m.name = ? ORDER BY s.root",
     )

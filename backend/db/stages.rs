@@ -2,7 +2,7 @@
 //! (`events.stages_json`), for one entry (its compile events) and summed per kernel
 //! (`kernel_stages`, migration 0042, added to as events land: [`add`]).
 
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use super::{Store, Tx};
 use std::collections::BTreeMap;
 
 /// Stages in pipeline order (the hook names them as Triton's `compile()` does); others follow.
@@ -27,7 +27,7 @@ pub fn parse(json: &str) -> Vec<(String, f64)> {
 /// Adds the compile events just stored (kernel, stages JSON) to their kernel's sums: one upsert
 /// per (kernel, stage) of the batch.
 pub async fn add(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx<'static>,
     machine_id: i64,
     compiles: &[(Option<String>, Option<String>)],
 ) -> sqlx::Result<()> {
@@ -66,7 +66,7 @@ pub struct Compile {
 
 /// The latest `limit` compiles of `key` on `machine` the hook recorded, newest first
 /// (`events_machine_key`: machine, key, event, ts).
-pub async fn of_entry(pool: &SqlitePool, machine: &str, key: &str, limit: i64) -> sqlx::Result<Vec<Compile>> {
+pub async fn of_entry(pool: &Store, machine: &str, key: &str, limit: i64) -> sqlx::Result<Vec<Compile>> {
     let rows: Vec<(i64, Option<f64>, Option<String>)> = sqlx::query_as(
         "SELECT e.ts, e.compile_ms, e.stages_json FROM events e INDEXED BY events_machine_key
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?) AND e.key = ? AND e.event = 'compile'
@@ -93,7 +93,7 @@ pub struct StageSum {
 
 /// `kernel`'s stage sums (on `machine` only, when given), in pipeline order: its rows of the
 /// `kernel_stages` primary key (a few per machine).
-pub async fn of_kernel(pool: &SqlitePool, kernel: &str, machine: Option<&str>) -> sqlx::Result<Vec<StageSum>> {
+pub async fn of_kernel(pool: &Store, kernel: &str, machine: Option<&str>) -> sqlx::Result<Vec<StageSum>> {
     let rows: Vec<(String, f64, i64)> = sqlx::query_as(
         "SELECT k.stage, SUM(k.ms), SUM(k.compiles) FROM kernel_stages k JOIN machines m ON m.id = k.machine_id
          WHERE k.kernel = ?1 AND (?2 IS NULL OR m.name = ?2) GROUP BY k.stage",

@@ -9,8 +9,8 @@
 //! least recently touched), and an upload untouched for [`EXPIRE_MS`] is dropped when any
 //! upload begins. Disk: each open upload holds at most its scan, compressed.
 
+use super::{Store, Tx};
 use crate::model::ScanPart;
-use sqlx::{Sqlite, SqlitePool, Transaction};
 
 /// Open uploads one machine may have (a node uploads its roots one after the other).
 pub const OPEN_PER_MACHINE: i64 = 4;
@@ -73,7 +73,7 @@ pub async fn open(db: &super::Db, machine: &str, client_id: &str, root: &str, sc
 }
 
 /// The scan a finished upload of (`machine`, `client_id`) was stored as.
-pub async fn committed(pool: &SqlitePool, machine: &str, client_id: &str) -> sqlx::Result<Option<i64>> {
+pub async fn committed(pool: &Store, machine: &str, client_id: &str) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar(
         "SELECT s.id FROM scans s JOIN machines m ON m.id = s.machine_id WHERE m.name = ? AND s.client_id = ?",
     )
@@ -91,7 +91,7 @@ pub async fn discard(db: &super::Db, id: i64) -> sqlx::Result<()> {
 }
 
 /// The open upload `id` of `machine` (another machine's id reads as none).
-pub async fn get(pool: &SqlitePool, machine: &str, id: i64) -> sqlx::Result<Option<Upload>> {
+pub async fn get(pool: &Store, machine: &str, id: i64) -> sqlx::Result<Option<Upload>> {
     sqlx::query_as("SELECT id, machine, client_id, root, scanned_at, salt FROM uploads WHERE id = ? AND machine = ?")
         .bind(id)
         .bind(machine)
@@ -100,7 +100,7 @@ pub async fn get(pool: &SqlitePool, machine: &str, id: i64) -> sqlx::Result<Opti
 }
 
 /// The numbers of the parts an upload holds, in order.
-pub async fn parts(pool: &SqlitePool, id: i64) -> sqlx::Result<Vec<i64>> {
+pub async fn parts(pool: &Store, id: i64) -> sqlx::Result<Vec<i64>> {
     sqlx::query_scalar("SELECT n FROM upload_parts WHERE upload_id = ? ORDER BY n").bind(id).fetch_all(pool).await
 }
 
@@ -133,7 +133,7 @@ pub async fn put_blob(db: &super::Db, id: i64, sha256: &str, text_bytes: i64, gz
     tx.commit().await
 }
 
-async fn touch(tx: &mut Transaction<'static, Sqlite>, id: i64) -> sqlx::Result<()> {
+async fn touch(tx: &mut Tx<'static>, id: i64) -> sqlx::Result<()> {
     sqlx::query("UPDATE uploads SET touched_at = ? WHERE id = ?")
         .bind(super::now_ms())
         .bind(id)
@@ -143,7 +143,7 @@ async fn touch(tx: &mut Transaction<'static, Sqlite>, id: i64) -> sqlx::Result<(
 }
 
 /// Part `n` of an upload, as stored (read inside the commit's transaction).
-pub async fn read_part(tx: &mut Transaction<'static, Sqlite>, id: i64, n: i64) -> anyhow::Result<ScanPart> {
+pub async fn read_part(tx: &mut Tx<'static>, id: i64, n: i64) -> anyhow::Result<ScanPart> {
     let gz: Vec<u8> = sqlx::query_scalar("SELECT body FROM upload_parts WHERE upload_id = ? AND n = ?")
         .bind(id)
         .bind(n)
@@ -156,7 +156,7 @@ pub async fn read_part(tx: &mut Transaction<'static, Sqlite>, id: i64, n: i64) -
 
 /// The texts of the given blobs that the upload holds (`sha256 -> text`).
 pub async fn read_blobs(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx<'static>,
     id: i64,
     shas: &[&str],
 ) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
@@ -178,7 +178,7 @@ pub async fn read_blobs(
 
 /// Text bytes of each of the given blobs that the upload holds: a commit sizes its batches by them.
 pub async fn blob_sizes(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx<'static>,
     id: i64,
     shas: &[&str],
 ) -> sqlx::Result<std::collections::HashMap<String, i64>> {
@@ -194,7 +194,7 @@ pub async fn blob_sizes(
 }
 
 /// Delete an upload and everything staged for it.
-pub async fn drop_upload(tx: &mut Transaction<'static, Sqlite>, id: i64) -> sqlx::Result<()> {
+pub async fn drop_upload(tx: &mut Tx<'static>, id: i64) -> sqlx::Result<()> {
     sqlx::query("DELETE FROM upload_parts WHERE upload_id = ?").bind(id).execute(&mut **tx).await?;
     sqlx::query("DELETE FROM upload_blobs WHERE upload_id = ?").bind(id).execute(&mut **tx).await?;
     sqlx::query("DELETE FROM uploads WHERE id = ?").bind(id).execute(&mut **tx).await?;

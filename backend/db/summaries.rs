@@ -3,8 +3,9 @@
 //! here, so their figures agree. Call [`super::Db::fresh_summaries`] first.
 
 use super::Page;
+use super::Store;
 use serde::Serialize;
-use sqlx::{FromRow, QueryBuilder, Sqlite, SqlitePool};
+use sqlx::{Any, FromRow, QueryBuilder};
 
 /// A machine as the overview lists it.
 #[derive(Debug, Serialize, FromRow)]
@@ -26,7 +27,7 @@ const MACHINE_SUMMARY: &str =
      FROM machines m LEFT JOIN page_machine_stats s ON s.machine_id = m.id";
 
 /// Machines by name with their live totals: the overview ([`Page::ALL`]) and `/api/v1/machines`.
-pub async fn machine_summaries(pool: &SqlitePool, page: Page) -> sqlx::Result<Vec<MachineSummary>> {
+pub async fn machine_summaries(pool: &Store, page: Page) -> sqlx::Result<Vec<MachineSummary>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!("{MACHINE_SUMMARY} ORDER BY m.name LIMIT ? OFFSET ?")))
         .bind(page.limit)
         .bind(page.offset)
@@ -35,7 +36,7 @@ pub async fn machine_summaries(pool: &SqlitePool, page: Page) -> sqlx::Result<Ve
 }
 
 /// One machine by name.
-pub async fn machine_summary(pool: &SqlitePool, name: &str) -> sqlx::Result<Option<MachineSummary>> {
+pub async fn machine_summary(pool: &Store, name: &str) -> sqlx::Result<Option<MachineSummary>> {
     sqlx::query_as(sqlx::AssertSqlSafe(format!("{MACHINE_SUMMARY} WHERE m.name = ?")))
         .bind(name)
         .fetch_optional(pool)
@@ -78,12 +79,12 @@ pub struct ExtStat {
     pub bytes: i64,
 }
 
-pub async fn ext_stats(pool: &SqlitePool) -> sqlx::Result<Vec<ExtStat>> {
+pub async fn ext_stats(pool: &Store) -> sqlx::Result<Vec<ExtStat>> {
     sqlx::query_as("SELECT ext, files, bytes FROM page_ext_stats ORDER BY bytes DESC").fetch_all(pool).await
 }
 
 /// (version, entries, bytes) of one machine's live entries.
-pub async fn machine_versions(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Vec<(Option<String>, i64, i64)>> {
+pub async fn machine_versions(pool: &Store, machine_id: i64) -> sqlx::Result<Vec<(Option<String>, i64, i64)>> {
     sqlx::query_as(
         "SELECT triton_version, entries, bytes FROM page_machine_versions WHERE machine_id = ? ORDER BY triton_version",
     )
@@ -103,7 +104,7 @@ pub struct KernelStat {
 }
 
 /// The biggest kernels of one machine by bytes.
-pub async fn biggest_kernels(pool: &SqlitePool, machine_id: i64, limit: i64) -> sqlx::Result<Vec<KernelStat>> {
+pub async fn biggest_kernels(pool: &Store, machine_id: i64, limit: i64) -> sqlx::Result<Vec<KernelStat>> {
     sqlx::query_as(
         "SELECT kernel AS name, entries, 1 AS machines, bytes, last_compiled
          FROM page_machine_kernels WHERE machine_id = ? ORDER BY bytes DESC, kernel LIMIT ?",
@@ -116,7 +117,7 @@ pub async fn biggest_kernels(pool: &SqlitePool, machine_id: i64, limit: i64) -> 
 
 /// (UTC day as unix days, entries compiled that day) for one machine, removed entries included:
 /// they were compiled all the same.
-pub async fn compiled_per_day(pool: &SqlitePool, machine_id: i64) -> sqlx::Result<Vec<(i64, i64)>> {
+pub async fn compiled_per_day(pool: &Store, machine_id: i64) -> sqlx::Result<Vec<(i64, i64)>> {
     sqlx::query_as("SELECT day, entries FROM page_machine_days WHERE machine_id = ? ORDER BY day")
         .bind(machine_id)
         .fetch_all(pool)
@@ -179,7 +180,7 @@ fn nonempty(s: &Option<String>) -> Option<&str> {
 }
 
 /// One page of the kernel list, with each kernel's live totals.
-pub async fn kernels(pool: &SqlitePool, f: &KernelFilter, page: Page) -> sqlx::Result<Vec<KernelStat>> {
+pub async fn kernels(pool: &Store, f: &KernelFilter, page: Page) -> sqlx::Result<Vec<KernelStat>> {
     let order = match f.sort.as_deref().map(str::trim) {
         Some("size") => "bytes DESC",
         Some("last") => "last_compiled DESC",
@@ -191,7 +192,7 @@ pub async fn kernels(pool: &SqlitePool, f: &KernelFilter, page: Page) -> sqlx::R
     // unfiltered: one row per kernel already summed; filtered: sum the matching groups. Each
     // filter is written only when given: with `(?2 IS NULL OR m.name = ?2)` SQLite read every
     // group of the fleet (85,000 at 1.25M entries, ~10 ms a page) instead of the machine's.
-    let mut qb = QueryBuilder::<Sqlite>::new("");
+    let mut qb = QueryBuilder::<Any>::new("");
     if filtered {
         qb.push(
             "SELECT k.kernel AS name, SUM(k.entries) AS entries, COUNT(DISTINCT k.machine_id) AS machines,
@@ -230,7 +231,7 @@ pub struct FilterChoices {
     pub versions: Vec<String>,
 }
 
-pub async fn filter_choices(pool: &SqlitePool) -> sqlx::Result<FilterChoices> {
+pub async fn filter_choices(pool: &Store) -> sqlx::Result<FilterChoices> {
     let col = |c: &'static str| {
         sqlx::query_scalar::<_, String>("SELECT value FROM page_choices WHERE col = ? ORDER BY value")
             .bind(c)
@@ -245,7 +246,7 @@ pub async fn filter_choices(pool: &SqlitePool) -> sqlx::Result<FilterChoices> {
 }
 
 /// How many live entries a kernel has (every kind), as of the last summary rebuild.
-pub async fn kernel_live_entries(pool: &SqlitePool, kernel: &str) -> sqlx::Result<i64> {
+pub async fn kernel_live_entries(pool: &Store, kernel: &str) -> sqlx::Result<i64> {
     // from the summary table: counting a kernel's rows per request costs ~100 ms at 25,000
     // entries of one kernel (load bench)
     let n: Option<i64> = sqlx::query_scalar("SELECT entries FROM page_kernel_totals WHERE kernel = ?")
@@ -299,7 +300,7 @@ impl VariantCell {
 }
 
 /// Every cell of a kernel's variants grid (call [`super::Db::fresh_summaries`] first).
-pub async fn kernel_cells(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<VariantCell>> {
+pub async fn kernel_cells(pool: &Store, kernel: &str) -> sqlx::Result<Vec<VariantCell>> {
     sqlx::query_as(
         // the machines from the cell's counters, by name (0053); a cell from before names them
         "SELECT backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind, entries,
@@ -317,7 +318,7 @@ pub async fn kernel_cells(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<V
 
 /// The cells of `kernel` on `machine` alone ([`VariantCell`] as the rebuild makes them for the
 /// fleet), read from its live entries (`kernel_cells_on.sql`).
-pub async fn kernel_cells_on(pool: &SqlitePool, kernel: &str, machine: &str) -> sqlx::Result<Vec<VariantCell>> {
+pub async fn kernel_cells_on(pool: &Store, kernel: &str, machine: &str) -> sqlx::Result<Vec<VariantCell>> {
     sqlx::query_as(include_str!("kernel_cells_on.sql")).bind(kernel).bind(machine).fetch_all(pool).await
 }
 
@@ -338,7 +339,7 @@ pub struct AutotuneConfig {
     pub wins: i64,
 }
 
-pub async fn kernel_autotune_configs(pool: &SqlitePool, kernel: &str) -> sqlx::Result<Vec<AutotuneConfig>> {
+pub async fn kernel_autotune_configs(pool: &Store, kernel: &str) -> sqlx::Result<Vec<AutotuneConfig>> {
     sqlx::query_as(
         // one row per (grid, config), its machines joined: the table holds a row per machine,
         // and fetching 3,000 of them made a 20-machine kernel page 40 ms
@@ -356,7 +357,7 @@ pub async fn kernel_autotune_configs(pool: &SqlitePool, kernel: &str) -> sqlx::R
 
 /// Live entries of a kernel whose binary another live key of it shares, and those whose machine
 /// code another live key shares (a superset: same bytes, same code).
-pub async fn kernel_identical(pool: &SqlitePool, kernel: &str) -> sqlx::Result<(i64, i64)> {
+pub async fn kernel_identical(pool: &Store, kernel: &str) -> sqlx::Result<(i64, i64)> {
     Ok(sqlx::query_as("SELECT identical, same_code FROM page_kernel_identical WHERE kernel = ?")
         .bind(kernel)
         .fetch_optional(pool)

@@ -8,14 +8,14 @@
 //! carried from the root's scan before when it saw nothing newer.
 
 use super::Page;
+use super::{Store, Tx};
 use crate::db::reports::ReportHead;
 use serde::Serialize;
-use sqlx::{FromRow, Sqlite, SqlitePool, Transaction};
+use sqlx::FromRow;
 
 /// What a timeline row records. Stored as its snake_case name (`timeline.kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, sqlx::Type)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-#[sqlx(rename_all = "snake_case")]
 pub enum Kind {
     /// A machine's first scan.
     NewMachine,
@@ -26,6 +26,19 @@ pub enum Kind {
     /// A scan invalidated at least [`MASS_MIN`] entries and a quarter of its root's entries.
     Invalidation,
 }
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::NewMachine => "new_machine",
+            Kind::Triton => "triton",
+            Kind::Python => "python",
+            Kind::Invalidation => "invalidation",
+        }
+    }
+}
+
+crate::stored_as_name!(Kind { Kind::NewMachine, Kind::Triton, Kind::Python, Kind::Invalidation });
 
 /// The fewest invalidated entries that make a mass invalidation (and at least a quarter of the
 /// entries of the scan before): a source edit that recompiles a handful is no fleet event.
@@ -66,7 +79,7 @@ type Carried = (i64, Option<String>, Option<i64>, Option<String>, Option<i64>);
 /// and the events they make (a new machine, a changed version). Two indexed reads of the
 /// machine's scans (`scans_machine`), one update, at most three inserts.
 pub async fn on_scan(
-    tx: &mut Transaction<'static, Sqlite>,
+    tx: &mut Tx<'static>,
     machine_id: i64,
     scan_id: i64,
     root: &str,
@@ -82,11 +95,12 @@ pub async fn on_scan(
     .bind(scan_id)
     .fetch_optional(&mut **tx)
     .await?;
-    let first: bool = sqlx::query_scalar("SELECT NOT EXISTS(SELECT 1 FROM scans WHERE machine_id = ? AND id < ?)")
-        .bind(machine_id)
-        .bind(scan_id)
-        .fetch_one(&mut **tx)
-        .await?;
+    let crate::db::Flag(first) =
+        sqlx::query_scalar("SELECT NOT EXISTS(SELECT 1 FROM scans WHERE machine_id = ? AND id < ?)")
+            .bind(machine_id)
+            .bind(scan_id)
+            .fetch_one(&mut **tx)
+            .await?;
     let carry = |old: Option<(i64, String)>, new: &Option<(i64, String)>| match (old, new) {
         (Some(o), Some(n)) if o.0 > n.0 => Some(o),
         (o, None) => o,
@@ -180,7 +194,7 @@ pub struct Event {
 
 /// The latest events, newest first: `page.limit + page.offset` rows of `timeline_at`, read
 /// backwards, each joined to its machine by primary key.
-pub async fn latest(pool: &SqlitePool, page: Page) -> sqlx::Result<Vec<Event>> {
+pub async fn latest(pool: &Store, page: Page) -> sqlx::Result<Vec<Event>> {
     sqlx::query_as(
         "SELECT t.at, m.name AS machine, t.kind, t.scan_id AS scan, t.from_scan_id AS from_scan, t.before, t.after,
                 t.count, t.base

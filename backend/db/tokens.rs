@@ -1,8 +1,9 @@
 //! Upload tokens: shown once, stored only as a sha256 hash, each bound to one machine.
 
+use super::Store;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use sqlx::{FromRow, SqlitePool};
+use sqlx::FromRow;
 
 /// The stored form of a token.
 pub fn hash(token: &str) -> String {
@@ -33,7 +34,7 @@ pub struct TokenRow {
     pub last_used_at: Option<i64>,
 }
 
-pub async fn list(pool: &SqlitePool) -> sqlx::Result<Vec<TokenRow>> {
+pub async fn list(pool: &Store) -> sqlx::Result<Vec<TokenRow>> {
     sqlx::query_as("SELECT id, machine, created_at, revoked_at, last_used_at FROM tokens ORDER BY id")
         .fetch_all(pool)
         .await
@@ -60,7 +61,7 @@ pub enum Check {
     Unknown,
 }
 
-pub async fn check(pool: &SqlitePool, token: &str) -> sqlx::Result<Check> {
+pub async fn check(pool: &Store, token: &str) -> sqlx::Result<Check> {
     let row: Option<(String, Option<i64>)> =
         sqlx::query_as("SELECT machine, revoked_at FROM tokens WHERE token_hash = ?")
             .bind(hash(token))

@@ -13,7 +13,7 @@
 //! stays for writers in other processes (a `cachelens scan` into the same file).
 
 use super::Db;
-use sqlx::{Sqlite, Transaction};
+use super::Tx;
 use tokio::sync::OwnedMutexGuard;
 
 /// A writer's turn: the database's writers after it wait until it is dropped.
@@ -32,9 +32,9 @@ pub fn turn_now(db: &Db) -> Option<Turn> {
 
 /// Wait for the turn, then begin a write transaction (`BEGIN IMMEDIATE`). Keep the turn until
 /// the transaction has ended: `let (_turn, mut tx) = write::begin(db).await?;`.
-pub async fn begin(db: &Db) -> sqlx::Result<(Turn, Transaction<'static, Sqlite>)> {
+pub async fn begin(db: &Db) -> sqlx::Result<(Turn, Tx<'static>)> {
     let turn = turn(db).await;
-    Ok((turn, db.pool().begin_with("BEGIN IMMEDIATE").await?))
+    Ok((turn, db.pool().begin_write().await?))
 }
 
 #[cfg(test)]
@@ -51,8 +51,9 @@ mod tests {
         let pool = super::super::open(&path).await.unwrap();
         sqlx::query("CREATE TABLE t(seq INTEGER PRIMARY KEY AUTOINCREMENT, who TEXT)").execute(&pool).await.unwrap();
         // the same file through a pool whose busy timeout is short
-        let opts = (*pool.connect_options()).clone().busy_timeout(Duration::from_millis(200));
-        let short = sqlx::sqlite::SqlitePoolOptions::new().max_connections(4).connect_with(opts).await.unwrap();
+        let short = super::super::open_sqlite(&path, super::super::Connections::Server, Duration::from_millis(200))
+            .await
+            .unwrap();
         let short = super::Db::new(short);
 
         let (turn, mut long) = super::begin(&short).await.unwrap();
@@ -82,7 +83,7 @@ mod tests {
         // and a plain BEGIN IMMEDIATE, outside the queue, is refused after the busy timeout: what
         // the queue spares this process's writers
         let held = super::begin(&short).await.unwrap();
-        let refused = short.pool().begin_with("BEGIN IMMEDIATE").await;
+        let refused = short.pool().begin_write().await;
         assert!(refused.is_err_and(|e| e.to_string().contains("locked")), "SQLite's own lock refuses");
         drop(held);
     }

@@ -11,9 +11,9 @@
 //! per machine).
 
 use super::{Class, Rules, Tally, decide, disk};
+use crate::db::Store;
 use crate::db::advice::{self, AdviceRow};
 use serde::{Deserialize, Serialize};
-use sqlx::SqlitePool;
 
 /// The `--unused-for` the advice uses: the CLI's default.
 pub const UNUSED_FOR_DAYS: i64 = 30;
@@ -166,7 +166,7 @@ pub fn merge<'a>(tallies: impl Iterator<Item = &'a Tally>) -> Vec<Tally> {
 }
 
 /// A machine's advice computed now (`None`: no such machine).
-pub async fn compute(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<Advice>> {
+pub async fn compute(pool: &Store, machine: &str) -> sqlx::Result<Option<Advice>> {
     let Some(id) = advice::machine_id(pool, machine).await? else { return Ok(None) };
     let mut conn = pool.acquire().await?;
     let mut roots = Roots::new(crate::db::now_ms());
@@ -182,7 +182,7 @@ pub const UNCHANGED_KEEPS_MS: i64 = 3_600_000;
 /// [`UNCHANGED_KEEPS_MS`] (every landing that changed the machine's entries or events stored it
 /// again, so only time has moved since), else computed now (`None`: no such machine). A page
 /// reads one row, not every live entry of the machine.
-pub async fn current(pool: &SqlitePool, machine: &str) -> sqlx::Result<Option<Advice>> {
+pub async fn current(pool: &Store, machine: &str) -> sqlx::Result<Option<Advice>> {
     let Some(id) = advice::machine_id(pool, machine).await? else { return Ok(None) };
     if let Some((at, json)) = advice::stored_of(pool, id).await?
         && crate::db::now_ms() - at < UNCHANGED_KEEPS_MS
@@ -228,7 +228,7 @@ pub struct Fleet {
 }
 
 /// Sum the stored advice of every machine (one row each; a row that does not parse is skipped).
-pub async fn fleet(pool: &SqlitePool) -> sqlx::Result<Fleet> {
+pub async fn fleet(pool: &Store) -> sqlx::Result<Fleet> {
     let machines: Vec<Advice> = advice::stored(pool)
         .await?
         .into_iter()

@@ -3,16 +3,17 @@
 //! answering the same after it, and the Inductor module rule moved out of SQL.
 
 use crate::common::*;
+use cachelens::db::Store;
 use cachelens::db::blobs::{self, Stored};
 use cachelens::web::{AppState, Config};
 use sha2::{Digest, Sha256};
-use sqlx::{Row, SqlitePool};
+use sqlx::Row;
 use std::path::Path;
 use tempfile::TempDir;
 
 /// The whole demo (every archive, as `serve --demo` loads it) in a fresh database:
 /// (database dir, the caches' dir, pool).
-pub(crate) async fn demo_db() -> (TempDir, TempDir, SqlitePool) {
+pub(crate) async fn demo_db() -> (TempDir, TempDir, Store) {
     let (dbdir, pool) = fresh_db().await;
     let store = cachelens::db::Db::from(pool.clone());
     let work = TempDir::new().unwrap();
@@ -21,7 +22,7 @@ pub(crate) async fn demo_db() -> (TempDir, TempDir, SqlitePool) {
 }
 
 /// Every blob row decoded through the one reader: (sha256, bytes column, text).
-async fn all_texts(pool: &SqlitePool) -> Vec<(String, i64, String)> {
+async fn all_texts(pool: &Store) -> Vec<(String, i64, String)> {
     let sql = format!("SELECT b.sha256, {} FROM blobs b ORDER BY b.sha256", blobs::COLUMNS);
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(pool).await.unwrap();
     rows.iter()
@@ -33,7 +34,7 @@ async fn all_texts(pool: &SqlitePool) -> Vec<(String, i64, String)> {
 }
 
 /// The totals of `blobs` counted afresh (texts, bytes, stored, plain).
-async fn fresh_totals(pool: &SqlitePool) -> (i64, i64, i64, i64) {
+async fn fresh_totals(pool: &Store) -> (i64, i64, i64, i64) {
     sqlx::query_as(
         "SELECT COUNT(*), COALESCE(SUM(bytes), 0), COALESCE(SUM(COALESCE(length(z), bytes)), 0),
                 COALESCE(SUM(content IS NOT NULL), 0) FROM blobs",
@@ -49,7 +50,7 @@ fn sha256(b: &[u8]) -> String {
 
 /// Turn the database into what it was before migration 0030: `blobs` with plain, NOT NULL
 /// `content`, and 0030 not applied (the next open applies it).
-async fn back_to_plain_rows(pool: &SqlitePool) {
+async fn back_to_plain_rows(pool: &Store) {
     let texts = all_texts(pool).await;
     let mut tx = pool.begin().await.unwrap();
     sqlx::query("CREATE TABLE blobs_old (sha256 TEXT PRIMARY KEY, bytes INTEGER NOT NULL, content TEXT NOT NULL)")
@@ -77,7 +78,7 @@ async fn back_to_plain_rows(pool: &SqlitePool) {
 
 /// One stored artifact of each distinct text that still sits on disk as it was scanned:
 /// (machine, key, artifact name, the file's bytes).
-async fn on_disk(pool: &SqlitePool) -> Vec<(String, String, String, Vec<u8>)> {
+async fn on_disk(pool: &Store) -> Vec<(String, String, String, Vec<u8>)> {
     let rows: Vec<(String, String, String, String, String, String)> = sqlx::query_as(
         "SELECT m.name, e.key, e.root, e.dir, a.name, a.sha256 FROM entry_files a
          JOIN entry_rows e ON e.id = a.entry_id JOIN machines m ON m.id = e.machine_id
@@ -158,7 +159,7 @@ async fn demo_ir_is_stored_compressed_and_reads_back_as_written() {
 
 /// Answers that read blob text: the IR viewer (page and raw), compare's IR diff (page and API),
 /// the explainer's reports, nearest (IR texts by sha256), autotune results (`.autotune.json`).
-pub(crate) async fn answers(state: &AppState, pool: &SqlitePool) -> Vec<(String, String)> {
+pub(crate) async fn answers(state: &AppState, pool: &Store) -> Vec<(String, String)> {
     let mut uris = vec![];
     // two entries of each kernel (other machines or releases): compared, with their IR diff
     let pairs: Vec<(String, String)> = sqlx::query_as(
@@ -275,7 +276,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// Migration 0016's SQL rule, as it ran on the plain text.
-async fn module_by_sql(pool: &SqlitePool, text: &str) -> Option<String> {
+async fn module_by_sql(pool: &Store, text: &str) -> Option<String> {
     sqlx::query_scalar(
         "SELECT substr(l, p - 52, 52) FROM (
              SELECT l, instr(l, '.py\"') AS p FROM (SELECT substr(?1, 1, instr(?1, char(10))) AS l))

@@ -2,8 +2,8 @@
 //! read-token guesses, each through a real server on 127.0.0.1 (the accept loop `serve` runs).
 
 use crate::common::*;
+use cachelens::db::Store;
 use cachelens::web::{AppState, Config};
-use sqlx::SqlitePool;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -32,7 +32,7 @@ fn big_ir(lines: usize, edit: bool) -> String {
 
 /// Two entries of one kernel whose `.source` and `.ttir` are `lines` lines each (every 10th
 /// differs), scanned as machine `big`: (dirs to keep, pool, id A, id B).
-async fn big_pair(lines: usize) -> (Vec<tempfile::TempDir>, SqlitePool, String, String) {
+async fn big_pair(lines: usize) -> (Vec<tempfile::TempDir>, Store, String, String) {
     let (t, dir) = unpacked("h100-jit-3.6.0");
     let cache = dir.join("triton-cache");
     let mut keys: Vec<String> = std::fs::read_dir(&cache)
@@ -105,7 +105,7 @@ async fn big_ir_compares_are_cut_and_leave_other_requests_alone() {
 }
 
 /// Scans `cache` as machine `m` `n` times (each a scan of the machine).
-async fn scans(pool: &SqlitePool, cache: &Path, m: &str, n: usize) -> Vec<i64> {
+async fn scans(pool: &Store, cache: &Path, m: &str, n: usize) -> Vec<i64> {
     for _ in 0..n {
         scan(pool, cache, m).await;
     }

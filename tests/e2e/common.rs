@@ -6,10 +6,10 @@
 #[path = "../../backend/test_corpus.rs"]
 mod test_corpus;
 
+use cachelens::db::Store;
 use cachelens::model::ScanSummary;
 use cachelens::web::{AppState, Config};
 use sha2::{Digest, Sha256};
-use sqlx::SqlitePool;
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
@@ -31,7 +31,7 @@ pub fn corpus_read_only(name: &str) -> PathBuf {
 }
 
 /// A fresh temp-file database.
-pub async fn fresh_db() -> (TempDir, SqlitePool) {
+pub async fn fresh_db() -> (TempDir, Store) {
     let t = TempDir::new().unwrap();
     let pool = cachelens::db::open(&t.path().join("test.db")).await.unwrap();
     (t, pool)
@@ -39,7 +39,7 @@ pub async fn fresh_db() -> (TempDir, SqlitePool) {
 
 /// Scan `(machine, archive, subdir)` triples into one fresh database. Archives of the same
 /// machine listed one after another are unpacked into the same path (an in-place upgrade).
-pub async fn corpus_db(plan: &[(&str, &str, &str)]) -> (Vec<TempDir>, SqlitePool) {
+pub async fn corpus_db(plan: &[(&str, &str, &str)]) -> (Vec<TempDir>, Store) {
     let (dbdir, pool) = fresh_db().await;
     let store = cachelens::db::Db::from(pool.clone());
     let mut keep = vec![dbdir];
@@ -75,7 +75,7 @@ pub async fn fleet() -> (Vec<TempDir>, AppState) {
 }
 
 /// The database of [`fleet`] (the first dir kept holds it, as `test.db`).
-pub async fn fleet_db() -> (Vec<TempDir>, SqlitePool) {
+pub async fn fleet_db() -> (Vec<TempDir>, Store) {
     corpus_db(&[
         ("h100-a", "h100-jit-3.6.0", "triton-cache"),
         ("h100-b", "h100-inductor-3.6.0", "inductor"),
@@ -248,7 +248,7 @@ pub fn hex_to_b64url(hexs: &str) -> String {
     out
 }
 
-pub async fn count(pool: &SqlitePool, sql: &str) -> i64 {
+pub async fn count(pool: &Store, sql: &str) -> i64 {
     sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string()))
         .fetch_one(pool)
         .await
@@ -267,7 +267,7 @@ pub fn skip_or_fail(why: &str) {
 }
 
 /// Scan `root` into `pool` as `machine` (the CLI's local scan).
-pub async fn scan(pool: &SqlitePool, root: &Path, machine: &str) -> ScanSummary {
+pub async fn scan(pool: &Store, root: &Path, machine: &str) -> ScanSummary {
     let store = cachelens::db::Db::from(pool.clone());
     cachelens::collect::scan_local(&store, root, machine).await.unwrap()
 }
@@ -275,7 +275,7 @@ pub async fn scan(pool: &SqlitePool, root: &Path, machine: &str) -> ScanSummary 
 /// Before a test runs an old migration again (its row deleted from `_sqlx_migrations`): the
 /// migrations before 0046 read the wide `entries` table of their time, so a view of the same
 /// columns stands in for it while they run ([`restore_presence`] puts the presence table back).
-pub async fn stand_in_wide_entries(pool: &SqlitePool) {
+pub async fn stand_in_wide_entries(pool: &Store) {
     sqlx::raw_sql("ALTER TABLE entries RENAME TO entries_presence; CREATE VIEW entries AS SELECT * FROM entry_rows")
         .execute(pool)
         .await
@@ -283,7 +283,7 @@ pub async fn stand_in_wide_entries(pool: &SqlitePool) {
 }
 
 /// Undo [`stand_in_wide_entries`], once the old migrations ran again.
-pub async fn restore_presence(pool: &SqlitePool) {
+pub async fn restore_presence(pool: &Store) {
     // one batch on one connection: a pooled connection that had not seen the view yet refused
     // the rename ("already another table ... with this name")
     sqlx::raw_sql("DROP VIEW entries; ALTER TABLE entries_presence RENAME TO entries").execute(pool).await.unwrap();
@@ -291,7 +291,7 @@ pub async fn restore_presence(pool: &SqlitePool) {
 
 /// Facts whose file counts (`facts.files`, `facts.group_files`, kept when the fact is stored)
 /// differ from a count of their files (`fact_files`): 0 when they were kept.
-pub async fn fact_file_count_faults(pool: &sqlx::SqlitePool) -> i64 {
+pub async fn fact_file_count_faults(pool: &cachelens::db::Store) -> i64 {
     sqlx::query_scalar(
         "SELECT COUNT(*) FROM facts f
          WHERE (f.files, f.group_files) IS NOT (SELECT COUNT(*), COALESCE(SUM(ff.name GLOB '__grp__*'), 0)
@@ -307,7 +307,7 @@ pub async fn fact_file_count_faults(pool: &sqlx::SqlitePool) -> i64 {
 /// count (`fact_live`), grid cells on a machine whose count (`variant_machines`), machines whose
 /// live count (`machine_counts`) and (machine, kernel)s whose count (`entry_counts`) is off.
 /// `[0, 0, 0, 0]` when they were kept.
-pub async fn live_counter_faults(pool: &sqlx::SqlitePool) -> [i64; 4] {
+pub async fn live_counter_faults(pool: &cachelens::db::Store) -> [i64; 4] {
     // a fact's live count, and its oldest and newest live entry where kept (NULL: to be looked up)
     let facts = "SELECT COUNT(*) FROM facts f LEFT JOIN fact_live l ON l.fact_id = f.id
                  WHERE l.live IS NOT (SELECT COUNT(*) FROM entries e WHERE e.fact_id = f.id AND e.removed_at IS NULL)

@@ -6,14 +6,14 @@
 
 use crate::common::*;
 use crate::upload::{cli_upload, server, text};
+use cachelens::db::Store;
 use cachelens::web::{AppState, Config};
-use sqlx::SqlitePool;
 use std::path::Path;
 
 /// What a machine's rows say, as one JSON value a key (ids, scan numbers, scan times and dir
 /// stamps left out: those differ between any two databases): the entry row with its texts
 /// (kept once per fact), its files, its class and its compile times.
-async fn rows_of(pool: &SqlitePool, machine: &str) -> Vec<(String, String)> {
+async fn rows_of(pool: &Store, machine: &str) -> Vec<(String, String)> {
     sqlx::query_as(
         "SELECT e.key, json_array(e.root, e.dir, e.kind, e.kernel, e.backend, e.arch, e.warp_size, e.num_warps,
                 e.num_stages, e.num_ctas, e.triton_version, e.meta_hash, e.signature, e.shapes, e.created_at,
@@ -48,7 +48,7 @@ fn sent(stdout: &str) -> (usize, usize, f64) {
     (whole, present, num("uploaded "))
 }
 
-async fn upload(url: &str, pool: &SqlitePool, machine: &str, dir: &Path) -> String {
+async fn upload(url: &str, pool: &Store, machine: &str, dir: &Path) -> String {
     let store = cachelens::db::Db::from(pool.clone());
     let token = cachelens::db::tokens::create(&store, machine).await.unwrap();
     let out = cli_upload(url, &token, machine, dir, &[]).await;
@@ -167,7 +167,7 @@ async fn get_json_at_sorted(url: &str) -> serde_json::Value {
 /// migrations: each entry its own fact row without a digest (`facts.fact` NULL), its texts in
 /// that row, its files in `artifacts`, no `fact_texts` nor `fact_files`. (The migration itself
 /// is `old_db.rs`'s, from a real database of that release.)
-async fn back_to_rows_with_their_texts(pool: &SqlitePool) {
+async fn back_to_rows_with_their_texts(pool: &Store) {
     let mut tx = pool.begin().await.unwrap();
     sqlx::raw_sql(
         "CREATE TEMP TABLE own_files AS SELECT entry_id, name, ext, bytes, sha256 FROM entry_files;
@@ -408,7 +408,7 @@ async fn texts_the_server_holds_are_proven_not_sent() {
 /// What a server says of one machine's entries, as the entry page and the explainer read them:
 /// the row with its files (`/api/v1/entries`), its texts with the group as that machine has it,
 /// and the explainer's side and the dir its group names.
-async fn seen_as(pool: &SqlitePool, machine: &str) -> Vec<(String, String)> {
+async fn seen_as(pool: &Store, machine: &str) -> Vec<(String, String)> {
     let store = cachelens::db::Db::from(pool.clone());
     let keys: Vec<String> = sqlx::query_scalar(
         "SELECT e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id WHERE m.name = ? ORDER BY e.key",
@@ -452,7 +452,7 @@ async fn the_same_cache_at_another_path_is_one_fact_and_reads_as_its_own() {
     let srv = server(Config::default()).await;
     let first = upload(&srv.url, &srv.pool, "node-a", &a).await;
     assert_eq!(sent(&first).1, 0, "{first}");
-    let stored = |pool: SqlitePool| async move {
+    let stored = |pool: Store| async move {
         (count(&pool, "SELECT COUNT(*) FROM fact_texts").await, count(&pool, "SELECT COUNT(*) FROM fact_files").await)
     };
     let before = stored(srv.pool.clone()).await;

@@ -15,7 +15,7 @@ const TOKEN: &str = "hazards-read-token-0123456789";
 
 /// `machine`'s upload of `root` through the CLI, as `--json`, its hostname `machine` and its
 /// hook's host `hook_host`: the one scan's summary.
-async fn upload(url: &str, pool: &sqlx::SqlitePool, machine: &str, root: &Path, hook_host: &str) -> Value {
+async fn upload(url: &str, pool: &cachelens::db::Store, machine: &str, root: &Path, hook_host: &str) -> Value {
     let store = cachelens::db::Db::from(pool.clone());
     let token = cachelens::db::tokens::create(&store, machine).await.unwrap();
     let out = tokio::process::Command::new(bin())

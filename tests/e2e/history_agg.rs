@@ -6,11 +6,11 @@
 
 use crate::common::*;
 use crate::upload::server;
+use cachelens::db::Store;
 use cachelens::db::history::{Bucket, Counts, GroupBy, HistoryFilter, fresh};
 use cachelens::db::history_agg::{Source, grouped};
 use cachelens::upload::{Retry, scan_and_upload, upload_report};
 use cachelens::web::Config;
-use sqlx::SqlitePool;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -34,7 +34,7 @@ fn compare<K: Ord + std::fmt::Debug>(what: &str, agg: BTreeMap<K, Counts>, refer
 
 /// Every filter (none, each machine, each kernel, each machine and kernel) grouped every way,
 /// from the hour tables and from the counted rows, equals the reference. Returns the total.
-pub async fn assert_history_fresh(pool: &SqlitePool) -> Counts {
+pub async fn assert_history_fresh(pool: &Store) -> Counts {
     let machines: Vec<String> = sqlx::query_scalar("SELECT name FROM machines").fetch_all(pool).await.unwrap();
     let kernels: Vec<String> = sqlx::query_scalar(
         "SELECT kernel FROM events WHERE kernel IS NOT NULL UNION SELECT kernel FROM entry_rows WHERE kernel IS NOT NULL",
@@ -86,7 +86,7 @@ pub async fn assert_history_fresh(pool: &SqlitePool) -> Counts {
 /// Each roll-up of migration 0024 (the fleet per hour, each machine, each machine and kernel)
 /// holds exactly the sums of its `history_hours` rows, no group more or less: what the readers
 /// that skip the hours rely on.
-async fn assert_rollups_sum_hours(pool: &SqlitePool) {
+async fn assert_rollups_sum_hours(pool: &Store) {
     const SUMS: &str = "SUM(hits), SUM(misses), SUM(compiles), SUM(inferred), SUM(timed), SUM(hook_events), \
                         SUM(saved), TOTAL(compile_ms), TOTAL(saved_ms)";
     const COLS: &str = "hits, misses, compiles, inferred, timed, hook_events, saved, compile_ms, saved_ms";
@@ -124,7 +124,7 @@ async fn assert_rollups_sum_hours(pool: &SqlitePool) {
 
 /// The kernel table paged in SQL (`by_kernel_page`) is `by_kernel`'s order, page by page, with
 /// its count (all kernels, or those with a miss).
-async fn assert_kernel_pages(pool: &SqlitePool, f: &HistoryFilter) {
+async fn assert_kernel_pages(pool: &Store, f: &HistoryFilter) {
     let all = cachelens::db::history::by_kernel(pool, f).await.unwrap();
     for missing in [false, true] {
         let want: Vec<_> = all.iter().filter(|n| !missing || n.counts.misses > 0).collect();
@@ -254,7 +254,7 @@ async fn aggregates_equal_fresh_after_every_change() {
 
 /// Undo migrations 0037 and 0024, and 0015 too when `before_0015` (what a database written by an
 /// earlier release holds).
-async fn downgrade(pool: &SqlitePool, before_0015: bool) {
+async fn downgrade(pool: &Store, before_0015: bool) {
     // 0037 first: the hits' saved compile time and its sums
     let mut undo_0037 =
         vec!["DROP INDEX history_machine_hours_recent".to_string(), "ALTER TABLE events DROP COLUMN saved_ms".into()];
@@ -291,7 +291,7 @@ async fn downgrade(pool: &SqlitePool, before_0015: bool) {
 }
 
 /// Undo migration 0015.
-async fn undo_0015(pool: &SqlitePool) {
+async fn undo_0015(pool: &Store) {
     for sql in [
         "DROP TABLE history_hours",
         "DROP TABLE history_machine_hours",
@@ -320,7 +320,7 @@ async fn memoised_history_follows_every_landing() {
     let state = cachelens::web::AppState::new(pool.clone(), Config::default());
     // a local scan, in another process: its own handle on the database
     let store = cachelens::db::Db::from(pool.clone());
-    let want = |pool: SqlitePool| async move {
+    let want = |pool: Store| async move {
         let f = HistoryFilter::default();
         serde_json::to_value(cachelens::db::history::series(&pool, &f, Bucket::Day).await.unwrap()).unwrap()
     };

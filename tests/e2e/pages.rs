@@ -214,7 +214,7 @@ async fn a_fresh_database_shows_empty_states() {
 }
 
 /// A machine, a scan and one entry named `<script>` with a huge TTIR, inserted directly.
-async fn hostile(pool: &sqlx::SqlitePool) {
+async fn hostile(pool: &cachelens::db::Store) {
     let ir: String = (0..25_000).map(|i| format!("<script>alert({i})</script>\n")).collect();
     let sha = "ab".repeat(32);
     for sql in [

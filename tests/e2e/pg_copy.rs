@@ -5,8 +5,9 @@
 //! target already in use) leaves the target without a row.
 
 use crate::common::*;
+use cachelens::db::Store;
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{PgPool, Row, SqlitePool};
+use sqlx::{PgPool, Row};
 use std::path::Path;
 use std::process::Command;
 
@@ -39,7 +40,7 @@ fn copy_cmd(from: &Path, to: &str) -> Command {
 }
 
 /// Rows of every table of the SQLite database (less sqlx's), by table.
-async fn lite_counts(pool: &SqlitePool) -> Vec<(String, i64)> {
+async fn lite_counts(pool: &Store) -> Vec<(String, i64)> {
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> '_sqlx_migrations'
          ORDER BY name",
@@ -73,7 +74,7 @@ const SAME: [&str; 3] = [
     "SELECT m.name || '|' || v.key || '|' || v.event || '|' || v.ts FROM events v JOIN machines m ON m.id = v.machine_id",
 ];
 
-async fn lite_rows(pool: &SqlitePool, sql: &str) -> Vec<String> {
+async fn lite_rows(pool: &Store, sql: &str) -> Vec<String> {
     let mut v: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string())).fetch_all(pool).await.unwrap();
     v.sort();
     v
@@ -90,7 +91,7 @@ async fn pg_rows(pool: &PgPool, sql: &str) -> Vec<String> {
 
 /// A database of three real caches (an upgraded A100 cache, an H100 cache with the hook's
 /// events, an Inductor cache with autotune results), scanned the way a user's is.
-async fn team_db() -> (Vec<tempfile::TempDir>, SqlitePool, std::path::PathBuf) {
+async fn team_db() -> (Vec<tempfile::TempDir>, Store, std::path::PathBuf) {
     let (dbdir, pool) = fresh_db().await;
     let (_a, a100) = unpacked("a100-upgrade-1-triton-3.4.0");
     let (_h, hook) = unpacked("h100-hook-3.6.0");

@@ -6,9 +6,9 @@
 
 use crate::common::*;
 use crate::scan::{entry_dirs, file_names};
+use cachelens::db::Store;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use sqlx::SqlitePool;
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
@@ -50,7 +50,7 @@ fn rewrite_in_place(f: &Path) -> String {
     hex::encode(Sha256::digest(&new))
 }
 
-async fn sha_of(pool: &SqlitePool, dir: &Path, name: &str) -> Option<String> {
+async fn sha_of(pool: &Store, dir: &Path, name: &str) -> Option<String> {
     sqlx::query_scalar(
         "SELECT a.sha256 FROM entry_files a JOIN entry_rows e ON e.id = a.entry_id WHERE e.key = ? AND a.name = ?",
     )

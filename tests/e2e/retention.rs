@@ -3,9 +3,9 @@
 //! binary, a real server.
 
 use crate::common::*;
+use cachelens::db::Store;
 use cachelens::web::{AppState, Config};
 use serde_json::Value;
-use sqlx::SqlitePool;
 use std::path::Path;
 use std::process::Command;
 
@@ -25,7 +25,7 @@ fn timeless(v: &Value) -> Value {
 }
 
 /// The read API's answers about the whole fleet and each machine in it.
-async fn fleet_answers(pool: &SqlitePool) -> Vec<(String, Value)> {
+async fn fleet_answers(pool: &Store) -> Vec<(String, Value)> {
     let state = AppState::new(pool.clone(), Config::default());
     let mut out = vec![];
     for uri in [
@@ -44,7 +44,7 @@ async fn fleet_answers(pool: &SqlitePool) -> Vec<(String, Value)> {
     out
 }
 
-async fn scan_all(pool: &SqlitePool, caches: &[(&str, &Path)]) {
+async fn scan_all(pool: &Store, caches: &[(&str, &Path)]) {
     for (machine, root) in caches {
         scan(pool, root, machine).await;
     }

@@ -4,9 +4,10 @@
 //! versions when a Python with Triton is at hand.
 
 use crate::common::*;
+use cachelens::db::Store;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use sqlx::{Row, SqlitePool};
+use sqlx::Row;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -124,7 +125,7 @@ pub struct Row_ {
     pub group_json: Option<String>,
 }
 
-pub async fn rows(pool: &SqlitePool, machine: &str) -> BTreeMap<String, Row_> {
+pub async fn rows(pool: &Store, machine: &str) -> BTreeMap<String, Row_> {
     // the texts of a row with a fact are kept once per fact (`fact_texts`), a group file whose
     // children sit in the entry's dir by their names
     sqlx::query(
@@ -182,7 +183,7 @@ fn mtime_ms(p: &Path) -> i64 {
 
 /// Check every entry row of `machine` against the files under `root`; returns the expected
 /// kind counts.
-async fn check_against_files(pool: &SqlitePool, machine: &str, root: &Path) -> BTreeMap<String, i64> {
+async fn check_against_files(pool: &Store, machine: &str, root: &Path) -> BTreeMap<String, i64> {
     let rows = rows(pool, machine).await;
     let dirs = entry_dirs(root);
     assert_eq!(rows.len(), dirs.len(), "{machine}: one row per entry dir");

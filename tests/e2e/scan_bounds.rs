@@ -33,7 +33,7 @@ fn key(d: &Path) -> String {
 /// One column of `sql` (one `?`, bound to `bind`) over the database `db`.
 fn query<T>(db: &Path, sql: &str, bind: &str) -> Vec<T>
 where
-    T: Send + Unpin + 'static + for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
+    T: Send + Unpin + 'static + for<'r> sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>,
 {
     tokio::runtime::Runtime::new().unwrap().block_on(async {
         let pool = cachelens::db::open(db).await.unwrap();

@@ -47,7 +47,7 @@ async fn variant_cells_name_their_samples() {
     let (keep, pool) = crate::common::fleet_db().await;
     let db = cachelens::db::Db::new(pool.clone());
     db.fresh_summaries().await.unwrap();
-    let check = |pool: sqlx::SqlitePool| async move {
+    let check = |pool: cachelens::db::Store| async move {
         let rows: Vec<(i64, Option<String>, i64, Option<String>)> =
             sqlx::query_as("SELECT sample_min, sample_min_ref, sample_max, sample_max_ref FROM page_variant_cells")
                 .fetch_all(&pool)
@@ -88,7 +88,7 @@ async fn variant_cells_name_their_samples() {
 
 /// Every summary table as sorted rows of quoted values (a comma-separated `machines` sorted:
 /// its order is the query plan's, and the pages sort it).
-pub(crate) async fn summary_rows(pool: &sqlx::SqlitePool) -> std::collections::BTreeMap<String, Vec<String>> {
+pub(crate) async fn summary_rows(pool: &cachelens::db::Store) -> std::collections::BTreeMap<String, Vec<String>> {
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'page\\_%' ESCAPE '\\'
            AND name NOT IN ('page_stats_version', 'page_gen', 'page_dirty_machines', 'page_dirty_kernels')
@@ -122,7 +122,7 @@ pub(crate) async fn summary_rows(pool: &sqlx::SqlitePool) -> std::collections::B
 }
 
 /// (rowid, row) of `table`'s rows of `machine`.
-async fn rows_of(pool: &sqlx::SqlitePool, table: &str, machine: &str) -> Vec<(i64, i64, i64)> {
+async fn rows_of(pool: &cachelens::db::Store, table: &str, machine: &str) -> Vec<(i64, i64, i64)> {
     let sql = format!(
         "SELECT rowid, entries, bytes FROM {table}
          WHERE machine_id = (SELECT id FROM machines WHERE name = ?) ORDER BY rowid"
@@ -133,7 +133,7 @@ async fn rows_of(pool: &sqlx::SqlitePool, table: &str, machine: &str) -> Vec<(i6
 /// The grid's totals (entries, entries an Inductor best config names, entries sharing a binary,
 /// entries sharing machine code with another key of their kernel) as its cells sum them, and as
 /// the live entries give them counted one by one.
-async fn cell_totals(pool: &sqlx::SqlitePool) -> ([i64; 4], [i64; 4]) {
+async fn cell_totals(pool: &cachelens::db::Store) -> ([i64; 4], [i64; 4]) {
     let cells: (i64, i64, i64, i64) = sqlx::query_as(
         "SELECT SUM(entries), SUM(best_config), SUM(shared_binary), SUM(shared_code) FROM page_variant_cells",
     )
@@ -161,7 +161,7 @@ async fn cell_totals(pool: &sqlx::SqlitePool) -> ([i64; 4], [i64; 4]) {
 
 /// Every kernel's cells on each machine (`kernel_cells_on`, read per request with the shared
 /// binaries and code the update keeps per kernel) sum over the machines to its fleet cells.
-async fn assert_machine_cells_sum_to_the_fleet(pool: &sqlx::SqlitePool) {
+async fn assert_machine_cells_sum_to_the_fleet(pool: &cachelens::db::Store) {
     let kernels: Vec<String> =
         sqlx::query_scalar("SELECT DISTINCT kernel FROM page_variant_cells ORDER BY 1").fetch_all(pool).await.unwrap();
     let machines: Vec<String> = sqlx::query_scalar("SELECT name FROM machines").fetch_all(pool).await.unwrap();

@@ -2,9 +2,9 @@
 //! real corpus caches, and the SQLite file checked row by row afterwards.
 
 use crate::common::*;
+use cachelens::db::Store;
 use cachelens::web::{AppState, Config};
 use serde_json::{Value, json};
-use sqlx::SqlitePool;
 use std::io::Write;
 use std::path::Path;
 use std::process::Output;
@@ -13,7 +13,7 @@ use tempfile::TempDir;
 /// A server running `app(state)` in this process on 127.0.0.1:0.
 pub struct Server {
     pub url: String,
-    pub pool: SqlitePool,
+    pub pool: Store,
     /// The server's database handle (its writers' queue and caches).
     pub db: cachelens::db::Db,
     pub _dir: TempDir,
@@ -31,7 +31,7 @@ pub async fn server(config: Config) -> Server {
 }
 
 /// Row counts of the tables an upload writes: (scans, entries, artifacts, blobs).
-pub async fn counts(pool: &SqlitePool) -> (i64, i64, i64, i64) {
+pub async fn counts(pool: &Store) -> (i64, i64, i64, i64) {
     sqlx::query_as(
         "SELECT (SELECT COUNT(*) FROM scans), (SELECT COUNT(*) FROM entry_rows), (SELECT COUNT(*) FROM entry_files),
                 (SELECT COUNT(*) FROM blobs)",

@@ -3,8 +3,8 @@
 //! it; one that names several is refused with the candidates ([`ExplainError::Ambiguous`]).
 
 use super::{ExplainError, parse_id};
+use crate::db::Store;
 use crate::db::keys::{KeyHit, by_prefix};
-use sqlx::SqlitePool;
 
 /// Candidates an ambiguous id lists at most.
 pub const CANDIDATES: usize = 10;
@@ -12,7 +12,7 @@ pub const CANDIDATES: usize = 10;
 /// The whole `MACHINE:KEY` id `id` stands for: itself when an entry has that key, else the one
 /// entry of the machine whose key starts with it. 404 when none does, [`ExplainError::Ambiguous`]
 /// when several do (one indexed range read, at most [`CANDIDATES`] + 1 rows).
-pub async fn resolve(pool: &SqlitePool, id: &str) -> Result<String, ExplainError> {
+pub async fn resolve(pool: &Store, id: &str) -> Result<String, ExplainError> {
     let (m, k) = parse_id(id)?;
     let hits = by_prefix(pool, Some(m), k, CANDIDATES as i64 + 1).await?;
     match hits.as_slice() {

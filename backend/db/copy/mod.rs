@@ -32,7 +32,7 @@ use std::time::Instant;
 use values::{Digest4, Kind, Val, convert, encode_row, read_lite};
 
 /// The PostgreSQL schema, migration by migration (the same numbers as SQLite's `MIGRATOR`).
-pub static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-pg");
+use super::PG_MIGRATOR;
 
 /// The one-row tables the schema itself fills (`page_gen`, `blob_totals`): their rows are
 /// replaced by the source's, and they do not make a target count as in use.
@@ -95,13 +95,19 @@ pub async fn copy(from: &Path, to: &str) -> anyhow::Result<Copied> {
         .disable_statement_logging();
     // the source at the newest schema, as a server opening it would leave it
     let source = super::Db::open_command(from).await?;
+    source.pool().close().await;
+    // read through SQLite's own driver: values as SQLite stores them, typed or not
+    let source = sqlx::SqlitePool::connect_with(
+        sqlx::sqlite::SqliteConnectOptions::new().filename(from).read_only(true).busy_timeout(super::BUSY_TIMEOUT),
+    )
+    .await?;
     let mut pg = PgConnection::connect_with(&opts)
         .await
         .map_err(|e| anyhow::anyhow!("cannot connect to {}: {e}", redact(to)))?;
     PG_MIGRATOR.run(&mut pg).await?;
-    let version = same_version(source.pool(), &mut pg).await?;
+    let version = same_version(&source, &mut pg).await?;
     // one snapshot of the source for the whole copy (a read transaction, rolled back)
-    let mut lite = source.pool().begin().await?;
+    let mut lite = source.begin().await?;
     let tables = tables(&mut pg, &mut lite).await?;
     let copied = copy_tables(&mut lite, &mut pg, &tables).await?;
     lite.rollback().await?;
@@ -117,7 +123,7 @@ pub async fn copy(from: &Path, to: &str) -> anyhow::Result<Copied> {
 }
 
 /// The URL without its password (`user:…@host`).
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
     let Some((userinfo, host)) = rest.rsplit_once('@') else { return url.to_string() };
     match userinfo.split_once(':') {

@@ -135,7 +135,7 @@ pub fn view(h: &Headline, artifacts: Vec<String>) -> HeadlineView {
 }
 
 /// The headline of `machine` (or the fleet) now, with the Inductor/vLLM note.
-pub async fn load(pool: &sqlx::SqlitePool, machine: Option<&str>) -> sqlx::Result<Option<HeadlineView>> {
+pub async fn load(pool: &crate::db::Store, machine: Option<&str>) -> sqlx::Result<Option<HeadlineView>> {
     let Some(h) = headline::headline(pool, machine, crate::db::now_ms()).await? else {
         return Ok(None);
     };

@@ -8,6 +8,7 @@
 use super::compare::{compare_url, enc};
 use super::{HtmlTemplate, Hx, PageResult};
 use crate::answers::stored::{self, CauseGroup, KernelGroup, Lookup, invalidated_row};
+use crate::db::Store;
 use crate::db::reports::{self, ReportHead, Stored};
 use crate::db::scans::ScanRef;
 use crate::explain::report::{Cost, InvalidatedRow, KernelKey};
@@ -18,7 +19,6 @@ use askama::Template;
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use sqlx::SqlitePool;
 
 /// Entries of one cause (and of New, of Removed) listed per page.
 pub const ENTRIES_PER_PAGE: usize = 20;
@@ -163,7 +163,7 @@ impl Picker {
 const PICKER_MACHINES: usize = 10_000;
 
 /// Every machine's name, for the pickers.
-async fn machine_names(pool: &SqlitePool) -> sqlx::Result<Vec<String>> {
+async fn machine_names(pool: &Store) -> sqlx::Result<Vec<String>> {
     let page = crate::db::Page::new(Some(PICKER_MACHINES as i64), None);
     Ok(crate::db::summaries::machine_summaries(pool, page).await?.into_iter().map(|m| m.name).collect())
 }
@@ -236,7 +236,7 @@ fn report_url(q: &InvalidationsQuery) -> String {
 }
 
 async fn list_view(
-    pool: &SqlitePool,
+    pool: &Store,
     r: &Stored,
     list: i64,
     param: &str,
@@ -252,7 +252,7 @@ async fn list_view(
 }
 
 /// One cause's group (as `/api/v1/invalidations` answers it) with one page of its entries.
-async fn cause_view(pool: &SqlitePool, r: &Stored, g: CauseGroup, q: &InvalidationsQuery) -> sqlx::Result<CauseView> {
+async fn cause_view(pool: &Store, r: &Stored, g: CauseGroup, q: &InvalidationsQuery) -> sqlx::Result<CauseView> {
     let cause = g.cause.as_str();
     let open = q.cause.as_deref() == Some(cause);
     let page = if open { q.page.unwrap_or(1) } else { 1 };

@@ -70,7 +70,7 @@ pub struct Found {
 
 /// The entries whose key starts as `text` says (`PREFIX` or `MACHINE:PREFIX`), as the page and
 /// `/api/v1/search` list them. `Ok(Err(why))`: the text names no key.
-pub async fn find(pool: &sqlx::SqlitePool, text: &str) -> sqlx::Result<Result<Found, String>> {
+pub async fn find(pool: &crate::db::Store, text: &str) -> sqlx::Result<Result<Found, String>> {
     let (machine, key) = match text.contains(':') {
         true => match parse_id(text) {
             Ok((m, k)) => (Some(m), k),

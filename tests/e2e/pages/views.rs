@@ -16,7 +16,7 @@ fn listed(html: &str) -> Vec<String> {
         .collect()
 }
 
-async fn names(pool: &sqlx::SqlitePool, sql: &str) -> Vec<String> {
+async fn names(pool: &cachelens::db::Store, sql: &str) -> Vec<String> {
     let v: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_string())).fetch_all(pool).await.unwrap();
     v.iter().map(|n| fmt::enc(n)).collect()
 }
