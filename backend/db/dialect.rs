@@ -10,9 +10,11 @@
 //!   (SQLite's integers are 64-bit, its reals doubles), and decimal literals doubles;
 //! - `a IS b` / `a IS NOT b` (b not NULL) become `IS [NOT] DISTINCT FROM`; `==` becomes `=`;
 //!   `LIKE` becomes `ILIKE` (SQLite's LIKE ignores ASCII case);
-//! - `json_array`, `json_object`, `json_group_array`, `ifnull` become PostgreSQL's
-//!   functions; a scalar `MAX(a, b, …)`/`MIN` becomes `sqlite_max`/`sqlite_min` (NULL when an
-//!   argument is);
+//! - `json_array(a, …)` becomes `sqlite_json_array(to_json(a), …)` (SQLite's text byte for
+//!   byte), `json_group_array(x)` `coalesce(json_agg(x)::text, '[]')`, `group_concat(x[, s])`
+//!   `string_agg((x)::text, s)`, `json_object`, `ifnull` and `char` PostgreSQL's
+//!   `json_build_object`, `coalesce` and `chr`; a scalar `MAX(a, b)`/`MIN` becomes
+//!   `sqlite_max`/`sqlite_min` (NULL when an argument is);
 //! - a subquery in FROM or JOIN without a name gets one;
 //! - ORDER BY items sort NULLs as SQLite does (first when ascending, last when descending);
 //! - `INDEXED BY name` and `NOT INDEXED` go (PostgreSQL plans for itself);
@@ -166,8 +168,21 @@ struct Level {
     /// Inside an ORDER BY list at this depth: index in `out` where the current item began, and
     /// whether it named its NULLs' place.
     order: Option<(bool, bool)>,
-    /// For a scalar MAX/MIN: the index in `out` of the function's name, and its commas.
-    minmax: Option<(usize, usize)>,
+    /// The call this parenthesis holds the arguments of, when they are spelled anew.
+    call: Option<Call>,
+}
+
+/// Calls whose arguments are spelled anew.
+#[derive(Clone, Copy)]
+enum Call {
+    /// A scalar MAX/MIN: the index in `out` of the function's name, and its commas so far.
+    MinMax(usize, usize),
+    /// `group_concat(x[, sep])` as `string_agg((x)::text, sep)`: whether the separator came.
+    GroupConcat(bool),
+    /// `json_array(a, …)` as `sqlite_json_array(to_json(a), …)`: SQLite's text, byte for byte.
+    JsonArray,
+    /// `json_group_array(x)` as `coalesce(json_agg(x)::text, '[]')`: text, and `[]` of no row.
+    JsonGroupArray,
 }
 
 /// `sql` (one or more statements in SQLite's dialect) in PostgreSQL's.
@@ -331,19 +346,21 @@ pub fn to_pg(sql: &str) -> String {
                         out.push(tok.s.into());
                     }
                     _ if followed_by("(") => {
-                        let name = match upper.as_str() {
-                            "JSON_ARRAY" => "json_build_array",
-                            "JSON_OBJECT" => "json_build_object",
-                            "JSON_GROUP_ARRAY" => "json_agg",
-                            "IFNULL" => "coalesce",
-                            _ => tok.s,
+                        let (name, open, call) = match upper.as_str() {
+                            "MAX" | "MIN" => (tok.s, "(", Some(Call::MinMax(out.len(), 0))),
+                            "GROUP_CONCAT" => ("string_agg", "((", Some(Call::GroupConcat(false))),
+                            "JSON_ARRAY" => ("sqlite_json_array", "(to_json(", Some(Call::JsonArray)),
+                            "JSON_GROUP_ARRAY" => ("coalesce(json_agg", "(", Some(Call::JsonGroupArray)),
+                            "JSON_OBJECT" => ("json_build_object", "(", None),
+                            "IFNULL" => ("coalesce", "(", None),
+                            "CHAR" => ("chr", "(", None),
+                            _ => (tok.s, "(", None),
                         };
                         out.push(name.into());
-                        if upper == "MAX" || upper == "MIN" {
-                            // the next level (its parenthesis) counts the commas
+                        if call.is_some() {
                             let j = next(i + 1).expect("(");
-                            out.push("(".into());
-                            levels.push(Level { minmax: Some((out.len() - 2, 0)), ..Level::default() });
+                            out.push(open.into());
+                            levels.push(Level { call, ..Level::default() });
                             prev_word = Some(j);
                             i = j + 1;
                             continue;
@@ -364,13 +381,17 @@ pub fn to_pg(sql: &str) -> String {
                 ")" => {
                     let mut level = if levels.len() > 1 { levels.pop().expect("a level") } else { Level::default() };
                     end_item(&mut level, &mut out);
-                    if let Some((name, commas)) = level.minmax
-                        && commas > 0
-                    {
-                        out[name] =
-                            if out[name].eq_ignore_ascii_case("max") { "sqlite_max" } else { "sqlite_min" }.into();
+                    match level.call {
+                        Some(Call::MinMax(name, commas)) if commas > 0 => {
+                            out[name] =
+                                if out[name].eq_ignore_ascii_case("max") { "sqlite_max" } else { "sqlite_min" }.into();
+                            out.push(")".into());
+                        }
+                        Some(Call::GroupConcat(false)) => out.push(")::text, ',')".into()),
+                        Some(Call::JsonArray) => out.push("))".into()),
+                        Some(Call::JsonGroupArray) => out.push(")::text, '[]')".into()),
+                        _ => out.push(")".into()),
                     }
-                    out.push(")".into());
                     if level.subquery {
                         let nx = next(i + 1).map(|j| &toks[j]);
                         let named = nx.is_some_and(|n| {
@@ -386,10 +407,18 @@ pub fn to_pg(sql: &str) -> String {
                 "," => {
                     let level = levels.last_mut().expect("a level");
                     end_item(level, &mut out);
-                    if let Some((_, commas)) = level.minmax.as_mut() {
-                        *commas += 1;
+                    match level.call.as_mut() {
+                        Some(Call::MinMax(_, commas)) => {
+                            *commas += 1;
+                            out.push(",".into());
+                        }
+                        Some(Call::GroupConcat(sep @ false)) => {
+                            *sep = true;
+                            out.push(")::text,".into());
+                        }
+                        Some(Call::JsonArray) => out.push("), to_json(".into()),
+                        _ => out.push(",".into()),
                     }
-                    out.push(",".into());
                 }
                 ";" => {
                     let level = levels.last_mut().expect("a level");
@@ -463,8 +492,14 @@ mod tests {
             "SELECT a IS DISTINCT FROM b, a IS NOT DISTINCT FROM c, a IS NOT NULL, a IS NULL",
         );
         same(
-            "SELECT json_array(a, b), ifnull(a, 0), MAX(a), MAX(a, b), min(x, max(y, 2))",
-            "SELECT json_build_array(a, b), coalesce(a, 0), MAX(a), sqlite_max(a, b), sqlite_min(x, sqlite_max(y, 2))",
+            "SELECT json_array(a, ?), ifnull(a, 0), MAX(a), MAX(a, b), min(x, max(y, 2))",
+            "SELECT sqlite_json_array(to_json(a), to_json( $1)), coalesce(a, 0), MAX(a), sqlite_max(a, b), \
+             sqlite_min(x, sqlite_max(y, 2))",
+        );
+        same(
+            "SELECT '[' || group_concat(json_array(id, f(k, 1))) || ']', group_concat(k, char(9)), json_group_array(k) FROM t",
+            "SELECT '[' || string_agg((sqlite_json_array(to_json(id), to_json( f(k, 1))))::text, ',') || ']', \
+             string_agg((k)::text, chr(9)), coalesce(json_agg(k)::text, '[]') FROM t",
         );
         same("SELECT 1 WHERE a == b AND c LIKE 'x%'", "SELECT 1 WHERE a = b AND c ILIKE 'x%'");
     }

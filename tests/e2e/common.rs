@@ -30,10 +30,40 @@ pub fn corpus_read_only(name: &str) -> PathBuf {
     test_corpus::unpacked(name)
 }
 
-/// A fresh temp-file database.
+/// Whether the tests' databases are PostgreSQL's: `CACHELENS_TEST_STORE=postgres` makes each
+/// [`fresh_db`] a new database on the test server (`CACHELENS_TEST_PG`), else an SQLite file.
+pub fn on_postgres() -> bool {
+    std::env::var("CACHELENS_TEST_STORE").is_ok_and(|s| s == "postgres")
+}
+
+/// A new, empty PostgreSQL database on the test server (`CACHELENS_TEST_PG`, which
+/// `scripts/pg-temp.sh` starts): its URL. `None` (the test skipped, or failed by
+/// [`skip_or_fail`]) when there is no test server.
+pub async fn new_pg_database(prefix: &str) -> Option<String> {
+    let Ok(base) = std::env::var("CACHELENS_TEST_PG") else {
+        skip_or_fail("CACHELENS_TEST_PG is not set (scripts/pg-temp.sh starts a PostgreSQL and prints it)");
+        return None;
+    };
+    let admin =
+        sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&base).await.expect("the test PostgreSQL");
+    let name = format!("{prefix}_{}_{:x}", std::process::id(), rand::random::<u64>());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.unwrap();
+    admin.close().await;
+    match base.rsplit_once('/') {
+        Some((server, _)) => Some(format!("{server}/{name}")),
+        None => panic!("CACHELENS_TEST_PG {base:?} names no database"),
+    }
+}
+
+/// A fresh database: a temp file, or on PostgreSQL a new database ([`on_postgres`]; the dir
+/// is then empty).
 pub async fn fresh_db() -> (TempDir, Store) {
     let t = TempDir::new().unwrap();
-    let pool = cachelens::db::open(&t.path().join("test.db")).await.unwrap();
+    let at = match on_postgres() {
+        true => PathBuf::from(new_pg_database("t").await.expect("CACHELENS_TEST_PG for CACHELENS_TEST_STORE=postgres")),
+        false => t.path().join("test.db"),
+    };
+    let pool = cachelens::db::open(&at).await.unwrap();
     (t, pool)
 }
 

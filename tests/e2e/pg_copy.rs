@@ -14,18 +14,7 @@ use std::process::Command;
 /// A new, empty PostgreSQL database on the test server: its URL and a pool on it. `None` (the
 /// test skipped or failed by `skip_or_fail`) when there is no test server.
 async fn pg_database() -> Option<(String, PgPool)> {
-    let Ok(base) = std::env::var("CACHELENS_TEST_PG") else {
-        skip_or_fail("CACHELENS_TEST_PG is not set (scripts/pg-temp.sh starts a PostgreSQL and prints it)");
-        return None;
-    };
-    let admin = PgPoolOptions::new().max_connections(1).connect(&base).await.expect("the test PostgreSQL");
-    let name = format!("copy_{}_{:x}", std::process::id(), rand::random::<u32>());
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.unwrap();
-    admin.close().await;
-    let url = match base.rsplit_once('/') {
-        Some((server, _)) => format!("{server}/{name}"),
-        None => panic!("CACHELENS_TEST_PG {base:?} names no database"),
-    };
+    let url = new_pg_database("copy").await?;
     let pool = PgPoolOptions::new().max_connections(2).connect(&url).await.unwrap();
     Some((url, pool))
 }

@@ -158,7 +158,7 @@ pub async fn rows(pool: &Store, machine: &str) -> BTreeMap<String, Row_> {
             bytes: r.get("bytes"),
             registers: r.get("registers"),
             spills: r.get("spills"),
-            relocated: r.get("relocated"),
+            relocated: r.get::<cachelens::db::Flag, _>("relocated").0,
             partial: r.get("partial"),
             removed_at: r.get("removed_at"),
             first_scan_id: r.get("first_scan_id"),
@@ -450,7 +450,7 @@ async fn corpus_scans_match_the_files() {
         .await
         .unwrap()
         .into_iter()
-        .map(|r| (r.get("idx"), r.get("winner"), r.get("best_ms"), r.get("config_json")))
+        .map(|r| (r.get("idx"), r.get::<cachelens::db::Flag, _>("winner").0, r.get("best_ms"), r.get("config_json")))
         .collect();
         assert_eq!(stored.len(), ct.len(), "every config stored");
         let w: Vec<i64> = stored.iter().filter(|s| s.1).map(|s| s.0).collect();

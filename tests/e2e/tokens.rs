@@ -168,24 +168,28 @@ async fn read_token_guards_pages_and_api_but_not_uploads() {
     get_json_at(&format!("{}/api/v1/machines", open.url)).await;
 }
 
-/// A `--db` that is a URL of a store (PostgreSQL, ...) is refused at once, and nothing is
-/// created: it was taken as a file path (`./postgres:/u@host:5432/db`) and served as an empty
+/// A `--db` that is a URL is a store's: a PostgreSQL URL is connected to (and an unreachable
+/// one is an error naming it), any other scheme is refused at once. Neither creates anything: a
+/// URL was once taken as a file path (`./postgres:/u@host:5432/db`) and served as an empty
 /// SQLite database.
 #[test]
-fn a_db_url_of_a_store_not_built_in_is_refused_and_creates_nothing() {
+fn a_db_url_is_a_store_and_creates_no_file() {
     let dir = tempfile::TempDir::new().unwrap();
-    for args in [
-        vec!["serve", "--db", "postgres://u@host:5432/db", "--listen", "127.0.0.1:0"],
-        vec!["token", "create", "--machine", "m", "--db", "postgresql://u@host/db"],
-        vec!["scan", ".", "--db", "mysql://u@host/db"],
+    for (args, says) in [
+        (
+            vec!["serve", "--db", "postgres://u@no-such-host.invalid:5432/db", "--listen", "127.0.0.1:0"],
+            "cannot connect to postgres://u@no-such-host.invalid:5432/db",
+        ),
+        (
+            vec!["token", "create", "--machine", "m", "--db", "postgresql://u@no-such-host.invalid/db"],
+            "cannot connect to postgresql://",
+        ),
+        (vec!["scan", ".", "--db", "mysql://u@host/db"], "which this build does not have"),
     ] {
         let out = std::process::Command::new(bin()).args(&args).current_dir(dir.path()).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?}");
-        assert!(
-            stderr.contains("which this build does not have") && stderr.contains("SQLite file"),
-            "{args:?}: {stderr}"
-        );
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert!(left.is_empty(), "created {left:?}");
