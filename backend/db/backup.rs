@@ -21,6 +21,12 @@ pub struct Backup {
 pub async fn backup(from: &Path, to: &Path) -> anyhow::Result<Backup> {
     use sqlx::sqlite::SqliteConnectOptions;
     let t0 = Instant::now();
+    let text = from.to_string_lossy();
+    anyhow::ensure!(
+        !(text.starts_with("postgres://") || text.starts_with("postgresql://")),
+        "a PostgreSQL database is backed up by PostgreSQL's own tools (pg_dump, or the managed \
+         service's snapshots): see docs/deploy.md"
+    );
     anyhow::ensure!(from.is_file(), "no SQLite database at {} (pass --db FILE)", from.display());
     anyhow::ensure!(!to.exists(), "{} exists: a backup goes into a new file", to.display());
     // (a whole-database statement is slow by nature: not logged as slow)

@@ -1,12 +1,14 @@
-//! Two `cachelens serve` processes on one database file (a rolling restart, or two behind one
-//! proxy): what lands through one is on the other's pages and API within a second, and both
-//! answer the same. Real binaries, real uploads through the CLI.
+//! Two `cachelens serve` processes on one database (a rolling restart, or two behind one proxy),
+//! an SQLite file or a PostgreSQL database: what lands through one is on the other's pages and
+//! API within a second, and both answer the same; a report is computed once, and finished by the
+//! other when its server dies. Real binaries, real uploads through the CLI; each test runs on
+//! both stores (PostgreSQL's from `CACHELENS_TEST_PG`).
 
 use crate::common::*;
 use crate::upload::get_json_at;
 use cachelens::web::{AppState, Config};
 use serde_json::Value;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn serve(db: &Path) -> (Served, String) {
@@ -51,13 +53,32 @@ async fn answers(url: &str, machine: &str) -> Vec<Value> {
     out
 }
 
+/// A new database: an SQLite file in `dir`, or a new PostgreSQL database (`None` when there is
+/// no test PostgreSQL and that may be skipped).
+async fn team_db(dir: &Path, pg: bool) -> Option<PathBuf> {
+    match pg {
+        true => new_pg_database("two").await.map(PathBuf::from),
+        false => Some(dir.join("team.db")),
+    }
+}
+
 /// An upload through either server is listed by the other within a second of the upload
 /// command's end, and then every answer of both (machines, kernels, the machine's entries and
 /// history) is the same, with each server's in-memory answers read before the landing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_through_one_server_is_on_the_other_within_a_second() {
+    upload_through_one_read_through_the_other(false).await
+}
+
+/// [`an_upload_through_one_server_is_on_the_other_within_a_second`] on PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_an_upload_through_one_server_is_on_the_other_within_a_second() {
+    upload_through_one_read_through_the_other(true).await
+}
+
+async fn upload_through_one_read_through_the_other(pg: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("team.db");
+    let Some(db) = team_db(dir.path(), pg).await else { return };
     let (ta, tb) = (token_for(&db, "node-a").await, token_for(&db, "node-b").await);
     let (_a, url_a) = serve(&db);
     let (_b, url_b) = serve(&db);
@@ -103,8 +124,9 @@ fn serve_logged(db: &Path, log: &Path, failpoint: &str) -> (Served, String) {
 }
 
 /// What the report tests share: a database of two machines (an A100 cache before and after a
-/// Triton upgrade, as two machines), whose pair report is real work; a backup of it to compute
-/// the report on apart; a log file for each of the two servers.
+/// Triton upgrade, as two machines), whose pair report is real work; an SQLite database of the
+/// same to compute the report on apart (a backup of it, or on PostgreSQL the same caches scanned
+/// into a file: the two stores must answer alike); a log file for each of the two servers.
 struct Setup {
     db: std::path::PathBuf,
     copy: std::path::PathBuf,
@@ -112,18 +134,24 @@ struct Setup {
     lb: std::path::PathBuf,
 }
 
-async fn two_machines() -> (Vec<tempfile::TempDir>, Setup) {
-    let (dir, pool) = fresh_db().await;
+async fn two_machines(pg: bool) -> Option<(Vec<tempfile::TempDir>, Setup)> {
+    let dir = tempfile::tempdir().unwrap();
+    let at = |name: &str| dir.path().join(name);
+    let setup = Setup { db: team_db(dir.path(), pg).await?, copy: at("copy.db"), la: at("a.log"), lb: at("b.log") };
     let (_a, old) = unpacked("a100-upgrade-1-triton-3.4.0");
     let (_b, new) = unpacked("a100-upgrade-2-triton-3.5.1");
-    scan(&pool, &old.join("triton-cache"), "m1").await;
-    scan(&pool, &new.join("triton-cache"), "m2").await;
-    pool.close().await;
-    let at = |name: &str| dir.path().join(name);
-    let setup = Setup { db: at("test.db"), copy: at("copy.db"), la: at("a.log"), lb: at("b.log") };
-    let out = backup_cmd(&setup.db, &setup.copy).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    (vec![dir, _a, _b], setup)
+    let both = if pg { vec![&setup.db, &setup.copy] } else { vec![&setup.db] };
+    for db in both {
+        let pool = cachelens::db::open(db).await.unwrap();
+        scan(&pool, &old.join("triton-cache"), "m1").await;
+        scan(&pool, &new.join("triton-cache"), "m2").await;
+        pool.close().await;
+    }
+    if !pg {
+        let out = backup_cmd(&setup.db, &setup.copy).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    Some((vec![dir, _a, _b], setup))
 }
 
 const PAIR: &str = "/api/v1/invalidations?a=m1&b=m2";
@@ -134,7 +162,17 @@ const PAIR: &str = "/api/v1/invalidations?a=m1&b=m2";
 /// log says it computed a report.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_servers_asked_for_one_report_compute_it_once() {
-    let (_keep, Setup { db, copy, la, lb }) = two_machines().await;
+    one_report_computed_once(false).await
+}
+
+/// [`two_servers_asked_for_one_report_compute_it_once`] on PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_two_servers_asked_for_one_report_compute_it_once() {
+    one_report_computed_once(true).await
+}
+
+async fn one_report_computed_once(pg: bool) {
+    let Some((_keep, Setup { db, copy, la, lb })) = two_machines(pg).await else { return };
     let (_a, url_a) = serve_logged(&db, &la, "report-claimed-slow");
     let (_b, url_b) = serve_logged(&db, &lb, "report-claimed-slow");
     let first = tokio::spawn(get_json_at_owned(format!("{url_a}{PAIR}")));
@@ -158,7 +196,17 @@ async fn get_json_at_owned(url: String) -> Value {
 /// the report computed on a backup, and no claim is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_whose_server_died_is_finished_by_the_other() {
-    let (_keep, Setup { db, copy, la, lb }) = two_machines().await;
+    dead_servers_report_finished(false).await
+}
+
+/// [`a_report_whose_server_died_is_finished_by_the_other`] on PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgresql_a_report_whose_server_died_is_finished_by_the_other() {
+    dead_servers_report_finished(true).await
+}
+
+async fn dead_servers_report_finished(pg: bool) {
+    let Some((_keep, Setup { db, copy, la, lb })) = two_machines(pg).await else { return };
     let (_a, url_a) = serve_logged(&db, &la, "report-claimed");
     let (_b, url_b) = serve_logged(&db, &lb, "");
     // the first server claims the report and dies (its request gets no answer)
