@@ -17,6 +17,7 @@
 //!   `sqlite_max`/`sqlite_min` (NULL when an argument is);
 //! - a subquery in FROM or JOIN without a name gets one;
 //! - ORDER BY items sort NULLs as SQLite does (first when ascending, last when descending);
+//! - a column named `offset` is quoted (PostgreSQL reserves the word);
 //! - `INDEXED BY name` and `NOT INDEXED` go (PostgreSQL plans for itself);
 //! - `BEGIN IMMEDIATE` becomes `BEGIN`, `WITHOUT ROWID` and `STRICT` go, and `PRAGMA`
 //!   statements are dropped (a statement of nothing but those answers no row).
@@ -98,13 +99,7 @@ fn lex(sql: &str) -> Vec<Tok<'_>> {
                 i += 1;
             }
             T::Num
-        } else if c == b'?' {
-            i += 1;
-            while i < b.len() && b[i].is_ascii_digit() {
-                i += 1;
-            }
-            T::Param
-        } else if c == b'$' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit()) {
+        } else if c == b'?' || (c == b'$' && b.get(i + 1).is_some_and(|d| d.is_ascii_digit())) {
             i += 1;
             while i < b.len() && b[i].is_ascii_digit() {
                 i += 1;
@@ -298,6 +293,11 @@ pub fn to_pg(sql: &str) -> String {
                         let j = next(i + 1).expect("INDEXED");
                         i = j + 1;
                         continue;
+                    }
+                    // a column named `offset` (PostgreSQL reserves the word): the clause follows
+                    // a LIMIT's number, parameter or parenthesis
+                    "OFFSET" if !prev.is_some_and(|p| matches!(p.t, T::Param | T::Num) || p.s == ")") => {
+                        out.push(format!("\"{}\"", tok.s.to_ascii_lowercase()))
                     }
                     "INTEGER" => out.push("BIGINT".into()),
                     "REAL" => out.push("DOUBLE PRECISION".into()),
@@ -532,5 +532,6 @@ mod tests {
         same("PRAGMA optimize", "SELECT NULL WHERE false");
         same("BEGIN IMMEDIATE", "BEGIN");
         same("SELECT a FROM t INDEXED BY t_a JOIN u NOT INDEXED ON true", "SELECT a FROM t JOIN u ON true");
+        same("SELECT path, offset FROM f LIMIT ? OFFSET ?", "SELECT path, \"offset\" FROM f LIMIT $1 OFFSET $2");
     }
 }
