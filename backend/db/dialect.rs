@@ -255,6 +255,14 @@ pub fn to_pg(sql: &str) -> String {
                     end_item(level, &mut out);
                     level.order = None;
                 }
+                if upper == "ORDER"
+                    && followed_by("BY")
+                    && let Some(Call::GroupConcat(sep @ false)) = level.call.as_mut()
+                {
+                    // `group_concat(x ORDER BY y)`: the text ends before the aggregate's order
+                    *sep = true;
+                    out.push(")::text, ',' ".into());
+                }
                 match upper.as_str() {
                     "PRAGMA" if prev.is_none_or(|p| p.s == ";") => {
                         pragma = true;
@@ -500,6 +508,10 @@ mod tests {
             "SELECT '[' || group_concat(json_array(id, f(k, 1))) || ']', group_concat(k, char(9)), json_group_array(k) FROM t",
             "SELECT '[' || string_agg((sqlite_json_array(to_json(id), to_json( f(k, 1))))::text, ',') || ']', \
              string_agg((k)::text, chr(9)), coalesce(json_agg(k)::text, '[]') FROM t",
+        );
+        same(
+            "SELECT group_concat(n ORDER BY n DESC), group_concat(n, ';' ORDER BY n) FROM t",
+            "SELECT string_agg((n )::text, ',' ORDER BY n DESC NULLS LAST), string_agg((n)::text, ';' ORDER BY n NULLS FIRST) FROM t",
         );
         same("SELECT 1 WHERE a == b AND c LIKE 'x%'", "SELECT 1 WHERE a = b AND c ILIKE 'x%'");
     }
