@@ -112,7 +112,7 @@ async fn entries_walked(
         "{}SELECT {ENTRY_COLUMNS} FROM (SELECT e.id AS pid, m.name AS pm, f.kernel AS pk, f.num_warps AS pw,
            f.num_stages AS ps, f.key AS pkey
          FROM machines m CROSS JOIN facts f INDEXED BY facts_kernel
-           CROSS JOIN entries e INDEXED BY entries_fact ON e.fact_id = f.id AND e.machine_id = m.id WHERE 1",
+           CROSS JOIN entries e INDEXED BY entries_fact ON e.fact_id = f.id AND e.machine_id = m.id WHERE true",
         entry_rows_head()
     ));
     if let Some(m) = machine {
@@ -164,7 +164,7 @@ async fn entries_skipped(
     };
     let only = if machine.is_some() { " AND m.name = ?1" } else { "" };
     let start: Option<(i64, String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "WITH mc AS (SELECT m.id, m.name, COALESCE({count}, 0) AS live FROM machines m WHERE 1{only}),
+        "WITH mc AS (SELECT m.id, m.name, COALESCE({count}, 0) AS live FROM machines m WHERE true{only}),
               mu AS (SELECT id, name, live, SUM(live) OVER (ORDER BY name ROWS UNBOUNDED PRECEDING) AS upto FROM mc)
          SELECT id, name, ?3 - (upto - live) FROM mu WHERE upto > ?3 ORDER BY name LIMIT 1"
     )))
@@ -403,7 +403,7 @@ pub async fn facts_held(
                AND EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id AND e.relocated = ?)",
         )
         .bind(serde_json::to_string(chunk).unwrap_or_default())
-        .bind(relocated)
+        .bind(i64::from(relocated))
         .fetch_one(pool)
         .await?;
         held.extend(super::json_rows::json_rows::<String>(text)?);

@@ -485,11 +485,12 @@ pub async fn light_same(pool: &Store, from: &ScanRef, to: &ScanRef) -> sqlx::Res
     }
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
-        "SELECT coalesce(sum((e.first_scan_id > ?3 AND e.first_scan_id <= ?4)
-                          OR (e.removed_scan_id > ?3 AND e.removed_scan_id <= ?4)), 0),
-                coalesce(sum(e.first_scan_id <= ?4 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?4)), 0),
-                coalesce(sum(e.first_scan_id <= ?4 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?4)
-                             AND e.relocated), 0)
+        "SELECT coalesce(sum(CASE WHEN (e.first_scan_id > ?3 AND e.first_scan_id <= ?4)
+                                   OR (e.removed_scan_id > ?3 AND e.removed_scan_id <= ?4) THEN 1 ELSE 0 END), 0),
+                coalesce(sum(CASE WHEN e.first_scan_id <= ?4 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?4)
+                                  THEN 1 ELSE 0 END), 0),
+                coalesce(sum(CASE WHEN e.first_scan_id <= ?4 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?4)
+                                       AND e.relocated <> 0 THEN 1 ELSE 0 END), 0)
          FROM entry_rows e
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.root = ?2 AND e.kind IN {kinds}"
     );

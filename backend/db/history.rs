@@ -178,15 +178,16 @@ where
            FROM events e JOIN machines m ON m.id = e.machine_id
            WHERE (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR e.kernel = ?2))
          SELECT {key} AS k,
-                SUM(event = 'hit') AS hits,
-                SUM(event = 'miss') + SUM(event = 'compile' AND prev IS NOT 'miss') AS misses,
-                SUM(event = 'compile') AS compiles,
+                SUM(CASE WHEN event = 'hit' THEN 1 ELSE 0 END) AS hits,
+                SUM(CASE WHEN event = 'miss' OR (event = 'compile' AND prev IS NOT 'miss') THEN 1 ELSE 0 END) AS misses,
+                SUM(CASE WHEN event = 'compile' THEN 1 ELSE 0 END) AS compiles,
                 SUM(CASE WHEN event = 'compile' THEN compile_ms END) AS compile_ms,
                 COUNT(*) AS n, SUM(saved) AS saved_ms, COUNT(saved) AS saved_hits
          FROM ev WHERE (?3 IS NULL OR ts >= ?3) AND (?4 IS NULL OR ts < ?4)
          GROUP BY k"
     );
     let compiled = EntryKind::sql_list(COMPILED_KINDS);
+    let window = truncated("COALESCE(x.compile_ms, 0)");
     let inferred = format!(
         "SELECT {key} AS k, COUNT(*) AS n FROM (
            SELECT c.compiled_at AS ts, en.kernel, m.name AS machine

@@ -30,7 +30,8 @@ const HOUR: i64 = 3_600_000;
 /// `entry_rows` (which joins every row's fact and root: 0.56 s against 0.12 s for 100,000 keys).
 const CONTRIB: &str = "
     SELECT COALESCE(kernel, '(unknown)') AS kernel, (ts / 3600000) * 3600000 AS hour,
-           SUM(event = 'hit') AS hits, SUM(counted_miss) AS misses, SUM(event = 'compile') AS compiles, 0 AS inferred,
+           SUM(CASE WHEN event = 'hit' THEN 1 ELSE 0 END) AS hits, SUM(counted_miss) AS misses,
+           SUM(CASE WHEN event = 'compile' THEN 1 ELSE 0 END) AS compiles, 0 AS inferred,
            TOTAL(CASE WHEN event = 'compile' THEN compile_ms END) AS compile_ms,
            COUNT(CASE WHEN event = 'compile' THEN compile_ms END) AS timed, COUNT(*) AS hook_events,
            TOTAL(saved_ms) AS saved_ms, COUNT(saved_ms) AS saved
@@ -78,7 +79,7 @@ pub async fn account(
     for part in keys.chunks(500) {
         let mut qb = QueryBuilder::<Any>::new("INSERT OR IGNORE INTO temp.history_touched(key, added) ");
         qb.push_values(part, |mut b, k| {
-            b.push_bind(*k).push_bind(added.contains(k));
+            b.push_bind(*k).push_bind(i64::from(added.contains(k)));
         });
         qb.build().execute(&mut *conn).await?;
     }
@@ -317,7 +318,7 @@ pub async fn kernels_page(
     missing: bool,
     page: super::Page,
 ) -> sqlx::Result<(Vec<(String, Counts)>, i64)> {
-    let cond = if missing { "misses > 0" } else { "1" };
+    let cond = if missing { "misses > 0" } else { "true" };
     let all_time = f.kernel.is_none() && f.from.is_none() && f.to.is_none();
     let cols = "kernel AS k, hits, misses, compiles, inferred, compile_ms, timed, hook_events, saved_ms, saved";
     let (sql, count) = if all_time && f.machine.is_none() {
@@ -394,7 +395,7 @@ fn hours_sql(f: &HistoryFilter, by: By) -> String {
     let all_time = matches!(table, "history_kernels" | "history_machines" | "history_machine_kernels");
     // the machine's name only where it is the key (a filter reads the machine's id)
     let has_machine = matches!(by, By::Machine);
-    let mut wh = vec!["1".to_string()];
+    let mut wh = vec!["true".to_string()];
     if m {
         wh.push("t.machine_id = (SELECT id FROM machines WHERE name = ?1)".into());
     }
@@ -423,8 +424,8 @@ fn rows_sql(by: By) -> String {
     };
     format!(
         "SELECT k, {SUM_COLS} FROM (
-           SELECT {ek} AS k, SUM(e.event = 'hit') AS hits, SUM(e.counted_miss) AS misses,
-                  SUM(e.event = 'compile') AS compiles, 0 AS inferred,
+           SELECT {ek} AS k, SUM(CASE WHEN e.event = 'hit' THEN 1 ELSE 0 END) AS hits, SUM(e.counted_miss) AS misses,
+                  SUM(CASE WHEN e.event = 'compile' THEN 1 ELSE 0 END) AS compiles, 0 AS inferred,
                   TOTAL(CASE WHEN e.event = 'compile' THEN e.compile_ms END) AS compile_ms,
                   COUNT(CASE WHEN e.event = 'compile' THEN e.compile_ms END) AS timed, COUNT(*) AS hook_events,
                   TOTAL(e.saved_ms) AS saved_ms, COUNT(e.saved_ms) AS saved

@@ -138,7 +138,8 @@ impl Ingest {
         // cache's) is stored as null.
         type Row = (String, i64, Option<String>, String, i64, i64, i64, EntryKind, Option<String>);
         let rows = super::json_rows::rows_json(
-            "json_array(f.key, e.id, e.dir, e.sig, e.removed_at IS NOT NULL, e.bytes, e.relocated, f.kind, e.stamp)",
+            "json_array(f.key, e.id, e.dir, e.sig, CASE WHEN e.removed_at IS NOT NULL THEN 1 ELSE 0 END, e.bytes,
+                        e.relocated, f.kind, e.stamp)",
         );
         let rows: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT {rows} FROM entries e JOIN facts f ON f.id = e.fact_id WHERE e.machine_id = ? AND e.root_id = ?"
@@ -333,7 +334,7 @@ impl Ingest {
                 .push_unseparated(", ")
                 .push_bind_unseparated(p.created_at)
                 .push_unseparated(", ")
-                .push_bind_unseparated(p.relocated)
+                .push_bind_unseparated(i64::from(p.relocated))
                 .push_unseparated(", ")
                 .push_bind_unseparated(donors[p.key.as_str()])
                 .push_unseparated(", ")
@@ -434,7 +435,7 @@ impl Ingest {
                 .push_bind(e.sig.clone())
                 .push_bind(e.bytes)
                 .push_bind(e.created_at)
-                .push_bind(e.relocated())
+                .push_bind(i64::from(e.relocated()))
                 .push_bind(e.dir_stamp.clone())
                 .push_bind(own.and_then(|(_, at)| own_group_at(&root, &e.dir, at)))
                 .push_bind(own.map(|(a, _)| a.sha256.clone()))
@@ -511,7 +512,7 @@ impl Ingest {
                 .bind(c.num_stages)
                 .bind(serde_json::to_string(&c.timings_ms).unwrap_or_default())
                 .bind(c.timings_ms.first().copied())
-                .bind(c.winner)
+                .bind(i64::from(c.winner))
                 .execute(&mut *self.tx)
                 .await?;
             }
@@ -786,7 +787,7 @@ async fn store_fact_texts(
     );
     qb.push_values(chunk.iter().zip(metadata).zip(facts), |mut b, ((e, m), fact)| {
         b.push_bind(fact.clone())
-            .push_bind(e.relocated())
+            .push_bind(i64::from(e.relocated()))
             .push_bind(m.clone())
             .push_bind(js(&e.resources))
             .push_bind(e.group.as_ref().map(|g| g.stored_json()));

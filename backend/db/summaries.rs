@@ -197,7 +197,7 @@ pub async fn kernels(pool: &Store, f: &KernelFilter, page: Page) -> sqlx::Result
         qb.push(
             "SELECT k.kernel AS name, SUM(k.entries) AS entries, COUNT(DISTINCT k.machine_id) AS machines,
                     CAST(TOTAL(k.bytes) AS INTEGER) AS bytes, MAX(k.last_compiled) AS last_compiled
-             FROM page_kernel_stats k WHERE 1",
+             FROM page_kernel_stats k WHERE true",
         );
         if let Some(m) = nonempty(&f.machine) {
             qb.push(" AND k.machine_id = (SELECT id FROM machines WHERE name = ").push_bind(m).push(")");
@@ -212,7 +212,7 @@ pub async fn kernels(pool: &Store, f: &KernelFilter, page: Page) -> sqlx::Result
         }
         qb.push(format!(" GROUP BY k.kernel ORDER BY {order}, name"));
     } else {
-        qb.push("SELECT kernel AS name, entries, machines, bytes, last_compiled FROM page_kernel_totals WHERE 1");
+        qb.push("SELECT kernel AS name, entries, machines, bytes, last_compiled FROM page_kernel_totals WHERE true");
         if let Some(like) = like {
             qb.push(" AND kernel LIKE ").push_bind(like).push(" ESCAPE '\\'");
         }
