@@ -334,7 +334,7 @@ pub async fn same_binary(pool: &Store, sha: &str, key: &str, limit: i64) -> sqlx
 pub async fn entry_names(pool: &Store, ids: &[i64]) -> sqlx::Result<Vec<(i64, String, String)>> {
     sqlx::query_as(
         "SELECT e.id, m.name, e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id
-         WHERE e.id IN (SELECT value FROM json_each(?))",
+         WHERE e.id IN (SELECT CAST(value AS BIGINT) FROM json_each(?))",
     )
     .bind(serde_json::to_string(ids).unwrap_or_default())
     .fetch_all(pool)

@@ -148,7 +148,7 @@ async fn forget_facts(tx: &mut Conn<'_>) -> sqlx::Result<u64> {
         let ids: Vec<i64> = part.iter().map(|g| g.0).collect();
         let facts: Vec<&str> = part.iter().filter_map(|g| g.1.as_deref()).collect();
         let facts = serde_json::to_string(&facts).unwrap_or_default();
-        sqlx::query("DELETE FROM facts WHERE id IN (SELECT value FROM json_each(?))")
+        sqlx::query("DELETE FROM facts WHERE id IN (SELECT CAST(value AS BIGINT) FROM json_each(?))")
             .bind(super::json_rows::json_ids(&ids))
             .execute(&mut *tx)
             .await?;
