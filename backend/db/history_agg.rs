@@ -250,11 +250,13 @@ pub enum By {
 }
 
 /// Counts grouped by `by` for the filter, from the hour tables or the counted rows. `K` is i64
-/// for buckets, String otherwise. The rows come as one JSON text (`db::json_rows::json_rows`): a
-/// machine's 721 hours handed over a row each were 2 ms of its history page's 7.
+/// for buckets, String otherwise. Read a row each: as one JSON text (`db::json_rows::json_rows`)
+/// a machine's 721 hours took 2 ms less, but the sums of compile times must equal the reference
+/// computation's to the bit, and neither store writes a REAL into JSON with all 17 digits (only
+/// SQLite's `printf('%!.17g')` did, which PostgreSQL lacks).
 pub async fn grouped<K>(pool: &Store, f: &HistoryFilter, by: By) -> sqlx::Result<BTreeMap<K, Counts>>
 where
-    K: Ord + serde::de::DeserializeOwned,
+    K: Ord + for<'r> sqlx::Decode<'r, Any> + sqlx::Type<Any>,
 {
     let bucket = match by {
         By::Bucket(b) => Some(b),
@@ -264,32 +266,14 @@ where
         Source::Hours => hours_sql(f, by),
         Source::Rows => rows_sql(by),
     };
-    let sql = format!(
-        "SELECT {} FROM ({sql})",
-        // the sum as text of 17 digits: JSON's REALs are printed with 15 (1186.8519999999999
-        // read back as 1186.852), and the figures must equal the reference computation's
-        super::json_rows::rows_json(
-            "json_array(k, hits, misses, compiles, inferred, printf('%!.17g', compile_ms), timed, hook_events,
-                        printf('%!.17g', saved_ms), saved)"
-        )
-    );
-    let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(f.machine.clone())
         .bind(f.kernel.clone())
         .bind(f.from)
         .bind(f.to)
-        .fetch_one(pool)
+        .fetch_all(pool)
         .await?;
-    type Row<K> = (K, i64, i64, i64, i64, String, i64, i64, String, i64);
-    let num = |t: String| t.parse::<f64>().map_err(|e| sqlx::Error::Decode(Box::new(e)));
-    super::json_rows::json_rows::<Row<K>>(text)?
-        .into_iter()
-        .map(|(k, hits, misses, compiles, inferred_compiles, ms, timed, hook_events, saved_ms, saved_hits)| {
-            let compile_ms = (timed > 0).then_some(num(ms)?);
-            let saved_ms = (saved_hits > 0).then_some(num(saved_ms)?);
-            Ok((k, Counts { hits, misses, compiles, inferred_compiles, compile_ms, hook_events, saved_ms, saved_hits }))
-        })
-        .collect()
+    Ok(rows.iter().map(|r| (r.get("k"), counts(r))).collect())
 }
 
 /// One row of an hour table or roll-up as [`Counts`] (also the headline's, `db::headline`).
