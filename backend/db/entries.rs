@@ -180,8 +180,7 @@ async fn entries_skipped(
     let mut group: Option<(bool, String)> = None;
     if kernel.is_none() && skip >= group_from {
         let lives: Option<String> = sqlx::query_scalar(
-            "SELECT group_concat(live) FROM (SELECT live FROM entry_counts WHERE machine_id = ? AND live > 0
-                                            ORDER BY named, kernel)",
+            "SELECT group_concat(live, ',' ORDER BY named, kernel) FROM entry_counts WHERE machine_id = ? AND live > 0",
         )
         .bind(id)
         .fetch_one(&mut *tx)

@@ -200,7 +200,7 @@ impl Ingest {
             .filter(|e| !e.removed)
             .filter_map(|e| Some((e.dir.clone(), e.stamp.clone()?)))
             .collect();
-        let marks = sqlx::query("SELECT path, inode_sig, offset FROM event_files WHERE machine_id = ?")
+        let marks = sqlx::query("SELECT path, inode_sig, \"offset\" FROM event_files WHERE machine_id = ?")
             .bind(self.machine_id)
             .fetch_all(&mut *self.tx)
             .await?

@@ -476,8 +476,9 @@ const REBUILD: &[&str] = &[
      FROM temp.staged_kernel_stats GROUP BY kernel",
     "INSERT INTO temp.staged_machine_stats(machine_id, entries, kernels, bytes, relocated, versions)
      SELECT e.machine_id, COUNT(*), COUNT(DISTINCT e.kernel), CAST(TOTAL(e.bytes) AS INTEGER), SUM(e.relocated),
-            (SELECT GROUP_CONCAT(v, ',') FROM (SELECT DISTINCT triton_version AS v FROM temp.staged_kernel_stats k
-                                              WHERE k.machine_id = e.machine_id AND v IS NOT NULL ORDER BY v))
+            (SELECT GROUP_CONCAT(v, ',' ORDER BY v)
+             FROM (SELECT DISTINCT triton_version AS v FROM temp.staged_kernel_stats k
+                   WHERE k.machine_id = e.machine_id AND triton_version IS NOT NULL))
      FROM entry_rows e WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id",
     "INSERT INTO temp.staged_ext_stats(ext, files, bytes)
      SELECT ext, SUM(files), CAST(TOTAL(bytes) AS INTEGER) FROM (

@@ -95,7 +95,8 @@ pub async fn retire(db: &super::Db, name: &str) -> Result<Retired, RetireError> 
         "DELETE FROM page_machine_kernels WHERE machine_id = ?1",
         "DELETE FROM machines WHERE id = ?1",
         // generations only move forward (see the module doc)
-        "INSERT INTO report_gens(machine_id, gen) VALUES (?1, 1) ON CONFLICT(machine_id) DO UPDATE SET gen = gen + 1",
+        "INSERT INTO report_gens(machine_id, gen) VALUES (?1, 1)
+         ON CONFLICT(machine_id) DO UPDATE SET gen = report_gens.gen + 1",
     ] {
         sqlx::query(sql).bind(id).execute(&mut *tx).await?;
     }

@@ -37,11 +37,12 @@ pub async fn open(db: &super::Db, machine: &str, client_id: &str, root: &str, sc
     let stale: Vec<i64> = sqlx::query_scalar(
         "SELECT id FROM uploads WHERE touched_at < ?
          UNION SELECT id FROM (SELECT id FROM uploads WHERE machine = ? AND client_id <> ?
-                               ORDER BY touched_at DESC LIMIT -1 OFFSET ?)",
+                               ORDER BY touched_at DESC LIMIT ? OFFSET ?)",
     )
     .bind(now - EXPIRE_MS)
     .bind(machine)
     .bind(client_id)
+    .bind(i64::MAX)
     .bind(OPEN_PER_MACHINE - 1)
     .fetch_all(&mut *tx)
     .await?;

@@ -304,9 +304,9 @@ pub async fn kernel_cells(pool: &Store, kernel: &str) -> sqlx::Result<Vec<Varian
     sqlx::query_as(
         // the machines from the cell's counters, by name (0053); a cell from before names them
         "SELECT backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind, entries,
-                COALESCE((SELECT GROUP_CONCAT(name, ',') FROM (
-                            SELECT m.name FROM variant_machines vm JOIN machines m ON m.id = vm.machine_id
-                            WHERE vm.variant_id = c.variant_id ORDER BY m.name)), c.machines) AS machines,
+                COALESCE((SELECT GROUP_CONCAT(m.name, ',' ORDER BY m.name)
+                          FROM variant_machines vm JOIN machines m ON m.id = vm.machine_id
+                          WHERE vm.variant_id = c.variant_id), c.machines) AS machines,
                 reg_min, reg_max, spill_min, spill_max, shared_min, shared_max, shared_binary, best_config,
                 sample_min, sample_max, shared_code, sample_min_ref, sample_max_ref
          FROM page_variant_cells c WHERE kernel = ?",
