@@ -49,7 +49,7 @@ pub async fn live_rows(conn: &mut Conn<'_>, machine_id: i64, mut each: impl FnMu
             .bind(machine_id)
             .fetch_one(&mut *conn)
             .await?;
-    let mut rows = sqlx::query_as(include_str!("advice_rows.sql")).bind(machine_id).bind(events).fetch(conn);
+    let mut rows = sqlx::query_as(include_str!("advice_rows.sql")).bind(machine_id).bind(i64::from(events)).fetch(conn);
     while let Some(r) = std::future::poll_fn(|cx| rows.as_mut().poll_next(cx)).await {
         let r: Read = r?;
         let mut row = r.row;

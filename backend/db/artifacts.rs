@@ -28,7 +28,8 @@ pub async fn with_artifacts(pool: &Store, rows: &mut [EntryRow]) -> sqlx::Result
         let sql = format!(
             "SELECT {} FROM (SELECT entry_id, json_group_array(json_object('name', name, 'ext', ext, 'bytes', bytes,
                                                                              'sha256', sha256) ORDER BY name) AS list
-                              FROM entry_files WHERE entry_id IN (SELECT value FROM json_each(?)) GROUP BY entry_id)",
+                              FROM entry_files WHERE entry_id IN (SELECT CAST(value AS BIGINT) FROM json_each(?))
+                              GROUP BY entry_id)",
             super::json_rows::rows_json("json_array(entry_id, json(list))")
         );
         let text: String =

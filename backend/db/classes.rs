@@ -121,7 +121,7 @@ pub(crate) async fn store(conn: &mut crate::db::Conn<'_>, rows: &[Stored]) -> sq
     for part in rows.chunks(300) {
         let mut qb = QueryBuilder::<Any>::new("INSERT OR IGNORE INTO fact_classes(fact_id, relocated, class) ");
         qb.push_values(part, |mut b, s| {
-            b.push_bind(s.fact_id).push_bind(s.relocated).push_bind(s.class.to_vec());
+            b.push_bind(s.fact_id).push_bind(i64::from(s.relocated)).push_bind(s.class.to_vec());
         });
         qb.build().execute(&mut *conn).await?;
     }

@@ -91,12 +91,15 @@ pub async fn kernel_decisions(
         "entry_rows e JOIN fact_modules fm ON fm.fact_id = e.fact_id
          JOIN inductor_choices c ON c.machine_id = e.machine_id AND c.module = fm.module"
     };
+    // each decision once, with the best-ranked of its choices compiled into the kernel
     let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT a.id, m.name, a.op, a.key, a.precision, a.choices_json, a.winner, c.name, c.ms, MIN(c.rank)
-         FROM {from}
-         JOIN inductor_autotune a ON a.id = c.decision_id JOIN machines m ON m.id = a.machine_id
-         WHERE e.kernel = ? AND e.removed_at IS NULL
-         GROUP BY a.id ORDER BY m.name, a.op, a.key, a.precision, a.id LIMIT ? OFFSET ?"
+        "SELECT id, machine, op, key, precision, choices_json, winner, choice, ms, rank FROM (
+           SELECT a.id, m.name AS machine, a.op, a.key, a.precision, a.choices_json, a.winner,
+                  c.name AS choice, c.ms, c.rank, ROW_NUMBER() OVER (PARTITION BY a.id ORDER BY c.rank) AS nth
+           FROM {from}
+           JOIN inductor_autotune a ON a.id = c.decision_id JOIN machines m ON m.id = a.machine_id
+           WHERE e.kernel = ? AND e.removed_at IS NULL)
+         WHERE nth = 1 ORDER BY machine, op, key, precision, id LIMIT ? OFFSET ?"
     )))
     .bind(kernel)
     .bind(page.limit)

@@ -112,7 +112,7 @@ async fn entries_walked(
         "{}SELECT {ENTRY_COLUMNS} FROM (SELECT e.id AS pid, m.name AS pm, f.kernel AS pk, f.num_warps AS pw,
            f.num_stages AS ps, f.key AS pkey
          FROM machines m CROSS JOIN facts f INDEXED BY facts_kernel
-           CROSS JOIN entries e INDEXED BY entries_fact ON e.fact_id = f.id AND e.machine_id = m.id WHERE 1",
+           CROSS JOIN entries e INDEXED BY entries_fact ON e.fact_id = f.id AND e.machine_id = m.id WHERE true",
         entry_rows_head()
     ));
     if let Some(m) = machine {
@@ -164,7 +164,7 @@ async fn entries_skipped(
     };
     let only = if machine.is_some() { " AND m.name = ?1" } else { "" };
     let start: Option<(i64, String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "WITH mc AS (SELECT m.id, m.name, COALESCE({count}, 0) AS live FROM machines m WHERE 1{only}),
+        "WITH mc AS (SELECT m.id, m.name, COALESCE({count}, 0) AS live FROM machines m WHERE true{only}),
               mu AS (SELECT id, name, live, SUM(live) OVER (ORDER BY name ROWS UNBOUNDED PRECEDING) AS upto FROM mc)
          SELECT id, name, ?3 - (upto - live) FROM mu WHERE upto > ?3 ORDER BY name LIMIT 1"
     )))
@@ -180,8 +180,7 @@ async fn entries_skipped(
     let mut group: Option<(bool, String)> = None;
     if kernel.is_none() && skip >= group_from {
         let lives: Option<String> = sqlx::query_scalar(
-            "SELECT group_concat(live) FROM (SELECT live FROM entry_counts WHERE machine_id = ? AND live > 0
-                                            ORDER BY named, kernel)",
+            "SELECT group_concat(live, ',' ORDER BY named, kernel) FROM entry_counts WHERE machine_id = ? AND live > 0",
         )
         .bind(id)
         .fetch_one(&mut *tx)
@@ -334,7 +333,7 @@ pub async fn same_binary(pool: &Store, sha: &str, key: &str, limit: i64) -> sqlx
 pub async fn entry_names(pool: &Store, ids: &[i64]) -> sqlx::Result<Vec<(i64, String, String)>> {
     sqlx::query_as(
         "SELECT e.id, m.name, e.key FROM entry_rows e JOIN machines m ON m.id = e.machine_id
-         WHERE e.id IN (SELECT value FROM json_each(?))",
+         WHERE e.id IN (SELECT CAST(value AS BIGINT) FROM json_each(?))",
     )
     .bind(serde_json::to_string(ids).unwrap_or_default())
     .fetch_all(pool)
@@ -403,7 +402,7 @@ pub async fn facts_held(
                AND EXISTS (SELECT 1 FROM entries e WHERE e.fact_id = f.id AND e.relocated = ?)",
         )
         .bind(serde_json::to_string(chunk).unwrap_or_default())
-        .bind(relocated)
+        .bind(i64::from(relocated))
         .fetch_one(pool)
         .await?;
         held.extend(super::json_rows::json_rows::<String>(text)?);

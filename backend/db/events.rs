@@ -71,8 +71,8 @@ pub async fn insert_events(
 /// How far each hook event file of `machine` has been read (what an uploading client resumes from).
 pub async fn event_marks(pool: &Store, machine: &str) -> sqlx::Result<Vec<EventFileMark>> {
     let rows: Vec<(String, String, i64)> = sqlx::query_as(
-        "SELECT f.path, f.inode_sig, f.offset FROM event_files f JOIN machines m ON m.id = f.machine_id
-         WHERE m.name = ? ORDER BY f.path",
+        r#"SELECT f.path, f.inode_sig, f."offset" FROM event_files f JOIN machines m ON m.id = f.machine_id
+           WHERE m.name = ? ORDER BY f.path"#,
     )
     .bind(machine)
     .fetch_all(pool)
@@ -112,8 +112,8 @@ async fn claim_legacy(tx: &mut Tx<'static>, machine_id: i64, e: &HookEvent) -> s
 pub async fn store_marks(conn: &mut Conn<'_>, machine_id: i64, marks: &[EventFileMark]) -> sqlx::Result<()> {
     for m in marks {
         sqlx::query(
-            "INSERT INTO event_files(machine_id, path, inode_sig, offset) VALUES (?, ?, ?, ?)
-             ON CONFLICT(machine_id, path) DO UPDATE SET inode_sig = excluded.inode_sig, offset = excluded.offset",
+            r#"INSERT INTO event_files(machine_id, path, inode_sig, "offset") VALUES (?, ?, ?, ?)
+               ON CONFLICT(machine_id, path) DO UPDATE SET inode_sig = excluded.inode_sig, "offset" = excluded."offset""#,
         )
         .bind(machine_id)
         .bind(&m.path)

@@ -414,9 +414,11 @@ pub async fn machine_exists(pool: &Store, machine: &str) -> sqlx::Result<bool> {
 pub async fn compile_ms(pool: &Store, machine: &str, keys: &[&str]) -> sqlx::Result<HashMap<String, f64>> {
     let mut out = HashMap::new();
     for part in keys.chunks(500) {
-        // SQLite takes the bare columns of a MAX() aggregate from the row holding the maximum.
+        // each key's latest compile (the later id of two at the same ts)
         let mut qb = QueryBuilder::<Any>::new(
-            "SELECT e.key, e.compile_ms, MAX(e.ts) FROM events e JOIN machines m ON m.id = e.machine_id
+            "SELECT key, compile_ms FROM (SELECT e.key, e.compile_ms,
+                    ROW_NUMBER() OVER (PARTITION BY e.key ORDER BY e.ts DESC, e.id DESC) AS nth
+             FROM events e JOIN machines m ON m.id = e.machine_id
              WHERE m.name = ",
         );
         qb.push_bind(machine);
@@ -425,7 +427,7 @@ pub async fn compile_ms(pool: &Store, machine: &str, keys: &[&str]) -> sqlx::Res
         for k in part {
             sep.push_bind(*k);
         }
-        qb.push(") GROUP BY e.key");
+        qb.push(")) WHERE nth = 1");
         for r in qb.build().fetch_all(pool).await? {
             out.insert(r.get::<String, _>(0), r.get::<f64, _>(1));
         }
@@ -483,11 +485,12 @@ pub async fn light_same(pool: &Store, from: &ScanRef, to: &ScanRef) -> sqlx::Res
     }
     let kinds = EntryKind::sql_list(KERNEL_KINDS);
     let sql = format!(
-        "SELECT coalesce(sum((e.first_scan_id > ?3 AND e.first_scan_id <= ?4)
-                          OR (e.removed_scan_id > ?3 AND e.removed_scan_id <= ?4)), 0),
-                coalesce(sum(e.first_scan_id <= ?4 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?4)), 0),
-                coalesce(sum(e.first_scan_id <= ?4 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?4)
-                             AND e.relocated), 0)
+        "SELECT coalesce(sum(CASE WHEN (e.first_scan_id > ?3 AND e.first_scan_id <= ?4)
+                                   OR (e.removed_scan_id > ?3 AND e.removed_scan_id <= ?4) THEN 1 ELSE 0 END), 0),
+                coalesce(sum(CASE WHEN e.first_scan_id <= ?4 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?4)
+                                  THEN 1 ELSE 0 END), 0),
+                coalesce(sum(CASE WHEN e.first_scan_id <= ?4 AND (e.removed_scan_id IS NULL OR e.removed_scan_id > ?4)
+                                       AND e.relocated <> 0 THEN 1 ELSE 0 END), 0)
          FROM entry_rows e
          WHERE e.machine_id = (SELECT id FROM machines WHERE name = ?1) AND e.root = ?2 AND e.kind IN {kinds}"
     );

@@ -44,7 +44,8 @@ pub async fn store(
     let before: Option<i64> = match inodes {
         Inodes::Counted(n) => Some(n),
         Inodes::AsStored => sqlx::query_scalar(
-            "SELECT json_extract(h.hazards_json, '$.cache_inodes') FROM root_hazards h JOIN machines m ON m.id = h.machine_id
+            "SELECT CAST(json_extract(h.hazards_json, '$.cache_inodes') AS BIGINT)
+             FROM root_hazards h JOIN machines m ON m.id = h.machine_id
              WHERE m.name = ? AND h.root = ?",
         )
         .bind(machine)

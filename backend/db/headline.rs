@@ -262,7 +262,7 @@ pub async fn with_compiled_artifacts(pool: &Store, machine: Option<&str>) -> sql
            AND (EXISTS (SELECT 1 FROM best_configs c WHERE c.machine_id = m.id)
                 OR s.root LIKE '%/rank\\_%' ESCAPE '\\'
                 OR EXISTS (SELECT 1 FROM json_each(COALESCE(s.beside_json, '[]')) b
-                           WHERE json_extract(b.value, '$.files') > 0))
+                           WHERE CAST(json_extract(b.value, '$.files') AS BIGINT) > 0))
          ORDER BY m.name",
     )
     .bind(machine)

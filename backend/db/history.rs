@@ -35,6 +35,16 @@ const COMPILED_KINDS: &[EntryKind] = &[EntryKind::Kernel, EntryKind::BinaryOnly]
 /// `[ts - compile_ms, ts]` and still be that compile (clock steps, coarse file times).
 pub const MATCH_SLACK_MS: i64 = 2_000;
 
+/// `x` (an SQL expression of a REAL) cut toward zero to a whole number, alike on both stores:
+/// SQLite's `CAST(x AS INTEGER)` truncates where PostgreSQL's rounds, so a cast that went past
+/// `x`, away from zero, is stepped back by one.
+pub(crate) fn truncated(x: &str) -> String {
+    format!(
+        "(CAST({x} AS INTEGER) - CASE WHEN {x} > 0 AND CAST({x} AS INTEGER) > {x} THEN 1
+                                      WHEN {x} < 0 AND CAST({x} AS INTEGER) < {x} THEN -1 ELSE 0 END)"
+    )
+}
+
 /// Time bucket width (UTC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -178,15 +188,16 @@ where
            FROM events e JOIN machines m ON m.id = e.machine_id
            WHERE (?1 IS NULL OR m.name = ?1) AND (?2 IS NULL OR e.kernel = ?2))
          SELECT {key} AS k,
-                SUM(event = 'hit') AS hits,
-                SUM(event = 'miss') + SUM(event = 'compile' AND prev IS NOT 'miss') AS misses,
-                SUM(event = 'compile') AS compiles,
+                SUM(CASE WHEN event = 'hit' THEN 1 ELSE 0 END) AS hits,
+                SUM(CASE WHEN event = 'miss' OR (event = 'compile' AND prev IS NOT 'miss') THEN 1 ELSE 0 END) AS misses,
+                SUM(CASE WHEN event = 'compile' THEN 1 ELSE 0 END) AS compiles,
                 SUM(CASE WHEN event = 'compile' THEN compile_ms END) AS compile_ms,
                 COUNT(*) AS n, SUM(saved) AS saved_ms, COUNT(saved) AS saved_hits
          FROM ev WHERE (?3 IS NULL OR ts >= ?3) AND (?4 IS NULL OR ts < ?4)
          GROUP BY k"
     );
     let compiled = EntryKind::sql_list(COMPILED_KINDS);
+    let window = truncated("COALESCE(x.compile_ms, 0)");
     let inferred = format!(
         "SELECT {key} AS k, COUNT(*) AS n FROM (
            SELECT c.compiled_at AS ts, en.kernel, m.name AS machine
@@ -197,8 +208,7 @@ where
              AND NOT EXISTS (SELECT 1 FROM events x
                              WHERE x.machine_id = en.machine_id AND x.key = en.key AND x.event = 'compile'
                                AND x.ts BETWEEN c.compiled_at - {MATCH_SLACK_MS}
-                                            AND c.compiled_at + CAST(COALESCE(x.compile_ms, 0) AS INTEGER)
-                                                + {MATCH_SLACK_MS}
+                                            AND c.compiled_at + {window} + {MATCH_SLACK_MS}
                                AND NOT EXISTS (SELECT 1 FROM entry_compiles o
                                                WHERE o.entry_id = c.entry_id
                                                  AND ABS(x.ts - o.compiled_at) < ABS(x.ts - c.compiled_at))))

@@ -30,7 +30,8 @@ const HOUR: i64 = 3_600_000;
 /// `entry_rows` (which joins every row's fact and root: 0.56 s against 0.12 s for 100,000 keys).
 const CONTRIB: &str = "
     SELECT COALESCE(kernel, '(unknown)') AS kernel, (ts / 3600000) * 3600000 AS hour,
-           SUM(event = 'hit') AS hits, SUM(counted_miss) AS misses, SUM(event = 'compile') AS compiles, 0 AS inferred,
+           SUM(CASE WHEN event = 'hit' THEN 1 ELSE 0 END) AS hits, SUM(counted_miss) AS misses,
+           SUM(CASE WHEN event = 'compile' THEN 1 ELSE 0 END) AS compiles, 0 AS inferred,
            TOTAL(CASE WHEN event = 'compile' THEN compile_ms END) AS compile_ms,
            COUNT(CASE WHEN event = 'compile' THEN compile_ms END) AS timed, COUNT(*) AS hook_events,
            TOTAL(saved_ms) AS saved_ms, COUNT(saved_ms) AS saved
@@ -78,7 +79,7 @@ pub async fn account(
     for part in keys.chunks(500) {
         let mut qb = QueryBuilder::<Any>::new("INSERT OR IGNORE INTO temp.history_touched(key, added) ");
         qb.push_values(part, |mut b, k| {
-            b.push_bind(*k).push_bind(added.contains(k));
+            b.push_bind(*k).push_bind(i64::from(added.contains(k)));
         });
         qb.build().execute(&mut *conn).await?;
     }
@@ -90,14 +91,31 @@ pub async fn account(
              FROM ({from})"
         )
     };
+    // an entry compile time is inferred unless the nearest of its key's hook compile events
+    // accounts for it (run after the two of `recount`)
+    let window = super::history::truncated("COALESCE(x.compile_ms, 0)");
+    let infer = format!(
+        "UPDATE entry_compiles SET inferred_kernel = (
+           SELECT COALESCE(f.kernel, '(unknown)') FROM entries en JOIN facts f ON f.id = en.fact_id
+           WHERE en.id = entry_compiles.entry_id AND f.kind IN ('kernel', 'binary_only')
+             AND NOT EXISTS (SELECT 1 FROM events x
+                             WHERE x.machine_id = en.machine_id AND x.key = f.key AND x.event = 'compile'
+                               AND x.ts BETWEEN entry_compiles.compiled_at - 2000
+                                            AND entry_compiles.compiled_at + {window} + 2000
+                               AND NOT EXISTS (SELECT 1 FROM entry_compiles o
+                                               WHERE o.entry_id = entry_compiles.entry_id
+                                                 AND ABS(x.ts - o.compiled_at) < ABS(x.ts - entry_compiles.compiled_at))))
+         WHERE entry_id IN (SELECT en.id FROM temp.history_touched t JOIN keys k ON k.key = t.key
+                            JOIN entries en ON en.machine_id = ?1 AND en.key_id = k.id)"
+    );
     let recount = [
         // what counts as a miss: a `miss`, or a `compile` whose process's lookup before was no miss
         "UPDATE events SET counted_miss = x.m
-         FROM (SELECT id, (event = 'miss' OR (event = 'compile' AND prev IS NOT 'miss')) AS m
+         FROM (SELECT id, CASE WHEN event = 'miss' OR (event = 'compile' AND prev IS NOT 'miss') THEN 1 ELSE 0 END AS m
                FROM (SELECT id, event,
                             LAG(event) OVER (PARTITION BY host, pid, key ORDER BY ts_us, seq, id) AS prev
                      FROM events WHERE machine_id = ?1
-                       AND key IN (SELECT key FROM temp.history_touched WHERE NOT added))) AS x
+                       AND key IN (SELECT key FROM temp.history_touched WHERE added = 0))) AS x
          WHERE events.id = x.id",
         // what a hit saved: the compile time of its key's latest timed hook compile at or before
         // it, else the first after it (migration 0035)
@@ -106,30 +124,17 @@ pub async fn account(
                AND c.compile_ms IS NOT NULL AND c.ts_us <= events.ts_us ORDER BY c.ts_us DESC, c.id DESC LIMIT 1),
              (SELECT c.compile_ms FROM events c WHERE c.machine_id = events.machine_id AND c.key = events.key AND c.event = 'compile'
                AND c.compile_ms IS NOT NULL AND c.ts_us > events.ts_us ORDER BY c.ts_us ASC, c.id ASC LIMIT 1))
-         WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touched WHERE NOT added) AND event = 'hit'",
-        // an entry compile time is inferred unless the nearest of its key's hook compile events
-        // accounts for it
-        "UPDATE entry_compiles SET inferred_kernel = (
-           SELECT COALESCE(f.kernel, '(unknown)') FROM entries en JOIN facts f ON f.id = en.fact_id
-           WHERE en.id = entry_compiles.entry_id AND f.kind IN ('kernel', 'binary_only')
-             AND NOT EXISTS (SELECT 1 FROM events x
-                             WHERE x.machine_id = en.machine_id AND x.key = f.key AND x.event = 'compile'
-                               AND x.ts BETWEEN entry_compiles.compiled_at - 2000
-                                            AND entry_compiles.compiled_at + CAST(COALESCE(x.compile_ms, 0) AS INTEGER) + 2000
-                               AND NOT EXISTS (SELECT 1 FROM entry_compiles o
-                                               WHERE o.entry_id = entry_compiles.entry_id
-                                                 AND ABS(x.ts - o.compiled_at) < ABS(x.ts - entry_compiles.compiled_at))))
-         WHERE entry_id IN (SELECT en.id FROM temp.history_touched t JOIN keys k ON k.key = t.key
-                            JOIN entries en ON en.machine_id = ?1 AND en.key_id = k.id)",
+         WHERE machine_id = ?1 AND key IN (SELECT key FROM temp.history_touched WHERE added = 0) AND event = 'hit'",
     ];
     // the keys counted before: everything they counted goes out
-    let before = delta("-", contrib("NOT added", "NOT t.added"));
+    let before = delta("-", contrib("added = 0", "t.added = 0"));
     sqlx::query(sqlx::AssertSqlSafe(before)).bind(machine_id).execute(&mut *conn).await?;
     for sql in recount {
         sqlx::query(sql).bind(machine_id).execute(&mut *conn).await?;
     }
+    sqlx::query(sqlx::AssertSqlSafe(infer)).bind(machine_id).execute(&mut *conn).await?;
     // and comes back as counted now; the added keys' compile times come in
-    let after = delta("", contrib("NOT added", "true"));
+    let after = delta("", contrib("added = 0", "true"));
     sqlx::query(sqlx::AssertSqlSafe(after)).bind(machine_id).execute(&mut *conn).await?;
     apply(conn, machine_id).await
 }
@@ -155,41 +160,50 @@ async fn apply(conn: &mut Conn<'_>, machine_id: i64) -> sqlx::Result<()> {
     const SUMS: &str =
         "SUM(hits), SUM(misses), SUM(compiles), SUM(inferred), SUM(compile_ms), SUM(timed), SUM(hook_events),
          SUM(saved_ms), SUM(saved)";
-    const ADD: &str = "hits = hits + excluded.hits, misses = misses + excluded.misses,
-        compiles = compiles + excluded.compiles, inferred = inferred + excluded.inferred,
-        compile_ms = compile_ms + excluded.compile_ms, timed = timed + excluded.timed,
-        hook_events = hook_events + excluded.hook_events, saved_ms = saved_ms + excluded.saved_ms,
-        saved = saved + excluded.saved";
+    // the row's counts plus the delta's, the row's named by its table (on PostgreSQL a bare
+    // name there is ambiguous: the row's or `excluded`'s)
+    let add = |table: &str| {
+        ["hits", "misses", "compiles", "inferred", "compile_ms", "timed", "hook_events", "saved_ms", "saved"]
+            .map(|c| format!("{c} = {table}.{c} + excluded.{c}"))
+            .join(", ")
+    };
     const EMPTY: &str = "hits = 0 AND misses = 0 AND compiles = 0 AND hook_events = 0";
     let stmts = [
         format!(
             "INSERT INTO history_hours SELECT ?1, kernel, hour, {SUMS} FROM temp.history_delta WHERE true
-             GROUP BY kernel, hour ON CONFLICT(machine_id, kernel, hour) DO UPDATE SET {ADD}"
+             GROUP BY kernel, hour ON CONFLICT(machine_id, kernel, hour) DO UPDATE SET {}",
+            add("history_hours")
         ),
         format!(
             "INSERT INTO history_machine_hours SELECT ?1, hour, {SUMS} FROM temp.history_delta WHERE true
-             GROUP BY hour ON CONFLICT(machine_id, hour) DO UPDATE SET {ADD}"
+             GROUP BY hour ON CONFLICT(machine_id, hour) DO UPDATE SET {}",
+            add("history_machine_hours")
         ),
         format!(
             "INSERT INTO history_kernel_hours SELECT kernel, hour, {SUMS} FROM temp.history_delta
-             WHERE ?1 IS NOT NULL GROUP BY kernel, hour ON CONFLICT(kernel, hour) DO UPDATE SET {ADD}"
+             WHERE ?1 IS NOT NULL GROUP BY kernel, hour ON CONFLICT(kernel, hour) DO UPDATE SET {}",
+            add("history_kernel_hours")
         ),
         format!(
             "INSERT INTO history_kernels SELECT kernel, {SUMS} FROM temp.history_delta WHERE ?1 IS NOT NULL
-             GROUP BY kernel ON CONFLICT(kernel) DO UPDATE SET {ADD}"
+             GROUP BY kernel ON CONFLICT(kernel) DO UPDATE SET {}",
+            add("history_kernels")
         ),
         // the roll-ups of migration 0024: the fleet per hour, the machine, (machine, kernel)
         format!(
             "INSERT INTO history_fleet_hours SELECT hour, {SUMS} FROM temp.history_delta WHERE ?1 IS NOT NULL
-             GROUP BY hour ON CONFLICT(hour) DO UPDATE SET {ADD}"
+             GROUP BY hour ON CONFLICT(hour) DO UPDATE SET {}",
+            add("history_fleet_hours")
         ),
         format!(
             "INSERT INTO history_machines SELECT ?1, {SUMS} FROM temp.history_delta WHERE true
-             GROUP BY ?1 ON CONFLICT(machine_id) DO UPDATE SET {ADD}"
+             GROUP BY ?1 ON CONFLICT(machine_id) DO UPDATE SET {}",
+            add("history_machines")
         ),
         format!(
             "INSERT INTO history_machine_kernels SELECT ?1, kernel, {SUMS} FROM temp.history_delta WHERE true
-             GROUP BY kernel ON CONFLICT(machine_id, kernel) DO UPDATE SET {ADD}"
+             GROUP BY kernel ON CONFLICT(machine_id, kernel) DO UPDATE SET {}",
+            add("history_machine_kernels")
         ),
         format!(
             "DELETE FROM history_hours WHERE machine_id = ?1
@@ -249,11 +263,13 @@ pub enum By {
 }
 
 /// Counts grouped by `by` for the filter, from the hour tables or the counted rows. `K` is i64
-/// for buckets, String otherwise. The rows come as one JSON text (`db::json_rows::json_rows`): a
-/// machine's 721 hours handed over a row each were 2 ms of its history page's 7.
+/// for buckets, String otherwise. Read a row each: as one JSON text (`db::json_rows::json_rows`)
+/// a machine's 721 hours took 2 ms less, but the sums of compile times must equal the reference
+/// computation's to the bit, and neither store writes a REAL into JSON with all 17 digits (only
+/// SQLite's `printf('%!.17g')` did, which PostgreSQL lacks).
 pub async fn grouped<K>(pool: &Store, f: &HistoryFilter, by: By) -> sqlx::Result<BTreeMap<K, Counts>>
 where
-    K: Ord + serde::de::DeserializeOwned,
+    K: Ord + for<'r> sqlx::Decode<'r, Any> + sqlx::Type<Any>,
 {
     let bucket = match by {
         By::Bucket(b) => Some(b),
@@ -263,32 +279,14 @@ where
         Source::Hours => hours_sql(f, by),
         Source::Rows => rows_sql(by),
     };
-    let sql = format!(
-        "SELECT {} FROM ({sql})",
-        // the sum as text of 17 digits: JSON's REALs are printed with 15 (1186.8519999999999
-        // read back as 1186.852), and the figures must equal the reference computation's
-        super::json_rows::rows_json(
-            "json_array(k, hits, misses, compiles, inferred, printf('%!.17g', compile_ms), timed, hook_events,
-                        printf('%!.17g', saved_ms), saved)"
-        )
-    );
-    let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
         .bind(f.machine.clone())
         .bind(f.kernel.clone())
         .bind(f.from)
         .bind(f.to)
-        .fetch_one(pool)
+        .fetch_all(pool)
         .await?;
-    type Row<K> = (K, i64, i64, i64, i64, String, i64, i64, String, i64);
-    let num = |t: String| t.parse::<f64>().map_err(|e| sqlx::Error::Decode(Box::new(e)));
-    super::json_rows::json_rows::<Row<K>>(text)?
-        .into_iter()
-        .map(|(k, hits, misses, compiles, inferred_compiles, ms, timed, hook_events, saved_ms, saved_hits)| {
-            let compile_ms = (timed > 0).then_some(num(ms)?);
-            let saved_ms = (saved_hits > 0).then_some(num(saved_ms)?);
-            Ok((k, Counts { hits, misses, compiles, inferred_compiles, compile_ms, hook_events, saved_ms, saved_hits }))
-        })
-        .collect()
+    Ok(rows.iter().map(|r| (r.get("k"), counts(r))).collect())
 }
 
 /// One row of an hour table or roll-up as [`Counts`] (also the headline's, `db::headline`).
@@ -317,7 +315,7 @@ pub async fn kernels_page(
     missing: bool,
     page: super::Page,
 ) -> sqlx::Result<(Vec<(String, Counts)>, i64)> {
-    let cond = if missing { "misses > 0" } else { "1" };
+    let cond = if missing { "misses > 0" } else { "true" };
     let all_time = f.kernel.is_none() && f.from.is_none() && f.to.is_none();
     let cols = "kernel AS k, hits, misses, compiles, inferred, compile_ms, timed, hook_events, saved_ms, saved";
     let (sql, count) = if all_time && f.machine.is_none() {
@@ -394,7 +392,7 @@ fn hours_sql(f: &HistoryFilter, by: By) -> String {
     let all_time = matches!(table, "history_kernels" | "history_machines" | "history_machine_kernels");
     // the machine's name only where it is the key (a filter reads the machine's id)
     let has_machine = matches!(by, By::Machine);
-    let mut wh = vec!["1".to_string()];
+    let mut wh = vec!["true".to_string()];
     if m {
         wh.push("t.machine_id = (SELECT id FROM machines WHERE name = ?1)".into());
     }
@@ -423,8 +421,8 @@ fn rows_sql(by: By) -> String {
     };
     format!(
         "SELECT k, {SUM_COLS} FROM (
-           SELECT {ek} AS k, SUM(e.event = 'hit') AS hits, SUM(e.counted_miss) AS misses,
-                  SUM(e.event = 'compile') AS compiles, 0 AS inferred,
+           SELECT {ek} AS k, SUM(CASE WHEN e.event = 'hit' THEN 1 ELSE 0 END) AS hits, SUM(e.counted_miss) AS misses,
+                  SUM(CASE WHEN e.event = 'compile' THEN 1 ELSE 0 END) AS compiles, 0 AS inferred,
                   TOTAL(CASE WHEN e.event = 'compile' THEN e.compile_ms END) AS compile_ms,
                   COUNT(CASE WHEN e.event = 'compile' THEN e.compile_ms END) AS timed, COUNT(*) AS hook_events,
                   TOTAL(e.saved_ms) AS saved_ms, COUNT(e.saved_ms) AS saved

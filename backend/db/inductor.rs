@@ -324,16 +324,17 @@ async fn triton_rows(
     let machine_filter = if machine.is_some() { "m.name = ?1" } else { "?1 IS NULL" };
     let kernel_filter = if kernel.is_some() { "f.kernel = ?2" } else { "?2 IS NULL" };
     let rows: Vec<(String, Option<String>, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT m.name, f.kernel, f.key,
-           COALESCE((SELECT ff.sha256 FROM fact_files ff WHERE ff.fact = f.fact AND ff.ext = 'autotune.json'
-                     ORDER BY ff.name LIMIT 1),
-                    (SELECT a.sha256 FROM artifacts a WHERE a.entry_id = e.id AND a.ext = 'autotune.json'
-                     ORDER BY a.name LIMIT 1)) AS sha
-         FROM machines m CROSS JOIN facts f INDEXED BY facts_autotune
-           CROSS JOIN entries e INDEXED BY entries_fact ON e.fact_id = f.id AND e.machine_id = m.id
-         WHERE f.kind = 'autotune' AND e.removed_at IS NULL AND {machine_filter} AND {kernel_filter}
-           AND sha IS NOT NULL AND EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = sha)
-         ORDER BY m.name, f.kernel, f.key LIMIT ?3 OFFSET ?4"
+        "SELECT name, kernel, key, sha FROM (
+           SELECT m.name, f.kernel, f.key,
+             COALESCE((SELECT ff.sha256 FROM fact_files ff WHERE ff.fact = f.fact AND ff.ext = 'autotune.json'
+                       ORDER BY ff.name LIMIT 1),
+                      (SELECT a.sha256 FROM artifacts a WHERE a.entry_id = e.id AND a.ext = 'autotune.json'
+                       ORDER BY a.name LIMIT 1)) AS sha
+           FROM machines m CROSS JOIN facts f INDEXED BY facts_autotune
+             CROSS JOIN entries e INDEXED BY entries_fact ON e.fact_id = f.id AND e.machine_id = m.id
+           WHERE f.kind = 'autotune' AND e.removed_at IS NULL AND {machine_filter} AND {kernel_filter})
+         WHERE sha IS NOT NULL AND EXISTS (SELECT 1 FROM blobs b WHERE b.sha256 = sha)
+         ORDER BY name, kernel, key LIMIT ?3 OFFSET ?4"
     )))
     .bind(machine)
     .bind(kernel)

@@ -138,7 +138,8 @@ impl Ingest {
         // cache's) is stored as null.
         type Row = (String, i64, Option<String>, String, i64, i64, i64, EntryKind, Option<String>);
         let rows = super::json_rows::rows_json(
-            "json_array(f.key, e.id, e.dir, e.sig, e.removed_at IS NOT NULL, e.bytes, e.relocated, f.kind, e.stamp)",
+            "json_array(f.key, e.id, e.dir, e.sig, CASE WHEN e.removed_at IS NOT NULL THEN 1 ELSE 0 END, e.bytes,
+                        e.relocated, f.kind, e.stamp)",
         );
         let rows: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT {rows} FROM entries e JOIN facts f ON f.id = e.fact_id WHERE e.machine_id = ? AND e.root_id = ?"
@@ -199,7 +200,7 @@ impl Ingest {
             .filter(|e| !e.removed)
             .filter_map(|e| Some((e.dir.clone(), e.stamp.clone()?)))
             .collect();
-        let marks = sqlx::query("SELECT path, inode_sig, offset FROM event_files WHERE machine_id = ?")
+        let marks = sqlx::query("SELECT path, inode_sig, \"offset\" FROM event_files WHERE machine_id = ?")
             .bind(self.machine_id)
             .fetch_all(&mut *self.tx)
             .await?
@@ -279,7 +280,9 @@ impl Ingest {
     pub async fn present(&mut self, batch: &[Present]) -> sqlx::Result<()> {
         let fresh: Vec<&Present> = batch.iter().filter(|p| self.is_fresh(&p.key, p.dir(), &p.sig)).collect();
         for chunk in fresh.chunks(200) {
-            let pairs: BTreeSet<(&str, bool)> = chunk.iter().map(|p| (p.fact.as_str(), p.relocated)).collect();
+            // relocated as 0/1, the column's values
+            let pairs: BTreeSet<(&str, i64)> =
+                chunk.iter().map(|p| (p.fact.as_str(), i64::from(p.relocated))).collect();
             // a row of each (fact, relocation) a record asks for: the first the fact's index
             // gives, not every machine's (a fact on 1,000 machines is one probe, not 1,000 rows);
             // not the other relocation, which no machine may hold (a probe then reads every row
@@ -288,7 +291,8 @@ impl Ingest {
                 "SELECT {} FROM (
                    SELECT f.fact, q.v,
                      (SELECT e.id FROM entries e WHERE e.fact_id = f.id AND e.relocated = q.v LIMIT 1) AS donor
-                   FROM (SELECT json_extract(value, '$[0]') AS fact, json_extract(value, '$[1]') AS v FROM json_each(?)) q
+                   FROM (SELECT json_extract(value, '$[0]') AS fact, CAST(json_extract(value, '$[1]') AS BIGINT) AS v
+                         FROM json_each(?)) q
                    CROSS JOIN facts f ON f.fact = q.fact)
                  WHERE donor IS NOT NULL",
                 super::json_rows::rows_json("json_array(fact, v, donor)")
@@ -333,7 +337,7 @@ impl Ingest {
                 .push_unseparated(", ")
                 .push_bind_unseparated(p.created_at)
                 .push_unseparated(", ")
-                .push_bind_unseparated(p.relocated)
+                .push_bind_unseparated(i64::from(p.relocated))
                 .push_unseparated(", ")
                 .push_bind_unseparated(donors[p.key.as_str()])
                 .push_unseparated(", ")
@@ -368,7 +372,7 @@ impl Ingest {
         // (the key and Triton version are the fact's: `RETURNING` reaches no other table)
         let fact_ids: Vec<i64> = rows.iter().map(|r| r.2).collect();
         let text: String = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT {} FROM facts WHERE id IN (SELECT value FROM json_each(?))",
+            "SELECT {} FROM facts WHERE id IN (SELECT CAST(value AS BIGINT) FROM json_each(?))",
             super::json_rows::rows_json("json_array(id, key, triton_version)")
         )))
         .bind(super::json_rows::json_ids(&fact_ids))
@@ -402,7 +406,7 @@ impl Ingest {
     /// Drop the files of rows about to be written again that were stored before facts had
     /// files of their own (`artifacts`): the write's fact holds what the scan read.
     async fn clear_rows(&mut self, ids: &[i64]) -> sqlx::Result<()> {
-        sqlx::query("DELETE FROM artifacts WHERE entry_id IN (SELECT value FROM json_each(?))")
+        sqlx::query("DELETE FROM artifacts WHERE entry_id IN (SELECT CAST(value AS BIGINT) FROM json_each(?))")
             .bind(super::json_rows::json_ids(ids))
             .execute(&mut *self.tx)
             .await?;
@@ -434,7 +438,7 @@ impl Ingest {
                 .push_bind(e.sig.clone())
                 .push_bind(e.bytes)
                 .push_bind(e.created_at)
-                .push_bind(e.relocated())
+                .push_bind(i64::from(e.relocated()))
                 .push_bind(e.dir_stamp.clone())
                 .push_bind(own.and_then(|(_, at)| own_group_at(&root, &e.dir, at)))
                 .push_bind(own.map(|(a, _)| a.sha256.clone()))
@@ -511,7 +515,7 @@ impl Ingest {
                 .bind(c.num_stages)
                 .bind(serde_json::to_string(&c.timings_ms).unwrap_or_default())
                 .bind(c.timings_ms.first().copied())
-                .bind(c.winner)
+                .bind(i64::from(c.winner))
                 .execute(&mut *self.tx)
                 .await?;
             }
@@ -786,7 +790,7 @@ async fn store_fact_texts(
     );
     qb.push_values(chunk.iter().zip(metadata).zip(facts), |mut b, ((e, m), fact)| {
         b.push_bind(fact.clone())
-            .push_bind(e.relocated())
+            .push_bind(i64::from(e.relocated()))
             .push_bind(m.clone())
             .push_bind(js(&e.resources))
             .push_bind(e.group.as_ref().map(|g| g.stored_json()));
@@ -808,7 +812,7 @@ fn own_group_at(root: &str, dir: &str, at: &str) -> Option<String> {
 async fn same_group_as_fact(tx: &mut Tx<'static>, ids: &[i64]) -> sqlx::Result<()> {
     sqlx::query(
         "UPDATE entries SET group_sha256 = NULL, group_bytes = NULL
-         WHERE id IN (SELECT value FROM json_each(?)) AND group_sha256 IS NOT NULL
+         WHERE id IN (SELECT CAST(value AS BIGINT) FROM json_each(?)) AND group_sha256 IS NOT NULL
            AND EXISTS (SELECT 1 FROM facts t JOIN fact_files f ON f.fact = t.fact
                        WHERE t.id = entries.fact_id AND f.ext = 'grp'
                        AND f.sha256 = entries.group_sha256 AND f.bytes = entries.group_bytes)",

@@ -7,17 +7,18 @@
 /// The rows a query selects for `ids` as one JSON text ([`rows_json`]), 500 ids a query, on
 /// one connection: `head` ends where the list of ids opens (`… IN (`), `tail` goes on from
 /// where it closes. Both are written in code, never from input. The ids are bound as one JSON
-/// array (`IN (SELECT value FROM json_each(?))`, the same plan as a list of `?`s), so the
-/// statement's text is one for any number of ids and sqlx prepares it once a connection: a
-/// list of `?`s was a new statement for each count, prepared every time (~0.2 ms for the side
-/// rows' query, several times a nearest request).
+/// array (`IN (SELECT CAST(value AS BIGINT) FROM json_each(?))`, the same plan as a list of
+/// `?`s; cast because PostgreSQL's `json_each` gives its values as text), so the statement's
+/// text is one for any number of ids and sqlx prepares it once a connection: a list of `?`s
+/// was a new statement for each count, prepared every time (~0.2 ms for the side rows' query,
+/// several times a nearest request).
 pub(crate) async fn json_rows_of_ids<T: serde::de::DeserializeOwned>(
     conn: &mut crate::db::Conn<'_>,
     ids: &[i64],
     head: &str,
     tail: &str,
 ) -> sqlx::Result<Vec<T>> {
-    let sql = format!("{head}SELECT value FROM json_each(?){tail}");
+    let sql = format!("{head}SELECT CAST(value AS BIGINT) FROM json_each(?){tail}");
     let mut rows = Vec::with_capacity(ids.len());
     for part in ids.chunks(500) {
         let text: String =

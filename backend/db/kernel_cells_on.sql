@@ -13,12 +13,15 @@ WITH c AS (
   SELECT l.variant_id, COUNT(*) AS entries, MIN(f.registers) AS reg_min, MAX(f.registers) AS reg_max,
          MIN(f.spills) AS spill_min, MAX(f.spills) AS spill_max,
          MIN(f.shared_bytes) AS shared_min, MAX(f.shared_bytes) AS shared_max,
-         SUM(EXISTS (SELECT 1 FROM page_kernel_shared d WHERE d.kernel = ?1 AND d.what = 'binary' AND d.digest = f.binary_sha256))
+         SUM(CASE WHEN EXISTS (SELECT 1 FROM page_kernel_shared d
+                            WHERE d.kernel = ?1 AND d.what = 'binary' AND d.digest = f.binary_sha256) THEN 1 ELSE 0 END)
            AS shared_binary,
-         SUM(EXISTS (SELECT 1 FROM best_configs b WHERE b.triton_cache_hash = f.key AND b.machine_id = e.machine_id))
+         SUM(CASE WHEN EXISTS (SELECT 1 FROM best_configs b
+                            WHERE b.triton_cache_hash = f.key AND b.machine_id = e.machine_id) THEN 1 ELSE 0 END)
            AS best_config,
          MIN(e.id) AS sample_min, MAX(e.id) AS sample_max,
-         SUM(EXISTS (SELECT 1 FROM page_kernel_shared d WHERE d.kernel = ?1 AND d.what = 'code' AND d.digest = l.code))
+         SUM(CASE WHEN EXISTS (SELECT 1 FROM page_kernel_shared d
+                            WHERE d.kernel = ?1 AND d.what = 'code' AND d.digest = l.code) THEN 1 ELSE 0 END)
            AS shared_code
   FROM facts f INDEXED BY facts_kernel
   CROSS JOIN entries e INDEXED BY entries_fact

@@ -269,7 +269,7 @@ async fn stored_of(pool: &Store, kernel: &str, ids: &[i64]) -> sqlx::Result<Hash
         "SELECT {} FROM entries e JOIN facts f ON f.id = e.fact_id
            JOIN fact_classes c ON c.fact_id = e.fact_id AND c.relocated = e.relocated
            JOIN machines m ON m.id = e.machine_id
-         WHERE f.kernel = ?1 AND e.id IN (SELECT value FROM json_each(?2))",
+         WHERE f.kernel = ?1 AND e.id IN (SELECT CAST(value AS BIGINT) FROM json_each(?2))",
         super::json_rows::rows_json(&format!(
             "json_array(e.id, hex(c.class), m.name, f.key, f.kind, {})",
             super::explain::parts_column("f.key", "e.machine_id")

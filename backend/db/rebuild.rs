@@ -346,7 +346,7 @@ async fn stage_and_swap(conn: &mut Conn<'_>, db: &Db) -> sqlx::Result<Option<boo
         // (dropped first in case a failed rebuild left one on this connection)
         let drop = format!("DROP TABLE IF EXISTS temp.{staged}");
         sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&mut *read).await?;
-        let sql = format!("CREATE TEMP TABLE {staged} AS SELECT * FROM main.{live} WHERE 0");
+        let sql = format!("CREATE TEMP TABLE {staged} AS SELECT * FROM main.{live} WHERE false");
         sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&mut *read).await?;
     }
     for sql in REBUILD.iter().filter_map(|s| statement(s, marked)) {
@@ -476,8 +476,9 @@ const REBUILD: &[&str] = &[
      FROM temp.staged_kernel_stats GROUP BY kernel",
     "INSERT INTO temp.staged_machine_stats(machine_id, entries, kernels, bytes, relocated, versions)
      SELECT e.machine_id, COUNT(*), COUNT(DISTINCT e.kernel), CAST(TOTAL(e.bytes) AS INTEGER), SUM(e.relocated),
-            (SELECT GROUP_CONCAT(v, ',') FROM (SELECT DISTINCT triton_version AS v FROM temp.staged_kernel_stats k
-                                              WHERE k.machine_id = e.machine_id AND v IS NOT NULL ORDER BY v))
+            (SELECT GROUP_CONCAT(v, ',' ORDER BY v)
+             FROM (SELECT DISTINCT triton_version AS v FROM temp.staged_kernel_stats k
+                   WHERE k.machine_id = e.machine_id AND triton_version IS NOT NULL))
      FROM entry_rows e WHERE e.removed_at IS NULL /*e.machines*/ GROUP BY e.machine_id",
     "INSERT INTO temp.staged_ext_stats(ext, files, bytes)
      SELECT ext, SUM(files), CAST(TOTAL(bytes) AS INTEGER) FROM (
@@ -536,8 +537,10 @@ const REBUILD: &[&str] = &[
      SELECT kernel, code FROM temp.live_facts WHERE code IS NOT NULL GROUP BY kernel, code HAVING COUNT(DISTINCT key) > 1",
     // the facts' flags, which [`COUNTED`] sums while the kernel's live facts stay these (0059)
     "UPDATE temp.live_facts
-     SET dup = EXISTS (SELECT 1 FROM temp.dup_binaries d WHERE d.kernel = live_facts.kernel AND d.sha = live_facts.binary_sha256)
-             + 2 * EXISTS (SELECT 1 FROM temp.dup_code d WHERE d.kernel = live_facts.kernel AND d.code = live_facts.code)",
+     SET dup = CASE WHEN EXISTS (SELECT 1 FROM temp.dup_binaries d
+                                 WHERE d.kernel = live_facts.kernel AND d.sha = live_facts.binary_sha256) THEN 1 ELSE 0 END
+             + CASE WHEN EXISTS (SELECT 1 FROM temp.dup_code d
+                                 WHERE d.kernel = live_facts.kernel AND d.code = live_facts.code) THEN 2 ELSE 0 END",
     // kept for the kernel's page on one machine (`kernel_cells_on.sql`, 0058)
     "INSERT INTO temp.staged_kernel_shared(kernel, what, digest)
      SELECT kernel, 'binary', sha FROM temp.dup_binaries UNION ALL SELECT kernel, 'code', code FROM temp.dup_code",
@@ -561,9 +564,9 @@ const REBUILD: &[&str] = &[
                   v.num_stages, v.kind, SUM(l.live) AS entries, MIN(l.registers) AS reg_min, MAX(l.registers) AS reg_max,
                   MIN(l.spills) AS spill_min, MAX(l.spills) AS spill_max, MIN(l.shared_bytes) AS shared_min,
                   MAX(l.shared_bytes) AS shared_max,
-                  SUM(CASE WHEN l.dup & 1 THEN l.live ELSE 0 END) AS shared_binary,
+                  SUM(CASE WHEN l.dup & 1 <> 0 THEN l.live ELSE 0 END) AS shared_binary,
                   SUM(l.best) AS best_config, MIN(l.lo) AS lo, MAX(l.hi) AS hi,
-                  SUM(CASE WHEN l.dup & 2 THEN l.live ELSE 0 END) AS shared_code
+                  SUM(CASE WHEN l.dup & 2 <> 0 THEN l.live ELSE 0 END) AS shared_code
            FROM temp.live_facts l JOIN variants v ON v.id = l.variant_id GROUP BY v.id) c",
     COUNTED,
     "INSERT INTO temp.staged_kernel_identical(kernel, identical, same_code)
@@ -583,7 +586,8 @@ const REBUILD: &[&str] = &[
          SELECT DISTINCT e.id, e.machine_id, e.root_id, e.kernel, e.first_scan_id
          FROM fact_autotune a CROSS JOIN entry_rows e ON e.fact_id = a.fact_id AND a.idx = 0 WHERE e.removed_at IS NULL AND e.kernel IS NOT NULL),
      cand AS (
-         SELECT r.id, f.backend, f.arch, f.triton_version, MAX(k.first_scan_id = r.first_scan_id) AS same_scan
+         SELECT r.id, f.backend, f.arch, f.triton_version,
+                MAX(CASE WHEN k.first_scan_id = r.first_scan_id THEN 1 ELSE 0 END) AS same_scan
          FROM runs r CROSS JOIN facts f INDEXED BY facts_kernel ON f.kernel = r.kernel
               CROSS JOIN entries k INDEXED BY entries_fact ON k.fact_id = f.id AND k.machine_id = r.machine_id
          WHERE k.root_id = r.root_id AND k.removed_at IS NULL AND f.backend IS NOT NULL
@@ -642,8 +646,8 @@ const COUNTED: &str = "
     WITH counted(kernel) AS (SELECT kernel FROM temp.dirty_k EXCEPT SELECT kernel FROM temp.whole_k),
     sums AS (
         SELECT l.variant_id, SUM(l.live) AS entries,
-               SUM(CASE WHEN l.dup & 1 THEN l.live ELSE 0 END) AS shared_binary,
-               SUM(CASE WHEN l.dup & 2 THEN l.live ELSE 0 END) AS shared_code,
+               SUM(CASE WHEN l.dup & 1 <> 0 THEN l.live ELSE 0 END) AS shared_binary,
+               SUM(CASE WHEN l.dup & 2 <> 0 THEN l.live ELSE 0 END) AS shared_code,
                MIN(COALESCE(l.lo, (SELECT MIN(e.id) FROM entries e INDEXED BY entries_live
                                    WHERE e.fact_id = l.fact_id AND e.removed_at IS NULL))) AS lo,
                MAX(COALESCE(l.hi, (SELECT MAX(e.id) FROM entries e INDEXED BY entries_live

@@ -95,7 +95,8 @@ pub async fn retire(db: &super::Db, name: &str) -> Result<Retired, RetireError> 
         "DELETE FROM page_machine_kernels WHERE machine_id = ?1",
         "DELETE FROM machines WHERE id = ?1",
         // generations only move forward (see the module doc)
-        "INSERT INTO report_gens(machine_id, gen) VALUES (?1, 1) ON CONFLICT(machine_id) DO UPDATE SET gen = gen + 1",
+        "INSERT INTO report_gens(machine_id, gen) VALUES (?1, 1)
+         ON CONFLICT(machine_id) DO UPDATE SET gen = report_gens.gen + 1",
     ] {
         sqlx::query(sql).bind(id).execute(&mut *tx).await?;
     }
@@ -148,7 +149,7 @@ async fn forget_facts(tx: &mut Conn<'_>) -> sqlx::Result<u64> {
         let ids: Vec<i64> = part.iter().map(|g| g.0).collect();
         let facts: Vec<&str> = part.iter().filter_map(|g| g.1.as_deref()).collect();
         let facts = serde_json::to_string(&facts).unwrap_or_default();
-        sqlx::query("DELETE FROM facts WHERE id IN (SELECT value FROM json_each(?))")
+        sqlx::query("DELETE FROM facts WHERE id IN (SELECT CAST(value AS BIGINT) FROM json_each(?))")
             .bind(super::json_rows::json_ids(&ids))
             .execute(&mut *tx)
             .await?;

@@ -43,7 +43,8 @@ pub async fn add(
     for ((kernel, stage), (ms, n)) in sums {
         sqlx::query(
             "INSERT INTO kernel_stages(kernel, machine_id, stage, ms, compiles) VALUES (?, ?, ?, ?, ?)
-             ON CONFLICT(kernel, machine_id, stage) DO UPDATE SET ms = ms + excluded.ms, compiles = compiles + excluded.compiles",
+             ON CONFLICT(kernel, machine_id, stage)
+             DO UPDATE SET ms = kernel_stages.ms + excluded.ms, compiles = kernel_stages.compiles + excluded.compiles",
         )
         .bind(kernel)
         .bind(machine_id)

@@ -37,11 +37,12 @@ pub async fn open(db: &super::Db, machine: &str, client_id: &str, root: &str, sc
     let stale: Vec<i64> = sqlx::query_scalar(
         "SELECT id FROM uploads WHERE touched_at < ?
          UNION SELECT id FROM (SELECT id FROM uploads WHERE machine = ? AND client_id <> ?
-                               ORDER BY touched_at DESC LIMIT -1 OFFSET ?)",
+                               ORDER BY touched_at DESC LIMIT ? OFFSET ?)",
     )
     .bind(now - EXPIRE_MS)
     .bind(machine)
     .bind(client_id)
+    .bind(i64::MAX)
     .bind(OPEN_PER_MACHINE - 1)
     .fetch_all(&mut *tx)
     .await?;
@@ -107,7 +108,11 @@ pub async fn parts(pool: &Store, id: i64) -> sqlx::Result<Vec<i64>> {
 /// Store part `n` (gzipped JSON of a screened [`ScanPart`]), replacing a part sent before.
 pub async fn put_part(db: &super::Db, id: i64, n: i64, entries: i64, skipped: i64, gz: &[u8]) -> sqlx::Result<()> {
     let (_turn, mut tx) = super::write::begin(db).await?;
-    sqlx::query("INSERT OR REPLACE INTO upload_parts(upload_id, n, entries, skipped, body) VALUES (?, ?, ?, ?, ?)")
+    sqlx::query(
+        "INSERT INTO upload_parts(upload_id, n, entries, skipped, body) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT(upload_id, n) DO UPDATE SET entries = excluded.entries, skipped = excluded.skipped,
+           body = excluded.body",
+    )
         .bind(id)
         .bind(n)
         .bind(entries)
@@ -122,7 +127,10 @@ pub async fn put_part(db: &super::Db, id: i64, n: i64, entries: i64, skipped: i6
 /// Store a blob's text as the client gzipped it (its sha256 checked by the caller).
 pub async fn put_blob(db: &super::Db, id: i64, sha256: &str, text_bytes: i64, gz: &[u8]) -> sqlx::Result<()> {
     let (_turn, mut tx) = super::write::begin(db).await?;
-    sqlx::query("INSERT OR REPLACE INTO upload_blobs(upload_id, sha256, text_bytes, gz) VALUES (?, ?, ?, ?)")
+    sqlx::query(
+        "INSERT INTO upload_blobs(upload_id, sha256, text_bytes, gz) VALUES (?, ?, ?, ?)
+         ON CONFLICT(upload_id, sha256) DO UPDATE SET text_bytes = excluded.text_bytes, gz = excluded.gz",
+    )
         .bind(id)
         .bind(sha256)
         .bind(text_bytes)

@@ -197,7 +197,7 @@ pub async fn kernels(pool: &Store, f: &KernelFilter, page: Page) -> sqlx::Result
         qb.push(
             "SELECT k.kernel AS name, SUM(k.entries) AS entries, COUNT(DISTINCT k.machine_id) AS machines,
                     CAST(TOTAL(k.bytes) AS INTEGER) AS bytes, MAX(k.last_compiled) AS last_compiled
-             FROM page_kernel_stats k WHERE 1",
+             FROM page_kernel_stats k WHERE true",
         );
         if let Some(m) = nonempty(&f.machine) {
             qb.push(" AND k.machine_id = (SELECT id FROM machines WHERE name = ").push_bind(m).push(")");
@@ -212,7 +212,7 @@ pub async fn kernels(pool: &Store, f: &KernelFilter, page: Page) -> sqlx::Result
         }
         qb.push(format!(" GROUP BY k.kernel ORDER BY {order}, name"));
     } else {
-        qb.push("SELECT kernel AS name, entries, machines, bytes, last_compiled FROM page_kernel_totals WHERE 1");
+        qb.push("SELECT kernel AS name, entries, machines, bytes, last_compiled FROM page_kernel_totals WHERE true");
         if let Some(like) = like {
             qb.push(" AND kernel LIKE ").push_bind(like).push(" ESCAPE '\\'");
         }
@@ -304,9 +304,9 @@ pub async fn kernel_cells(pool: &Store, kernel: &str) -> sqlx::Result<Vec<Varian
     sqlx::query_as(
         // the machines from the cell's counters, by name (0053); a cell from before names them
         "SELECT backend, arch, triton_version, signature, shapes, num_warps, num_stages, kind, entries,
-                COALESCE((SELECT GROUP_CONCAT(name, ',') FROM (
-                            SELECT m.name FROM variant_machines vm JOIN machines m ON m.id = vm.machine_id
-                            WHERE vm.variant_id = c.variant_id ORDER BY m.name)), c.machines) AS machines,
+                COALESCE((SELECT GROUP_CONCAT(m.name, ',' ORDER BY m.name)
+                          FROM variant_machines vm JOIN machines m ON m.id = vm.machine_id
+                          WHERE vm.variant_id = c.variant_id), c.machines) AS machines,
                 reg_min, reg_max, spill_min, spill_max, shared_min, shared_max, shared_binary, best_config,
                 sample_min, sample_max, shared_code, sample_min_ref, sample_max_ref
          FROM page_variant_cells c WHERE kernel = ?",

@@ -159,8 +159,15 @@ pub async fn on_report(db: &super::Db, to: i64, from: Option<i64>, head: &Report
     }
     let cause = head.by_cause.iter().max_by_key(|c| (c.count, std::cmp::Reverse(c.cause.rank()))).map(|c| c.cause);
     let (_turn, mut tx) = super::write::begin(db).await?;
+    // an event recorded for the scan before is replaced by a new row (a new id: the latest of
+    // those at the same time, as the listing orders them)
+    sqlx::query("DELETE FROM timeline WHERE scan_id = ?1 AND kind = ?2 AND EXISTS (SELECT 1 FROM scans WHERE id = ?1)")
+        .bind(to)
+        .bind(Kind::Invalidation)
+        .execute(&mut *tx)
+        .await?;
     sqlx::query(
-        "INSERT OR REPLACE INTO timeline(at, machine_id, scan_id, from_scan_id, kind, after, count, base)
+        "INSERT INTO timeline(at, machine_id, scan_id, from_scan_id, kind, after, count, base)
          SELECT s.scanned_at, s.machine_id, s.id, ?, ?, ?, ?, ? FROM scans s WHERE s.id = ?",
     )
     .bind(from)
