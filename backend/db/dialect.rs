@@ -18,6 +18,7 @@
 //! - a subquery in FROM or JOIN without a name gets one;
 //! - ORDER BY items sort NULLs as SQLite does (first when ascending, last when descending);
 //! - a column named `offset` is quoted (PostgreSQL reserves the word);
+//! - `CROSS JOIN … ON` (SQLite's inner join in the order written) becomes `JOIN … ON`;
 //! - `INDEXED BY name` and `NOT INDEXED` go (PostgreSQL plans for itself);
 //! - `BEGIN IMMEDIATE` becomes `BEGIN`, `WITHOUT ROWID` and `STRICT` go, and `PRAGMA`
 //!   statements are dropped (a statement of nothing but those answers no row).
@@ -180,6 +181,33 @@ enum Call {
     JsonGroupArray,
 }
 
+/// Whether the join whose table starts at `from` has an ON or USING condition: the first of those
+/// or of what ends a table reference at its depth.
+fn join_has_condition(toks: &[Tok], from: usize) -> bool {
+    let mut depth = 0usize;
+    for t in &toks[from..] {
+        match t.s {
+            "(" => depth += 1,
+            ")" if depth == 0 => return false,
+            ")" => depth -= 1,
+            ";" | "," if depth == 0 => return false,
+            _ if depth == 0 && t.t == T::Word => {
+                let w = t.s.to_ascii_uppercase();
+                if w == "ON" || w == "USING" {
+                    return true;
+                }
+                if matches!(w.as_str(), "JOIN" | "CROSS" | "LEFT" | "INNER" | "NATURAL" | "WHERE" | "GROUP" | "ORDER" | "LIMIT")
+                    || AFTER_SUBQUERY.contains(&w.as_str())
+                {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 /// `sql` (one or more statements in SQLite's dialect) in PostgreSQL's.
 pub fn to_pg(sql: &str) -> String {
     let toks = lex(sql);
@@ -306,6 +334,14 @@ pub fn to_pg(sql: &str) -> String {
                     // a LIMIT's number, parameter or parenthesis
                     "OFFSET" if !prev.is_some_and(|p| matches!(p.t, T::Param | T::Num) || p.s == ")") => {
                         out.push(format!("\"{}\"", tok.s.to_ascii_lowercase()))
+                    }
+                    // SQLite's CROSS JOIN with ON is an inner join (in the order written)
+                    "CROSS" if followed_by("JOIN") && join_has_condition(&toks, next(i + 1).expect("JOIN") + 1) => {
+                        let j = next(i + 1).expect("JOIN");
+                        out.push("JOIN".into());
+                        prev_word = Some(j);
+                        i = j + 1;
+                        continue;
                     }
                     "INTEGER" => out.push("BIGINT".into()),
                     "REAL" => out.push("DOUBLE PRECISION".into()),
@@ -544,6 +580,10 @@ mod tests {
         same("PRAGMA optimize", "SELECT NULL WHERE false");
         same("BEGIN IMMEDIATE", "BEGIN");
         same("SELECT a FROM t INDEXED BY t_a JOIN u NOT INDEXED ON true", "SELECT a FROM t JOIN u ON true");
+        same(
+            "SELECT 1 FROM a CROSS JOIN b INDEXED BY b_i ON b.x = a.x CROSS JOIN c WHERE true",
+            "SELECT 1 FROM a JOIN b ON b.x = a.x CROSS JOIN c WHERE true",
+        );
         same("SELECT path, offset FROM f LIMIT ? OFFSET ?", "SELECT path, \"offset\" FROM f LIMIT $1 OFFSET $2");
     }
 }

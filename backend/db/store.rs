@@ -8,7 +8,7 @@
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
-use futures_util::{FutureExt, StreamExt};
+use futures_util::{FutureExt, StreamExt, TryFutureExt, TryStreamExt};
 use sqlx::AnyConnection;
 use sqlx::any::{Any, AnyQueryResult, AnyRow, AnyStatement, AnyTypeInfo};
 use sqlx::{AssertSqlSafe, Either, Execute, Executor, SqlSafeStr, SqlStr};
@@ -203,7 +203,8 @@ impl<'c> DerefMut for Tx<'c> {
 /// driver. On SQLite nothing is rebuilt.
 enum Spelled<E> {
     AsIs(E),
-    Rebuilt(sqlx::query::Query<'static, Any, sqlx::any::AnyArguments>),
+    /// With its text, to log when PostgreSQL refuses it.
+    Rebuilt(sqlx::query::Query<'static, Any, sqlx::any::AnyArguments>, String),
     Raw(sqlx::RawSql),
 }
 
@@ -213,11 +214,19 @@ fn spell<'q, E: Execute<'q, Any>>(kind: Kind, mut query: E) -> Result<Spelled<E>
     }
     let args = query.take_arguments().map_err(sqlx::Error::Encode)?;
     let persistent = query.persistent();
-    let sql: SqlStr = AssertSqlSafe(super::dialect::to_pg(query.sql().as_str())).into_sql_str();
+    let text = super::dialect::to_pg(query.sql().as_str());
+    let sql: SqlStr = AssertSqlSafe(text.clone()).into_sql_str();
     Ok(match args {
-        Some(args) => Spelled::Rebuilt(sqlx::query_with(sql, args).persistent(persistent)),
+        Some(args) => Spelled::Rebuilt(sqlx::query_with(sql, args).persistent(persistent), text),
         None => Spelled::Raw(sqlx::raw_sql(sql)),
     })
+}
+
+/// A statement PostgreSQL refused, as spelled for it (`CACHELENS_LOG=cachelens::db::store=debug`).
+fn failed(sql: &str, e: &sqlx::Error) {
+    if matches!(e, sqlx::Error::Database(_)) {
+        tracing::debug!(sql, "PostgreSQL refused a statement: {e}");
+    }
 }
 
 /// The executor methods of [`Store`] and [`Conn`], each passing the statement, spelled for the
@@ -237,7 +246,9 @@ macro_rules! dialect_executor {
             {
                 match spell($kind, query) {
                     Ok(Spelled::AsIs(q)) => $inner.fetch_many(q),
-                    Ok(Spelled::Rebuilt(q)) => $inner.fetch_many(q),
+                    Ok(Spelled::Rebuilt(q, sql)) => {
+                        $inner.fetch_many(q).inspect_err(move |e| failed(&sql, e)).boxed()
+                    }
                     Ok(Spelled::Raw(q)) => $inner.fetch_many(q),
                     Err(e) => futures_util::stream::once(futures_util::future::ready(Err(e))).boxed(),
                 }
@@ -253,7 +264,9 @@ macro_rules! dialect_executor {
             {
                 match spell($kind, query) {
                     Ok(Spelled::AsIs(q)) => $inner.fetch_optional(q),
-                    Ok(Spelled::Rebuilt(q)) => $inner.fetch_optional(q),
+                    Ok(Spelled::Rebuilt(q, sql)) => {
+                        $inner.fetch_optional(q).inspect_err(move |e| failed(&sql, e)).boxed()
+                    }
                     Ok(Spelled::Raw(q)) => $inner.fetch_optional(q),
                     Err(e) => futures_util::future::ready(Err(e)).boxed(),
                 }
