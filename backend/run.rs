@@ -466,7 +466,13 @@ async fn serve_on(a: ServeArgs, listener: tokio::net::TcpListener) -> anyhow::Re
         body_idle_timeout: secs(a.limits.body_timeout),
         upload_read_timeout: secs(a.limits.upload_timeout),
         upload_queue: a.upload_queue,
-        spool_dir: db_path.parent().filter(|p| !p.as_os_str().is_empty()).map(std::path::Path::to_path_buf),
+        // beside an SQLite file; for PostgreSQL the system's temp dir
+        spool_dir: store
+            .pool()
+            .file()
+            .and_then(|f| f.parent())
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(std::path::Path::to_path_buf),
         report_wait: std::time::Duration::from_millis(a.report_wait_ms),
         ..Config::default()
     };

@@ -36,7 +36,7 @@ pub struct Config {
     /// read. Worst case on disk: this many × `max_upload_bytes` (compressed bodies).
     pub upload_queue: usize,
     /// Where waiting upload bodies are spooled (unnamed files, gone when closed: nothing is left
-    /// behind by a crash). `None`: the system's temp dir. `serve` uses the database's dir.
+    /// behind by a crash). `None`: the system's temp dir. `serve` uses an SQLite database's dir.
     pub spool_dir: Option<std::path::PathBuf>,
     /// Bounds on the work of one invalidation report's computation.
     pub report_limits: crate::answers::load::Limits,
