@@ -175,10 +175,26 @@ enum Call {
     MinMax(usize, usize),
     /// `group_concat(x[, sep])` as `string_agg((x)::text, sep)`: whether the separator came.
     GroupConcat(bool),
-    /// `json_array(a, …)` as `sqlite_json_array(to_json(a), …)`: SQLite's text, byte for byte.
-    JsonArray,
-    /// `json_group_array(x)` as `coalesce(json_agg(x)::text, '[]')`: text, and `[]` of no row.
-    JsonGroupArray,
+    /// `json_array(a, …)` as `sqlite_json_array(to_json(a), …)`: SQLite's text, byte for byte;
+    /// an argument that is itself a JSON call is nested as JSON, not quoted as text (as SQLite
+    /// does). Whether the argument being read is such a call.
+    JsonArray(bool),
+    /// `json_group_array(x)` as `coalesce(json_agg(x)::text, '[]')`: text, and `[]` of no row;
+    /// whether `x` is a JSON call (nested as JSON).
+    JsonGroupArray(bool),
+}
+
+/// Whether the expression from `from` on starts with a call of a JSON function (its value JSON,
+/// to be nested rather than quoted).
+fn json_call_at(toks: &[Tok], from: usize) -> bool {
+    let mut sig = toks[from.min(toks.len())..].iter().filter(|t| t.t != T::Space);
+    match (sig.next(), sig.next()) {
+        (Some(f), Some(p)) => {
+            p.s == "("
+                && ["json_array", "json_object", "json_group_array", "json"].iter().any(|n| f.s.eq_ignore_ascii_case(n))
+        }
+        _ => false,
+    }
 }
 
 /// Whether the join whose table starts at `from` has an ON or USING condition: the first of those
@@ -196,8 +212,10 @@ fn join_has_condition(toks: &[Tok], from: usize) -> bool {
                 if w == "ON" || w == "USING" {
                     return true;
                 }
-                if matches!(w.as_str(), "JOIN" | "CROSS" | "LEFT" | "INNER" | "NATURAL" | "WHERE" | "GROUP" | "ORDER" | "LIMIT")
-                    || AFTER_SUBQUERY.contains(&w.as_str())
+                if matches!(
+                    w.as_str(),
+                    "JOIN" | "CROSS" | "LEFT" | "INNER" | "NATURAL" | "WHERE" | "GROUP" | "ORDER" | "LIMIT"
+                ) || AFTER_SUBQUERY.contains(&w.as_str())
                 {
                     return false;
                 }
@@ -283,13 +301,19 @@ pub fn to_pg(sql: &str) -> String {
                     end_item(level, &mut out);
                     level.order = None;
                 }
-                if upper == "ORDER"
-                    && followed_by("BY")
-                    && let Some(Call::GroupConcat(sep @ false)) = level.call.as_mut()
-                {
-                    // `group_concat(x ORDER BY y)`: the text ends before the aggregate's order
-                    *sep = true;
-                    out.push(")::text, ',' ".into());
+                if upper == "ORDER" && followed_by("BY") {
+                    // an aggregate's own order: the argument's spelling ends before it
+                    match level.call.as_mut() {
+                        Some(Call::GroupConcat(sep @ false)) => {
+                            *sep = true;
+                            out.push(")::text, ',' ".into());
+                        }
+                        Some(Call::JsonGroupArray(nested @ true)) => {
+                            *nested = false;
+                            out.push(")::json ".into());
+                        }
+                        _ => {}
+                    }
                 }
                 match upper.as_str() {
                     "PRAGMA" if prev.is_none_or(|p| p.s == ";") => {
@@ -393,8 +417,14 @@ pub fn to_pg(sql: &str) -> String {
                         let (name, open, call) = match upper.as_str() {
                             "MAX" | "MIN" => (tok.s, "(", Some(Call::MinMax(out.len(), 0))),
                             "GROUP_CONCAT" => ("string_agg", "((", Some(Call::GroupConcat(false))),
-                            "JSON_ARRAY" => ("sqlite_json_array", "(to_json(", Some(Call::JsonArray)),
-                            "JSON_GROUP_ARRAY" => ("coalesce(json_agg", "(", Some(Call::JsonGroupArray)),
+                            "JSON_ARRAY" if json_call_at(&toks, next(i + 1).expect("(") + 1) => {
+                                ("sqlite_json_array", "((", Some(Call::JsonArray(true)))
+                            }
+                            "JSON_ARRAY" => ("sqlite_json_array", "(to_json(", Some(Call::JsonArray(false))),
+                            "JSON_GROUP_ARRAY" if json_call_at(&toks, next(i + 1).expect("(") + 1) => {
+                                ("coalesce(json_agg", "((", Some(Call::JsonGroupArray(true)))
+                            }
+                            "JSON_GROUP_ARRAY" => ("coalesce(json_agg", "(", Some(Call::JsonGroupArray(false))),
                             "JSON_OBJECT" => ("json_build_object", "(", None),
                             "IFNULL" => ("coalesce", "(", None),
                             "CHAR" => ("chr", "(", None),
@@ -432,8 +462,10 @@ pub fn to_pg(sql: &str) -> String {
                             out.push(")".into());
                         }
                         Some(Call::GroupConcat(false)) => out.push(")::text, ',')".into()),
-                        Some(Call::JsonArray) => out.push("))".into()),
-                        Some(Call::JsonGroupArray) => out.push(")::text, '[]')".into()),
+                        Some(Call::JsonArray(false)) => out.push("))".into()),
+                        Some(Call::JsonArray(true)) => out.push(")::json)".into()),
+                        Some(Call::JsonGroupArray(false)) => out.push(")::text, '[]')".into()),
+                        Some(Call::JsonGroupArray(true)) => out.push(")::json)::text, '[]')".into()),
                         _ => out.push(")".into()),
                     }
                     if level.subquery {
@@ -460,7 +492,11 @@ pub fn to_pg(sql: &str) -> String {
                             *sep = true;
                             out.push(")::text,".into());
                         }
-                        Some(Call::JsonArray) => out.push("), to_json(".into()),
+                        Some(Call::JsonArray(nested)) => {
+                            out.push(if *nested { ")::json, " } else { "), " }.into());
+                            *nested = json_call_at(&toks, i + 1);
+                            out.push(if *nested { "(" } else { "to_json(" }.into());
+                        }
                         _ => out.push(",".into()),
                     }
                 }
@@ -544,6 +580,13 @@ mod tests {
             "SELECT '[' || group_concat(json_array(id, f(k, 1))) || ']', group_concat(k, char(9)), json_group_array(k) FROM t",
             "SELECT '[' || string_agg((sqlite_json_array(to_json(id), to_json( f(k, 1))))::text, ',') || ']', \
              string_agg((k)::text, chr(9)), coalesce(json_agg(k)::text, '[]') FROM t",
+        );
+        same(
+            "SELECT json_array(a, json_array(b), c), json_group_array(json_object('n', n)), \
+             json_group_array(json_object('n', n) ORDER BY n)",
+            "SELECT sqlite_json_array(to_json(a), ( sqlite_json_array(to_json(b)))::json, to_json( c)), \
+             coalesce(json_agg((json_build_object('n', n))::json)::text, '[]'), \
+             coalesce(json_agg((json_build_object('n', n) )::json ORDER BY n NULLS FIRST)::text, '[]')",
         );
         same(
             "SELECT group_concat(n ORDER BY n DESC), group_concat(n, ';' ORDER BY n) FROM t",

@@ -113,13 +113,13 @@ pub async fn put_part(db: &super::Db, id: i64, n: i64, entries: i64, skipped: i6
          ON CONFLICT(upload_id, n) DO UPDATE SET entries = excluded.entries, skipped = excluded.skipped,
            body = excluded.body",
     )
-        .bind(id)
-        .bind(n)
-        .bind(entries)
-        .bind(skipped)
-        .bind(gz)
-        .execute(&mut *tx)
-        .await?;
+    .bind(id)
+    .bind(n)
+    .bind(entries)
+    .bind(skipped)
+    .bind(gz)
+    .execute(&mut *tx)
+    .await?;
     touch(&mut tx, id).await?;
     tx.commit().await
 }
@@ -131,12 +131,12 @@ pub async fn put_blob(db: &super::Db, id: i64, sha256: &str, text_bytes: i64, gz
         "INSERT INTO upload_blobs(upload_id, sha256, text_bytes, gz) VALUES (?, ?, ?, ?)
          ON CONFLICT(upload_id, sha256) DO UPDATE SET text_bytes = excluded.text_bytes, gz = excluded.gz",
     )
-        .bind(id)
-        .bind(sha256)
-        .bind(text_bytes)
-        .bind(gz)
-        .execute(&mut *tx)
-        .await?;
+    .bind(id)
+    .bind(sha256)
+    .bind(text_bytes)
+    .bind(gz)
+    .execute(&mut *tx)
+    .await?;
     touch(&mut tx, id).await?;
     tx.commit().await
 }

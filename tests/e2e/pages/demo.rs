@@ -77,10 +77,12 @@ async fn serve_demo_loads_the_bundled_caches_into_a_fresh_database() {
 
 #[tokio::test]
 async fn serve_demo_refuses_an_existing_database() {
-    let (t, pool) = fresh_db().await;
+    // the demo is an SQLite file beside the default one: this is about a file that holds data
+    let t = tempfile::TempDir::new().unwrap();
+    let db = t.path().join("test.db");
+    let pool = cachelens::db::open(&db).await.unwrap();
     sqlx::query("INSERT INTO machines(name, created_at) VALUES ('real-node', 0)").execute(&pool).await.unwrap();
     pool.close().await;
-    let db = t.path().join("test.db");
     let out = Command::new(bin())
         .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--db"])
         .arg(&db)
