@@ -7,6 +7,7 @@
 #   CACHELENS_BIN=path scripts/fleet-bench.sh                         # another build
 #   CACHELENS_BIN_BEFORE=old CACHELENS_BIN=new scripts/fleet-bench.sh # both, side by side, one run
 #   scripts/fleet-bench.sh --nodes 4 --entries 2000                   # a short run (~7 min)
+#   scripts/fleet-bench.sh --pg postgres://USER@HOST:PORT/DB          # PostgreSQL beside SQLite
 #
 # What it does:
 #  1. A pool of distinct real cache entries on disk, <work>/pool-*: every key dir of the H100
@@ -51,11 +52,21 @@
 #     route round robin (p50/p99 while nodes upload; the server's CPU then includes the reads;
 #     reads of entries on nodes not landed yet answer 404 and are counted apart, not timed).
 #     --readers is 4, not --clients: 16 readers on 2 cores starved the ingest (53 entries/s).
+#  8. With --pg URL (a PostgreSQL server whose role may create databases): steps 3-7 again per
+#     binary, each database a fresh one on that server (fleet_<name>, fleet_<name>_parallel:
+#     dropped if there, created from template0, UTF8, C collation) served by the same binary
+#     with --db <its URL>; the run named <name>/pg. The database measured by pg_database_size
+#     (its WAL is the server's: none) and per table (pg_table_size: TOAST included, as dbstat
+#     counts overflow pages) and index (pg_relation_size) of the public schema. Besides the
+#     server's CPU, PostgreSQL's: utime + stime of the postgres processes whose command line
+#     names the database (backends, autovacuum workers; sampled every 200 ms, a closed
+#     connection's last figure kept), and the quiet wait after a node waits for them too.
 # Printed: every node's row, then per binary: entries, ingest rate (entries / client wall time),
 # server CPU ms per 1,000 entries (first node: every key new to the server; other nodes: keys
 # earlier nodes uploaded; "+N after": the background work after the client exited), wire bytes
 # per entry each way, client peak RSS, database bytes per machine-entry and per distinct key,
-# dbstat's largest tables, server RSS; then the figures side by side (one column per binary)
+# the largest tables and indexes, server RSS; then the figures side by side (one column per
+# binary and store)
 # and every route's p50/p99 while nodes upload and after.
 #
 # Flags (defaults): --nodes 40 --entries 10000 (per node) --overlap 0.8 (share of a node's keys
@@ -67,8 +78,9 @@
 # --requests 400 (per route, step 5) --route-seconds 5 (most time per route, step 5)
 # --timeout 30 (per request, s) --slow-ms 3000 (a route whose cold request is slower is not
 # driven) --settle-secs 3 (quiet window after each node; 0: no wait) --rss-cap-mb 6000 (the
-# server is killed above it) --tables 12 (dbstat rows printed) --skip-routes (steps 5 and 7's
-# readers) --rebuild (make the pool and node dirs again) --work target/fleet-bench
+# server is killed above it) --tables 12 (table and index rows printed) --skip-routes (steps 5
+# and 7's readers) --rebuild (make the pool and node dirs again) --work target/fleet-bench
+# --pg URL (step 8; none: SQLite only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${CACHELENS_BIN:-}" ]; then

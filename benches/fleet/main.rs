@@ -8,7 +8,8 @@
 //! `BIN scan DIR --server PROXY --token T --machine node-NNN`, one at a time; the same again
 //! unchanged; every GET route of `benches/load/routes.rs` cold and under `--clients` clients;
 //! the database's size; then a fresh database that `--parallel` nodes at a time fill while
-//! `--clients` readers time every route (`run.rs`).
+//! `--clients` readers time every route (`run.rs`). With `--pg URL`, each binary's run again on
+//! databases of that PostgreSQL server (`store.rs`), side by side with SQLite's.
 
 #[allow(dead_code)] // Facts only
 #[path = "../load/fleet.rs"]
@@ -23,6 +24,7 @@ mod run;
 #[allow(dead_code)]
 #[path = "../load/server.rs"]
 mod server;
+mod store;
 
 use fleet::test_corpus;
 use std::path::PathBuf;
@@ -50,6 +52,8 @@ pub struct Args {
     pub tables: usize,
     pub skip_routes: bool,
     pub rebuild: bool,
+    /// A PostgreSQL server whose role may create databases: every run again there.
+    pub pg: Option<String>,
 }
 
 fn args() -> Args {
@@ -75,6 +79,7 @@ fn args() -> Args {
         tables: 12,
         skip_routes: false,
         rebuild: false,
+        pg: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -109,6 +114,7 @@ fn args() -> Args {
             "--tables" => a.tables = n(v()),
             "--skip-routes" => a.skip_routes = true,
             "--rebuild" => a.rebuild = true,
+            "--pg" => a.pg = Some(v()),
             "--bench" => {} // cargo bench passes it
             other => panic!("unknown flag {other} (see scripts/fleet-bench.sh)"),
         }
@@ -181,26 +187,32 @@ async fn main() -> anyhow::Result<()> {
         std::env::var("CACHELENS_BIN").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from("target/release/cachelens"));
     bins.push((if bins.is_empty() { "build" } else { "after" }, after));
     let mut runs = vec![];
+    // each binary on SQLite, then with --pg on PostgreSQL: the stores of one build side by side
+    let stores: Vec<Option<&str>> = [None].into_iter().chain(a.pg.as_deref().map(Some)).collect();
     for (name, bin) in &bins {
-        println!("\n== {name}: {}", bin.display());
-        let t = Instant::now();
-        let r = run::run_binary(&a, &fleet, name, bin).await?;
-        println!("\n== {name}: figures ({:.0} s for this binary)", t.elapsed().as_secs_f64());
-        let figs = run::figures(&a, &fleet, &r);
-        for (k, v) in &figs {
-            println!("  {k}: {v}");
-        }
-        if !r.during_bad.is_empty() {
-            println!("  reads during the parallel pass not timed, by kind:");
-            for (k, n) in &r.during_bad {
-                println!("    {k}: {n}");
+        for pg in &stores {
+            let store = if pg.is_some() { "PostgreSQL" } else { "SQLite" };
+            println!("\n== {name} on {store}: {}", bin.display());
+            let t = Instant::now();
+            let r = run::run_binary(&a, &fleet, name, bin, *pg).await?;
+            let name = &r.name;
+            println!("\n== {name}: figures ({:.0} s for this run)", t.elapsed().as_secs_f64());
+            let figs = run::figures(&a, &fleet, &r);
+            for (k, v) in &figs {
+                println!("  {k}: {v}");
             }
+            if !r.during_bad.is_empty() {
+                println!("  reads during the parallel pass not timed, by kind:");
+                for (k, n) in &r.during_bad {
+                    println!("    {k}: {n}");
+                }
+            }
+            runs.push((r, figs));
         }
-        runs.push((r, figs));
     }
     // side by side (one column per binary)
-    println!("\n== figures{}", if runs.len() == 2 { ": before / after" } else { "" });
     let names: Vec<&str> = runs.iter().map(|r| r.0.name.as_str()).collect();
+    println!("\n== figures{}", if runs.len() > 1 { format!(": {}", names.join(" / ")) } else { String::new() });
     println!("| figure | {} |\n| --- |{}", names.join(" | "), " --- |".repeat(runs.len()));
     // every figure of either run (the builds' tables may differ), in the first run's order, each
     // figure only the other has after the one it follows there

@@ -9,6 +9,7 @@ use crate::proxy::{self, Proxy};
 use crate::request::{Load, Outcome, client, fill, get, kb, pct};
 use crate::routes::{ROUTES, Route};
 use crate::server::Server;
+use crate::store::{Db, DbSize, PgCpu};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -56,6 +57,8 @@ pub struct Phase {
     pub down: u64,
     /// Nodes not started because `--pass-minutes` ran out.
     pub skipped: usize,
+    /// On PostgreSQL, its processes' CPU for the database over the phase, the quiet wait included.
+    pub pg_ms: Option<f64>,
 }
 
 impl Phase {
@@ -84,17 +87,19 @@ pub fn cpu_ms(pid: u32) -> f64 {
 }
 
 /// Wait until the server has been quiet (under 2% of a core) for `secs`, at most 180 s; the CPU
-/// it used meanwhile (ms).
-pub async fn settle(pid: u32, secs: f64) -> f64 {
+/// it used meanwhile (ms). On PostgreSQL its processes must be quiet too: a server waiting on a
+/// long statement uses no CPU of its own.
+pub async fn settle(pid: u32, secs: f64, pg: Option<&PgCpu>) -> f64 {
     if secs <= 0.0 {
         return 0.0;
     }
     let (start, t) = (cpu_ms(pid), Instant::now());
+    let pg_ms = || pg.map_or(0.0, PgCpu::ms);
     loop {
-        let c0 = cpu_ms(pid);
+        let (c0, g0) = (cpu_ms(pid), pg_ms());
         tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-        let c1 = cpu_ms(pid);
-        if c1 - c0 <= secs * 1000.0 * 0.02 || t.elapsed() > Duration::from_secs(180) {
+        let (c1, g1) = (cpu_ms(pid), pg_ms());
+        if c1 - c0 + g1 - g0 <= secs * 1000.0 * 0.02 || t.elapsed() > Duration::from_secs(180) {
             return c1 - start;
         }
     }
@@ -196,12 +201,14 @@ async fn sequential(
     nodes: &[(String, PathBuf)],
     tokens: &BTreeMap<String, String>,
     label: &str,
+    pg: Option<&PgCpu>,
 ) -> Phase {
     let pid = s.pid().unwrap_or(0);
     println!("\n{label}, one node at a time (srv CPU: server ms while the client ran; after: until it was quiet)");
     node_header();
     let mut p = Phase { label: label.into(), ..Default::default() };
     let (t, c0, (u0, d0)) = (Instant::now(), cpu_ms(pid), px.bytes());
+    let g0 = pg.map(PgCpu::ms);
     for (n, (m, dir)) in nodes.iter().enumerate() {
         if a.pass_minutes > 0.0 && t.elapsed().as_secs_f64() > a.pass_minutes * 60.0 {
             p.skipped = nodes.len() - n;
@@ -215,12 +222,13 @@ async fn sequential(
         r.cpu_ms = cpu_ms(pid) - c;
         let (u1, d1) = px.bytes();
         (r.up, r.down) = (u1 - u, d1 - d);
-        r.bg_ms = settle(pid, a.settle_secs).await;
+        r.bg_ms = settle(pid, a.settle_secs, pg).await;
         show_node(&r, true);
         p.rows.push(r);
     }
     p.wall = p.rows.iter().map(|r| r.wall).sum();
     p.cpu_ms = cpu_ms(pid) - c0;
+    p.pg_ms = pg.zip(g0).map(|(pg, g0)| pg.ms() - g0);
     p.bg_ms = p.rows.iter().map(|r| r.bg_ms).sum();
     let (u1, d1) = px.bytes();
     (p.up, p.down) = (u1 - u0, d1 - d0);
@@ -237,11 +245,13 @@ async fn parallel(
     nodes: &[(String, PathBuf)],
     tokens: &BTreeMap<String, String>,
     label: &str,
+    pg: Option<&PgCpu>,
 ) -> Phase {
     let pid = s.pid().unwrap_or(0);
     println!("\n{label}, {} nodes at a time (server CPU and wire bytes in total only)", a.parallel);
     node_header();
     let (t, c0, (u0, d0)) = (Instant::now(), cpu_ms(pid), px.bytes());
+    let g0 = pg.map(PgCpu::ms);
     let gate = Arc::new(tokio::sync::Semaphore::new(a.parallel.max(1)));
     let mut tasks = vec![];
     let budget = a.pass_minutes * 60.0;
@@ -271,8 +281,9 @@ async fn parallel(
     }
     p.wall = t.elapsed().as_secs_f64();
     let during = cpu_ms(pid) - c0;
-    p.bg_ms = settle(pid, a.settle_secs).await;
+    p.bg_ms = settle(pid, a.settle_secs, pg).await;
     p.cpu_ms = during + p.bg_ms;
+    p.pg_ms = pg.zip(g0).map(|(pg, g0)| pg.ms() - g0);
     let (u1, d1) = px.bytes();
     (p.up, p.down) = (u1 - u0, d1 - d0);
     p
@@ -434,33 +445,12 @@ fn readers(
         .collect()
 }
 
-/// Database size after a checkpoint (the server stopped): file, WAL, and per table and index
-/// through `dbstat` when this SQLite has it.
-pub struct DbSize {
-    pub file: u64,
-    pub wal: u64,
-    pub tables: Option<Vec<(String, i64)>>,
-}
-
-async fn db_size(db: &Path) -> DbSize {
-    use sqlx::{ConnectOptions, Row};
-    let mut tables = None;
-    if let Ok(mut c) = sqlx::sqlite::SqliteConnectOptions::new().filename(db).connect().await {
-        let _ = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&mut c).await;
-        if let Ok(rows) =
-            sqlx::query("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetch_all(&mut c).await
-        {
-            tables = Some(rows.iter().map(|r| (r.get::<String, _>(0), r.get::<i64, _>(1))).collect());
-        }
-    }
-    let len = |p: PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
-    DbSize { file: len(db.to_path_buf()), wal: len(PathBuf::from(format!("{}-wal", db.display()))), tables }
-}
-
 /// The bytes of the tables and indexes with a row per machine's entry (presence: `entries`,
 /// `entry_*` but the per-kernel counts, `artifacts`, `autotune`) and of those with a row per distinct fact or
-/// key (`facts`, `fact_*`, `blobs`, `keys`), by `dbstat` name. What neither is (summaries, history, scans, …) is in
-/// the total only.
+/// key (`facts`, `fact_*`, `blobs`, `keys`), by `dbstat` name or PostgreSQL relation name. What neither is
+/// (summaries, history, scans, …) is in the total only. SQLite's key indexes are
+/// `sqlite_autoindex_<table>_N`, hence their prefixes; PostgreSQL's (`<table>_pkey`,
+/// `<table>_<cols>_key`) and both stores' named indexes begin with the table's name already.
 fn split_by_owner(tables: &[(String, i64)]) -> (i64, i64) {
     let has = |name: &str, p: &[&str]| p.iter().any(|p| name.starts_with(p));
     let machine = ["entries", "entry_", "artifacts", "autotune", "sqlite_autoindex_entries", "sqlite_autoindex_entry_"];
@@ -515,20 +505,15 @@ fn twins(a: &Args, nodes: &[(String, PathBuf)]) -> Vec<(String, PathBuf)> {
         .collect()
 }
 
-fn fresh(db: &Path) {
-    for ext in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{ext}", db.display()));
-    }
-}
-
 async fn serve(
     a: &Args,
     bin: &Path,
-    db: &Path,
+    db: &Db,
     fleet: &Fleet,
 ) -> anyhow::Result<(Server, Proxy, BTreeMap<String, String>)> {
-    fresh(db);
-    let mut s = Server::new(bin, db, a.rss_cap_mb);
+    db.fresh().await?;
+    let mut s = Server::new(bin, &db.arg(), a.rss_cap_mb);
+    s.log = db.log(&a.work);
     let _ = std::fs::remove_file(&s.log);
     let mut tokens = BTreeMap::new();
     for (m, _) in fleet.nodes.iter().chain(&twins(a, &fleet.nodes)) {
@@ -540,22 +525,26 @@ async fn serve(
     Ok((s, px, tokens))
 }
 
-pub async fn run_binary(a: &Args, fleet: &Fleet, name: &str, bin: &Path) -> anyhow::Result<BinRun> {
-    let db = a.work.join(format!("{name}.db"));
+/// One binary's run on SQLite, or with `pg` on a database of that PostgreSQL server (the run then
+/// named `<name>/pg`).
+pub async fn run_binary(a: &Args, fleet: &Fleet, name: &str, bin: &Path, pg: Option<&str>) -> anyhow::Result<BinRun> {
+    let db = Db::new(&a.work, name, pg)?;
     let (mut s, px, tokens) = serve(a, bin, &db, fleet).await?;
-    let first = sequential(a, &s, &px, &fleet.nodes, &tokens, "first uploads").await;
+    let cpu = db.cpu();
+    let first = sequential(a, &s, &px, &fleet.nodes, &tokens, "first uploads", cpu.as_ref()).await;
     let done = &fleet.nodes[..first.rows.len()];
-    let again = sequential(a, &s, &px, done, &tokens, "unchanged re-uploads (the same dirs)").await;
+    let label = "unchanged re-uploads (the same dirs)";
+    let again = sequential(a, &s, &px, done, &tokens, label, cpu.as_ref()).await;
     let label = "twins' first uploads (every key known)";
-    let twins = sequential(a, &s, &px, &twins(a, done), &tokens, label).await;
+    let twins = sequential(a, &s, &px, &twins(a, done), &tokens, label, cpu.as_ref()).await;
     let f = facts(fleet, done.len(), &s.url).await;
     let after = if a.skip_routes { vec![] } else { routes_after(a, &mut s, &f).await? };
     let mem = s.mem_mb();
     s.stop();
     drop(px);
-    let size = db_size(&db).await;
+    let size = db.size().await;
     let mut run = BinRun {
-        name: name.into(),
+        name: if pg.is_some() { format!("{name}/pg") } else { name.into() },
         first,
         again,
         twins,
@@ -569,13 +558,14 @@ pub async fn run_binary(a: &Args, fleet: &Fleet, name: &str, bin: &Path) -> anyh
         during_bad: BTreeMap::new(),
     };
     if a.parallel > 0 {
-        let db = a.work.join(format!("{name}-parallel.db"));
+        let db = Db::new(&a.work, &format!("{name}-parallel"), pg)?;
         let (mut s, px, tokens) = serve(a, bin, &db, fleet).await?;
+        let cpu = db.cpu();
         let done = Arc::new(AtomicBool::new(false));
         let rs = if a.skip_routes { vec![] } else { readers(a.readers, &s.url, &f, a.timeout, done.clone()) };
         let label =
             format!("first uploads into a fresh database, with {} readers", if a.skip_routes { 0 } else { a.readers });
-        let p = parallel(a, &s, &px, &fleet.nodes, &tokens, &label).await;
+        let p = parallel(a, &s, &px, &fleet.nodes, &tokens, &label, cpu.as_ref()).await;
         done.store(true, Ordering::Relaxed);
         let mut lat = BTreeMap::<&'static str, Vec<f64>>::new();
         for r in rs {
@@ -598,7 +588,7 @@ pub async fn run_binary(a: &Args, fleet: &Fleet, name: &str, bin: &Path) -> anyh
         run.par_mem = s.mem_mb();
         s.stop();
         drop(px);
-        run.par_db = Some(db_size(&db).await);
+        run.par_db = Some(db.size().await);
         run.par = Some(p);
     }
     Ok(run)
@@ -641,6 +631,12 @@ pub fn figures(a: &Args, fleet: &Fleet, r: &BinRun) -> Vec<(String, String)> {
             format!("{} (+{} after)", per_k(cpu, n_rest), per_k(bg, n_rest)),
         ));
         out.push((format!("{l}: server CPU ms per 1,000 entries, all"), per_k(p.cpu_ms, n)));
+        if let Some(g) = p.pg_ms {
+            out.push((
+                format!("{l}: PostgreSQL's CPU ms per 1,000 entries (its processes for the database)"),
+                per_k(g, n),
+            ));
+        }
         let per_e = |b: u64| if n > 0 { format!("{:.0} B", b as f64 / n as f64) } else { "-".into() };
         out.push((format!("{l}: wire bytes per entry up / down"), format!("{} / {}", per_e(p.up), per_e(p.down))));
         out.push((format!("{l}: wire total up / down"), format!("{} / {}", mb(p.up), mb(p.down))));
@@ -649,11 +645,13 @@ pub fn figures(a: &Args, fleet: &Fleet, r: &BinRun) -> Vec<(String, String)> {
         out.push((format!("{l}: client peak RSS, max over nodes / CPU per node"), format!("{rss} MB / {ccpu:.1} s")));
     }
     let db = |d: &DbSize, label: &str, out: &mut Vec<(String, String)>| {
-        let total = d.file + d.wal;
-        out.push((
-            format!("{label}: database file + WAL after a checkpoint"),
-            format!("{} + {}", mb(d.file), mb(d.wal)),
-        ));
+        let total = d.file + d.wal.unwrap_or(0);
+        // one figure for both stores, so that a run with --pg shows them side by side
+        let size = match d.wal {
+            Some(wal) => format!("{} file + {} WAL after a checkpoint", mb(d.file), mb(wal)),
+            None => format!("{} (pg_database_size)", mb(d.file)),
+        };
+        out.push((format!("{label}: database size"), size));
         out.push((
             format!("{label}: database bytes per machine-entry / per distinct key"),
             format!("{:.0} / {:.0} ({distinct} keys)", total as f64 / machine_entries, total as f64 / distinct as f64),
@@ -665,10 +663,11 @@ pub fn figures(a: &Args, fleet: &Fleet, r: &BinRun) -> Vec<(String, String)> {
                 format!("{:.0} / {:.0}", machine as f64 / machine_entries, fact as f64 / distinct as f64),
             ));
             for (name, bytes) in t.iter().take(a.tables) {
-                out.push((format!("{label}: dbstat {name}"), mb(*bytes as u64)));
+                out.push((format!("{label}: size of {name}"), mb(*bytes as u64)));
             }
             let rest: i64 = t.iter().skip(a.tables).map(|x| x.1).sum();
-            out.push((format!("{label}: dbstat the {} others", t.len().saturating_sub(a.tables)), mb(rest as u64)));
+            let others = t.len().saturating_sub(a.tables);
+            out.push((format!("{label}: size of the others"), format!("{} ({others})", mb(rest as u64))));
         }
     };
     db(&r.db, "after both sequential passes", &mut out);
@@ -689,6 +688,12 @@ pub fn figures(a: &Args, fleet: &Fleet, r: &BinRun) -> Vec<(String, String)> {
             format!("{:.1} s / {:.0} entries/s", p.wall, n as f64 / p.wall.max(1e-9)),
         ));
         out.push((format!("{l}: server CPU ms per 1,000 entries (readers' requests included)"), per_k(p.cpu_ms, n)));
+        if let Some(g) = p.pg_ms {
+            out.push((
+                format!("{l}: PostgreSQL's CPU ms per 1,000 entries (its processes for the database)"),
+                per_k(g, n),
+            ));
+        }
         let per_e = |b: u64| if n > 0 { format!("{:.0} B", b as f64 / n as f64) } else { "-".into() };
         out.push((format!("{l}: wire bytes per entry up / down"), format!("{} / {}", per_e(p.up), per_e(p.down))));
         let rss = p.rows.iter().map(|x| x.rss_kb).max().unwrap_or(0) / 1024;
