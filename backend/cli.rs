@@ -149,7 +149,8 @@ pub struct PruneArgs {
     /// Remove: the --plan file's items, or (with paths or none) what this run plans.
     #[arg(long)]
     pub apply: bool,
-    /// The plan file: written by a dry run, read by --apply (default: prune-plan.json beside the database).
+    /// The plan file: written by a dry run, read by --apply (default: prune-plan.json beside the database, or
+    /// beside the default database when --db is PostgreSQL's).
     #[arg(long)]
     pub plan: Option<PathBuf>,
     /// Prune a cache dir owned by another user (its jobs are not yours).

@@ -371,7 +371,7 @@ async fn compared(a: &GateArgs) -> anyhow::Result<Verdict> {
         let labels = (base.display().to_string(), change.display().to_string());
         return Ok(Verdict::new(r, labels, given, limit));
     };
-    anyhow::ensure!(db.is_file(), "no database at {} (scan into it first)", db.display());
+    anyhow::ensure!(crate::db::exists(db), "no database at {} (scan into it first)", db.display());
     let pair = parse_pair(&a.base, a.change.as_deref()).map_err(anyhow::Error::msg)?;
     let store = crate::db::Db::open(db).await?;
     let r = invalidation_report(&store, &pair).await?;

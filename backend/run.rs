@@ -510,7 +510,7 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
 
 async fn explain(a: ExplainArgs) -> anyhow::Result<()> {
     let path = a.db.path();
-    anyhow::ensure!(path.exists(), "no database at {} (scan first, or pass --db FILE)", path.display());
+    anyhow::ensure!(db::exists(&path), "no database at {} (scan first, or pass --db FILE)", path.display());
     let store = db::Db::open(&path).await?;
     let r =
         crate::answers::load::compare_ids(&store, &Default::default(), &a.a, &a.b, a.ir.as_deref(), !a.keep_locations)
@@ -530,7 +530,7 @@ async fn machine(c: MachineCommand) -> anyhow::Result<()> {
     match c {
         MachineCommand::Retire { name, db, json } => {
             let path = db.path();
-            anyhow::ensure!(path.exists(), "no database at {} (pass --db FILE)", path.display());
+            anyhow::ensure!(db::exists(&path), "no database at {} (pass --db FILE)", path.display());
             let store = db::Db::open(&path).await?;
             let r = db::retention::retire(&store, &name).await?;
             if json {

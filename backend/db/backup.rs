@@ -21,9 +21,8 @@ pub struct Backup {
 pub async fn backup(from: &Path, to: &Path) -> anyhow::Result<Backup> {
     use sqlx::sqlite::SqliteConnectOptions;
     let t0 = Instant::now();
-    let text = from.to_string_lossy();
     anyhow::ensure!(
-        !(text.starts_with("postgres://") || text.starts_with("postgresql://")),
+        !super::is_postgres(from),
         "a PostgreSQL database is backed up by PostgreSQL's own tools (pg_dump, or the managed \
          service's snapshots): see docs/deploy.md"
     );

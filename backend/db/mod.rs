@@ -234,6 +234,18 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// The migrations in `migrations-pg/` (PostgreSQL's spelling of the same schema), embedded.
 pub static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-pg");
 
+/// Whether `path` names a PostgreSQL database (`postgres://…`) rather than a file.
+pub fn is_postgres(path: &Path) -> bool {
+    let text = path.to_string_lossy();
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
+}
+
+/// Whether the database `path` names exists: a file, or any PostgreSQL database (a missing one
+/// is an error when it is opened).
+pub fn exists(path: &Path) -> bool {
+    is_postgres(path) || path.exists()
+}
+
 /// The embedded default database: `$XDG_DATA_HOME/cachelens/cachelens.db`, else
 /// `~/.local/share/cachelens/cachelens.db`.
 pub fn default_path() -> PathBuf {

@@ -12,8 +12,10 @@ pub async fn run(a: PruneArgs) -> anyhow::Result<()> {
     let machine = a.machine.clone().unwrap_or_else(collect::hostname);
     anyhow::ensure!(crate::model::valid_machine_name(&machine), "invalid machine name {machine:?}: use --machine");
     let db_path = a.db.path();
-    let plan_path = a.plan.clone().unwrap_or_else(|| db_path.with_file_name("prune-plan.json"));
     let db = crate::db::Db::open(&db_path).await?;
+    // beside an SQLite file; with PostgreSQL, beside the default database
+    let beside = db.pool().file().map_or_else(crate::db::default_path, Path::to_path_buf);
+    let plan_path = a.plan.clone().unwrap_or_else(|| beside.with_file_name("prune-plan.json"));
     let plan = if a.apply && a.plan.is_some() && a.paths.is_empty() {
         let text =
             std::fs::read_to_string(&plan_path).with_context(|| format!("cannot read {}", plan_path.display()))?;
@@ -45,6 +47,9 @@ pub async fn run(a: PruneArgs) -> anyhow::Result<()> {
         })?;
     }
     if !a.apply {
+        if let Some(dir) = plan_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
         std::fs::write(&plan_path, serde_json::to_vec_pretty(&plan)?)
             .with_context(|| format!("cannot write {}", plan_path.display()))?;
         let cmd = apply_command(&a, &machine, &plan_path);
