@@ -212,20 +212,22 @@ pub async fn store(
         let mut qb = QueryBuilder::<Any>::new(rows_sql);
         qb.push_values(part, |mut b, (seq, rank, why, i)| {
             let flags = i.identical_binary as i64 | (i.identical_code as i64) << 1 | (i.relocated as i64) << 2;
-            b.push_bind(id).push_bind(0).push_bind(*seq as i64).push_bind(*rank as i64);
+            b.push_bind(id).push_bind(0_i64).push_bind(*seq as i64).push_bind(*rank as i64);
             b.push_bind(i.cause.as_str()).push_bind(&i.kernel).push_bind(&i.new_key).push_bind(&i.old_key);
             b.push_bind(*why as i64).push_bind(flags).push_bind(i.compile_ms);
         });
         qb.build().execute(&mut *tx).await?;
     }
-    for (list, v) in [(1, r.new), (2, r.removed)] {
+    // every value an i64 where the first list's are: PostgreSQL prepares one statement text once,
+    // with the types of its first parameters
+    for (list, v) in [(1_i64, r.new), (2_i64, r.removed)] {
         for (c, part) in v.chunks(CHUNK).enumerate() {
             let mut qb = QueryBuilder::<Any>::new(rows_sql);
             qb.push_values(part.iter().enumerate(), |mut b, (i, k)| {
                 let seq = (c * CHUNK + i) as i64;
                 b.push_bind(id).push_bind(list).push_bind(seq).push_bind(seq).push_bind(None::<String>);
                 b.push_bind(&k.kernel).push_bind(&k.key).push_bind(None::<String>).push_bind(None::<i64>);
-                b.push_bind(0).push_bind(None::<f64>);
+                b.push_bind(0_i64).push_bind(None::<f64>);
             });
             qb.build().execute(&mut *tx).await?;
         }
