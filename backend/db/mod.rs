@@ -295,13 +295,13 @@ pub async fn open_with(path: &Path, connections: Connections) -> anyhow::Result<
     // `--db postgres://u@host/db` once made a file `./postgres:/u@host/db` and served it: a URL
     // of a store is refused here, before anything is created, unless it is PostgreSQL's.
     let text = path.to_string_lossy();
+    if is_postgres(path) {
+        return open_postgres(&text, connections).await;
+    }
     if let Some((scheme, _)) = text.split_once("://")
         && !scheme.is_empty()
         && scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
     {
-        if scheme == "postgres" || scheme == "postgresql" {
-            return open_postgres(&text, connections).await;
-        }
         anyhow::bail!(
             "--db {text:?} is a URL of a {scheme:?} store, which this build does not have: \
              give the path of an SQLite file (e.g. --db team.db) or a postgres:// URL"

@@ -204,7 +204,7 @@ impl<'c> DerefMut for Tx<'c> {
 enum Spelled<E> {
     AsIs(E),
     /// With its text, to log when PostgreSQL refuses it.
-    Rebuilt(sqlx::query::Query<'static, Any, sqlx::any::AnyArguments>, String),
+    Rebuilt(sqlx::query::Query<'static, Any, sqlx::any::AnyArguments>, std::sync::Arc<str>),
     Raw(sqlx::RawSql),
 }
 
@@ -214,7 +214,7 @@ fn spell<'q, E: Execute<'q, Any>>(kind: Kind, mut query: E) -> Result<Spelled<E>
     }
     let args = query.take_arguments().map_err(sqlx::Error::Encode)?;
     let persistent = query.persistent();
-    let text = super::dialect::to_pg(query.sql().as_str());
+    let text: std::sync::Arc<str> = super::dialect::to_pg(query.sql().as_str()).into();
     let sql: SqlStr = AssertSqlSafe(text.clone()).into_sql_str();
     Ok(match args {
         Some(args) => Spelled::Rebuilt(sqlx::query_with(sql, args).persistent(persistent), text),

@@ -84,7 +84,7 @@ pub async fn copy(from: &Path, to: &str) -> anyhow::Result<Copied> {
     let t0 = Instant::now();
     anyhow::ensure!(from.is_file(), "no SQLite database at {} (give --from an existing file)", from.display());
     anyhow::ensure!(
-        to.starts_with("postgres://") || to.starts_with("postgresql://"),
+        super::is_postgres(Path::new(to)),
         "--to {:?} is not a PostgreSQL URL (postgres://USER@HOST[:PORT]/DB)",
         redact(to)
     );
