@@ -182,6 +182,9 @@ enum Call {
     /// `json_group_array(x)` as `coalesce(json_agg(x)::text, '[]')`: text, and `[]` of no row;
     /// whether `x` is a JSON call (nested as JSON).
     JsonGroupArray(bool),
+    /// `CAST(x AS INTEGER)` as `sqlite_int(x)` (migration 0063: SQLite's truncation and
+    /// saturation): the index in `out` of `CAST`, and where ` AS INTEGER` began once read.
+    Cast(usize, Option<usize>),
 }
 
 /// Whether the expression from `from` on starts with a call of a JSON function (its value JSON,
@@ -315,6 +318,11 @@ pub fn to_pg(sql: &str) -> String {
                         _ => {}
                     }
                 }
+                if upper == "AS" && followed_by("INTEGER") {
+                    if let Some(Call::Cast(_, at @ None)) = level.call.as_mut() {
+                        *at = Some(out.iter().rposition(|s| !s.trim().is_empty()).map_or(out.len(), |p| p + 1));
+                    }
+                }
                 match upper.as_str() {
                     "PRAGMA" if prev.is_none_or(|p| p.s == ";") => {
                         pragma = true;
@@ -416,6 +424,7 @@ pub fn to_pg(sql: &str) -> String {
                     _ if followed_by("(") => {
                         let (name, open, call) = match upper.as_str() {
                             "MAX" | "MIN" => (tok.s, "(", Some(Call::MinMax(out.len(), 0))),
+                            "CAST" => (tok.s, "(", Some(Call::Cast(out.len(), None))),
                             "GROUP_CONCAT" => ("string_agg", "((", Some(Call::GroupConcat(false))),
                             "JSON_ARRAY" if json_call_at(&toks, next(i + 1).expect("(") + 1) => {
                                 ("sqlite_json_array", "((", Some(Call::JsonArray(true)))
@@ -459,6 +468,11 @@ pub fn to_pg(sql: &str) -> String {
                         Some(Call::MinMax(name, commas)) if commas > 0 => {
                             out[name] =
                                 if out[name].eq_ignore_ascii_case("max") { "sqlite_max" } else { "sqlite_min" }.into();
+                            out.push(")".into());
+                        }
+                        Some(Call::Cast(name, Some(at))) => {
+                            out[name] = "sqlite_int".into();
+                            out.truncate(at);
                             out.push(")".into());
                         }
                         Some(Call::GroupConcat(false)) => out.push(")::text, ',')".into()),
@@ -553,7 +567,9 @@ mod tests {
             "CREATE TEMP TABLE x(a INTEGER PRIMARY KEY, b REAL, c BLOB) WITHOUT ROWID",
             "CREATE TEMP TABLE x(a BIGINT PRIMARY KEY, b DOUBLE PRECISION, c BYTEA)",
         );
-        same("SELECT CAST(a AS INTEGER), a / 1000.0, 1e3", "SELECT CAST(a AS BIGINT), a / 1000.0::float8, 1e3::float8");
+        same("SELECT CAST(a AS INTEGER), a / 1000.0, 1e3", "SELECT sqlite_int(a), a / 1000.0::float8, 1e3::float8");
+        same("SELECT CAST(TOTAL(b) AS INTEGER), CAST(v AS BIGINT)", "SELECT sqlite_int(TOTAL(b)), CAST(v AS BIGINT)");
+        same("CREATE TABLE t (a INTEGER)", "CREATE TABLE t (a BIGINT)");
     }
 
     #[test]

@@ -45,6 +45,13 @@ pub(crate) fn truncated(x: &str) -> String {
     )
 }
 
+/// A sum of milliseconds to the nanosecond: a store sums doubles in the order it reads the rows,
+/// which PostgreSQL does not keep from one read to the next, so the last bits of a sum differ
+/// between two reads of the same rows; rounded, every read answers the same.
+pub(crate) fn ms(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
 /// Time bucket width (UTC).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -228,9 +235,9 @@ where
             misses: r.get("misses"),
             compiles: r.get("compiles"),
             inferred_compiles: 0,
-            compile_ms: r.get("compile_ms"),
+            compile_ms: r.get::<Option<f64>, _>("compile_ms").map(ms),
             hook_events: r.get("n"),
-            saved_ms: r.get("saved_ms"),
+            saved_ms: r.get::<Option<f64>, _>("saved_ms").map(ms),
             saved_hits: r.get("saved_hits"),
         };
         out.entry(r.get("k")).or_default().add(&c);

@@ -298,9 +298,9 @@ pub(crate) fn counts(r: &sqlx::any::AnyRow) -> Counts {
         misses: r.get("misses"),
         compiles: r.get("compiles"),
         inferred_compiles: r.get("inferred"),
-        compile_ms: (timed > 0).then(|| r.get("compile_ms")),
+        compile_ms: (timed > 0).then(|| super::history::ms(r.get("compile_ms"))),
         hook_events: r.get("hook_events"),
-        saved_ms: (saved > 0).then(|| r.get("saved_ms")),
+        saved_ms: (saved > 0).then(|| super::history::ms(r.get("saved_ms"))),
         saved_hits: saved,
     }
 }

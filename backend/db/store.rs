@@ -212,7 +212,10 @@ fn spell<'q, E: Execute<'q, Any>>(kind: Kind, mut query: E) -> Result<Spelled<E>
     if kind == Kind::Sqlite {
         return Ok(Spelled::AsIs(query));
     }
-    let args = query.take_arguments().map_err(sqlx::Error::Encode)?;
+    let mut args = query.take_arguments().map_err(sqlx::Error::Encode)?;
+    if let Some(a) = args.as_mut() {
+        null_doubles_as_doubles(a);
+    }
     let persistent = query.persistent();
     let text: std::sync::Arc<str> = super::dialect::to_pg(query.sql().as_str()).into();
     let sql: SqlStr = AssertSqlSafe(text.clone()).into_sql_str();
@@ -220,6 +223,20 @@ fn spell<'q, E: Execute<'q, Any>>(kind: Kind, mut query: E) -> Result<Spelled<E>
         Some(args) => Spelled::Rebuilt(sqlx::query_with(sql, args).persistent(persistent), text),
         None => Spelled::Raw(sqlx::raw_sql(sql)),
     })
+}
+
+/// sqlx 0.9.0's Any driver hands PostgreSQL a NULL double (`None::<f64>`) as a NULL `float4`, and
+/// a NULL float as a `float8` (`AnyArguments::convert_into` has the two swapped). PostgreSQL
+/// prepares a statement text once, with its first parameters' types: a statement first run with
+/// a NULL double then refused every double after it ("incorrect binary data format"). Marked as
+/// the other kind, a NULL double reaches it as `float8`. (No query binds an `f32`.)
+fn null_doubles_as_doubles(args: &mut sqlx::any::AnyArguments) {
+    use sqlx_core::any::{AnyTypeInfoKind, AnyValueKind};
+    for v in args.values.0.iter_mut() {
+        if let AnyValueKind::Null(k @ AnyTypeInfoKind::Double) = v {
+            *k = AnyTypeInfoKind::Real;
+        }
+    }
 }
 
 /// A statement PostgreSQL refused, as spelled for it (`CACHELENS_LOG=cachelens::db::store=debug`).

@@ -55,9 +55,24 @@ pub async fn new_pg_database(prefix: &str) -> Option<String> {
     }
 }
 
+/// The server's log on stderr when `RUST_LOG` asks for it (`RUST_LOG=cachelens=debug cargo test
+/// … -- --nocapture`): an in-process 500's cause is logged, not answered.
+pub fn log_from_env() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    if std::env::var_os("RUST_LOG").is_some() {
+        ONCE.call_once(|| {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                .with_writer(std::io::stderr)
+                .try_init();
+        });
+    }
+}
+
 /// A fresh database: a temp file, or on PostgreSQL a new database ([`on_postgres`]; the dir
 /// is then empty).
 pub async fn fresh_db() -> (TempDir, Store) {
+    log_from_env();
     let t = TempDir::new().unwrap();
     let at = match on_postgres() {
         true => PathBuf::from(new_pg_database("t").await.expect("CACHELENS_TEST_PG for CACHELENS_TEST_STORE=postgres")),

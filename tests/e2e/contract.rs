@@ -126,10 +126,12 @@ async fn odd_files_never_freeze_a_node() {
     let page = cachelens::upload::client().unwrap().get(format!("{}/machines/odd-node", srv.url)).send().await.unwrap();
     let page = page.text().await.unwrap();
     assert!(page.contains("Skipped by the latest scans") && page.contains("num_warps = 5000"), "machine page");
-    // the other decisions and the odd dir's best config arrived
+    // the other decisions and the odd dir's best config arrived (the backslashes literal: PostgreSQL's
+    // LIKE escapes with one unless told another)
     let decisions = count(&srv.pool, "SELECT COUNT(*) FROM inductor_autotune").await;
     let odd_best =
-        count(&srv.pool, "SELECT COUNT(*) FROM best_configs WHERE path LIKE '%\\xff\\xfe/odd.best_config'").await;
+        count(&srv.pool, "SELECT COUNT(*) FROM best_configs WHERE path LIKE '%\\xff\\xfe/odd.best_config' ESCAPE '!'")
+            .await;
     assert!(decisions > 1 && odd_best == 1, "decisions {decisions}, odd best config {odd_best}");
     // the local path applies the same rules: the same entries, the same decisions
     let db = tempfile::tempdir().unwrap();

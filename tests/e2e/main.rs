@@ -42,6 +42,7 @@ mod scan_bounds;
 mod scan_summary;
 mod short_keys;
 mod stages;
+mod stores;
 mod summaries;
 mod timeline;
 mod tokens;
