@@ -375,7 +375,11 @@ pub async fn open_postgres(url: &str, connections: Connections) -> anyhow::Resul
         .max_connections(max)
         .after_connect(|conn, _| {
             Box::pin(async move {
+                // JIT compiles a plan's expressions when its estimated cost is high: ~2 s of LLVM
+                // for a page's query of 1 ms once planned well, on every run (plans are cached,
+                // compiled code is not). The queries here are short: none gains from it.
                 sqlx::Executor::execute(&mut *conn, "SET search_path = public, pg_catalog").await?;
+                sqlx::Executor::execute(&mut *conn, "SET jit = off").await?;
                 Ok(())
             })
         })
