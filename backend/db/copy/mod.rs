@@ -98,7 +98,12 @@ pub async fn copy(from: &Path, to: &str) -> anyhow::Result<Copied> {
     source.pool().close().await;
     // read through SQLite's own driver: values as SQLite stores them, typed or not
     let source = sqlx::SqlitePool::connect_with(
-        sqlx::sqlite::SqliteConnectOptions::new().filename(from).read_only(true).busy_timeout(super::BUSY_TIMEOUT),
+        // each table is read whole, in one statement: no "slow statement" warning for it
+        sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(from)
+            .read_only(true)
+            .busy_timeout(super::BUSY_TIMEOUT)
+            .disable_statement_logging(),
     )
     .await?;
     let mut pg = PgConnection::connect_with(&opts)
