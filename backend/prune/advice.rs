@@ -180,9 +180,11 @@ pub const UNCHANGED_KEEPS_MS: i64 = 3_600_000;
 
 /// A machine's advice as its page shows it: the stored one while younger than
 /// [`UNCHANGED_KEEPS_MS`] (every landing that changed the machine's entries or events stored it
-/// again, so only time has moved since), else computed now (`None`: no such machine). A page
-/// reads one row, not every live entry of the machine.
-pub async fn current(pool: &Store, machine: &str) -> sqlx::Result<Option<Advice>> {
+/// again, so only time has moved since), else computed now and stored for the next reader, in
+/// the background (`None`: no such machine). A page reads one row, not every live entry of the
+/// machine, but once an hour for a machine whose scans change nothing.
+pub async fn current(db: &crate::db::Db, machine: &str) -> sqlx::Result<Option<Advice>> {
+    let pool = db.pool();
     let Some(id) = advice::machine_id(pool, machine).await? else { return Ok(None) };
     if let Some((at, json)) = advice::stored_of(pool, id).await?
         && crate::db::now_ms() - at < UNCHANGED_KEEPS_MS
@@ -190,7 +192,18 @@ pub async fn current(pool: &Store, machine: &str) -> sqlx::Result<Option<Advice>
     {
         return Ok(Some(a));
     }
-    compute(pool, machine).await
+    let a = compute(pool, machine).await?;
+    if let Some(a) = &a
+        && let Ok(json) = serde_json::to_string(a)
+    {
+        let (db, at) = (db.clone(), a.computed_at);
+        tokio::spawn(async move {
+            if let Err(e) = advice::store(&db, id, at, &json).await {
+                tracing::warn!(error = %e, "storing a machine's advice computed for a reader");
+            }
+        });
+    }
+    Ok(a)
 }
 
 /// After a scan landed: store its machine's advice for the overview. A scan that changed nothing

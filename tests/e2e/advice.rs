@@ -174,7 +174,7 @@ async fn what_can_go_agrees_with_prune_dry_run() {
 /// A landing that changed nothing keeps what it would recompute from every live entry of the
 /// machine: its stored advice (while younger than an hour) and its roots' cache inodes. A
 /// landing that changed an entry recomputes both, and an advice over an hour old is recomputed
-/// by any landing.
+/// by any landing, or by a reader (and stored for the next).
 #[tokio::test]
 async fn an_unchanged_landing_keeps_the_stored_advice_and_inodes() {
     let (_t, dir) = unpacked("h100-jit-3.6.0");
@@ -221,4 +221,14 @@ async fn an_unchanged_landing_keeps_the_stored_advice_and_inodes() {
     assert_eq!(land().await.unwrap().removed_entries, 1);
     assert!(computed().await > marked, "a landing that removed an entry recomputes the advice");
     assert_eq!(inodes().await, real - 1 - files, "and counts the root's inodes again");
+    // read over an hour after: computed for the reader, and stored for the next one
+    sqlx::query("UPDATE machine_advice SET computed_at = computed_at - 7200000").execute(&pool).await.unwrap();
+    let stale = computed().await;
+    let read = crate::upload::get_json_at(&format!("{}/api/v1/machines/node/advice", srv.url)).await;
+    assert!(read["computed_at"].as_i64().unwrap() > stale + 7_000_000, "{read}");
+    let t = std::time::Instant::now();
+    while computed().await != read["computed_at"].as_i64().unwrap() {
+        assert!(t.elapsed().as_secs() < 30, "the advice computed for a reader was not stored");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

@@ -46,7 +46,9 @@ async fn api_routes(state: &cachelens::web::AppState) -> Vec<String> {
     assert!(machines.len() >= 3, "{machines:?}");
     for m in &machines {
         let m = enc(m);
-        for q in ["/scans?machine=", "/kernels?sort=size&machine=", "/entries?limit=10000&machine=", "/headline?machine="] {
+        for q in
+            ["/scans?machine=", "/kernels?sort=size&machine=", "/entries?limit=10000&machine=", "/headline?machine="]
+        {
             r.push(format!("{q}{m}"));
         }
         r.push(format!("/history?bucket=hour&machine={m}"));

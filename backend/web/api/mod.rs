@@ -166,7 +166,7 @@ async fn advice(
     State(s): State<AppState>,
     axum::extract::Path(name): axum::extract::Path<String>,
 ) -> ApiResult<crate::prune::advice::Advice> {
-    crate::prune::advice::current(s.db.pool(), &name)
+    crate::prune::advice::current(&s.db, &name)
         .await?
         .map(Json)
         .ok_or_else(|| ApiError(AppError::NotFound(format!("no machine named {name:?}"))))

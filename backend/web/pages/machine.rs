@@ -132,7 +132,7 @@ async fn load(s: &AppState, name: &str) -> Result<Machine, super::PageError> {
     let skips = skip_rows(&scans);
     let kept = kept_note(db::blobs::totals(s.db.pool()).await?);
     let headline = super::headline::load(s.db.pool(), Some(name)).await?;
-    let advice = crate::prune::advice::current(s.db.pool(), name)
+    let advice = crate::prune::advice::current(&s.db, name)
         .await?
         .ok_or_else(|| not_found(format!("no machine named {name:?}")))?;
     let hazards = super::hazards::rows(db::hazards::read(s.db.pool(), Some(name)).await?);
