@@ -167,14 +167,14 @@ impl<'c> Tx<'c> {
     pub async fn commit(self) -> sqlx::Result<()> {
         match self.0.0 {
             Inner::Tx(t) => t.commit().await,
-            Inner::Pooled(_) => Ok(()),
+            Inner::Pooled(_) => unreachable!("a Tx is made of a transaction only (Tx::of)"),
         }
     }
 
     pub async fn rollback(self) -> sqlx::Result<()> {
         match self.0.0 {
             Inner::Tx(t) => t.rollback().await,
-            Inner::Pooled(_) => Ok(()),
+            Inner::Pooled(_) => unreachable!("a Tx is made of a transaction only (Tx::of)"),
         }
     }
 
