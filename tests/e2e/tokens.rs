@@ -88,16 +88,24 @@ async fn only_a_stored_upload_marks_its_token_used() {
     let (status, _) = post_raw(&srv.url, "/api/v1/scans", Some(&token), report("other"), false).await;
     assert_eq!(status, 403);
     assert_eq!(last_used().await, None);
-    sqlx::query("CREATE TRIGGER fail_scan BEFORE UPDATE ON scans BEGIN SELECT RAISE(ABORT, 'injected'); END")
-        .execute(&srv.pool)
-        .await
-        .unwrap();
+    let (fail, unfail) = match on_postgres() {
+        true => (
+            "CREATE FUNCTION fail_scan() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected'; END $$;
+             CREATE TRIGGER fail_scan BEFORE UPDATE ON scans FOR EACH ROW EXECUTE FUNCTION fail_scan()",
+            "DROP TRIGGER fail_scan ON scans",
+        ),
+        false => (
+            "CREATE TRIGGER fail_scan BEFORE UPDATE ON scans BEGIN SELECT RAISE(ABORT, 'injected'); END",
+            "DROP TRIGGER fail_scan",
+        ),
+    };
+    sqlx::raw_sql(fail).execute(srv.pool.any()).await.unwrap();
     let (status, _) = post_raw(&srv.url, "/api/v1/scans", Some(&token), report("t-used"), false).await;
     assert_eq!(status, 500);
     assert_eq!(last_used().await, None, "a failed upload is not a use");
     let scans: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM scans").fetch_one(&srv.pool).await.unwrap();
     assert_eq!(scans, 0);
-    sqlx::query("DROP TRIGGER fail_scan").execute(&srv.pool).await.unwrap();
+    sqlx::raw_sql(unfail).execute(srv.pool.any()).await.unwrap();
     let (status, _) = post_raw(&srv.url, "/api/v1/scans", Some(&token), report("t-used"), false).await;
     assert_eq!(status, 201);
     assert!(last_used().await.is_some());
