@@ -104,12 +104,14 @@ async fn what_can_go_agrees_with_prune_dry_run() {
     unrelocate(&hooked);
     // compiled 60 days earlier than captured: the newer generation is unused for 30 days
     age_by(&upgraded, 60);
-    let db = dir.path().join("test.db");
+    let (_db, db) = fresh_db_at().await;
     let out = Command::new(bin())
         .args(["prune", "--json", "-q", "--machine", "node", "--hook-host", "vm", "--db"])
         .arg(&db)
         .args([&upgraded, &hooked])
         .env_remove("CACHELENS_DB")
+        // the plan file on PostgreSQL: beside the default database
+        .env("XDG_DATA_HOME", dir.path())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

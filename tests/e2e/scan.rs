@@ -747,7 +747,7 @@ async fn rescan_rereads_only_changed_entries() {
 #[tokio::test]
 async fn cli_scan_json() {
     let (_t, root) = unpacked("h100-jit-3.6.0");
-    let db = root.join("cli.db");
+    let (_db, db) = fresh_db_at().await;
     let out = Command::new(bin())
         .args(["scan", "--machine", "box-1", "--json", "--db"])
         .arg(&db)

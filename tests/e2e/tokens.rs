@@ -11,8 +11,7 @@ fn cachelens(args: &[&str], db: &Path) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_create_list_revoke() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let db = dir.path().join("server.db");
+    let (_dir, db) = fresh_db_at().await;
     let out = cachelens(&["token", "create", "--machine", "node-7"], &db);
     assert!(out.status.success(), "{:?}", text(&out));
     let (stdout, _) = text(&out);
@@ -23,10 +22,7 @@ async fn token_create_list_revoke() {
     assert_ne!(second.trim(), token);
     // stored only as a hash
     let pool = cachelens::db::open(&db).await.unwrap();
-    let raw = std::fs::read(&db).unwrap();
-    let wal = std::fs::read(db.with_extension("db-wal")).unwrap_or_default();
-    let needle = token.as_bytes();
-    assert!(![raw, wal].iter().any(|b| b.windows(needle.len()).any(|w| w == needle)), "token in clear in the db");
+    assert!(!db_holds(&db, token).await, "token in clear in the db");
     let hashes: Vec<String> = sqlx::query_scalar("SELECT token_hash FROM tokens").fetch_all(&pool).await.unwrap();
     assert!(hashes.contains(&cachelens::db::tokens::hash(token)));
     // list: ids, machines, state; never the token
@@ -206,8 +202,7 @@ fn a_db_url_is_a_store_and_creates_no_file() {
 /// `token create` prints the token alone on stdout and says on stderr which database holds it.
 #[test]
 fn token_create_says_which_database_it_wrote_to() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let db = dir.path().join("team.db");
+    let (_dir, db) = fresh_db_at_blocking();
     let out = std::process::Command::new(bin())
         .args(["token", "create", "--machine", "gpu-1", "--db"])
         .arg(&db)
