@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one command that runs every test: Rust unit + integration tests (real corpus caches,
-# real SQLite files, real servers on loopback), the Python hook's tests against a real
+# real SQLite files, real servers on loopback; the integration tests again on PostgreSQL), the
+# Python hook's tests against a real
 # `pip install triton`, the hook → scan → history API round trip, and the browser tests in
 # headless Chromium. Sets up what it can without root (venv, npm packages) on first use.
 set -uo pipefail
@@ -58,8 +59,8 @@ CACHELENS_WHEEL=$(ls "$wheel_dir"/*.whl 2>/dev/null | head -n 1)
 export CACHELENS_WHEEL
 suite "style (cargo fmt --check, cargo clippy -D warnings)" \
   sh -c 'cargo fmt --check && cargo clippy --locked --all-targets -q -- -D warnings'
-# A throwaway PostgreSQL for the tests of the PostgreSQL store (tests/e2e/pg_copy.rs), unless
-# CACHELENS_TEST_PG already names one.
+# A throwaway PostgreSQL for the tests of the PostgreSQL store (tests/e2e/pg_copy.rs, and the
+# e2e tests run again on it below), unless CACHELENS_TEST_PG already names one.
 if [ -z "${CACHELENS_TEST_PG:-}" ]; then
   pg_dir=$(mktemp -d)
   if pg_env=$(bash scripts/pg-temp.sh start "$pg_dir"); then
@@ -69,6 +70,18 @@ if [ -z "${CACHELENS_TEST_PG:-}" ]; then
 fi
 echo "test PostgreSQL: ${CACHELENS_TEST_PG:-none}"
 suite "rust tests" cargo test --locked -- --test-threads 2
+# The e2e tests again, each on a new PostgreSQL database of its own (tests/e2e/common.rs:
+# fresh_db, fresh_db_at), the binaries they start on it too. Without a test PostgreSQL
+# (scripts/pg-temp.sh could not start one; .ci/run installs postgresql) this suite fails, unless
+# CACHELENS_ALLOW_SKIP=1, as a test that cannot run does.
+if [ -n "${CACHELENS_TEST_PG:-}" ]; then
+  suite "e2e tests on PostgreSQL" env CACHELENS_TEST_STORE=postgres cargo test --locked --test e2e -- --test-threads 2
+elif [ "${CACHELENS_ALLOW_SKIP:-}" = 1 ]; then
+  echo; echo "=== e2e tests on PostgreSQL: skipped: no PostgreSQL (CACHELENS_ALLOW_SKIP=1)"
+else
+  suite "e2e tests on PostgreSQL (no PostgreSQL: scripts/pg-temp.sh could not start one)" \
+    sh -c 'echo "skipped: no PostgreSQL (install postgresql, or set CACHELENS_TEST_PG)" >&2; exit 1'
+fi
 suite "hook (pytest against real triton)" sh -c '"${CACHELENS_PYTHON:?needs a python with triton}" -m pytest hook/tests -q'
 if [ -n "$CACHELENS_PYTHON_ALT" ]; then
   suite "hook listener mode (pytest against the other triton release)" \

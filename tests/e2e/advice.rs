@@ -104,12 +104,14 @@ async fn what_can_go_agrees_with_prune_dry_run() {
     unrelocate(&hooked);
     // compiled 60 days earlier than captured: the newer generation is unused for 30 days
     age_by(&upgraded, 60);
-    let db = dir.path().join("test.db");
+    let (_db, db) = fresh_db_at().await;
     let out = Command::new(bin())
         .args(["prune", "--json", "-q", "--machine", "node", "--hook-host", "vm", "--db"])
         .arg(&db)
         .args([&upgraded, &hooked])
         .env_remove("CACHELENS_DB")
+        // the plan file on PostgreSQL: beside the default database
+        .env("XDG_DATA_HOME", dir.path())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -189,15 +191,24 @@ async fn an_unchanged_landing_keeps_the_stored_advice_and_inodes() {
     };
     land().await.unwrap();
     let computed = || count(&pool, "SELECT computed_at FROM machine_advice");
-    let inodes = || count(&pool, "SELECT json_extract(hazards_json, '$.cache_inodes') FROM root_hazards");
+    let inodes =
+        || count(&pool, "SELECT CAST(json_extract(hazards_json, '$.cache_inodes') AS INTEGER) FROM root_hazards");
     let real = inodes().await;
     assert!(real > 10, "{real}");
     // marks: what an unchanged landing must leave as it is
     sqlx::query("UPDATE machine_advice SET computed_at = computed_at - 600000").execute(&pool).await.unwrap();
-    sqlx::query("UPDATE root_hazards SET hazards_json = json_set(hazards_json, '$.cache_inodes', 7)")
+    let (machine, at, hazards): (i64, String, String) =
+        sqlx::query_as("SELECT machine_id, root, hazards_json FROM root_hazards").fetch_one(&pool).await.unwrap();
+    let mut hazards: Value = serde_json::from_str(&hazards).unwrap();
+    hazards["cache_inodes"] = 7.into();
+    sqlx::query("UPDATE root_hazards SET hazards_json = ? WHERE machine_id = ? AND root = ?")
+        .bind(hazards.to_string())
+        .bind(machine)
+        .bind(at)
         .execute(&pool)
         .await
         .unwrap();
+    assert_eq!(inodes().await, 7);
     let marked = computed().await;
     let s = land().await.unwrap();
     assert_eq!((s.new_entries, s.changed_entries, s.removed_entries), (0, 0, 0));

@@ -27,7 +27,8 @@ async fn answers(path: &Path) -> Vec<serde_json::Value> {
 /// file, and one of a missing database makes none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backup_taken_while_serving_answers_as_the_database_does() {
-    let (dir, pool) = fresh_db().await;
+    // an SQLite file whatever the tests' store: `db backup` copies the file
+    let (dir, pool) = sqlite_db().await;
     let db = dir.path().join("test.db");
     let (_a, a100) = unpacked("a100-upgrade-1-triton-3.4.0");
     let (_h, hook) = unpacked("h100-hook-3.6.0");

@@ -14,7 +14,11 @@ use tempfile::TempDir;
 /// The whole demo (every archive, as `serve --demo` loads it) in a fresh database:
 /// (database dir, the caches' dir, pool).
 pub(crate) async fn demo_db() -> (TempDir, TempDir, Store) {
-    let (dbdir, pool) = fresh_db().await;
+    demo_in(fresh_db().await).await
+}
+
+/// [`demo_db`] in the database given (dir, pool).
+pub(crate) async fn demo_in((dbdir, pool): (TempDir, Store)) -> (TempDir, TempDir, Store) {
     let store = cachelens::db::Db::from(pool.clone());
     let work = TempDir::new().unwrap();
     cachelens::demo::load(&store, work.path()).await.unwrap();
@@ -37,7 +41,7 @@ async fn all_texts(pool: &Store) -> Vec<(String, i64, String)> {
 async fn fresh_totals(pool: &Store) -> (i64, i64, i64, i64) {
     sqlx::query_as(
         "SELECT COUNT(*), COALESCE(SUM(bytes), 0), COALESCE(SUM(COALESCE(length(z), bytes)), 0),
-                COALESCE(SUM(content IS NOT NULL), 0) FROM blobs",
+                COUNT(content) FROM blobs",
     )
     .fetch_one(pool)
     .await
@@ -203,7 +207,8 @@ pub(crate) async fn answers(state: &AppState, pool: &Store) -> Vec<(String, Stri
 
 #[tokio::test]
 async fn a_database_made_before_0030_reads_the_same_after_it() {
-    let (db, _work, pool) = demo_db().await;
+    // an SQLite file whatever the tests' store: SQLite's migration 0030 runs on it again
+    let (db, _work, pool) = demo_in(sqlite_db().await).await;
     let before = answers(&AppState::new(pool.clone(), Config::default()), &pool).await;
     let modules = count(&pool, "SELECT COUNT(*) FROM fact_modules").await;
     let texts = all_texts(&pool).await;
@@ -275,11 +280,12 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     out
 }
 
-/// Migration 0016's SQL rule, as it ran on the plain text.
+/// Migration 0016's SQL rule, as it ran on the plain text (its positions cast to INT, which
+/// changes nothing on SQLite: PostgreSQL's substr takes 4-byte integers, its instr gives 8).
 async fn module_by_sql(pool: &Store, text: &str) -> Option<String> {
     sqlx::query_scalar(
         "SELECT substr(l, p - 52, 52) FROM (
-             SELECT l, instr(l, '.py\"') AS p FROM (SELECT substr(?1, 1, instr(?1, char(10))) AS l))
+             SELECT l, CAST(instr(l, '.py\"') AS INT) AS p FROM (SELECT substr(?1, 1, CAST(instr(?1, char(10)) AS INT)) AS l))
          WHERE l LIKE '#loc = loc(\"%' AND p > 56 AND substr(l, p - 53, 1) = '/' AND substr(l, p - 56, 1) = '/'
            AND substr(l, p - 52, 1) = 'c' AND substr(l, p - 55, 2) = substr(l, p - 51, 2)",
     )

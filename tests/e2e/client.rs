@@ -212,7 +212,7 @@ async fn a_second_scan_of_a_root_stops_while_one_runs() {
     assert_eq!(code, Some(3), "{stderr}");
     assert!(stderr.contains("(waited 1 s)"), "{stderr}");
     // another destination: a local database
-    let db = data.path().join("other.db");
+    let (_other, db) = fresh_db_at().await;
     let (code, stderr, _) = out(scan(&["--db", db.to_str().unwrap()]).output().await.unwrap());
     assert_eq!(code, Some(0), "{stderr}");
     // nothing of the lock in the cache

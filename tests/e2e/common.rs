@@ -69,17 +69,139 @@ pub fn log_from_env() {
     }
 }
 
-/// A fresh database: a temp file, or on PostgreSQL a new database ([`on_postgres`]; the dir
-/// is then empty).
-pub async fn fresh_db() -> (TempDir, Store) {
+/// Where a fresh database is to be: `dir/test.db` (not created yet), or on PostgreSQL
+/// ([`on_postgres`]) a new, empty database's URL, as a path (`--db` and `db::open` take a
+/// `postgres://` URL as one; the dir is then empty). For a test that starts the `cachelens`
+/// binary on its database.
+pub async fn fresh_db_at() -> (TempDir, PathBuf) {
     log_from_env();
     let t = TempDir::new().unwrap();
     let at = match on_postgres() {
         true => PathBuf::from(new_pg_database("t").await.expect("CACHELENS_TEST_PG for CACHELENS_TEST_STORE=postgres")),
         false => t.path().join("test.db"),
     };
+    (t, at)
+}
+
+/// [`fresh_db_at`] for a test that is not async.
+pub fn fresh_db_at_blocking() -> (TempDir, PathBuf) {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(fresh_db_at())
+}
+
+/// A fresh database: a temp file, or on PostgreSQL a new database ([`on_postgres`]; the dir
+/// is then empty). [`db_at`] says where it is.
+pub async fn fresh_db() -> (TempDir, Store) {
+    let (t, at) = fresh_db_at().await;
     let pool = cachelens::db::open(&at).await.unwrap();
     (t, pool)
+}
+
+/// A fresh SQLite file `dir/test.db`, whatever `CACHELENS_TEST_STORE` says: for the tests of
+/// the SQLite file itself (backups, a copy from a file, old files migrated).
+pub async fn sqlite_db() -> (TempDir, Store) {
+    let t = TempDir::new().unwrap();
+    let pool = cachelens::db::open(&t.path().join("test.db")).await.unwrap();
+    (t, pool)
+}
+
+/// Whether nothing was written at `at` (a [`fresh_db_at`]): no file there, or on PostgreSQL a
+/// database without a table (looked at without migrating it).
+pub async fn untouched(at: &Path) -> bool {
+    if !cachelens::db::is_postgres(at) {
+        return !at.exists();
+    }
+    let pool = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&at.to_string_lossy()).await.unwrap();
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    n == 0
+}
+
+/// Whether the database at `at` holds `needle` anywhere: in its file's bytes, its WAL's
+/// included (SQLite), or in a row of any table read as text (PostgreSQL).
+pub async fn db_holds(at: &Path, needle: &str) -> bool {
+    if !cachelens::db::is_postgres(at) {
+        let mut all = std::fs::read(at).unwrap();
+        for ext in ["db-wal", "db-shm"] {
+            if let Ok(b) = std::fs::read(at.with_extension(ext)) {
+                all.extend(b);
+            }
+        }
+        return all.windows(needle.len()).any(|w| w == needle.as_bytes());
+    }
+    let pool = cachelens::db::open(at).await.unwrap();
+    let mut found = false;
+    for t in tables(&pool).await {
+        let sql = format!("SELECT COUNT(*) FROM {t} r WHERE strpos(CAST(r AS TEXT), ?) > 0");
+        let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).bind(needle).fetch_one(&pool).await.unwrap();
+        found |= n > 0;
+    }
+    pool.close().await;
+    found
+}
+
+/// Where `pool`'s database is, to pass as a command's `--db` or to open again: its SQLite
+/// file, or its PostgreSQL database's URL on the test server.
+pub async fn db_at(pool: &Store) -> PathBuf {
+    if let Some(file) = pool.file() {
+        return file.to_path_buf();
+    }
+    let name: String = sqlx::query_scalar("SELECT CAST(current_database() AS TEXT)").fetch_one(pool).await.unwrap();
+    let base = std::env::var("CACHELENS_TEST_PG").expect("CACHELENS_TEST_PG for a PostgreSQL store");
+    match base.rsplit_once('/') {
+        Some((server, _)) => PathBuf::from(format!("{server}/{name}")),
+        None => panic!("CACHELENS_TEST_PG {base:?} names no database"),
+    }
+}
+
+/// The database's own tables (SQLite's and sqlx's left out), sorted: `sqlite_master` on
+/// SQLite, the catalog of schema `public` on PostgreSQL.
+pub async fn tables(pool: &Store) -> Vec<String> {
+    let sql = match pool.kind() {
+        cachelens::db::Kind::Sqlite => {
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
+               AND name <> '_sqlx_migrations' ORDER BY name"
+        }
+        cachelens::db::Kind::Postgres => {
+            "SELECT CAST(table_name AS TEXT) FROM information_schema.tables
+             WHERE table_schema = 'public' AND table_type = 'BASE TABLE' AND table_name <> '_sqlx_migrations'
+             ORDER BY 1"
+        }
+    };
+    sqlx::query_scalar(sql).fetch_all(pool).await.unwrap()
+}
+
+/// `table`'s columns, in order (`pragma_table_info` on SQLite, the catalog on PostgreSQL).
+pub async fn columns(pool: &Store, table: &str) -> Vec<String> {
+    let sql = match pool.kind() {
+        cachelens::db::Kind::Sqlite => "SELECT name FROM pragma_table_info(?) ORDER BY cid",
+        cachelens::db::Kind::Postgres => {
+            "SELECT CAST(column_name AS TEXT) FROM information_schema.columns
+             WHERE table_schema = 'public' AND table_name = ? ORDER BY ordinal_position"
+        }
+    };
+    sqlx::query_scalar(sql).bind(table).fetch_all(pool).await.unwrap()
+}
+
+/// SQL quoting `expr`'s value as a literal, NULL as `NULL`: SQLite's `quote()`, PostgreSQL's
+/// `quote_nullable()` (the two spell numbers differently: compare within one store).
+pub fn quoted(pool: &Store, expr: &str) -> String {
+    match pool.kind() {
+        cachelens::db::Kind::Sqlite => format!("quote({expr})"),
+        cachelens::db::Kind::Postgres => format!("quote_nullable({expr})"),
+    }
+}
+
+/// A row's identity in its table, which changes when the row is written again (deleted and
+/// inserted, or on PostgreSQL updated): (the value as text, what to order by). SQLite's
+/// `rowid`; PostgreSQL's `ctid`, its row version's place.
+pub fn row_identity(pool: &Store) -> (&'static str, &'static str) {
+    match pool.kind() {
+        cachelens::db::Kind::Sqlite => ("CAST(rowid AS TEXT)", "rowid"),
+        cachelens::db::Kind::Postgres => ("CAST(ctid AS TEXT)", "ctid"),
+    }
 }
 
 /// Scan `(machine, archive, subdir)` triples into one fresh database. Archives of the same
@@ -339,8 +461,9 @@ pub async fn restore_presence(pool: &Store) {
 pub async fn fact_file_count_faults(pool: &cachelens::db::Store) -> i64 {
     sqlx::query_scalar(
         "SELECT COUNT(*) FROM facts f
-         WHERE (f.files, f.group_files) IS NOT (SELECT COUNT(*), COALESCE(SUM(ff.name GLOB '__grp__*'), 0)
-                                                FROM fact_files ff WHERE ff.fact = f.fact)",
+         WHERE f.files IS NOT (SELECT COUNT(*) FROM fact_files ff WHERE ff.fact = f.fact)
+            OR f.group_files IS NOT (SELECT COALESCE(SUM(CASE WHEN substr(ff.name, 1, 7) = '__grp__' THEN 1 ELSE 0 END), 0)
+                                     FROM fact_files ff WHERE ff.fact = f.fact)",
     )
     .fetch_one(pool)
     .await
@@ -370,7 +493,7 @@ pub async fn live_counter_faults(pool: &cachelens::db::Store) -> [i64; 4] {
                     FULL JOIN (SELECT * FROM machine_counts WHERE live != 0) k ON k.machine_id = c.machine_id
                     WHERE c.n IS NOT k.live";
     let kernels =
-        "SELECT COUNT(*) FROM (SELECT e.machine_id, f.kernel IS NOT NULL AS named, COALESCE(f.kernel, '') AS kernel,
+        "SELECT COUNT(*) FROM (SELECT e.machine_id, CASE WHEN f.kernel IS NOT NULL THEN 1 ELSE 0 END AS named, COALESCE(f.kernel, '') AS kernel,
                                                 COUNT(*) AS n
                                          FROM entries e JOIN facts f ON f.id = e.fact_id WHERE e.removed_at IS NULL
                                          GROUP BY 1, 2, 3) c

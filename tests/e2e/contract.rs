@@ -134,8 +134,7 @@ async fn odd_files_never_freeze_a_node() {
             .await;
     assert!(decisions > 1 && odd_best == 1, "decisions {decisions}, odd best config {odd_best}");
     // the local path applies the same rules: the same entries, the same decisions
-    let db = tempfile::tempdir().unwrap();
-    let dbf = db.path().join("local.db");
+    let (_db, dbf) = fresh_db_at().await;
     let local = std::process::Command::new(bin())
         .args(["scan", "--json", "--machine", "odd-node", "--db"])
         .arg(&dbf)
@@ -319,8 +318,7 @@ async fn an_upload_killed_at_every_write_step_is_stored_whole_by_its_retry() {
     assert!(report.inductor_autotune.len() >= 4, "the corpus has decisions");
     let retry = cachelens::upload::Retry::new(1);
     // the reference: the same scan, never interrupted
-    let ref_dir = tempfile::tempdir().unwrap();
-    let ref_db = ref_dir.path().join("ref.db");
+    let (_ref_dir, ref_db) = fresh_db_at().await;
     let (reference, ref_url) = serve(&ref_db, None);
     let token = token_for(&ref_db, "kill-node").await;
     cachelens::upload::upload_report(&ref_url, &token, report.clone(), retry).await.unwrap();
@@ -336,8 +334,7 @@ async fn an_upload_killed_at_every_write_step_is_stored_whole_by_its_retry() {
         "commit-finish",
         "commit-done",
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("k.db");
+        let (_dir, db) = fresh_db_at().await;
         let token = token_for(&db, "kill-node").await;
         let (killed, url) = serve(&db, Some(step));
         let first = cachelens::upload::upload_report(&url, &token, report.clone(), retry).await;
@@ -356,7 +353,6 @@ async fn an_upload_killed_at_every_write_step_is_stored_whole_by_its_retry() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_scan_killed_before_its_commit_stores_nothing() {
     let (_t, ind) = unpacked("h100-inductor-autotune-triton-3.6.0");
-    let dir = tempfile::tempdir().unwrap();
     let scan = |db: &Path, failpoint: Option<&str>| {
         let mut cmd = std::process::Command::new(bin());
         cmd.args(["scan", "--machine", "local", "--db"]).arg(db).arg(&ind).env_remove("CACHELENS_DB");
@@ -365,7 +361,7 @@ async fn a_local_scan_killed_before_its_commit_stores_nothing() {
         }
         cmd.output().unwrap()
     };
-    let (ref_db, db) = (dir.path().join("ref.db"), dir.path().join("k.db"));
+    let ((_r, ref_db), (_k, db)) = (fresh_db_at().await, fresh_db_at().await);
     assert!(scan(&ref_db, None).status.success());
     assert!(!scan(&db, Some("commit-finish")).status.success());
     let pool = cachelens::db::open(&db).await.unwrap();

@@ -137,8 +137,7 @@ async fn damaged_cache_counts_every_skip_and_is_left_untouched() {
     }
 
     let before = snapshot(&root);
-    let dbdir = tempfile::TempDir::new().unwrap();
-    let db = dbdir.path().join("d.db");
+    let (_dbdir, db) = fresh_db_at().await;
     let s = cli_scan(&pre, &cache, &db, "damaged");
     let after = snapshot(&root);
     assert_eq!(before, after, "the scan must not write into the cache dir");
@@ -488,8 +487,7 @@ async fn unreadable_root_marks_nothing_removed() {
     };
     let (_t, root) = unpacked("h100-jit-3.6.0");
     let perm = |p: &Path, mode: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-    let dbdir = tempfile::TempDir::new().unwrap();
-    let db = dbdir.path().join("u.db");
+    let (_dbdir, db) = fresh_db_at().await;
     let (cache, ind) = (root.join("triton-cache"), root.join("inductor"));
     for (dir, locked, entries, reason) in [
         (&cache, cache.clone(), 122, "cache dir unreadable (its entries kept as they were): permission denied"),

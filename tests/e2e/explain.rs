@@ -385,12 +385,12 @@ async fn explain_pages() {
 
 #[tokio::test]
 async fn explain_cli() {
-    let (keep, pool) = corpus_db(&[
+    let (_keep, pool) = corpus_db(&[
         ("a100-1", "a100-upgrade-1-triton-3.4.0", "triton-cache"),
         ("a100-1", "a100-upgrade-2-triton-3.5.1", "triton-cache"),
     ])
     .await;
-    let db = keep[0].path().join("test.db");
+    let db = db_at(&pool).await;
     let state = AppState::new(pool, Config::default());
     let inv = get_json(&state, "/api/v1/invalidations?machine=a100-1").await;
     let i = &inv["invalidated"][0];

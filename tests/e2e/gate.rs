@@ -153,6 +153,7 @@ fn gate_input_errors_exit_2() {
     let missing = t.path().join("nope");
     let m = missing.to_str().unwrap();
     let empty = t.path().to_str().unwrap();
+    // a file that is not there (PostgreSQL has no missing database to name)
     let db = t.path().join("none.db");
     for (args, says) in [
         (vec!["gate", b, m, "--max-invalidated", "10%"], "nope"),
@@ -180,7 +181,7 @@ fn gate_input_errors_exit_2() {
 #[test]
 fn gate_reads_scans_and_machines_of_a_database() {
     let t = tempfile::TempDir::new().unwrap();
-    let db = t.path().join("fleet.db");
+    let (_db, db) = fresh_db_at_blocking();
     let d = db.to_str().unwrap();
     let scan = |machine: &str, archive: &str, at: &Path| -> i64 {
         let _ = std::fs::remove_dir_all(at);
@@ -411,11 +412,10 @@ async fn gate_says_an_env_var_that_sets_an_option_once_and_what_recompiling_cost
 /// pipe draw none.
 #[test]
 fn progress_bar_only_on_a_terminal_and_not_with_quiet() {
-    let t = tempfile::TempDir::new().unwrap();
-    let db = t.path().join("p.db");
+    let ((_t, db), (_q, quiet_db)) = (fresh_db_at_blocking(), fresh_db_at_blocking());
     let cache = cache_of(A100_1);
     let run = |quiet: bool| {
-        let db = db.with_extension(if quiet { "q.db" } else { "db" });
+        let db = if quiet { &quiet_db } else { &db };
         let cmd = format!(
             "stty cols 160 rows 40; {} scan --db {} --machine p {} {}",
             bin().display(),
@@ -470,8 +470,7 @@ fn completions_name_every_subcommand() {
 
 #[test]
 fn token_list_json() {
-    let t = tempfile::TempDir::new().unwrap();
-    let db = t.path().join("t.db");
+    let (_t, db) = fresh_db_at_blocking();
     let d = db.to_str().unwrap();
     let (code, token, _) = cli(&["token", "create", "--machine", "node-7", "--db", d]);
     assert_eq!(code, 0);

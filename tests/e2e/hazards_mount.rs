@@ -48,7 +48,7 @@ fn a_cache_on_a_small_inode_tmpfs_reports_its_inodes_and_the_warning() {
     let work = tempfile::TempDir::new().unwrap();
     let mnt = work.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let db = work.path().join("db.sqlite");
+    let (_db, db) = fresh_db_at_blocking();
     // the cache's own inodes, the mount's root dir, and 4 free: 4 of ~180 is under 5%
     let nr_inodes = inodes_under(&src) + 1 + 4;
     let script = format!(
@@ -97,10 +97,12 @@ fn owners(p: &Path) -> Vec<(String, u32)> {
     out
 }
 
-fn prune(db: &Path, root: &Path, extra: &[&str]) -> std::process::Output {
+/// `cachelens prune` on the database `db`; `home` is its XDG_DATA_HOME (where the default plan
+/// file goes on PostgreSQL).
+fn prune(db: &Path, home: &Path, root: &Path, extra: &[&str]) -> std::process::Output {
     let mut cmd = Command::new(bin());
     cmd.args(["prune", "--json", "-q", "--machine", "node", "--db"]).arg(db).arg(root).args(extra);
-    cmd.env_remove("CACHELENS_DB").output().unwrap()
+    cmd.env_remove("CACHELENS_DB").env("XDG_DATA_HOME", home).output().unwrap()
 }
 
 /// A copy of the hook corpus (with a crashed writer's temp dir, which a prune removes) handed to
@@ -128,22 +130,21 @@ fn prune_apply_refuses_a_cache_of_another_owner_unless_told() {
     }
     let before = owners(&root);
     assert!(before.iter().all(|(_, uid)| *uid == 65534));
-    let db = tempfile::TempDir::new().unwrap();
-    let db = db.path().join("db.sqlite");
+    let (home, db) = fresh_db_at_blocking();
 
-    let out = prune(&db, &root, &["--apply"]);
+    let out = prune(&db, home.path(), &root, &["--apply"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "refused: {stderr}");
     assert!(stderr.contains("is owned by uid 65534, not by you (uid 0)") && stderr.contains("--allow-other-owner"));
     assert_eq!(owners(&root), before, "nothing removed");
 
-    let dry = prune(&db, &root, &[]);
+    let dry = prune(&db, home.path(), &root, &[]);
     let stderr = String::from_utf8_lossy(&dry.stderr);
     assert!(dry.status.success(), "{stderr}");
     assert!(stderr.contains("note:") && stderr.contains("owned by uid 65534"), "{stderr}");
     assert_eq!(owners(&root), before, "a dry run removes nothing");
 
-    let out = prune(&db, &root, &["--apply", "--allow-other-owner"]);
+    let out = prune(&db, home.path(), &root, &["--apply", "--allow-other-owner"]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let v: Value = serde_json::from_str(&stdout).unwrap();

@@ -240,7 +240,11 @@ async fn aggregates_equal_fresh_after_every_change() {
 
     // A database written before migrations 0037 and 0024 (its hour tables kept by the ingest),
     // then one written before 0015: their backfills count the same, hits' saved time included.
+    // (SQLite's alone: PostgreSQL's schema starts past them, migrations-pg.)
     drop(srv);
+    if crate::common::on_postgres() {
+        return;
+    }
     for before_0015 in [false, true] {
         downgrade(&pool, before_0015).await;
         pool.close().await;

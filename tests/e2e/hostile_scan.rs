@@ -27,21 +27,6 @@ fn cli_scan(root: &Path, db: &Path, machine: &str) -> Value {
     serde_json::from_slice::<Value>(&out.stdout).unwrap()["scans"][0].clone()
 }
 
-/// Every byte of the database (with its WAL): what a page or an upload could ever show.
-fn db_bytes(db: &Path) -> Vec<u8> {
-    let mut all = std::fs::read(db).unwrap();
-    for ext in ["db-wal", "db-shm"] {
-        if let Ok(b) = std::fs::read(db.with_extension(ext)) {
-            all.extend(b);
-        }
-    }
-    all
-}
-
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for n in file_names(from) {
@@ -98,14 +83,14 @@ fn symlinks_never_lead_out_of_the_cache() {
     // the root given as a symlink
     let link = root.join("cache-link");
     symlink(&cache, &link).unwrap();
-    let dbdir = tempfile::TempDir::new().unwrap();
-    let db = dbdir.path().join("h.db");
+    let (_dbdir, db) = fresh_db_at_blocking();
     let s = cli_scan(&link, &db, "hostile");
 
     assert_eq!(s["root"], cache.canonicalize().unwrap().display().to_string(), "the root is resolved once");
     assert_eq!(s["skipped"]["symlink out of the cache"], 6, "every link out is counted: {s}");
     assert_eq!(s["entries"], n_before as i64, "entries behind links are not read: {s}");
-    assert!(!contains(&db_bytes(&db), SECRET.as_bytes()), "the target's content reached the database");
+    let held = tokio::runtime::Runtime::new().unwrap().block_on(db_holds(&db, SECRET));
+    assert!(!held, "the target's content reached the database");
     let pool = tokio::runtime::Runtime::new().unwrap().block_on(async {
         let pool = cachelens::db::open(&db).await.unwrap();
         let r = rows(&pool, "hostile").await;
@@ -152,8 +137,7 @@ fn huge_files_keep_memory_bounded() {
     std::fs::create_dir(cache.join(".cachelens")).unwrap();
     huge(&cache.join(".cachelens/events-huge.jsonl")); // this machine's (--machine huge)
 
-    let dbdir = tempfile::TempDir::new().unwrap();
-    let db = dbdir.path().join("h.db");
+    let (_dbdir, db) = fresh_db_at_blocking();
     let out = Command::new("/usr/bin/time")
         .args(["-f", "maxrss_kb=%M"])
         .arg(bin())
@@ -224,8 +208,7 @@ fn non_utf8_file_names_keep_their_entry() {
     let n = entry_dirs(&cache).len() as i64;
     let name = OsStr::from_bytes(b"extra\xff\xfe.ttgir");
     std::fs::write(d.join(name), "module {}\n").unwrap();
-    let dbdir = tempfile::TempDir::new().unwrap();
-    let db = dbdir.path().join("u.db");
+    let (_dbdir, db) = fresh_db_at_blocking();
     let s = cli_scan(&cache, &db, "utf");
     assert_eq!(s["entries"], n, "{s}");
     assert!(s["skipped"].as_object().unwrap().is_empty(), "{s}");
@@ -249,8 +232,7 @@ fn garbage_amdgcn_is_flagged() {
     let cache = root.join("triton-cache");
     let d = entry_dirs(&cache).into_iter().find(|d| file_names(d).iter().any(|n| n.ends_with(".amdgcn"))).unwrap();
     std::fs::write(find(&d, ".amdgcn"), "this is not assembly\n\x00\x01garbage\n").unwrap();
-    let dbdir = tempfile::TempDir::new().unwrap();
-    let db = dbdir.path().join("a.db");
+    let (_dbdir, db) = fresh_db_at_blocking();
     let s = cli_scan(&cache, &db, "amd");
     let r = tokio::runtime::Runtime::new().unwrap().block_on(async {
         let pool = cachelens::db::open(&db).await.unwrap();
@@ -270,8 +252,7 @@ fn garbage_amdgcn_is_flagged() {
 #[test]
 fn scan_refuses_bad_machine_names() {
     let (_t, root) = unpacked("h100-jit-3.6.0");
-    let dbdir = tempfile::TempDir::new().unwrap();
-    let db = dbdir.path().join("m.db");
+    let (_dbdir, db) = fresh_db_at_blocking();
     for bad in ["../etc", "a/b", ".hidden", "", "x y", &"m".repeat(65)] {
         let out = Command::new(bin())
             .args(["scan", "--machine", bad, "--db"])
@@ -282,14 +263,14 @@ fn scan_refuses_bad_machine_names() {
         assert_eq!(out.status.code(), Some(1), "{bad:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains("invalid machine name"), "{bad:?}");
     }
-    assert!(!db.exists(), "nothing was written");
+    assert!(tokio::runtime::Runtime::new().unwrap().block_on(untouched(&db)), "nothing was written");
 }
 
 /// `cachelens explain` prints cache text with its control characters and line breaks escaped.
 #[tokio::test]
 async fn explain_strips_control_characters() {
     let t = tempfile::TempDir::new().unwrap();
-    let db = t.path().join("x.db");
+    let (_d, db) = fresh_db_at().await;
     let pool = cachelens::db::open(&db).await.unwrap();
     let store = cachelens::db::Db::from(pool.clone());
     for (i, archive) in ["a100-upgrade-1-triton-3.4.0", "a100-upgrade-2-triton-3.5.1"].iter().enumerate() {
@@ -335,7 +316,7 @@ fn scan_escapes_dir_names() {
     let dir = t.path().join("jobs").join(evil);
     std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
     std::fs::rename(t.path().join(archive).join("triton-cache"), &dir).unwrap();
-    let db = t.path().join("s.db");
+    let (_d, db) = fresh_db_at_blocking();
     let out = Command::new(bin())
         .args(["scan", "--machine", "m", "--db"])
         .arg(&db)

@@ -113,8 +113,8 @@ async fn huge_numbers_are_skipped_and_pages_stay_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_that_never_finish_their_headers_do_not_starve_the_server() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let (child, url) = spawn_serve(&dir.path().join("s.db"), &[], Some(512)).await;
+    let (_dir, db) = fresh_db_at().await;
+    let (child, url) = spawn_serve(&db, &[], Some(512)).await;
     let addr = url.trim_start_matches("http://").to_string();
     // 600 clients connect at once, send half a request and hold their socket until told to go
     let (go, gone) = tokio::sync::watch::channel(false);
@@ -171,8 +171,7 @@ fn peak_rss_mib(pid: u32) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_big_uploads_at_once_stay_bounded_in_memory() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let db = dir.path().join("s.db");
+    let (_dir, db) = fresh_db_at().await;
     let token = token_create(&db, "big");
     let (child, url) = spawn_serve(&db, &[], None).await;
     let pid = child.id().unwrap();
@@ -214,10 +213,10 @@ async fn futures_join<F: std::future::Future<Output = u16> + Send + 'static>(fs:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn weak_read_tokens_are_refused_at_start() {
-    let dir = tempfile::TempDir::new().unwrap();
+    let (_dir, db) = fresh_db_at().await;
     for (flag, env) in [(Some(""), None), (Some("x"), None), (None, Some("")), (None, Some("fifteen-chars-x"))] {
         let mut cmd = Command::new(serve_bin());
-        cmd.arg("serve").arg("--db").arg(dir.path().join("s.db")).args(["--listen", "127.0.0.1:0"]);
+        cmd.arg("serve").arg("--db").arg(&db).args(["--listen", "127.0.0.1:0"]);
         if let Some(f) = flag {
             cmd.arg(format!("--read-token={f}"));
         }
@@ -262,6 +261,7 @@ async fn blobs_missing_tells_a_machine_only_about_its_own_blobs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_response_has_the_security_headers_and_the_db_is_private() {
+    // a file whatever the tests' store: its mode is checked
     let dir = tempfile::TempDir::new().unwrap();
     let db = dir.path().join("fresh.db");
     let token = token_create(&db, "m");

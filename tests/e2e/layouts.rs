@@ -77,8 +77,8 @@ fn summaries(o: &Output) -> Vec<Value> {
 
 #[tokio::test]
 async fn vllm_tree_scanned_from_its_top_each_rank_a_root() {
-    let (t, home, _, _) = tree();
-    let db = t.path().join("v.db");
+    let (_t, home, _, _) = tree();
+    let (_db, db) = common::fresh_db_at().await;
     let o =
         cachelens(&["scan", "--json", "--machine", "vm", "--db", db.to_str().unwrap(), home.to_str().unwrap()], &[]);
     let s = summaries(&o);
@@ -127,7 +127,7 @@ async fn vllm_tree_scanned_from_its_top_each_rank_a_root() {
 #[test]
 fn corpus_top_dir_finds_its_caches_and_an_empty_dir_fails() {
     let (t, _, _, jit) = tree();
-    let db = t.path().join("c.db");
+    let (_db, db) = common::fresh_db_at_blocking();
     let dbs = db.to_str().unwrap();
     // the regression: this printed "0 entries" and exited 0
     let o = cachelens(&["scan", "--json", "--machine", "c", "--db", dbs, jit.to_str().unwrap()], &[]);
@@ -165,7 +165,7 @@ fn corpus_top_dir_finds_its_caches_and_an_empty_dir_fails() {
 #[test]
 fn defaults_under_a_fake_home() {
     let (t, home, inductor, _) = tree();
-    let db = t.path().join("d.db");
+    let (_db, db) = common::fresh_db_at_blocking();
     let o = cachelens(
         &["scan", "--machine", "d", "--db", db.to_str().unwrap()],
         &[("HOME", &home), ("TORCHINDUCTOR_CACHE_DIR", &inductor)],
@@ -232,8 +232,8 @@ async fn vllm_tree_uploaded_with_its_sizes() {
 /// removed, not left live behind a "no Triton cache" error.
 #[test]
 fn emptied_cache_is_rescanned_and_its_entries_removed() {
-    let (t, p) = common::unpacked("h100-jit-3.6.0");
-    let db = t.path().join("e.db");
+    let (_t, p) = common::unpacked("h100-jit-3.6.0");
+    let (_db, db) = common::fresh_db_at_blocking();
     let dbs = db.to_str().unwrap();
     let s = summaries(&cachelens(&["scan", "--json", "--machine", "e", "--db", dbs, p.to_str().unwrap()], &[]));
     assert_eq!(s.len(), 2);
@@ -258,8 +258,8 @@ fn emptied_cache_is_rescanned_and_its_entries_removed() {
 /// and `GET /api/v1/autotune`, checked against the file itself.
 #[tokio::test]
 async fn inductor_max_autotune_choices() {
-    let (t, dir) = common::unpacked("h100-inductor-autotune-triton-3.6.0");
-    let db = t.path().join("a.db");
+    let (_t, dir) = common::unpacked("h100-inductor-autotune-triton-3.6.0");
+    let (_db, db) = common::fresh_db_at().await;
     let o = cachelens(&["scan", "--json", "--machine", "at", "--db", db.to_str().unwrap(), dir.to_str().unwrap()], &[]);
     let s = summaries(&o);
     assert_eq!(s.len(), 1, "{}", text(&o));
@@ -321,8 +321,8 @@ async fn inductor_max_autotune_choices() {
 #[tokio::test]
 async fn triton_autotune_rows_beside_inductor_ones() {
     let jit = common::corpus_read_only("h100-jit-3.6.0");
-    let (t, ind) = common::unpacked("h100-inductor-autotune-triton-3.6.0");
-    let db = t.path().join("t.db");
+    let (_t, ind) = common::unpacked("h100-inductor-autotune-triton-3.6.0");
+    let (_db, db) = common::fresh_db_at().await;
     for p in [jit.join("triton-cache"), ind] {
         summaries(&cachelens(
             &["scan", "--json", "--machine", "tm", "--db", db.to_str().unwrap(), p.to_str().unwrap()],

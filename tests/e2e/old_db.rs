@@ -153,7 +153,8 @@ fn old_db(dir: &Path) -> PathBuf {
     path
 }
 
-/// `cachelens serve` of this build on `db`: (the server, its URL).
+/// `cachelens serve` of this build on `db`: (the server, its URL). (Every database of this test
+/// is an SQLite file, whatever the tests' store: it migrates an old release's file.)
 fn serve(db: &Path) -> (crate::common::Served, String) {
     let mut cmd = std::process::Command::new(bin());
     cmd.arg("serve").arg("--db").arg(db).args(["--listen", "127.0.0.1:0"]);

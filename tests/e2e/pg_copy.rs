@@ -30,15 +30,8 @@ fn copy_cmd(from: &Path, to: &str) -> Command {
 
 /// Rows of every table of the SQLite database (less sqlx's), by table.
 async fn lite_counts(pool: &Store) -> Vec<(String, i64)> {
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> '_sqlx_migrations'
-         ORDER BY name",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
     let mut out = vec![];
-    for t in tables {
+    for t in tables(pool).await {
         let n = count(pool, &format!("SELECT COUNT(*) FROM \"{t}\"")).await;
         out.push((t, n));
     }
@@ -79,9 +72,10 @@ async fn pg_rows(pool: &PgPool, sql: &str) -> Vec<String> {
 }
 
 /// A database of three real caches (an upgraded A100 cache, an H100 cache with the hook's
-/// events, an Inductor cache with autotune results), scanned the way a user's is.
+/// events, an Inductor cache with autotune results), scanned the way a user's is: an SQLite
+/// file whatever the tests' store (the copy's source).
 async fn team_db() -> (Vec<tempfile::TempDir>, Store, std::path::PathBuf) {
-    let (dbdir, pool) = fresh_db().await;
+    let (dbdir, pool) = sqlite_db().await;
     let (_a, a100) = unpacked("a100-upgrade-1-triton-3.4.0");
     let (_h, hook) = unpacked("h100-hook-3.6.0");
     scan(&pool, &a100.join("triton-cache"), "a100").await;

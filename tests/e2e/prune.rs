@@ -113,9 +113,12 @@ fn keys_with(evs: &[Value], event: &str) -> BTreeSet<String> {
     evs.iter().filter(|e| e["event"] == event).map(|e| e["key"].as_str().unwrap().to_string()).collect()
 }
 
-fn prune(db: &Path, args: &[&str]) -> Value {
+/// `cachelens prune` on the database `db`; `home` is its XDG_DATA_HOME (where the default plan
+/// file goes on PostgreSQL).
+fn prune(db: &Path, home: &Path, args: &[&str]) -> Value {
     let mut cmd = Command::new(bin());
     cmd.args(["prune", "--json", "-q", "--machine", "node", "--db"]).arg(db).args(args).env_remove("CACHELENS_DB");
+    cmd.env("XDG_DATA_HOME", home);
     run_json(cmd)
 }
 
@@ -157,7 +160,7 @@ fn pruned_entries_miss_and_kept_ones_hit() {
     let Some(py) = python() else { return };
     let tmp = tempfile::TempDir::new().unwrap();
     let cache = tmp.path().join("cache");
-    let db = tmp.path().join("db.sqlite");
+    let (_db, db) = fresh_db_at_blocking();
     let old = strs(&compile(&py, &cache, "add", &[])["keys"]);
     let soft = strs(&compile(&py, &cache, "softmax", &[])["keys"]);
     std::thread::sleep(std::time::Duration::from_millis(50));
@@ -170,7 +173,7 @@ fn pruned_entries_miss_and_kept_ones_hit() {
     let temp = orphan(&cache.join(&with_temp));
 
     let plan_file = tmp.path().join("plan.json");
-    let dry = prune(&db, &[cache.to_str().unwrap(), "--ir", "--plan", plan_file.to_str().unwrap()]);
+    let dry = prune(&db, tmp.path(), &[cache.to_str().unwrap(), "--ir", "--plan", plan_file.to_str().unwrap()]);
     let root = &dry["plan"]["roots"][0];
     let items = arr(&root["items"]);
     let of = |class: &str| -> BTreeSet<String> {
@@ -190,7 +193,7 @@ fn pruned_entries_miss_and_kept_ones_hit() {
     assert!(dry["apply"].as_str().unwrap().starts_with("cachelens prune --apply --plan "), "{dry}");
     assert!(cache.join(old.iter().next().unwrap()).is_dir(), "a dry run removes nothing");
 
-    let applied = prune(&db, &["--apply", "--plan", plan_file.to_str().unwrap(), "--grace", "0"]);
+    let applied = prune(&db, tmp.path(), &["--apply", "--plan", plan_file.to_str().unwrap(), "--grace", "0"]);
     let a = &applied["applied"][0];
     assert_eq!(a["applied"]["removed"].as_u64(), Some(items.len() as u64), "{a}");
     assert_eq!(a["scan"]["removed_entries"], 6, "the scan after it records what went: {a}");
@@ -221,13 +224,13 @@ fn pruned_entries_miss_and_kept_ones_hit() {
 
     // The dirs whole entries leave: an empty one goes once it has been empty for an hour, a
     // younger one stays (a writer that missed may be about to put a file into it).
-    let all = prune(&db, &[cache.to_str().unwrap(), "--apply", "--unused-for", "0", "--grace", "0"]);
+    let all = prune(&db, tmp.path(), &[cache.to_str().unwrap(), "--apply", "--unused-for", "0", "--grace", "0"]);
     assert!(all["applied"][0]["applied"]["removed"].as_i64().unwrap() >= kept.len() as i64, "{all}");
     let (aged, young) = (old.iter().next().unwrap(), kept.iter().next().unwrap());
     assert_eq!(stubbed(&cache.join(aged)), Some(1), "{aged}");
     let touch = Command::new("touch").args(["-d", "2 hours ago"]).arg(cache.join(aged)).status().unwrap();
     assert!(touch.success());
-    let dry = prune(&db, &[cache.to_str().unwrap()]);
+    let dry = prune(&db, tmp.path(), &[cache.to_str().unwrap()]);
     let items = arr(&dry["plan"]["roots"][0]["items"]);
     let empties: Vec<&Value> = items.iter().filter(|i| i["class"] == "orphan_temp").collect();
     assert_eq!(empties.len(), 1, "{items:?}");
@@ -242,7 +245,7 @@ fn pruned_entries_miss_and_kept_ones_hit() {
     assert!(dirs >= kept.len() + old.len(), "{dirs}");
     assert_eq!(scan["entries"], 0, "{scan}");
     assert_eq!(scan["skipped"]["entry taken out by cachelens prune (its group file a stub)"], dirs, "{scan}");
-    prune(&db, &[cache.to_str().unwrap(), "--apply", "--grace", "0"]);
+    prune(&db, tmp.path(), &[cache.to_str().unwrap(), "--apply", "--grace", "0"]);
     assert!(!cache.join(aged).exists(), "{aged}");
     assert!(cache.join(young).is_dir(), "{young}");
 }
@@ -254,7 +257,7 @@ fn compiles_racing_prune_apply_never_crash_nor_load_a_partial_entry() {
     let Some(py) = python() else { return };
     let tmp = tempfile::TempDir::new().unwrap();
     let cache = tmp.path().join("cache");
-    let db = tmp.path().join("db.sqlite");
+    let (_db, db) = fresh_db_at_blocking();
     compile(&py, &cache, "add", &[]);
     let secs = std::env::var("CACHELENS_PRUNE_RACE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(40.0);
     let mut loop_ = compile_cmd(&py, &cache, "add", 1, secs, &[]);
@@ -262,7 +265,7 @@ fn compiles_racing_prune_apply_never_crash_nor_load_a_partial_entry() {
     let (mut runs, mut removed, mut kept) = (0, 0, 0);
     let started = std::time::Instant::now();
     while started.elapsed().as_secs_f64() < secs {
-        let v = prune(&db, &[cache.to_str().unwrap(), "--apply", "--unused-for", "0", "--grace", "0.2"]);
+        let v = prune(&db, tmp.path(), &[cache.to_str().unwrap(), "--apply", "--unused-for", "0", "--grace", "0.2"]);
         runs += 1;
         removed += v["applied"][0]["applied"]["removed"].as_i64().unwrap();
         kept += arr(&v["applied"][0]["applied"]["skipped"]).len();

@@ -71,7 +71,7 @@ async fn dir_stamp_rescan_sees_triton_writes_and_full_sees_in_place_rewrites() {
     let (cache, ind) = (root.join("triton-cache"), root.join("inductor"));
     // the copy just made every ctime "now": stamps are trusted once older than the settle time
     std::thread::sleep(std::time::Duration::from_nanos(cachelens::scan::SETTLE_NS as u64 + 200_000_000));
-    let db = root.join("rescan.db");
+    let (_db, db) = fresh_db_at().await;
     assert_eq!(counts(&cli_scan(&cache, &db, false)), (122, 0, 0, 0, 122));
     let pool = cachelens::db::open(&db).await.unwrap();
     let stamps: i64 = sqlx::query_scalar("SELECT COUNT(stamp) FROM entries").fetch_one(&pool).await.unwrap();

@@ -60,7 +60,7 @@ async fn a_retired_machine_leaves_the_answers_of_a_database_that_never_had_it() 
     let (_a, a100) = unpacked("a100-upgrade-1-triton-3.4.0");
     let (_f, fp) = unpacked("h100-fpfusion-off-triton-3.6.0");
     let (a100, fp) = (a100.join("triton-cache"), fp.join("triton-cache"));
-    let (db_dir, with) = fresh_db().await;
+    let (_db_dir, with) = fresh_db().await;
     let with_db = cachelens::db::Db::from(with.clone());
     scan_all(&with, &[("hook", &hook.join("triton-cache")), ("a100", &a100), ("fp", &fp)]).await;
     let (_w, without) = fresh_db().await;
@@ -89,9 +89,9 @@ async fn a_retired_machine_leaves_the_answers_of_a_database_that_never_had_it() 
     ];
     let before = fleet_answers(&with).await;
     assert_ne!(before, fleet_answers(&without).await, "the retired machine shows before");
+    let path = db_at(&with).await;
     with.close().await;
 
-    let path = db_dir.path().join("test.db");
     let out = Command::new(bin()).args(["machine", "retire", "hook", "--json", "--db"]).arg(&path).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let said: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -106,15 +106,14 @@ async fn a_retired_machine_leaves_the_answers_of_a_database_that_never_had_it() 
         assert_eq!(a, b, "{uri} after retiring differs from a database that never had the machine");
     }
     // no row of the machine anywhere (report generations only move forward: their row stays)
-    let tables: Vec<(String,)> = sqlx::query_as(
-        "SELECT m.name FROM sqlite_master m WHERE m.type = 'table'
-           AND EXISTS (SELECT 1 FROM pragma_table_info(m.name) WHERE name = 'machine_id') AND m.name <> 'report_gens'",
-    )
-    .fetch_all(&with)
-    .await
-    .unwrap();
+    let mut tables = vec![];
+    for t in crate::common::tables(&with).await.into_iter().filter(|t| t != "report_gens") {
+        if columns(&with, &t).await.iter().any(|c| c == "machine_id") {
+            tables.push(t);
+        }
+    }
     assert!(tables.len() >= 20, "{tables:?}");
-    for (t,) in tables {
+    for t in tables {
         let n = count(&with, &format!("SELECT COUNT(*) FROM {t} WHERE machine_id = {hook_id}")).await;
         assert_eq!(n, 0, "{t} still holds rows of the retired machine");
     }
@@ -171,7 +170,7 @@ async fn serve_ages_out_removed_entries_and_reports_past_the_window() {
     let (_j, jit) = unpacked("h100-jit-3.6.0");
     let (_f, fp) = unpacked("h100-fpfusion-off-triton-3.6.0");
     let root = jit.join("triton-cache");
-    let (db_dir, pool) = fresh_db().await;
+    let (_db_dir, pool) = fresh_db().await;
     scan(&pool, &root, "jit").await;
     scan(&pool, &fp.join("triton-cache"), "fp").await;
     // three entries leave the cache
@@ -201,9 +200,9 @@ async fn serve_ages_out_removed_entries_and_reports_past_the_window() {
     .await
     .unwrap();
     sqlx::query("UPDATE inv_reports SET computed_at = computed_at - ?").bind(two_days).execute(&pool).await.unwrap();
+    let path = db_at(&pool).await;
     pool.close().await;
 
-    let path = db_dir.path().join("test.db");
     let mut cmd = Command::new(bin());
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--keep-removed", "1d", "--db"]).arg(&path);
     let (_server, _url) = spawn_served(cmd, 60);

@@ -360,7 +360,7 @@ async fn corpus_scans_match_the_files() {
         && r.arch.as_deref() == Some("sm_80")
         && r.warp_size == Some(32)));
     // env-var fields and options that env vars set, kept in the raw metadata
-    let meta_count = |m: &'static str, cond: &'static str| {
+    let meta_count = |m: &'static str, cond: String| {
         let pool = pool.clone();
         async move {
             count(
@@ -375,13 +375,17 @@ async fn corpus_scans_match_the_files() {
             .await
         }
     };
-    assert_eq!(meta_count("h100-jit", "json_extract(metadata_json, '$.TRITON_DISABLE_LINE_INFO') = 'true'").await, 45);
-    assert_eq!(meta_count("h100-jit", "json_extract(metadata_json, '$.debug') = 1").await, 17);
-    assert_eq!(
-        meta_count("h100-fpfusion", "json_extract(metadata_json, '$.TRITON_DEFAULT_FP_FUSION') = 'false'").await,
-        45
-    );
-    assert_eq!(meta_count("h100-fpfusion", "json_extract(metadata_json, '$.enable_fp_fusion') = 0").await, 45);
+    // a JSON true or false: SQLite's json_extract reads it as 1 or 0; on PostgreSQL `->` keeps
+    // it JSON (its json_extract reads a string "true" and a true alike)
+    let flag = |field: &str, v: bool| match on_postgres() {
+        true => format!("CAST(CAST(metadata_json AS JSON) -> '{field}' AS TEXT) = '{v}'"),
+        false => format!("json_extract(metadata_json, '$.{field}') = {}", i32::from(v)),
+    };
+    let text = |field: &str, v: &str| format!("json_extract(metadata_json, '$.{field}') = '{v}'");
+    assert_eq!(meta_count("h100-jit", text("TRITON_DISABLE_LINE_INFO", "true")).await, 45);
+    assert_eq!(meta_count("h100-jit", flag("debug", true)).await, 17);
+    assert_eq!(meta_count("h100-fpfusion", text("TRITON_DEFAULT_FP_FUSION", "false")).await, 45);
+    assert_eq!(meta_count("h100-fpfusion", flag("enable_fp_fusion", false)).await, 45);
 
     // --- registers: CUDA from the cubin's .nv.info == cuobjdump -res-usage; AMD from .amdgcn
     let mut cubins = 0;
@@ -743,7 +747,7 @@ async fn rescan_rereads_only_changed_entries() {
 #[tokio::test]
 async fn cli_scan_json() {
     let (_t, root) = unpacked("h100-jit-3.6.0");
-    let db = root.join("cli.db");
+    let (_db, db) = fresh_db_at().await;
     let out = Command::new(bin())
         .args(["scan", "--machine", "box-1", "--json", "--db"])
         .arg(&db)
@@ -983,7 +987,7 @@ async fn cloned_entries_share_their_ir_and_each_shows_it() {
     let rows = sqlx::query(
         "SELECT a.ext, COUNT(*), COUNT(b.sha256), COUNT(DISTINCT a.sha256),
                 COUNT(DISTINCT CASE WHEN e.key NOT LIKE 'CLONE%' THEN a.sha256 END),
-                SUM(e.key LIKE 'CLONE%')
+                SUM(CASE WHEN e.key LIKE 'CLONE%' THEN 1 ELSE 0 END)
          FROM entry_files a JOIN entry_rows e ON e.id = a.entry_id
          LEFT JOIN blobs b ON b.sha256 = a.sha256 WHERE a.ext IN ('llir', 'ptx', 'ttgir') GROUP BY a.ext",
     )

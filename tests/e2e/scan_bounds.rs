@@ -58,8 +58,7 @@ fn a_sparse_32_gib_file_is_hashed_in_part() {
     std::fs::File::create(d.join("huge.bin")).unwrap().set_len(size).unwrap();
     let d2 = &kernel_dirs(&cache)[1];
     std::fs::File::create(d2.join("huger.bin")).unwrap().set_len(2 << 40).unwrap();
-    let dbdir = tempfile::TempDir::new().unwrap();
-    let db = dbdir.path().join("s.db");
+    let (_dbdir, db) = fresh_db_at_blocking();
     let started = std::time::Instant::now();
     let s = cli_scan(&cache, &db, &["--machine", "sparse"], &[]);
     println!("scan with sparse 32 GiB and 2 TiB files: {:?}", started.elapsed());
@@ -102,8 +101,7 @@ fn a_spent_time_budget_leaves_the_unread_entries_live() {
     let (_t, root) = unpacked("h100-jit-3.6.0");
     let cache = root.join("triton-cache");
     let n = entry_dirs(&cache).len() as i64;
-    let dbdir = tempfile::TempDir::new().unwrap();
-    let db = dbdir.path().join("t.db");
+    let (_dbdir, db) = fresh_db_at_blocking();
     let s1 = cli_scan(&cache, &db, &["--machine", "tb"], &[]);
     assert_eq!(s1["entries"], n, "{s1}");
     let gone = &kernel_dirs(&cache)[0];
@@ -169,19 +167,15 @@ fn hard_links_to_another_owners_files_are_not_read() {
     let mine = dirs[1].join(file_names(&dirs[1]).into_iter().find(|n| n.ends_with(".ttir")).unwrap());
     std::fs::hard_link(&mine, dirs[2].join("copy.ttir")).unwrap();
 
-    let dbdir = tempfile::TempDir::new().unwrap();
-    let db = dbdir.path().join("l.db");
+    let (_dbdir, db) = fresh_db_at_blocking();
     let why = "hard link to a file owned by uid 12345";
     for round in ["first scan", "re-scan"] {
         let s = cli_scan(&cache, &db, &["--machine", "links"], &[]);
         assert_eq!(s["skipped"][why], 2, "{round}: {s}");
         assert_eq!(s["best_configs"], 0, "{round}: {s}");
     }
-    let all = std::fs::read(&db).unwrap();
-    let wal = std::fs::read(db.with_extension("db-wal")).unwrap_or_default();
-    for bytes in [&all, &wal] {
-        assert!(!bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()), "the linked file reached the database");
-    }
+    let held = tokio::runtime::Runtime::new().unwrap().block_on(db_holds(&db, SECRET));
+    assert!(!held, "the linked file reached the database");
     let arts = |d: &Path| {
         query::<String>(
             &db,
@@ -226,8 +220,7 @@ fn hook_events_of_a_shared_cache_are_credited_by_host() {
     append(&ev.join("events-node-b.jsonl"), &lines("node-b", 200, 3));
     // a file of both, not named the hook's way: sorted line by line
     append(&ev.join("both.jsonl"), &(hook_line("node-a", 300, "miss") + &hook_line("node-b", 301, "miss")));
-    let dbdir = tempfile::TempDir::new().unwrap();
-    let db = dbdir.path().join("e.db");
+    let (_dbdir, db) = fresh_db_at_blocking();
     let as_a = || cli_scan(&cache, &db, &["--machine", "machine-a"], &[("CACHELENS_HOSTNAME", "node-a")]);
     let as_b = || cli_scan(&cache, &db, &["--machine", "node-b"], &[("CACHELENS_HOSTNAME", "container-9f2")]);
     let events_of = |m: &str| {
@@ -262,8 +255,7 @@ fn hook_events_of_a_shared_cache_are_credited_by_host() {
     assert_eq!(marks.len(), 3, "{marks:?}");
 
     // `--hook-host '*'`: a cache this machine alone writes, whatever its jobs' hostnames.
-    let dbdir2 = tempfile::TempDir::new().unwrap();
-    let db2 = dbdir2.path().join("all.db");
+    let (_dbdir2, db2) = fresh_db_at_blocking();
     let all = cli_scan(&cache, &db2, &["--machine", "solo", "--hook-host", "*"], &[]);
     assert_eq!(all["events"], 5 + 2 + 3 + 2 + 2 + 4, "{all}");
 }

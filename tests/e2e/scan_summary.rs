@@ -40,8 +40,7 @@ fn cli_scan(db: &std::path::Path, root: &std::path::Path, machine: &str, json: b
 
 #[tokio::test]
 async fn a_local_scan_ends_with_the_machines_hits_and_misses() {
-    let t = tempfile::TempDir::new().unwrap();
-    let db = t.path().join("test.db");
+    let (_t, db) = fresh_db_at().await;
     let hook = corpus_read_only("h100-hook-3.6.0").join("triton-cache");
     let (out, _) = cli_scan(&db, &hook, "h100-hook", false);
     let state = AppState::new(cachelens::db::open(&db).await.unwrap(), Config::default());

@@ -8,7 +8,7 @@ use cachelens::web::{AppState, Config};
 
 #[tokio::test]
 async fn short_keys_resolve_when_unique_and_list_candidates_otherwise() {
-    let (keep, pool) = corpus_db(&[
+    let (_keep, pool) = corpus_db(&[
         ("a100-1", "a100-upgrade-1-triton-3.4.0", "triton-cache"),
         ("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache"),
     ])
@@ -49,8 +49,8 @@ async fn short_keys_resolve_when_unique_and_list_candidates_otherwise() {
     assert_eq!(get(&state, &format!("/search?key=a100-1:{short}")).await.0, 303);
     let (st, page) = get(&state, "/search?key=a100-1:QQQQQQ").await;
     assert!(st == 200 && page.contains("No entry has a key starting with"), "{page}");
-    // The CLI, on the same database file.
-    let db = keep[0].path().join("test.db");
+    // The CLI, on the same database.
+    let db = db_at(state.db.pool()).await;
     let out = std::process::Command::new(bin())
         .args(["explain", "--db", db.to_str().unwrap(), &format!("a100-1:{short}"), &format!("a100-1:{other}")])
         .output()

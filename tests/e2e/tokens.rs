@@ -11,8 +11,7 @@ fn cachelens(args: &[&str], db: &Path) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_create_list_revoke() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let db = dir.path().join("server.db");
+    let (_dir, db) = fresh_db_at().await;
     let out = cachelens(&["token", "create", "--machine", "node-7"], &db);
     assert!(out.status.success(), "{:?}", text(&out));
     let (stdout, _) = text(&out);
@@ -23,10 +22,7 @@ async fn token_create_list_revoke() {
     assert_ne!(second.trim(), token);
     // stored only as a hash
     let pool = cachelens::db::open(&db).await.unwrap();
-    let raw = std::fs::read(&db).unwrap();
-    let wal = std::fs::read(db.with_extension("db-wal")).unwrap_or_default();
-    let needle = token.as_bytes();
-    assert!(![raw, wal].iter().any(|b| b.windows(needle.len()).any(|w| w == needle)), "token in clear in the db");
+    assert!(!db_holds(&db, token).await, "token in clear in the db");
     let hashes: Vec<String> = sqlx::query_scalar("SELECT token_hash FROM tokens").fetch_all(&pool).await.unwrap();
     assert!(hashes.contains(&cachelens::db::tokens::hash(token)));
     // list: ids, machines, state; never the token
@@ -88,16 +84,24 @@ async fn only_a_stored_upload_marks_its_token_used() {
     let (status, _) = post_raw(&srv.url, "/api/v1/scans", Some(&token), report("other"), false).await;
     assert_eq!(status, 403);
     assert_eq!(last_used().await, None);
-    sqlx::query("CREATE TRIGGER fail_scan BEFORE UPDATE ON scans BEGIN SELECT RAISE(ABORT, 'injected'); END")
-        .execute(&srv.pool)
-        .await
-        .unwrap();
+    let (fail, unfail) = match on_postgres() {
+        true => (
+            "CREATE FUNCTION fail_scan() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'injected'; END $$;
+             CREATE TRIGGER fail_scan BEFORE UPDATE ON scans FOR EACH ROW EXECUTE FUNCTION fail_scan()",
+            "DROP TRIGGER fail_scan ON scans",
+        ),
+        false => (
+            "CREATE TRIGGER fail_scan BEFORE UPDATE ON scans BEGIN SELECT RAISE(ABORT, 'injected'); END",
+            "DROP TRIGGER fail_scan",
+        ),
+    };
+    sqlx::raw_sql(fail).execute(srv.pool.any()).await.unwrap();
     let (status, _) = post_raw(&srv.url, "/api/v1/scans", Some(&token), report("t-used"), false).await;
     assert_eq!(status, 500);
     assert_eq!(last_used().await, None, "a failed upload is not a use");
     let scans: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM scans").fetch_one(&srv.pool).await.unwrap();
     assert_eq!(scans, 0);
-    sqlx::query("DROP TRIGGER fail_scan").execute(&srv.pool).await.unwrap();
+    sqlx::raw_sql(unfail).execute(srv.pool.any()).await.unwrap();
     let (status, _) = post_raw(&srv.url, "/api/v1/scans", Some(&token), report("t-used"), false).await;
     assert_eq!(status, 201);
     assert!(last_used().await.is_some());
@@ -198,8 +202,7 @@ fn a_db_url_is_a_store_and_creates_no_file() {
 /// `token create` prints the token alone on stdout and says on stderr which database holds it.
 #[test]
 fn token_create_says_which_database_it_wrote_to() {
-    let dir = tempfile::TempDir::new().unwrap();
-    let db = dir.path().join("team.db");
+    let (_dir, db) = fresh_db_at_blocking();
     let out = std::process::Command::new(bin())
         .args(["token", "create", "--machine", "gpu-1", "--db"])
         .arg(&db)

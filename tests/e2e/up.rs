@@ -1,7 +1,7 @@
 //! `cachelens up`, the README's first command, run as a new user would: the real binary on a
 //! fresh home (its default database a temp file), serving on loopback.
 
-use crate::common::{bin, corpus_read_only};
+use crate::common::{bin, corpus_read_only, fresh_db_at_blocking, untouched};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -118,7 +118,7 @@ fn serve_demo_on_a_busy_port_fails_before_loading() {
     let t = tempfile::TempDir::new().unwrap();
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = busy.local_addr().unwrap();
-    let db = t.path().join("demo.db");
+    let (_db, db) = fresh_db_at_blocking();
     let out =
         on_fresh_home(t.path(), &["serve", "--demo", "--db", db.to_str().unwrap(), "--listen", &addr.to_string()])
             .output()
@@ -126,7 +126,8 @@ fn serve_demo_on_a_busy_port_fails_before_loading() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains(&format!("port {} is in use", addr.port())), "{err}");
-    assert!(!db.exists(), "the demo database was written before the port was tried");
+    let untouched = tokio::runtime::Runtime::new().unwrap().block_on(untouched(&db));
+    assert!(untouched, "the demo database was written before the port was tried");
 }
 
 /// Bytes of the regular files under `dir`, symlinks not followed.

@@ -65,8 +65,8 @@ async fn unpacked_artifacts_kernels_found_from_above_the_vllm_root_with_their_na
     let t = TempDir::new().unwrap();
     let home = home_with_vllm(&t);
     // one level above the vLLM root (the archive dir), a home dir, and the dir above that
-    for (i, path) in [fx.clone(), home.clone(), t.path().to_path_buf()].iter().enumerate() {
-        let db = t.path().join(format!("u{i}.db"));
+    for path in [fx.clone(), home.clone(), t.path().to_path_buf()].iter() {
+        let (_db, db) = common::fresh_db_at().await;
         let summaries = scan(path, &db, "vu");
         let pool = cachelens::db::open(&db).await.unwrap();
         let state = cachelens::web::AppState::new(pool, Default::default());
@@ -102,7 +102,7 @@ async fn binary_artifacts_listed_with_bytes_inodes_kernels_and_key_factors() {
     let gt = truth(&fx);
     let t = TempDir::new().unwrap();
     let home = home_with_vllm(&t);
-    let db = t.path().join("b.db");
+    let (_db, db) = common::fresh_db_at().await;
     let summaries = scan(&home, &db, "vb");
     let prefix = home.join(".cache/vllm/torch_compile_cache").join(BINARY).join("rank_0_0/backbone");
     let prefix = prefix.canonicalize().unwrap();
