@@ -336,7 +336,7 @@ pub(crate) async fn open_sqlite(path: &Path, connections: Connections, busy: Dur
                 Ok(())
             })
         })
-        .connect_with(url.as_str().parse::<AnyConnectOptions>()?)
+        .connect_with(quiet_when_slow(url.as_str().parse::<AnyConnectOptions>()?))
         .await?;
     MIGRATOR.run(&pool).await?;
     Ok(Store::sqlite(pool, path))
@@ -383,11 +383,18 @@ pub async fn open_postgres(url: &str, connections: Connections) -> anyhow::Resul
                 Ok(())
             })
         })
-        .connect_with(url.parse::<AnyConnectOptions>()?)
+        .connect_with(quiet_when_slow(url.parse::<AnyConnectOptions>()?))
         .await
         .map_err(|e| anyhow::anyhow!("cannot connect to {}: {e}", copy::redact(url)))?;
     PG_MIGRATOR.run(&pool).await?;
     Ok(Store::postgres(pool))
+}
+
+/// A statement over a second is logged at debug, not as sqlx's warning: a scan or a summary
+/// update on a loaded machine runs such statements by design, and a command's stderr is its
+/// user's (`CACHELENS_LOG=sqlx=debug` shows them).
+fn quiet_when_slow(opts: AnyConnectOptions) -> AnyConnectOptions {
+    sqlx::ConnectOptions::log_slow_statements(opts, log::LevelFilter::Debug, Duration::from_secs(1))
 }
 
 /// sqlx's Any driver with the two stores built in (once per process).
