@@ -13,12 +13,12 @@ use tempfile::TempDir;
 
 /// The whole demo (every archive, as `serve --demo` loads it) in a fresh database:
 /// (database dir, the caches' dir, pool).
-pub(crate) async fn demo_db() -> (TempDir, TempDir, Store) {
+pub(crate) async fn demo_db() -> (crate::common::DbDir, TempDir, Store) {
     demo_in(fresh_db().await).await
 }
 
 /// [`demo_db`] in the database given (dir, pool).
-pub(crate) async fn demo_in((dbdir, pool): (TempDir, Store)) -> (TempDir, TempDir, Store) {
+pub(crate) async fn demo_in((dbdir, pool): (crate::common::DbDir, Store)) -> (crate::common::DbDir, TempDir, Store) {
     let store = cachelens::db::Db::from(pool.clone());
     let work = TempDir::new().unwrap();
     cachelens::demo::load(&store, work.path()).await.unwrap();

@@ -32,7 +32,7 @@ fn big_ir(lines: usize, edit: bool) -> String {
 
 /// Two entries of one kernel whose `.source` and `.ttir` are `lines` lines each (every 10th
 /// differs), scanned as machine `big`: (dirs to keep, pool, id A, id B).
-async fn big_pair(lines: usize) -> (Vec<tempfile::TempDir>, Store, String, String) {
+async fn big_pair(lines: usize) -> (Vec<crate::common::DbDir>, Store, String, String) {
     let (t, dir) = unpacked("h100-jit-3.6.0");
     let cache = dir.join("triton-cache");
     let mut keys: Vec<String> = std::fs::read_dir(&cache)
@@ -51,7 +51,7 @@ async fn big_pair(lines: usize) -> (Vec<tempfile::TempDir>, Store, String, Strin
     }
     let (dbdir, pool) = fresh_db().await;
     scan(&pool, &cache, "big").await;
-    (vec![t, dbdir], pool, format!("big:{}", keys[0]), format!("big:{}", keys[1]))
+    (vec![t.into(), dbdir], pool, format!("big:{}", keys[0]), format!("big:{}", keys[1]))
 }
 
 /// Two 60,000-line texts (3.3 MB each): the diff reads the first 20,000 lines of each and says

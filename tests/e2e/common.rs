@@ -69,28 +69,74 @@ pub fn log_from_env() {
     }
 }
 
+/// A test's database dir: a temp dir, and on PostgreSQL ([`on_postgres`]) the test's own
+/// database, dropped with it (a run of every test leaves no database behind: some hold 50,000
+/// entries). Reads as its [`TempDir`].
+pub struct DbDir {
+    dir: TempDir,
+    pg: Option<String>,
+}
+
+impl std::ops::Deref for DbDir {
+    type Target = TempDir;
+    fn deref(&self) -> &TempDir {
+        &self.dir
+    }
+}
+
+impl From<TempDir> for DbDir {
+    fn from(dir: TempDir) -> DbDir {
+        DbDir { dir, pg: None }
+    }
+}
+
+impl Drop for DbDir {
+    fn drop(&mut self) {
+        let (Some(url), Ok(base)) = (self.pg.take(), std::env::var("CACHELENS_TEST_PG")) else { return };
+        let Some((_, name)) = url.rsplit_once('/') else { return };
+        let name = name.to_string();
+        // a runtime of its own, on a thread of its own: a drop may run inside the test's runtime
+        let dropped = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            rt.block_on(async {
+                let admin = sqlx::postgres::PgPoolOptions::new().max_connections(1).connect(&base).await.ok()?;
+                let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                sqlx::query(sqlx::AssertSqlSafe(sql)).execute(&admin).await.ok()?;
+                admin.close().await;
+                Some(())
+            })
+        });
+        let _ = dropped.join();
+    }
+}
+
 /// Where a fresh database is to be: `dir/test.db` (not created yet), or on PostgreSQL
 /// ([`on_postgres`]) a new, empty database's URL, as a path (`--db` and `db::open` take a
-/// `postgres://` URL as one; the dir is then empty). For a test that starts the `cachelens`
-/// binary on its database.
-pub async fn fresh_db_at() -> (TempDir, PathBuf) {
+/// `postgres://` URL as one; the dir is then empty), dropped with the dir. For a test that
+/// starts the `cachelens` binary on its database.
+pub async fn fresh_db_at() -> (DbDir, PathBuf) {
     log_from_env();
-    let t = TempDir::new().unwrap();
-    let at = match on_postgres() {
-        true => PathBuf::from(new_pg_database("t").await.expect("CACHELENS_TEST_PG for CACHELENS_TEST_STORE=postgres")),
-        false => t.path().join("test.db"),
-    };
-    (t, at)
+    let dir = TempDir::new().unwrap();
+    match on_postgres() {
+        true => {
+            let url = new_pg_database("t").await.expect("CACHELENS_TEST_PG for CACHELENS_TEST_STORE=postgres");
+            (DbDir { dir, pg: Some(url.clone()) }, PathBuf::from(url))
+        }
+        false => {
+            let at = dir.path().join("test.db");
+            (dir.into(), at)
+        }
+    }
 }
 
 /// [`fresh_db_at`] for a test that is not async.
-pub fn fresh_db_at_blocking() -> (TempDir, PathBuf) {
+pub fn fresh_db_at_blocking() -> (DbDir, PathBuf) {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(fresh_db_at())
 }
 
 /// A fresh database: a temp file, or on PostgreSQL a new database ([`on_postgres`]; the dir
-/// is then empty). [`db_at`] says where it is.
-pub async fn fresh_db() -> (TempDir, Store) {
+/// is then empty, and the database is dropped with it). [`db_at`] says where it is.
+pub async fn fresh_db() -> (DbDir, Store) {
     let (t, at) = fresh_db_at().await;
     let pool = cachelens::db::open(&at).await.unwrap();
     (t, pool)
@@ -98,10 +144,10 @@ pub async fn fresh_db() -> (TempDir, Store) {
 
 /// A fresh SQLite file `dir/test.db`, whatever `CACHELENS_TEST_STORE` says: for the tests of
 /// the SQLite file itself (backups, a copy from a file, old files migrated).
-pub async fn sqlite_db() -> (TempDir, Store) {
+pub async fn sqlite_db() -> (DbDir, Store) {
     let t = TempDir::new().unwrap();
     let pool = cachelens::db::open(&t.path().join("test.db")).await.unwrap();
-    (t, pool)
+    (t.into(), pool)
 }
 
 /// Whether nothing was written at `at` (a [`fresh_db_at`]): no file there, or on PostgreSQL a
@@ -206,7 +252,7 @@ pub fn row_identity(pool: &Store) -> (&'static str, &'static str) {
 
 /// Scan `(machine, archive, subdir)` triples into one fresh database. Archives of the same
 /// machine listed one after another are unpacked into the same path (an in-place upgrade).
-pub async fn corpus_db(plan: &[(&str, &str, &str)]) -> (Vec<TempDir>, Store) {
+pub async fn corpus_db(plan: &[(&str, &str, &str)]) -> (Vec<DbDir>, Store) {
     let (dbdir, pool) = fresh_db().await;
     let store = cachelens::db::Db::from(pool.clone());
     let mut keep = vec![dbdir];
@@ -215,7 +261,7 @@ pub async fn corpus_db(plan: &[(&str, &str, &str)]) -> (Vec<TempDir>, Store) {
         let t = match slot.take() {
             Some((m, t)) if m == *machine => t,
             Some((_, t)) => {
-                keep.push(t);
+                keep.push(t.into());
                 TempDir::new().unwrap()
             }
             None => TempDir::new().unwrap(),
@@ -230,19 +276,19 @@ pub async fn corpus_db(plan: &[(&str, &str, &str)]) -> (Vec<TempDir>, Store) {
         slot = Some((machine.to_string(), t));
     }
     if let Some((_, t)) = slot {
-        keep.push(t);
+        keep.push(t.into());
     }
     (keep, pool)
 }
 
 /// The standard fleet used by page and API tests: every corpus archive, as the demo loads it.
-pub async fn fleet() -> (Vec<TempDir>, AppState) {
+pub async fn fleet() -> (Vec<DbDir>, AppState) {
     let (keep, pool) = fleet_db().await;
     (keep, AppState::new(pool, Config::default()))
 }
 
 /// The database of [`fleet`] (the first dir kept holds it, as `test.db`).
-pub async fn fleet_db() -> (Vec<TempDir>, Store) {
+pub async fn fleet_db() -> (Vec<DbDir>, Store) {
     corpus_db(&[
         ("h100-a", "h100-jit-3.6.0", "triton-cache"),
         ("h100-b", "h100-inductor-3.6.0", "inductor"),

@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-async fn upgrades() -> (Vec<tempfile::TempDir>, AppState) {
+async fn upgrades() -> (Vec<crate::common::DbDir>, AppState) {
     let (keep, pool) = corpus_db(&[
         ("a100-1", "a100-upgrade-1-triton-3.4.0", "triton-cache"),
         ("a100-1", "a100-upgrade-2-triton-3.5.1", "triton-cache"),

@@ -44,7 +44,7 @@ pub fn workload() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/workload.py")
 }
 
-async fn state_of(caches: &[(&Path, &str)]) -> (tempfile::TempDir, AppState) {
+async fn state_of(caches: &[(&Path, &str)]) -> (crate::common::DbDir, AppState) {
     let (dir, pool) = fresh_db().await;
     for (c, m) in caches {
         scan(&pool, c, m).await;

@@ -61,7 +61,7 @@ fn generated() -> Option<&'static PathBuf> {
     .as_ref()
 }
 
-async fn scan_generated(gen_dir: &Path) -> (Vec<tempfile::TempDir>, AppState) {
+async fn scan_generated(gen_dir: &Path) -> (Vec<crate::common::DbDir>, AppState) {
     let (keep, pool) = corpus_db(&[("h100-c", "h100-fpfusion-off-triton-3.6.0", "triton-cache")]).await;
     let store = cachelens::db::Db::from(pool.clone());
     for m in ["sm90", "sm80", "gfx942", "f32ieee"] {

@@ -74,14 +74,14 @@ async fn pg_rows(pool: &PgPool, sql: &str) -> Vec<String> {
 /// A database of three real caches (an upgraded A100 cache, an H100 cache with the hook's
 /// events, an Inductor cache with autotune results), scanned the way a user's is: an SQLite
 /// file whatever the tests' store (the copy's source).
-async fn team_db() -> (Vec<tempfile::TempDir>, Store, std::path::PathBuf) {
+async fn team_db() -> (Vec<crate::common::DbDir>, Store, std::path::PathBuf) {
     let (dbdir, pool) = sqlite_db().await;
     let (_a, a100) = unpacked("a100-upgrade-1-triton-3.4.0");
     let (_h, hook) = unpacked("h100-hook-3.6.0");
     scan(&pool, &a100.join("triton-cache"), "a100").await;
     scan(&pool, &hook.join("triton-cache"), "h100").await;
     let path = dbdir.path().join("test.db");
-    (vec![dbdir, _a, _h], pool, path)
+    (vec![dbdir, _a.into(), _h.into()], pool, path)
 }
 
 /// Every row of every table arrives, with its values: each table's row count, and what the

@@ -276,7 +276,7 @@ async fn an_upload_replacing_a_scan_replaces_the_stored_report() {
     assert!(after["summary"].as_str().unwrap().starts_with("25 of 25 entries recompiled after Triton 3.6.0 → 3.9.0"));
 }
 
-async fn upgrades(config: Config) -> (Vec<TempDir>, AppState) {
+async fn upgrades(config: Config) -> (Vec<crate::common::DbDir>, AppState) {
     let (keep, pool) = corpus_db(&[
         ("a100-1", "a100-upgrade-1-triton-3.4.0", "triton-cache"),
         ("a100-1", "a100-upgrade-2-triton-3.5.1", "triton-cache"),

@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 use std::io::Write;
 use std::path::Path;
 use std::process::Output;
-use tempfile::TempDir;
 
 /// A server running `app(state)` in this process on 127.0.0.1:0.
 pub struct Server {
@@ -16,7 +15,7 @@ pub struct Server {
     pub pool: Store,
     /// The server's database handle (its writers' queue and caches).
     pub db: cachelens::db::Db,
-    pub _dir: TempDir,
+    pub _dir: crate::common::DbDir,
 }
 
 pub async fn server(config: Config) -> Server {
