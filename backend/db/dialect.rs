@@ -354,10 +354,11 @@ pub fn to_pg(sql: &str) -> String {
                         _ => {}
                     }
                 }
-                if upper == "AS" && followed_by("INTEGER") {
-                    if let Some(Call::Cast(_, at @ None)) = level.call.as_mut() {
-                        *at = Some(out.iter().rposition(|s| !s.trim().is_empty()).map_or(out.len(), |p| p + 1));
-                    }
+                if upper == "AS"
+                    && followed_by("INTEGER")
+                    && let Some(Call::Cast(_, at @ None)) = level.call.as_mut()
+                {
+                    *at = Some(out.iter().rposition(|s| !s.trim().is_empty()).map_or(out.len(), |p| p + 1));
                 }
                 if upper == "IN" && followed_by("(") && json_list_at(&toks, next(i + 1).expect("(")) {
                     let j = next(i + 1).expect("(");
