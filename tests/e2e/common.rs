@@ -49,8 +49,13 @@ pub async fn new_pg_database(prefix: &str) -> Option<String> {
     let name = format!("{prefix}_{}_{:x}", std::process::id(), rand::random::<u64>());
     sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&admin).await.unwrap();
     admin.close().await;
+    Some(pg_database_url(&base, &name))
+}
+
+/// The URL of database `name` on the test server whose URL is `base` (`CACHELENS_TEST_PG`).
+fn pg_database_url(base: &str, name: &str) -> String {
     match base.rsplit_once('/') {
-        Some((server, _)) => Some(format!("{server}/{name}")),
+        Some((server, _)) => format!("{server}/{name}"),
         None => panic!("CACHELENS_TEST_PG {base:?} names no database"),
     }
 }
@@ -196,10 +201,7 @@ pub async fn db_at(pool: &Store) -> PathBuf {
     }
     let name: String = sqlx::query_scalar("SELECT CAST(current_database() AS TEXT)").fetch_one(pool).await.unwrap();
     let base = std::env::var("CACHELENS_TEST_PG").expect("CACHELENS_TEST_PG for a PostgreSQL store");
-    match base.rsplit_once('/') {
-        Some((server, _)) => PathBuf::from(format!("{server}/{name}")),
-        None => panic!("CACHELENS_TEST_PG {base:?} names no database"),
-    }
+    PathBuf::from(pg_database_url(&base, &name))
 }
 
 /// The database's own tables (SQLite's and sqlx's left out), sorted: `sqlite_master` on
