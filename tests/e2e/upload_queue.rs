@@ -76,15 +76,6 @@ async fn a_body_is_read_while_the_uploads_ahead_ingest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_queue_answers_503_and_the_client_waits_its_turn() {
-    // Open (issue 36): on PostgreSQL this test hung in 2 of 3 runs of the whole suite (never
-    // alone, never on SQLite): the second upload's send (the one to be answered 503 before its
-    // body is read) never returned once the first's body had been spooled before it came; its
-    // token lookup done, the database idle, its connection open with nothing in flight. Skipped
-    // there until that is understood, so that a run ends.
-    if on_postgres() {
-        eprintln!("skipped on PostgreSQL: an intermittent hang not yet understood (issue 36)");
-        return;
-    }
     let (_d, pool) = fresh_db().await;
     let store = cachelens::db::Db::from(pool.clone());
     let token = cachelens::db::tokens::create(&store, "node-1").await.unwrap();
@@ -92,10 +83,22 @@ async fn a_full_queue_answers_503_and_the_client_waits_its_turn() {
     let state = AppState::new(pool.clone(), Config { upload_queue: 1, ..Config::default() });
     let n = state.upload_slots.available_permits() as u32;
     let busy = state.upload_slots.clone().acquire_many_owned(n).await.unwrap();
+    let queue = state.upload_queue.clone();
     let addr = serve(state).await;
     let url = format!("http://{addr}");
-    // The one place in the queue: taken by a body waiting for its turn.
+    // The one place in the queue: taken by a body waiting for its turn. Its bytes are in the
+    // socket's buffers once written, but the place is the server's to take after it has looked
+    // up the token: wait for that, or the next upload may take it first (on a loaded
+    // PostgreSQL its token lookup can finish first) and wait for a slot this test holds.
     let mut first = send_body(addr, &token, 1 << 20, Duration::from_secs(30)).await;
+    let taken = async {
+        while queue.available_permits() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), taken)
+        .await
+        .expect("the first upload never took its place in the queue");
     // The next upload is turned away at once, before its body is read, with Retry-After.
     let resp = cachelens::upload::client()
         .unwrap()
