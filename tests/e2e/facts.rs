@@ -134,8 +134,8 @@ async fn a_node_whose_entries_the_server_holds_sends_only_its_own_part_and_is_st
     scan(&local, &dirs[2], "node-c").await;
     let (up, loc) = (rows_of(&srv.pool, "node-c").await, rows_of(&local, "node-c").await);
     assert_eq!(up, loc, "node-c: the uploaded rows differ from the local scan's");
-    // The counters an ingest keeps per statement for the rows it adds (`db::presence`) equal a
-    // fresh count, on the server (rows added as present and whole) and locally.
+    // The counters the triggers on `entries` keep for the rows an ingest adds equal a fresh
+    // count, on the server (rows added as present and whole) and locally.
     assert_eq!(live_counter_faults(&srv.pool).await, [0; 4], "the server's live counters");
     assert_eq!(live_counter_faults(&local).await, [0; 4], "the local scans' live counters");
     for pool in [&srv.pool, &local] {
