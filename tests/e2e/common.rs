@@ -519,9 +519,9 @@ pub async fn fact_file_count_faults(pool: &cachelens::db::Store) -> i64 {
 }
 
 /// Counters kept per presence row (by the row triggers on `entries`) that differ from a fresh
-/// count of the live entries: facts whose live
-/// count (`fact_live`), grid cells on a machine whose count (`variant_machines`), machines whose
-/// live count (`machine_counts`) and (machine, kernel)s whose count (`entry_counts`) is off.
+/// count of the live entries: facts whose live count (`fact_live`), grid cells on a machine whose
+/// count (`variant_machines`), machines whose live count (`machine_counts`) and (machine,
+/// kernel)s whose count (`entry_counts`) is off.
 /// `[0, 0, 0, 0]` when they were kept.
 pub async fn live_counter_faults(pool: &cachelens::db::Store) -> [i64; 4] {
     // a fact's live count, and its oldest and newest live entry where kept (NULL: to be looked up)
